@@ -1,0 +1,551 @@
+"""The triplet memory: SQLite is the record, MinHash-LSH indexes are derived from it.
+
+Every operation is scoped to a namespace (a user or a session) and nothing crosses
+namespaces. A query tries an exact match of each given field (after normalising case,
+whitespace, punctuation and relation aliases); a field with no exact match falls back to the
+most similar stored term of that field (see fuzzy.py). Writes of functional relations
+supersede the older fact, which stays in history with its validity interval.
+
+The fuzzy indexes are rebuilt from SQLite, never persisted: one per (namespace, field),
+built the first time a fuzzy lookup needs it and kept in sync by every later write and
+purge; at most `MemoryConfig.max_indexes` stay resident (least recently used are dropped),
+so 10,000 users cost neither 10,000 indexes nor a slow start.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+import unicodedata
+from collections import OrderedDict
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from importlib import resources
+from pathlib import Path
+from typing import Iterable, Iterator, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from memory_runtime.fuzzy import FuzzyConfig, FuzzyIndex
+from memory_runtime.protocol import Triplet
+
+APPLICATION_ID = int.from_bytes(b"meml", "big")  # PRAGMA application_id of our database files
+SCHEMA_VERSION = 1
+FIELDS = ("subject", "relation", "object")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS triplets (
+    id INTEGER PRIMARY KEY,
+    namespace TEXT NOT NULL,
+    subject TEXT NOT NULL,
+    relation TEXT NOT NULL,
+    object TEXT NOT NULL,
+    subject_norm TEXT NOT NULL,
+    relation_norm TEXT NOT NULL,
+    object_norm TEXT NOT NULL,
+    valid_from REAL NOT NULL,
+    valid_to REAL,                 -- NULL while the fact is current
+    ended_by TEXT,                 -- 'superseded' or 'forgotten'
+    superseded_by INTEGER
+);
+CREATE INDEX IF NOT EXISTS triplets_subject ON triplets(namespace, subject_norm);
+CREATE INDEX IF NOT EXISTS triplets_relation ON triplets(namespace, relation_norm);
+CREATE INDEX IF NOT EXISTS triplets_object ON triplets(namespace, object_norm);
+"""
+_COLUMNS = "id, namespace, subject, relation, object, valid_from, valid_to, ended_by, superseded_by"
+
+
+class InvalidDatabaseError(ValueError):
+    """The file exists but is not a memlm memory database (or is from a newer memlm)."""
+
+
+# --------------------------------------------------------------------------- configuration
+
+
+class RelationSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1)
+    aliases: list[str] = []
+    functional: Literal["subject", "object", "both"] | None = None
+
+
+class MemoryConfig(BaseModel):
+    """The store's settings: the relation table, the fuzzy fallback, how many indexes stay resident."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    relations: list[RelationSpec] = []
+    fuzzy: FuzzyConfig = FuzzyConfig()
+    max_indexes: int = Field(256, ge=1)
+
+    @model_validator(mode="after")
+    def _aliases_unique(self) -> "MemoryConfig":
+        owner: dict[str, str] = {}
+        for spec in self.relations:
+            for surface in [spec.name, *spec.aliases]:
+                key = normalize_term(surface)
+                if owner.get(key, spec.name) != spec.name:
+                    raise ValueError(f"relation alias {surface!r} is claimed by both {owner[key]!r} and {spec.name!r}")
+                owner[key] = spec.name
+        return self
+
+    @classmethod
+    def load(cls, path: str | Path | None = None) -> "MemoryConfig":
+        """Read a YAML config; None gives the relation table shipped with memlm."""
+        if path is None:
+            text = resources.files("memory_runtime").joinpath("relations.yaml").read_text()
+            source = "memory_runtime/relations.yaml"
+        else:
+            text = Path(path).read_text()
+            source = str(path)
+        try:
+            return cls.model_validate(yaml.safe_load(text) or {})
+        except ValidationError as err:
+            raise ValueError(f"invalid memory config {source}:\n{err}") from None
+
+
+# --------------------------------------------------------------------------- records
+
+
+@dataclass(frozen=True)
+class Fact:
+    """One stored triplet with its validity interval (valid_to None = current)."""
+
+    subject: str
+    relation: str
+    object: str
+    id: int
+    namespace: str
+    valid_from: float
+    valid_to: float | None = None
+    ended_by: str | None = None
+    superseded_by: int | None = None
+
+    @property
+    def triplet(self) -> Triplet:
+        return Triplet(self.subject, self.relation, self.object)
+
+    @property
+    def current(self) -> bool:
+        return self.valid_to is None
+
+
+@dataclass(frozen=True)
+class FieldMatch:
+    """A query field answered by a fuzzy match rather than an exact one."""
+
+    field: str
+    asked: str
+    matched: str  # the stored term as written
+    score: float  # exact Jaccard of 3-gram shingles
+
+
+@dataclass(frozen=True)
+class QueryResult:
+    """All matching facts (aggregation), and which fields were matched fuzzily."""
+
+    facts: list[Fact]
+    fuzzy: dict[str, FieldMatch] = field(default_factory=dict)
+
+    def __iter__(self) -> Iterator[Fact]:
+        return iter(self.facts)
+
+    def __len__(self) -> int:
+        return len(self.facts)
+
+    @property
+    def triplets(self) -> list[Triplet]:
+        return [f.triplet for f in self.facts]
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    fact: Fact
+    status: Literal["stored", "duplicate"]
+    superseded: list[Fact] = field(default_factory=list)
+
+
+# --------------------------------------------------------------------------- normalisation
+
+
+def normalize_term(term: str) -> str:
+    """The matching key of a term: NFKC, case-folded, punctuation dropped, whitespace collapsed.
+
+    Hyphens, slashes and underscores separate words ("Smith-Jones" ~ "Smith Jones"); other
+    punctuation is removed ("Pfizer Inc." ~ "pfizer inc", "O'Brien" ~ "OBrien").
+    """
+    out = []
+    for ch in unicodedata.normalize("NFKC", term).casefold():
+        if ch in "-_/" or ch.isspace():
+            out.append(" ")
+        elif not unicodedata.category(ch).startswith("P"):
+            out.append(ch)
+    return " ".join("".join(out).split())
+
+
+def _checked_term(value: object, what: str) -> tuple[str, str]:
+    if not isinstance(value, str):
+        raise TypeError(f"{what} must be a string, got {type(value).__name__}")
+    display = " ".join(value.split())
+    if not display:
+        raise ValueError(f"{what} is empty")
+    norm = normalize_term(display)
+    if not norm:
+        raise ValueError(f"{what} {value!r} has no letters or digits")
+    return display, norm
+
+
+def _timestamp(value: float | datetime | None, what: str) -> float:
+    if value is None:
+        return time.time()
+    if isinstance(value, datetime):
+        return value.timestamp()
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    raise TypeError(f"{what} must be a unix time or a datetime, got {type(value).__name__}")
+
+
+def _checked_namespace(namespace: object) -> str:
+    if not isinstance(namespace, str) or not namespace.strip():
+        raise ValueError(f"namespace must be a non-empty string, got {namespace!r}")
+    return namespace
+
+
+# --------------------------------------------------------------------------- the store
+
+
+class TripletStore:
+    """A namespaced, persistent triplet memory with exact-then-fuzzy lookup.
+
+    Thread-safe: one connection guarded by a lock, so a server may share one store.
+    """
+
+    def __init__(self, path: str | Path = ":memory:", config: MemoryConfig | None = None) -> None:
+        self.config = config or MemoryConfig.load()
+        self.path = str(path)
+        self._lock = threading.RLock()
+        self._conn = self._connect(self.path)
+        self._indexes: OrderedDict[tuple[str, str], FuzzyIndex] = OrderedDict()
+        self._canonical: dict[str, str] = {}  # normalised alias -> canonical relation name
+        self._functional: dict[str, str] = {}  # normalised canonical name -> "subject"/"object"/"both"
+        for spec in self.config.relations:
+            for surface in [spec.name, *spec.aliases]:
+                self._canonical[normalize_term(surface)] = spec.name
+            if spec.functional:
+                self._functional[normalize_term(spec.name)] = spec.functional
+
+    @staticmethod
+    def _connect(path: str) -> sqlite3.Connection:
+        if path != ":memory:" and Path(path).is_dir():
+            raise InvalidDatabaseError(f"{path} is a directory, not a memory database file")
+        try:
+            conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+            app_id = conn.execute("PRAGMA application_id").fetchone()[0]
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            tables = conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+        except sqlite3.DatabaseError as err:
+            raise InvalidDatabaseError(f"{path} is not a memlm memory database ({err})") from None
+        if app_id != APPLICATION_ID and (tables or app_id):
+            conn.close()
+            raise InvalidDatabaseError(f"{path} is an SQLite database of another application, not a memlm memory")
+        if version > SCHEMA_VERSION:
+            conn.close()
+            raise InvalidDatabaseError(f"{path} has schema version {version}; this memlm reads up to {SCHEMA_VERSION}")
+        if path != ":memory:":
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+        conn.executescript(_SCHEMA)
+        conn.execute(f"PRAGMA application_id={APPLICATION_ID}")
+        conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+        return conn
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+            self._indexes.clear()
+
+    def __enter__(self) -> "TripletStore":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ normalising input
+
+    def canonical_relation(self, relation: str) -> str:
+        """The canonical name of a relation (aliases resolved), or the relation as written."""
+        display, norm = _checked_term(relation, "relation")
+        return self._canonical.get(norm, display)
+
+    def _terms(self, subject: object, relation: object, object_: object) -> tuple[tuple[str, str], ...]:
+        s = _checked_term(subject, "subject")
+        r_display = self.canonical_relation(relation)  # type: ignore[arg-type]
+        o = _checked_term(object_, "object")
+        return s, (r_display, normalize_term(r_display)), o
+
+    # ------------------------------------------------------------------ writing
+
+    def write(
+        self, subject: str, relation: str, object: str, *, namespace: str = "default", at: float | datetime | None = None
+    ) -> WriteResult:
+        """Store one fact (deduplicated; superseding for functional relations)."""
+        return self.write_many([(subject, relation, object)], namespace=namespace, at=at)[0]
+
+    def write_many(
+        self,
+        triplets: Iterable[tuple[str, str, str] | Triplet],
+        *,
+        namespace: str = "default",
+        at: float | datetime | None = None,
+    ) -> list[WriteResult]:
+        """Store a batch in one transaction: all of it is validated first, so bad input stores nothing."""
+        namespace = _checked_namespace(namespace)
+        when = _timestamp(at, "at")
+        checked = []
+        for i, item in enumerate(triplets):
+            try:
+                subject, relation, object_ = item
+            except (TypeError, ValueError):
+                raise ValueError(f"triplet #{i} must be (subject, relation, object), got {item!r}") from None
+            checked.append(self._terms(subject, relation, object_))
+        with self._lock:
+            with self._transaction() as cur:
+                results = [self._write_one(cur, namespace, terms, when) for terms in checked]
+            for i, name in enumerate(FIELDS):
+                index = self._indexes.get((namespace, name))
+                if index is not None:
+                    index.add(terms[i][1] for terms in checked)
+        return results
+
+    def _write_one(self, cur: sqlite3.Cursor, namespace: str, terms, when: float) -> WriteResult:
+        (s, s_norm), (r, r_norm), (o, o_norm) = terms
+        row = cur.execute(
+            f"SELECT {_COLUMNS} FROM triplets WHERE namespace=? AND subject_norm=? AND relation_norm=?"
+            " AND object_norm=? AND valid_to IS NULL",
+            (namespace, s_norm, r_norm, o_norm),
+        ).fetchone()
+        if row is not None:
+            return WriteResult(_fact(row), "duplicate")
+        cur.execute(
+            "INSERT INTO triplets (namespace, subject, relation, object, subject_norm, relation_norm, object_norm,"
+            " valid_from) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (namespace, s, r, o, s_norm, r_norm, o_norm, when),
+        )
+        new_id = cur.lastrowid
+        superseded = []
+        functional = self._functional.get(r_norm)
+        if functional:
+            clauses = []
+            if functional in ("subject", "both"):
+                clauses.append("(subject_norm = :s AND object_norm != :o)")
+            if functional in ("object", "both"):
+                clauses.append("(object_norm = :o AND subject_norm != :s)")
+            where = (
+                f"namespace = :ns AND relation_norm = :r AND valid_to IS NULL AND id != :id AND ({' OR '.join(clauses)})"
+            )
+            params = {"ns": namespace, "r": r_norm, "s": s_norm, "o": o_norm, "id": new_id}
+            old = [_fact(row) for row in cur.execute(f"SELECT {_COLUMNS} FROM triplets WHERE {where}", params)]
+            if old:
+                cur.execute(
+                    "UPDATE triplets SET valid_to = max(:when, valid_from), ended_by = 'superseded',"
+                    f" superseded_by = :id WHERE {where}",
+                    {**params, "when": when},
+                )
+                superseded = [
+                    replace(f, valid_to=max(when, f.valid_from), ended_by="superseded", superseded_by=new_id)
+                    for f in old
+                ]
+        return WriteResult(Fact(s, r, o, new_id, namespace, when), "stored", superseded)
+
+    # ------------------------------------------------------------------ reading
+
+    def query(
+        self,
+        subject: str | None = None,
+        relation: str | None = None,
+        object: str | None = None,
+        *,
+        namespace: str = "default",
+        as_of: float | datetime | None = None,
+        fuzzy: bool = True,
+    ) -> QueryResult:
+        """Facts matching every given field: current ones, or those valid at `as_of`."""
+        namespace = _checked_namespace(namespace)
+        given = {name: value for name, value in zip(FIELDS, (subject, relation, object)) if value is not None}
+        if not given:
+            raise ValueError("query needs at least one of subject, relation, object (use facts() to list all)")
+        where, params, matches = ["namespace = ?"], [namespace], {}
+        with self._lock:
+            for name, value in given.items():
+                display, norm = _checked_term(value, name)
+                if name == "relation":
+                    norm = normalize_term(self._canonical.get(norm, display))
+                if not self._has_term(namespace, name, norm):
+                    match = self._fuzzy_term(namespace, name, norm) if fuzzy else None
+                    if match is None:
+                        return QueryResult([], matches)
+                    norm = match.term
+                    matches[name] = FieldMatch(name, value, self._display(namespace, name, norm), match.score)
+                where.append(f"{name}_norm = ?")
+                params.append(norm)
+            where.append(self._validity_clause(as_of, params))
+            rows = self._conn.execute(
+                f"SELECT {_COLUMNS} FROM triplets WHERE {' AND '.join(where)} ORDER BY valid_from, id", params
+            ).fetchall()
+        return QueryResult([_fact(row) for row in rows], matches)
+
+    def facts(self, namespace: str = "default", *, as_of: float | datetime | None = None) -> list[Fact]:
+        """Every fact of the namespace that is current (or valid at `as_of`)."""
+        namespace = _checked_namespace(namespace)
+        params: list = [namespace]
+        clause = self._validity_clause(as_of, params)
+        with self._lock:
+            rows = self._conn.execute(
+                f"SELECT {_COLUMNS} FROM triplets WHERE namespace = ? AND {clause} ORDER BY valid_from, id", params
+            ).fetchall()
+        return [_fact(row) for row in rows]
+
+    def history(
+        self,
+        subject: str | None = None,
+        relation: str | None = None,
+        object: str | None = None,
+        *,
+        namespace: str = "default",
+    ) -> list[Fact]:
+        """Every version of the matching facts (exact match), oldest first, superseded and forgotten included."""
+        where, params = self._exact_where(namespace, subject, relation, object, require=False)
+        with self._lock:
+            rows = self._conn.execute(
+                f"SELECT {_COLUMNS} FROM triplets WHERE {where} ORDER BY valid_from, id", params
+            ).fetchall()
+        return [_fact(row) for row in rows]
+
+    def namespaces(self) -> list[str]:
+        with self._lock:
+            return [row[0] for row in self._conn.execute("SELECT DISTINCT namespace FROM triplets ORDER BY 1")]
+
+    # ------------------------------------------------------------------ forgetting
+
+    def forget(
+        self,
+        subject: str | None = None,
+        relation: str | None = None,
+        object: str | None = None,
+        *,
+        namespace: str = "default",
+        purge: bool = False,
+        at: float | datetime | None = None,
+    ) -> int:
+        """End the matching current facts (exact match only); they stay in history.
+
+        With purge=True every version of the matching facts is deleted for good (for users who
+        ask that their data be erased). Returns how many rows were ended or deleted.
+        """
+        where, params = self._exact_where(namespace, subject, relation, object, require=True)
+        namespace = params[0]
+        with self._lock, self._transaction() as cur:
+            if not purge:
+                cur.execute(
+                    f"UPDATE triplets SET valid_to = ?, ended_by = 'forgotten' WHERE {where} AND valid_to IS NULL",
+                    [_timestamp(at, "at"), *params],
+                )
+                return cur.rowcount
+            doomed = cur.execute(
+                f"SELECT subject_norm, relation_norm, object_norm FROM triplets WHERE {where}", params
+            ).fetchall()
+            cur.execute(f"DELETE FROM triplets WHERE {where}", params)
+            for i, name in enumerate(FIELDS):
+                index = self._indexes.get((namespace, name))
+                if index is None:
+                    continue
+                for norm in {row[i] for row in doomed}:
+                    if not self._has_term(namespace, name, norm):
+                        index.remove(norm)
+            return len(doomed)
+
+    # ------------------------------------------------------------------ helpers
+
+    def _exact_where(self, namespace, subject, relation, object_, *, require: bool) -> tuple[str, list]:
+        namespace = _checked_namespace(namespace)
+        where, params = ["namespace = ?"], [namespace]
+        for name, value in zip(FIELDS, (subject, relation, object_)):
+            if value is None:
+                continue
+            display, norm = _checked_term(value, name)
+            if name == "relation":
+                norm = normalize_term(self._canonical.get(norm, display))
+            where.append(f"{name}_norm = ?")
+            params.append(norm)
+        if require and len(params) == 1:
+            raise ValueError("forget needs at least one of subject, relation, object")
+        return " AND ".join(where), params
+
+    @staticmethod
+    def _validity_clause(as_of: float | datetime | None, params: list) -> str:
+        if as_of is None:
+            return "valid_to IS NULL"
+        t = _timestamp(as_of, "as_of")
+        params.extend([t, t])
+        return "valid_from <= ? AND (valid_to IS NULL OR valid_to > ?)"
+
+    def _has_term(self, namespace: str, name: str, norm: str) -> bool:
+        return (
+            self._conn.execute(
+                f"SELECT 1 FROM triplets WHERE namespace = ? AND {name}_norm = ? LIMIT 1", (namespace, norm)
+            ).fetchone()
+            is not None
+        )
+
+    def _display(self, namespace: str, name: str, norm: str) -> str:
+        row = self._conn.execute(
+            f"SELECT {name} FROM triplets WHERE namespace = ? AND {name}_norm = ? ORDER BY id DESC LIMIT 1",
+            (namespace, norm),
+        ).fetchone()
+        return row[0]
+
+    def _fuzzy_term(self, namespace: str, name: str, norm: str):
+        return self.fuzzy_index(namespace, name).search(norm)
+
+    def fuzzy_index(self, namespace: str, name: str) -> FuzzyIndex:
+        """The resident index of one (namespace, field), built from SQLite if it is not resident."""
+        key = (namespace, name)
+        with self._lock:
+            index = self._indexes.get(key)
+            if index is not None:
+                self._indexes.move_to_end(key)
+                return index
+            index = FuzzyIndex(self.config.fuzzy)
+            rows = self._conn.execute(
+                f"SELECT DISTINCT {name}_norm FROM triplets WHERE namespace = ?", (namespace,)
+            ).fetchall()
+            index.add(row[0] for row in rows)
+            self._indexes[key] = index
+            while len(self._indexes) > self.config.max_indexes:
+                self._indexes.popitem(last=False)
+        return index
+
+    def _transaction(self):
+        return _Transaction(self._conn)
+
+
+class _Transaction:
+    """BEGIN IMMEDIATE ... COMMIT, rolled back on any error so a failed batch stores nothing."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self._conn = conn
+
+    def __enter__(self) -> sqlite3.Cursor:
+        self._conn.execute("BEGIN IMMEDIATE")
+        return self._conn.cursor()
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        self._conn.execute("ROLLBACK" if exc_type else "COMMIT")
+
+
+def _fact(row: tuple) -> Fact:
+    id_, namespace, subject, relation, object_, valid_from, valid_to, ended_by, superseded_by = row
+    return Fact(subject, relation, object_, id_, namespace, valid_from, valid_to, ended_by, superseded_by)

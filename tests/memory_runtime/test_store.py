@@ -1,0 +1,265 @@
+import sqlite3
+import threading
+from datetime import datetime, timezone
+
+import pytest
+
+from memory_runtime.store import InvalidDatabaseError, MemoryConfig, TripletStore, normalize_term
+
+
+@pytest.fixture
+def store():
+    with TripletStore() as s:
+        yield s
+
+
+def names(result):
+    return sorted(f.subject for f in result)
+
+
+def test_write_then_query_each_field(store):
+    store.write("Dorothea Altemus", "employed by", "Pfizer")
+    store.write("Tia Batres", "employed by", "Pfizer")
+    store.write("Cyrus Alfred", "customer of", "Pfizer")
+    assert names(store.query(object="Pfizer")) == ["Cyrus Alfred", "Dorothea Altemus", "Tia Batres"]
+    assert names(store.query(relation="employed by", object="Pfizer")) == ["Dorothea Altemus", "Tia Batres"]
+    assert store.query(subject="Cyrus Alfred").triplets == [("Cyrus Alfred", "customer of", "Pfizer")]
+    assert len(store.query("Tia Batres", "employed by", "Pfizer")) == 1  # existence check
+    assert len(store.query("Tia Batres", "customer of", "Pfizer")) == 0
+
+
+def test_normalisation_of_case_whitespace_punctuation():
+    assert normalize_term("  Dorothea   ALTEMUS ") == "dorothea altemus"
+    assert normalize_term("Pfizer Inc.") == normalize_term("pfizer inc")
+    assert normalize_term("Smith-Jones") == "smith jones"
+    assert normalize_term("Ｐｆｉｚｅｒ") == "pfizer"  # full-width letters (NFKC)
+
+
+def test_exact_match_ignores_case_and_punctuation(store):
+    store.write("Dorothea Altemus", "employed by", "Pfizer Inc.")
+    result = store.query(subject="dorothea  altemus", object="PFIZER INC")
+    assert len(result) == 1 and result.fuzzy == {}
+    assert result.facts[0].object == "Pfizer Inc."  # returned as written
+
+
+def test_relation_aliases_resolve_to_canonical(store):
+    store.write("Dorothea Altemus", "works for", "Pfizer")
+    fact = store.query(relation="Employed by").facts[0]
+    assert fact.relation == "employed by"
+    assert len(store.query(relation="is an employee of")) == 1
+
+
+def test_unknown_relation_is_stored_as_written(store):
+    store.write("Ada Lovelace", "collaborator of", "Babbage Ltd")
+    assert store.query(relation="collaborator of").facts[0].relation == "collaborator of"
+
+
+def test_fuzzy_fallback_on_one_typo_says_what_it_matched(store):
+    store.write("Dorothea Altemus", "employed by", "Pfizer")
+    store.write("Pasquale Ballif", "employed by", "Siemens")
+    result = store.query(subject="Dorothea Altemas")
+    assert result.triplets == [("Dorothea Altemus", "employed by", "Pfizer")]
+    match = result.fuzzy["subject"]
+    assert (match.asked, match.matched) == ("Dorothea Altemas", "Dorothea Altemus")
+    assert 0.5 <= match.score < 1.0
+
+
+def test_fuzzy_relation_typo(store):
+    store.write("Dorothea Altemus", "employed by", "Pfizer")
+    result = store.query(subject="Dorothea Altemus", relation="employd by")
+    assert len(result) == 1 and "relation" in result.fuzzy
+
+
+def test_no_acceptable_candidate_gives_empty_result(store):
+    store.write("Dorothea Altemus", "employed by", "Pfizer")
+    assert len(store.query(subject="Zebulon Quartermaine")) == 0
+    assert len(store.query(subject="Dorothea Altemas", fuzzy=False)) == 0
+
+
+def test_fuzzy_threshold_is_configurable():
+    strict = MemoryConfig.load().model_copy(update={"fuzzy": MemoryConfig().fuzzy.model_copy(update={"threshold": 0.95})})
+    with TripletStore(config=strict) as s:
+        s.write("Dorothea Altemus", "employed by", "Pfizer")
+        assert len(s.query(subject="Dorothea Altemas")) == 0
+
+
+def test_identical_writes_are_deduplicated(store):
+    first = store.write("Tia Batres", "customer of", "Pfizer")
+    again = store.write("tia batres", "is a customer of", "pfizer")
+    assert first.status == "stored" and again.status == "duplicate"
+    assert again.fact.id == first.fact.id
+    assert len(store.facts()) == 1
+
+
+def test_functional_relation_supersedes_and_keeps_history(store):
+    store.write("Dorothea Altemus", "employed by", "Pfizer", at=1000.0)
+    moved = store.write("Dorothea Altemus", "employed by", "BMW", at=2000.0)
+    assert [f.object for f in moved.superseded] == ["Pfizer"]
+    assert store.query(subject="Dorothea Altemus").triplets == [("Dorothea Altemus", "employed by", "BMW")]
+    assert [f.object for f in store.query(subject="Dorothea Altemus", as_of=1500.0)] == ["Pfizer"]
+    assert store.query(subject="Dorothea Altemus", as_of=500.0).facts == []
+    old, new = store.history(subject="Dorothea Altemus")
+    assert (old.object, old.valid_from, old.valid_to, old.ended_by, old.superseded_by) == (
+        "Pfizer", 1000.0, 2000.0, "superseded", new.id)
+    assert new.current
+
+
+def test_object_functional_relation_supersedes_previous_subject(store):
+    store.write("Barack Obama", "president of", "United States", at=1.0)
+    store.write("Donald Trump", "president of", "United States", at=2.0)
+    assert names(store.query(relation="president of", object="United States")) == ["Donald Trump"]
+
+
+def test_non_functional_relation_accumulates(store):
+    store.write("Tia Batres", "investor in", "Pfizer")
+    store.write("Tia Batres", "investor in", "BMW")
+    assert len(store.query(subject="Tia Batres")) == 2
+
+
+def test_as_of_accepts_datetime(store):
+    when = datetime(2024, 1, 1, tzinfo=timezone.utc)
+    store.write("Tia Batres", "customer of", "Pfizer", at=when)
+    assert len(store.query(subject="Tia Batres", as_of=when)) == 1
+
+
+def test_namespaces_are_isolated(store):
+    store.write("Dorothea Altemus", "employed by", "Pfizer", namespace="alice")
+    store.write("Dorothea Altemus", "employed by", "BMW", namespace="bob")
+    assert [f.object for f in store.query(subject="Dorothea Altemus", namespace="alice")] == ["Pfizer"]
+    assert [f.object for f in store.query(subject="Dorothea Altemus", namespace="bob")] == ["BMW"]
+    # bob's write did not supersede alice's fact, and fuzzy lookups never see other namespaces
+    assert store.history(subject="Dorothea Altemus", namespace="alice")[0].current
+    assert len(store.query(subject="Dorothea Altemas", namespace="carol")) == 0
+    assert store.forget(subject="Dorothea Altemus", namespace="bob") == 1
+    assert len(store.facts("alice")) == 1
+    assert store.namespaces() == ["alice", "bob"]
+
+
+def test_forget_ends_facts_but_keeps_history(store):
+    store.write("Tia Batres", "customer of", "Pfizer", at=1.0)
+    store.write("Tia Batres", "investor in", "BMW", at=1.0)
+    assert store.forget(subject="Tia Batres", relation="customer of", at=5.0) == 1
+    assert store.query(subject="Tia Batres").triplets == [("Tia Batres", "investor in", "BMW")]
+    assert [f.ended_by for f in store.history(subject="Tia Batres")] == ["forgotten", None]
+    assert len(store.query(subject="Tia Batres", as_of=3.0)) == 2
+
+
+def test_purge_deletes_every_version_and_drops_terms_from_the_fuzzy_index(store):
+    store.write("Dorothea Altemus", "employed by", "Pfizer", at=1.0)
+    store.write("Dorothea Altemus", "employed by", "BMW", at=2.0)
+    store.write("Pasquale Ballif", "employed by", "BMW", at=2.0)
+    assert len(store.query(subject="Dorothea Altemas")) == 1  # builds the subject index
+    assert store.forget(subject="Dorothea Altemus", purge=True) == 2
+    assert store.history(subject="Dorothea Altemus") == []
+    assert "dorothea altemus" not in store.fuzzy_index("default", "subject")
+    assert len(store.query(subject="Dorothea Altemas")) == 0
+
+
+def test_forget_needs_a_field(store):
+    with pytest.raises(ValueError, match="at least one"):
+        store.forget()
+
+
+def test_index_stays_in_sync_with_later_writes(store):
+    store.write("Dorothea Altemus", "employed by", "Pfizer")
+    assert len(store.query(subject="Dorothea Altemas")) == 1  # index now resident
+    store.write("Pasquale Ballif", "customer of", "BMW")
+    assert store.query(subject="Pasquale Balif").triplets == [("Pasquale Ballif", "customer of", "BMW")]
+
+
+def test_resident_indexes_are_bounded():
+    config = MemoryConfig.load().model_copy(update={"max_indexes": 3})
+    with TripletStore(config=config) as s:
+        for i in range(10):
+            s.write(f"Person Number{i}", "employed by", "Pfizer", namespace=f"user{i}")
+            assert len(s.query(subject=f"Person Numbr{i}", namespace=f"user{i}")) == 1
+        assert len(s._indexes) == 3
+
+
+@pytest.mark.parametrize(
+    "args, error, message",
+    [
+        (("", "employed by", "Pfizer"), ValueError, "subject is empty"),
+        (("   ", "employed by", "Pfizer"), ValueError, "subject is empty"),
+        (("Tia", "employed by", 42), TypeError, "object must be a string"),
+        (("Tia", None, "Pfizer"), TypeError, "relation must be a string"),
+        (("!!!", "employed by", "Pfizer"), ValueError, "no letters or digits"),
+    ],
+)
+def test_bad_terms_are_rejected_clearly(store, args, error, message):
+    with pytest.raises(error, match=message):
+        store.write(*args)
+
+
+def test_a_bad_triplet_in_a_batch_stores_nothing(store):
+    store.write("Dorothea Altemus", "employed by", "Pfizer")
+    with pytest.raises(ValueError, match="object is empty"):
+        store.write_many([("Tia Batres", "customer of", "BMW"), ("Cyrus Alfred", "customer of", "")])
+    assert len(store.facts()) == 1
+    with pytest.raises(ValueError, match="triplet #0"):
+        store.write_many([("only", "two")])
+
+
+def test_bad_namespace_and_empty_query(store):
+    with pytest.raises(ValueError, match="namespace"):
+        store.write("Tia", "employed by", "Pfizer", namespace="")
+    with pytest.raises(ValueError, match="at least one"):
+        store.query()
+
+
+def test_reopen_loses_nothing(tmp_path):
+    path = tmp_path / "memory.sqlite"
+    with TripletStore(path) as s:
+        s.write_many([("Dorothea Altemus", "employed by", "Pfizer"), ("Tia Batres", "customer of", "Pfizer")],
+                     namespace="alice", at=1.0)
+        s.write("Dorothea Altemus", "employed by", "BMW", namespace="alice", at=2.0)
+    with TripletStore(path) as s:
+        assert sorted(f.triplet for f in s.facts("alice")) == [
+            ("Dorothea Altemus", "employed by", "BMW"), ("Tia Batres", "customer of", "Pfizer")]
+        assert len(s.history(subject="Dorothea Altemus", namespace="alice")) == 2
+        assert len(s.query(subject="Dorothea Altemas", namespace="alice")) == 1  # index rebuilt from SQLite
+    assert sqlite3.connect(path).execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_foreign_files_are_refused_and_left_untouched(tmp_path):
+    text_file = tmp_path / "notes.txt"
+    text_file.write_text("not a database at all, just some text that is long enough" * 20)
+    with pytest.raises(InvalidDatabaseError, match="not a memlm memory database"):
+        TripletStore(text_file)
+    other = tmp_path / "other.sqlite"
+    conn = sqlite3.connect(other)
+    conn.execute("CREATE TABLE customers (name TEXT)")
+    conn.execute("INSERT INTO customers VALUES ('kept')")
+    conn.commit()
+    conn.close()
+    with pytest.raises(InvalidDatabaseError, match="another application"):
+        TripletStore(other)
+    assert sqlite3.connect(other).execute("SELECT name FROM customers").fetchall() == [("kept",)]
+    with pytest.raises(InvalidDatabaseError, match="directory"):
+        TripletStore(tmp_path)
+
+
+def test_config_rejects_alias_claimed_twice(tmp_path):
+    path = tmp_path / "relations.yaml"
+    path.write_text("relations:\n  - {name: employed by, aliases: [works for]}\n  - {name: customer of, aliases: [Works For]}\n")
+    with pytest.raises(ValueError, match="(?i)works for.*claimed by both"):
+        MemoryConfig.load(path)
+    path.write_text("relations:\n  - {name: employed by, functional: sometimes}\n")
+    with pytest.raises(ValueError, match="functional"):
+        MemoryConfig.load(path)
+
+
+def test_concurrent_writers_lose_nothing(tmp_path):
+    store = TripletStore(tmp_path / "m.sqlite")
+
+    def writer(user):
+        for i in range(50):
+            store.write(f"Person {user}-{i}", "customer of", "Pfizer", namespace=f"user{user}")
+
+    threads = [threading.Thread(target=writer, args=(u,)) for u in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert [len(store.facts(f"user{u}")) for u in range(4)] == [50, 50, 50, 50]
+    store.close()
