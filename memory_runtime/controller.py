@@ -14,7 +14,15 @@ from dataclasses import asdict, dataclass, field
 from typing import Literal, Sequence
 
 from memory_runtime.backend import Backend
-from memory_runtime.protocol import Call, ParseError, StreamParser, Triplet, render_results, strip_calls
+from memory_runtime.protocol import (
+    SYSTEM_PROMPT,
+    Call,
+    ParseError,
+    StreamParser,
+    Triplet,
+    render_results,
+    strip_calls,
+)
 from memory_runtime.store import FieldMatch, TripletStore
 
 Status = Literal["ok", "max_calls", "max_tokens"]
@@ -63,7 +71,7 @@ class Controller:
         store: TripletStore,
         *,
         namespace: str = "default",
-        system_prompt: str | None = None,
+        system_prompt: str | None = SYSTEM_PROMPT,
         max_calls: int = 16,
         max_new_tokens: int = 256,
     ) -> None:

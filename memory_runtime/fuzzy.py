@@ -186,21 +186,33 @@ class FuzzyIndex:
         self._terms[key] = None
         self._free.append(key)
 
+    def candidates(self, term: str) -> list[str]:
+        """The LSH candidates of a term, before any re-ranking (for diagnostics and benchmarks)."""
+        keys, _ = self._lookup(term)
+        return [self._terms[k] for k in keys.tolist()]
+
+    def terms_and_signatures(self) -> tuple[list[str], np.ndarray]:
+        """Every indexed term and its signature row (what a brute-force scan would compare)."""
+        keys = np.fromiter(self._ids.values(), dtype=np.int64, count=len(self._ids))
+        return list(self._ids), self._sigs[keys]
+
+    def _lookup(self, term: str) -> tuple[np.ndarray, np.ndarray]:
+        c = self.config
+        sig = signatures([term], c.num_perm, c.seed)[0]
+        keys = self._lsh.query(LeanMinHash(seed=c.seed, hashvalues=sig, scheme="affine32")) if self._ids else []
+        return np.fromiter(keys, dtype=np.int64, count=len(keys)), sig
+
     def search(self, term: str) -> FuzzyMatch | None:
         """The stored term most similar to `term`, if its Jaccard reaches the threshold."""
         c = self.config
-        if not self._ids:
+        keys, sig = self._lookup(term)
+        if not len(keys):
             return None
-        sig = signatures([term], c.num_perm, c.seed)[0]
-        keys = self._lsh.query(LeanMinHash(seed=c.seed, hashvalues=sig, scheme="affine32"))
-        if not keys:
-            return None
-        keys_arr = np.fromiter(keys, dtype=np.int64, count=len(keys))
-        if len(keys_arr) > c.rerank:
-            agreement = np.count_nonzero(self._sigs[keys_arr] == sig, axis=1)
-            keys_arr = keys_arr[np.argpartition(-agreement, c.rerank)[: c.rerank]]
+        if len(keys) > c.rerank:
+            agreement = np.count_nonzero(self._sigs[keys] == sig, axis=1)
+            keys = keys[np.argpartition(-agreement, c.rerank)[: c.rerank]]
         query_shingles = shingles(term)
-        scored = [(jaccard(query_shingles, shingles(self._terms[k])), self._terms[k]) for k in keys_arr.tolist()]
+        scored = [(jaccard(query_shingles, shingles(self._terms[k])), self._terms[k]) for k in keys.tolist()]
         score, best = min(scored, key=lambda st: (-st[0], st[1]))
         if score < c.threshold:
             return None

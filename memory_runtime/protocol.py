@@ -31,6 +31,13 @@ READ_OPEN = "[" + READ_VERB + "{"
 WRITE_CLOSE = "}]"
 READ_QUERY_CLOSE = "}:"
 
+# The system message a memory-using model is trained and served with: training renders
+# records with it and the controller sends it, so the two always agree.
+SYSTEM_PROMPT = (
+    "You have a memory. Save facts with [MEM_WRITE{subject>>relation>>object}]. "
+    "Look facts up with [MEM_READ{subject>>relation>>object}: leaving unknown fields empty."
+)
+
 _CALL_PREFIX = "[MEM_"  # '[' + this prefix + verb chars + '{' starts a call
 _VERB_CHARS = frozenset(string.ascii_letters + "_")
 _MAX_HEAD = 48  # longer "[MEM_XXXX..." runs are treated as text (keeps the head buffer bounded)

@@ -50,9 +50,9 @@ CREATE TABLE IF NOT EXISTS triplets (
     ended_by TEXT,                 -- 'superseded' or 'forgotten'
     superseded_by INTEGER
 );
-CREATE INDEX IF NOT EXISTS triplets_subject ON triplets(namespace, subject_norm);
+CREATE INDEX IF NOT EXISTS triplets_subject ON triplets(namespace, subject_norm, relation_norm);
+CREATE INDEX IF NOT EXISTS triplets_object ON triplets(namespace, object_norm, relation_norm);
 CREATE INDEX IF NOT EXISTS triplets_relation ON triplets(namespace, relation_norm);
-CREATE INDEX IF NOT EXISTS triplets_object ON triplets(namespace, object_norm);
 """
 _COLUMNS = "id, namespace, subject, relation, object, valid_from, valid_to, ended_by, superseded_by"
 
@@ -337,27 +337,22 @@ class TripletStore:
         new_id = cur.lastrowid
         superseded = []
         functional = self._functional.get(r_norm)
-        if functional:
-            clauses = []
-            if functional in ("subject", "both"):
-                clauses.append("(subject_norm = :s AND object_norm != :o)")
-            if functional in ("object", "both"):
-                clauses.append("(object_norm = :o AND subject_norm != :s)")
-            where = (
-                f"namespace = :ns AND relation_norm = :r AND valid_to IS NULL AND id != :id AND ({' OR '.join(clauses)})"
-            )
-            params = {"ns": namespace, "r": r_norm, "s": s_norm, "o": o_norm, "id": new_id}
-            old = [_fact(row) for row in cur.execute(f"SELECT {_COLUMNS} FROM triplets WHERE {where}", params)]
-            if old:
+        # One query per functional side, so each is answered by its own index.
+        sides = {"subject": [("subject", s_norm, "object", o_norm)], "object": [("object", o_norm, "subject", s_norm)]}
+        sides["both"] = sides["subject"] + sides["object"]
+        for held, held_norm, other, other_norm in sides.get(functional, []):
+            for row in cur.execute(
+                f"SELECT {_COLUMNS} FROM triplets WHERE namespace = ? AND {held}_norm = ? AND relation_norm = ?"
+                f" AND valid_to IS NULL AND {other}_norm != ?",
+                (namespace, held_norm, r_norm, other_norm),
+            ).fetchall():
+                old = _fact(row)
+                ended = replace(old, valid_to=max(when, old.valid_from), ended_by="superseded", superseded_by=new_id)
                 cur.execute(
-                    "UPDATE triplets SET valid_to = max(:when, valid_from), ended_by = 'superseded',"
-                    f" superseded_by = :id WHERE {where}",
-                    {**params, "when": when},
+                    "UPDATE triplets SET valid_to = ?, ended_by = ?, superseded_by = ? WHERE id = ?",
+                    (ended.valid_to, ended.ended_by, new_id, old.id),
                 )
-                superseded = [
-                    replace(f, valid_to=max(when, f.valid_from), ended_by="superseded", superseded_by=new_id)
-                    for f in old
-                ]
+                superseded.append(ended)
         return WriteResult(Fact(s, r, o, new_id, namespace, when), "stored", superseded)
 
     # ------------------------------------------------------------------ reading

@@ -1,0 +1,207 @@
+"""`memlm bench memory`: ingest and lookup speed of the triplet memory, fuzzy vs brute force.
+
+One run builds a synthetic world of N person-relation-organisation triplets (unique person
+names from Faker's name pools of five locales), ingests it into an SQLite file, then times
+exact lookups and one-typo lookups, and the same typo lookups by two brute-force scans, side
+by side: a numpy-vectorised scan of the MinHash signatures of all distinct terms (the
+strongest brute force) and exact Jaccard over all terms.
+"""
+
+from __future__ import annotations
+
+import random
+import resource
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from memory_runtime.fuzzy import jaccard, shingles, signatures
+from memory_runtime.store import MemoryConfig, TripletStore, normalize_term
+
+RELATIONS = ["employed by", "manager of", "investor in", "founder of", "customer of"]
+_LOCALES = ["en_US", "de_DE", "fr_FR", "es_ES", "it_IT"]
+_LETTERS = "abcdefghijklmnopqrstuvwxyz"
+
+
+def _name_pools() -> tuple[list[str], list[str]]:
+    import importlib
+
+    first, last = set(), set()
+    for locale in _LOCALES:
+        provider = importlib.import_module(f"faker.providers.person.{locale}").Provider
+        for pool, attr in ((first, "first_names"), (last, "last_names")):
+            names = getattr(provider, attr)
+            pool.update(names.keys() if isinstance(names, dict) else names)
+    return sorted(first), sorted(last)
+
+
+def make_world(n: int, namespaces: int, seed: int) -> list[tuple[str, tuple[str, str, str]]]:
+    """n (namespace, triplet) pairs: one fact per person, persons unique within the world."""
+    rng = random.Random(seed)
+    first, last = _name_pools()
+    if n > len(first) * len(last) // 2:
+        raise ValueError(f"at most {len(first) * len(last) // 2} unique person names are available")
+    orgs = sorted({f"{rng.choice(last)} {rng.choice(['Group', 'Holdings', 'Labs', 'Systems', 'AG', 'Inc.'])}"
+                   for _ in range(2000)})
+    people: set[str] = set()
+    while len(people) < n:
+        people.add(f"{rng.choice(first)} {rng.choice(last)}")
+    ordered = sorted(people)
+    rng.shuffle(ordered)
+    return [
+        (f"user{i % namespaces}", (person, rng.choice(RELATIONS), rng.choice(orgs)))
+        for i, person in enumerate(ordered)
+    ]
+
+
+def one_typo(term: str, rng: random.Random) -> str:
+    i = rng.randrange(len(term))
+    op = rng.choice("sid")
+    if op == "s":
+        return term[:i] + rng.choice(_LETTERS) + term[i + 1 :]
+    if op == "i":
+        return term[:i] + rng.choice(_LETTERS) + term[i:]
+    return term[:i] + term[i + 1 :]
+
+
+def _ms(samples: list[float], q: float) -> float:
+    return round(float(np.percentile(samples, q)) * 1000, 4)
+
+
+def run_memory_bench(
+    triplets: int = 100_000,
+    namespaces: int = 1,
+    queries: int = 1000,
+    exact_scan_queries: int = 10,
+    seed: int = 0,
+    batch: int = 1000,
+    db_dir: str | None = None,
+    config: MemoryConfig | None = None,
+    progress=None,
+) -> dict:
+    """Run the benchmark and return its figures (see the module docstring)."""
+    rng = random.Random(seed + 1)
+    world = make_world(triplets, namespaces, seed)
+    with tempfile.TemporaryDirectory(dir=db_dir) as tmp:
+        path = Path(tmp) / "bench.sqlite"
+        store = TripletStore(path, config)
+        by_ns: dict[str, list] = {}
+        for ns, t in world:
+            by_ns.setdefault(ns, []).append(t)
+        del world
+
+        # Ingest, one transaction per batch; no index is resident yet (they are built lazily).
+        t0 = time.perf_counter()
+        done = 0
+        for ns, items in by_ns.items():
+            for lo in range(0, len(items), batch):
+                store.write_many(items[lo : lo + batch], namespace=ns, at=1.0)
+                done += len(items[lo : lo + batch])
+                if progress:
+                    progress(done)
+        ingest_s = time.perf_counter() - t0
+
+        # Keep only what the queries need, so the figures measure the store, not this script.
+        target_ns = "user0"
+        everything = by_ns.pop(target_ns)
+        del by_ns
+        sample = rng.sample(range(len(everything)), min(queries, len(everything)))
+        target = [everything[i] for i in sample]
+        extra = [(f"{s} Junior", r, o) for s, r, o in everything[: min(20_000, len(everything))]]
+        del everything
+
+        # Reopen: a server restart costs no index building.
+        store.close()
+        t0 = time.perf_counter()
+        store = TripletStore(path, config)
+        open_s = time.perf_counter() - t0
+
+        # First fuzzy query of the namespace builds its subject index from SQLite.
+        t0 = time.perf_counter()
+        store.query(subject=one_typo(target[0][0], rng), namespace=target_ns)
+        first_fuzzy_s = time.perf_counter() - t0
+        index = store.fuzzy_index(target_ns, "subject")
+
+        # Writes while the index is resident (kept in sync).
+        t0 = time.perf_counter()
+        for lo in range(0, len(extra), batch):
+            store.write_many(extra[lo : lo + batch], namespace=target_ns, at=2.0)
+        ingest_indexed_s = time.perf_counter() - t0
+
+        exact_lat = []
+        for i in range(len(target)):
+            t0 = time.perf_counter()
+            store.query(subject=target[i][0], namespace=target_ns)
+            exact_lat.append(time.perf_counter() - t0)
+
+        typos = []
+        for subject, _, _ in target:
+            q = normalize_term(one_typo(subject, rng))
+            if q and q not in index:
+                typos.append((q, normalize_term(subject), subject))
+
+        fuzzy_lat, query_lat, in_candidates, top1 = [], [], 0, 0
+        c = index.config
+        for q, truth, display in typos:
+            t0 = time.perf_counter()
+            match = index.search(q)
+            fuzzy_lat.append(time.perf_counter() - t0)
+            top1 += match is not None and match.term == truth
+            t0 = time.perf_counter()
+            store.query(subject=q, namespace=target_ns)
+            query_lat.append(time.perf_counter() - t0)
+            in_candidates += index.candidates(q).count(truth) > 0
+
+        peak_rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # before the brute-force copies
+
+        # Brute force 1: numpy scan of the signatures of all distinct terms, then the same
+        # exact-Jaccard re-rank of the best few.
+        all_terms, all_sigs = index.terms_and_signatures()
+        scan_lat, scan_top1 = [], 0
+        for q, truth, _ in typos:
+            t0 = time.perf_counter()
+            sig = signatures([q], c.num_perm, c.seed)[0]
+            agreement = np.count_nonzero(all_sigs == sig, axis=1)
+            top = np.argpartition(-agreement, c.rerank)[: c.rerank]
+            qs = shingles(q)
+            best = max(top.tolist(), key=lambda k: jaccard(qs, shingles(all_terms[k])))
+            scan_lat.append(time.perf_counter() - t0)
+            scan_top1 += all_terms[best] == truth
+
+        # Brute force 2: exact Jaccard against every term (slow: a few queries only).
+        all_shingles = [shingles(t) for t in all_terms]
+        exact_scan_lat = []
+        for q, truth, _ in typos[:exact_scan_queries]:
+            t0 = time.perf_counter()
+            qs = shingles(q)
+            max(range(len(all_shingles)), key=lambda k: jaccard(qs, all_shingles[k]))
+            exact_scan_lat.append(time.perf_counter() - t0)
+        del all_shingles
+
+        fuzzy_p50 = _ms(fuzzy_lat, 50)
+        result = {
+            "triplets": triplets,
+            "namespaces": namespaces,
+            "terms_in_index": len(index),
+            "typo_queries": len(typos),
+            "ingest_per_s": round(triplets / ingest_s),
+            "ingest_indexed_per_s": round(len(extra) / ingest_indexed_s),
+            "open_s": round(open_s, 4),
+            "first_fuzzy_query_s": round(first_fuzzy_s, 4),
+            "exact_p50_ms": _ms(exact_lat, 50),
+            "fuzzy_p50_ms": fuzzy_p50,
+            "fuzzy_p99_ms": _ms(fuzzy_lat, 99),
+            "query_fuzzy_p50_ms": _ms(query_lat, 50),
+            "recall": round(in_candidates / len(typos), 4),
+            "top1": round(top1 / len(typos), 4),
+            "scan_p50_ms": _ms(scan_lat, 50),
+            "scan_top1": round(scan_top1 / len(typos), 4),
+            "exact_scan_p50_ms": _ms(exact_scan_lat, 50),
+            "speedup_vs_scan": round(_ms(scan_lat, 50) / fuzzy_p50, 1),
+            "peak_rss_mb": round(peak_rss_mb),
+            "resident_indexes": len(store._indexes),
+        }
+        store.close()
+    return result

