@@ -1,0 +1,45 @@
+import json
+
+from typer.testing import CliRunner
+
+from memlm.cli import app
+
+runner = CliRunner()
+
+
+def test_write_query_history_forget_round_trip(tmp_path):
+    db = str(tmp_path / "m.sqlite")
+    r = runner.invoke(app, ["memory", "write", "Dorothea Altemus", "works for", "Pfizer", "--db", db, "-n", "alice"])
+    assert r.exit_code == 0, r.output
+    r = runner.invoke(app, ["memory", "query", "-s", "Dorothea Altemas", "--db", db, "-n", "alice"])
+    assert r.exit_code == 0 and "Dorothea Altemus" in r.output and "fuzzy subject" in r.output
+    r = runner.invoke(app, ["memory", "facts", "--db", db, "-n", "alice", "--json"])
+    assert json.loads(r.stdout.splitlines()[0])["relation"] == "employed by"
+    r = runner.invoke(app, ["memory", "forget", "-s", "Dorothea Altemus", "--db", db, "-n", "alice"])
+    assert r.exit_code == 0 and "forgot 1" in r.output
+    r = runner.invoke(app, ["memory", "history", "-s", "Dorothea Altemus", "--db", db, "-n", "alice"])
+    assert "forgotten" in r.output
+
+
+def test_bad_input_gets_a_clear_error(tmp_path):
+    r = runner.invoke(app, ["memory", "facts", "--db", str(tmp_path / "missing.sqlite")])
+    assert r.exit_code != 0 and "does not exist" in r.output
+    not_ours = tmp_path / "notes.txt"
+    not_ours.write_text("hello " * 500)
+    r = runner.invoke(app, ["memory", "facts", "--db", str(not_ours)])
+    assert r.exit_code == 2 and "not a memlm memory database" in r.output
+    assert not_ours.read_text() == "hello " * 500
+    db = str(tmp_path / "m.sqlite")
+    r = runner.invoke(app, ["memory", "write", "", "works for", "Pfizer", "--db", db])
+    assert r.exit_code != 0 and "subject is empty" in r.output
+
+
+def test_bench_memory_prints_one_json_line_with_every_figure():
+    r = runner.invoke(app, ["bench", "memory", "--triplets", "3000", "--queries", "100", "--namespaces", "3"])
+    assert r.exit_code == 0, r.output
+    figures = json.loads(r.stdout.strip().splitlines()[-1])
+    for key in ("ingest_per_s", "exact_p50_ms", "fuzzy_p50_ms", "fuzzy_p99_ms", "recall", "top1", "scan_p50_ms",
+                "exact_scan_p50_ms", "speedup_vs_scan", "peak_rss_mb"):
+        assert figures[key] > 0, key
+    assert figures["recall"] >= 0.95 and figures["top1"] >= 0.9
+    assert figures["resident_indexes"] == 1  # only the queried namespace's subject index was built
