@@ -160,23 +160,18 @@ class FuzzyIndex:
             return
         c = self.config
         sigs = signatures(new, c.num_perm, c.seed)
-        for term, sig in zip(new, sigs):
-            if self._free:
-                key = self._free.pop()
-                self._terms[key] = term
-            else:
-                key = len(self._terms)
-                self._terms.append(term)
-            self._ids[term] = key
-            self._store_signature(key, sig)
-            self._lsh.insert(key, LeanMinHash(seed=c.seed, hashvalues=sig, scheme="affine32"), check_duplication=False)
-
-    def _store_signature(self, key: int, sig: np.ndarray) -> None:
-        if key >= len(self._sigs):
-            grown = np.empty((max(64, 2 * len(self._sigs), key + 1), self.config.num_perm), dtype=np.uint32)
+        reused = [self._free.pop() for _ in range(min(len(self._free), len(new)))]
+        keys = reused + list(range(len(self._terms), len(self._terms) + len(new) - len(reused)))
+        self._terms.extend([None] * (len(new) - len(reused)))
+        if len(self._terms) > len(self._sigs):  # grow once per batch, not once per term
+            grown = np.empty((max(64, len(self._terms), 2 * len(self._sigs)), c.num_perm), dtype=np.uint32)
             grown[: len(self._sigs)] = self._sigs
             self._sigs = grown
-        self._sigs[key] = sig
+        self._sigs[keys] = sigs
+        for key, term, sig in zip(keys, new, sigs):
+            self._terms[key] = term
+            self._ids[term] = key
+            self._lsh.insert(key, LeanMinHash(seed=c.seed, hashvalues=sig, scheme="affine32"), check_duplication=False)
 
     def remove(self, term: str) -> None:
         key = self._ids.pop(term, None)

@@ -3,6 +3,8 @@ import threading
 from datetime import datetime, timezone
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from memory_runtime.store import InvalidDatabaseError, MemoryConfig, TripletStore, normalize_term
 
@@ -263,3 +265,31 @@ def test_concurrent_writers_lose_nothing(tmp_path):
         t.join()
     assert [len(store.facts(f"user{u}")) for u in range(4)] == [50, 50, 50, 50]
     store.close()
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.characters(max_codepoint=127), max_size=40))
+def test_ascii_fast_path_normalises_like_the_general_rule(term):
+    import unicodedata
+
+    reference = "".join(
+        " " if ch in "-_/" or ch.isspace() else ("" if unicodedata.category(ch).startswith("P") else ch)
+        for ch in unicodedata.normalize("NFKC", term).casefold()
+    )
+    assert normalize_term(term) == " ".join(reference.split())
+
+
+def test_config_file_without_relations_keeps_the_shipped_table(tmp_path):
+    path = tmp_path / "memory.yaml"
+    path.write_text("fuzzy: {threshold: 0.7}\nmax_indexes: 8\n")
+    config = MemoryConfig.load(path)
+    assert config.fuzzy.threshold == 0.7 and config.max_indexes == 8
+    assert "employed by" in [r.name for r in config.relations]
+    path.write_text("fuzzy: {treshold: 0.7}\n")
+    with pytest.raises(ValueError, match="treshold"):
+        MemoryConfig.load(path)
+    path.write_text("- just\n- a list\n")
+    with pytest.raises(ValueError, match="mapping"):
+        MemoryConfig.load(path)
+    with pytest.raises(ValueError, match="cannot read"):
+        MemoryConfig.load(tmp_path / "missing.yaml")
