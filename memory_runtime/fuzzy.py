@@ -24,28 +24,31 @@ from datasketch import LeanMinHash, MinHash, MinHashLSH
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 _MUL = np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing multiplier
-_PAD = " "
+_PAD = "  "  # two pad characters: word edges weigh more, so one-typo names score higher
 
 
 class FuzzyConfig(BaseModel):
     """How tolerant the fallback is, and what the LSH costs.
 
     `threshold` is the exact-Jaccard score a candidate needs to be accepted. `bands` x `rows`
-    are the LSH parameters (datasketch `params=(b, r)`): with r=2 a pair of Jaccard J becomes a
-    candidate with probability 1-(1-J^2)^b, so b=10 catches one-typo names (J ~ 0.6) more than
-    99% of the time. `bucket_bits` compresses each band key to that many bits (datasketch's
-    `hashfunc`): fewer, shared buckets cost far less memory than one Python set per key; the
-    extra candidates they bring are removed by the signature pre-rank.
+    are the LSH parameters (datasketch `params=(b, r)`): a pair of Jaccard J becomes a
+    candidate with probability 1-(1-J^r)^b. One-typo names score J ~ 0.6-0.75, names that
+    merely share a first name ~ 0.35; r=3, b=16 catches the first 98-99.9% of the time while
+    keeping the second (and the background of names sharing a few trigrams) out of the
+    candidates; r=2 would let thousands of them in at a million terms. Memory grows with b
+    (about 50 bytes per term per band). `bucket_bits` compresses each band key to that many
+    bits (datasketch's `hashfunc`): shared buckets cost far less than one Python set per key,
+    and the few random candidates they add are removed by the signature pre-rank.
     """
 
     model_config = ConfigDict(extra="forbid")
 
     threshold: float = Field(0.5, gt=0.0, le=1.0)
-    num_perm: int = Field(32, ge=4, le=512)
-    bands: int = Field(10, ge=2)
-    rows: int = Field(2, ge=1)
+    num_perm: int = Field(48, ge=4, le=512)
+    bands: int = Field(16, ge=2)
+    rows: int = Field(3, ge=1)
     bucket_bits: int = Field(16, ge=8, le=24)
-    rerank: int = Field(8, ge=1, description="candidates re-ranked by exact Jaccard")
+    rerank: int = Field(16, ge=1, description="candidates re-ranked by exact Jaccard")
     seed: int = 1
 
     @model_validator(mode="after")
@@ -65,7 +68,7 @@ class FuzzyMatch:
 
 
 def shingles(term: str) -> set[str]:
-    """Character 3-grams of the term padded with one space on each side."""
+    """Character 3-grams of the term padded with two spaces on each side."""
     padded = _PAD + term + _PAD
     return {padded[i : i + 3] for i in range(len(padded) - 2)}
 
