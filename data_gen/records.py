@@ -50,6 +50,9 @@ class Record(BaseModel):
     gold_triplets: list[TripletT] = []
     gold_names: list[str] = []
     memory: list[TripletT] = []
+    split: str | None = None  # train / validation / test, or real_eval (real text: never train on it)
+    source: str | None = None  # "synthetic", or where a real passage comes from ("redocred", "knowledgenet")
+    annotated_relations: list[str] | None = None  # real text: the relations its gold was annotated for (None = all)
 
     @model_validator(mode="after")
     def _starts_with_user_and_trains_something(self) -> "Record":

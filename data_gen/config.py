@@ -1,0 +1,465 @@
+"""The data-generation config: one YAML file is the full record of a run (configs/data/default.yaml).
+
+Every model forbids unknown keys, so a typo is an error that names the field. Templates use
+named placeholders only, checked per field:
+
+    {per}    one person, or an Oxford-comma list of people ("A, B, and C")
+    {org}    an organisation ({org} of a two-hop question becomes "the company that {clause}")
+    {old}    in updates: the organisation (subject-functional) or person (object-functional) replaced
+    {clause} in two_hop.org_phrases: a relation's org_clause filled with the person
+    {fact}   in replies.confirm: the fact sentence
+
+Relation names must be canonical names of the memory's relation table (memory_runtime/relations.yaml,
+or `memory_config`): the store would rewrite an alias to its canonical name and the trained results
+would no longer match what the runtime returns. Relations that are not in the table are allowed
+(stored as written, never superseded). Updates are only allowed for relations the table marks
+functional, because only those are superseded by a newer write.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from data_gen.text import placeholders
+
+SPLITS = ("train", "validation", "test")
+READ_SHAPES = ("per", "per_org", "per_rel", "org", "rel", "rel_org", "per_rel_org")
+RECORD_KINDS = ("write", "read", "unanswerable", "update", "two_hop", "negative")
+
+
+class ConfigError(ValueError):
+    """An invalid data config; the message names the offending field(s)."""
+
+
+def _check_templates(templates: list[str], allowed: set[str], required: set[str] | None = None) -> list[str]:
+    required = allowed if required is None else required
+    for i, template in enumerate(templates):
+        try:
+            used = placeholders(template)
+        except ValueError as err:
+            raise ValueError(f"template [{i}] {template!r}: {err}") from None
+        unknown = used - allowed
+        if unknown:
+            raise ValueError(
+                f"template [{i}] {template!r}: unknown placeholder {{{sorted(unknown)[0]}}}; "
+                f"allowed: {', '.join('{' + a + '}' for a in sorted(allowed)) or 'none'}"
+            )
+        missing = required - used
+        if missing:
+            raise ValueError(f"template [{i}] {template!r}: missing placeholder {{{sorted(missing)[0]}}}")
+    return templates
+
+
+def _templates(allowed: set[str], required: set[str] | None = None):
+    def check(cls, value: list[str]) -> list[str]:
+        return _check_templates(value, allowed, required)
+
+    return check
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+# ----------------------------------------------------------------------------- relations
+
+
+class Phrasings(_Strict):
+    """User statements of a fact: singular (one person) and plural (a list of people)."""
+
+    singular: list[str] = Field(min_length=1)
+    plural: list[str] = []
+
+    _check = field_validator("singular", "plural")(_templates({"per", "org"}))
+
+
+class FactPhrasing(_Strict):
+    """The one sentence answers use for a fact ("{per} is employed by {org}.")."""
+
+    singular: str
+    plural: str | None = None
+
+    @field_validator("singular", "plural")
+    @classmethod
+    def _check(cls, value: str | None) -> str | None:
+        if value is not None:
+            _check_templates([value], {"per", "org"})
+        return value
+
+
+class RelationQuestions(_Strict):
+    per_rel: list[str] = Field(min_length=1)
+    rel: list[str] = Field(min_length=1)
+    rel_org: list[str] = Field(min_length=1)
+    per_rel_org: list[str] = []
+
+    _per = field_validator("per_rel")(_templates({"per"}))
+    _rel = field_validator("rel")(_templates(set()))
+    _org = field_validator("rel_org")(_templates({"org"}))
+    _both = field_validator("per_rel_org")(_templates({"per", "org"}))
+
+
+class RelationConfig(_Strict):
+    name: str = Field(min_length=1)
+    weight: float = Field(1.0, ge=0)
+    fact: FactPhrasing
+    statements: Phrasings
+    questions: RelationQuestions
+    org_clause: list[str] = []  # "{per} works for": two-hop questions say "the company that <clause>"
+    updates: list[str] = []  # "{per} has left {old} and now works for {org}."
+
+    _clause = field_validator("org_clause")(_templates({"per"}))
+    _updates = field_validator("updates")(_templates({"per", "old", "org"}))
+
+
+class GeneralQuestions(_Strict):
+    """Question phrasings of the shapes that do not name a relation."""
+
+    per: list[str] = Field(min_length=1)
+    per_org: list[str] = Field(min_length=1)
+    org: list[str] = Field(min_length=1)
+
+    _per = field_validator("per")(_templates({"per"}))
+    _per_org = field_validator("per_org")(_templates({"per", "org"}))
+    _org = field_validator("org")(_templates({"org"}))
+
+
+# ----------------------------------------------------------------------------- world and mix
+
+
+class PeopleConfig(_Strict):
+    """How many people each split's (disjoint) name pool holds."""
+
+    train: int = Field(ge=10)
+    validation: int = Field(ge=10)
+    test: int = Field(ge=10)
+
+
+class CompaniesConfig(_Strict):
+    real: bool = True  # the real company names shipped in data_gen/companies.txt
+    faker: int = Field(0, ge=0)  # extra Faker company names
+    test_only_fraction: float = Field(0.2, gt=0, lt=1)  # organisations only the test split sees
+
+
+class WorldConfig(_Strict):
+    locales: list[str] = Field(min_length=1)
+    people: PeopleConfig
+    companies: CompaniesConfig = CompaniesConfig()
+    relations_per_person: int = Field(1, ge=1, le=5)  # facts a person may have in one memory
+
+    @field_validator("locales")
+    @classmethod
+    def _known_locales(cls, value: list[str]) -> list[str]:
+        from faker.config import AVAILABLE_LOCALES
+
+        for i, loc in enumerate(value):
+            if loc not in AVAILABLE_LOCALES:
+                raise ValueError(f"[{i}] unknown Faker locale {loc!r}")
+        if len(set(value)) != len(value):
+            raise ValueError("duplicate locale")
+        return value
+
+
+class SplitSizes(_Strict):
+    train: int = Field(ge=0)
+    validation: int = Field(ge=0)
+    test: int = Field(ge=0)
+
+
+class MixConfig(_Strict):
+    """Relative weights of the record types (counts are allotted exactly, largest remainder)."""
+
+    write: float = Field(0, ge=0)
+    read: float = Field(0, ge=0)
+    unanswerable: float = Field(0, ge=0)
+    update: float = Field(0, ge=0)
+    two_hop: float = Field(0, ge=0)
+    negative: float = Field(0, ge=0)
+
+    @model_validator(mode="after")
+    def _something(self) -> "MixConfig":
+        if not any(getattr(self, k) for k in RECORD_KINDS):
+            raise ValueError("mix: every weight is 0")
+        return self
+
+
+class ShapeWeights(_Strict):
+    """Relative weights of the read query shapes (reads and unanswerable questions)."""
+
+    per: float = Field(1, ge=0)
+    per_org: float = Field(1, ge=0)
+    per_rel: float = Field(1, ge=0)
+    org: float = Field(1, ge=0)
+    rel: float = Field(1, ge=0)
+    rel_org: float = Field(1, ge=0)
+    per_rel_org: float = Field(0, ge=0)
+
+    @model_validator(mode="after")
+    def _something(self) -> "ShapeWeights":
+        if not any(getattr(self, s) for s in READ_SHAPES):
+            raise ValueError("shapes: every weight is 0")
+        return self
+
+
+class WriteConfig(_Strict):
+    max_people: int = Field(3, ge=1, le=10)  # a statement names 1..max_people people
+
+
+class MemoryContextConfig(_Strict):
+    """The memory a read starts from: the question's facts among distractors."""
+
+    min_facts: int = Field(3, ge=1, le=50)
+    max_facts: int = Field(10, ge=1, le=50)
+    max_group: int = Field(3, ge=1, le=10)  # people per stored statement
+    org_reuse: float = Field(0.3, ge=0, le=1)  # chance a statement reuses an organisation already in memory
+    reuse: int = Field(4, ge=1, le=100)  # records (reads, unanswerable, two-hop, one last update) sharing one memory
+
+    @model_validator(mode="after")
+    def _ordered(self) -> "MemoryContextConfig":
+        if self.min_facts > self.max_facts:
+            raise ValueError(f"memory.min_facts ({self.min_facts}) > memory.max_facts ({self.max_facts})")
+        return self
+
+
+class TwoHopConfig(_Strict):
+    """pairs: [first, second] relations ("who <second> the company that X <first>"); null = every
+    ordered pair of different relations whose first has an org_clause."""
+
+    pairs: list[tuple[str, str]] | None = None
+    org_phrases: list[str] = Field(["the company that {clause}"], min_length=1)
+
+    _phrases = field_validator("org_phrases")(_templates({"clause"}))
+
+
+class Range(_Strict):
+    min: int = Field(ge=0)
+    max: int = Field(ge=0)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> "Range":
+        if self.min > self.max:
+            raise ValueError(f"min ({self.min}) > max ({self.max})")
+        return self
+
+
+class EpisodeConfig(_Strict):
+    count: int = Field(100, ge=0)
+    pool: Literal["train", "validation", "test"] = "test"  # whose people and organisations
+    statements: Range = Range(min=2, max=5)
+    questions: Range = Range(min=2, max=5)
+    updates: Range = Range(min=0, max=2)  # each update is followed by a question about it
+    unanswerable: float = Field(0.15, ge=0, le=1)  # chance a free question asks what was never said
+    two_hop: float = Field(0.1, ge=0, le=1)
+
+    @model_validator(mode="after")
+    def _some_statement(self) -> "EpisodeConfig":
+        if self.statements.min < 1:
+            raise ValueError("episodes.statements.min must be at least 1")
+        return self
+
+
+class RepliesConfig(_Strict):
+    """The assistant's fixed short texts (kept short and identical: the model is small)."""
+
+    ack: str = Field("Noted.", min_length=1)  # after the write calls of a statement
+    nothing: str = Field("Nothing to store.", min_length=1)  # a statement with no fact to store
+    unknown: str = Field("I don't know.", min_length=1)  # a read that found nothing
+    confirm: str = "Yes, {fact}"  # existence check (per_rel_org) that found the fact
+
+    @field_validator("confirm")
+    @classmethod
+    def _confirm(cls, value: str) -> str:
+        return _check_templates([value], {"fact"})[0]
+
+
+# ----------------------------------------------------------------------------- the whole config
+
+
+class DataConfig(_Strict):
+    seed: int = 0
+    splits: SplitSizes
+    mix: MixConfig
+    shapes: ShapeWeights = ShapeWeights()
+    world: WorldConfig
+    write: WriteConfig = WriteConfig()
+    memory: MemoryContextConfig = MemoryContextConfig()
+    two_hop: TwoHopConfig = TwoHopConfig()
+    episodes: EpisodeConfig = EpisodeConfig()
+    replies: RepliesConfig = RepliesConfig()
+    memory_config: str | None = None  # the runtime's relation table; null = memory_runtime/relations.yaml
+    questions: GeneralQuestions
+    negatives: list[str] = []  # statements that hold no fact to store
+    relations: list[RelationConfig] = Field(min_length=1)
+
+    _negatives = field_validator("negatives")(_templates({"per", "org"}, required=set()))
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "DataConfig":
+        names = [r.name for r in self.relations]
+        for i, name in enumerate(names):
+            if name in names[:i]:
+                raise ValueError(f"relations[{i}].name: duplicate relation {name!r}")
+        if not any(r.weight for r in self.relations):
+            raise ValueError("relations: every weight is 0")
+        if self.mix.negative and not self.negatives:
+            raise ValueError("negatives: mix.negative > 0 needs at least one template")
+        if (self.mix.read or self.mix.unanswerable) and self.shapes.per_rel_org:
+            if not any(r.questions.per_rel_org and r.weight for r in self.relations):
+                raise ValueError("shapes.per_rel_org > 0 but no relation has questions.per_rel_org")
+        for i, (first, second) in enumerate(self.two_hop.pairs or []):
+            for j, name in enumerate((first, second)):
+                if name not in names:
+                    raise ValueError(f"two_hop.pairs[{i}][{j}]: unknown relation {name!r}; known: {', '.join(names)}")
+            if first == second:
+                raise ValueError(f"two_hop.pairs[{i}]: the two relations must differ")
+            if not self.relations[names.index(first)].org_clause:
+                raise ValueError(f"relations[{names.index(first)}].org_clause: needed by two_hop.pairs[{i}]")
+        if (self.mix.two_hop or self.episodes.two_hop) and not self.two_hop_pairs():
+            raise ValueError("two_hop: no usable pair (give relations an org_clause or set two_hop.pairs)")
+        if self.memory.max_facts < 3 and (self.mix.two_hop or self.mix.update):
+            raise ValueError("memory.max_facts: two-hop and update records need at least 3 facts")
+        return self
+
+    def relation(self, name: str) -> RelationConfig:
+        for r in self.relations:
+            if r.name == name:
+                return r
+        raise KeyError(name)
+
+    def two_hop_pairs(self) -> list[tuple[str, str]]:
+        if self.two_hop.pairs is not None:
+            return [tuple(p) for p in self.two_hop.pairs]  # type: ignore[misc]
+        return [(a.name, b.name) for a in self.relations for b in self.relations
+                if a.name != b.name and a.org_clause and a.weight and b.weight]
+
+    # -- loading
+
+    @classmethod
+    def from_dict(cls, data: dict, *, base_dir: str | Path | None = None, source: str = "<dict>") -> "DataConfig":
+        """Validate a config mapping; checks relations against the memory's relation table too."""
+        if not isinstance(data, dict):
+            raise ConfigError(f"invalid data config {source}: expected a mapping at the top level")
+        try:
+            config = cls.model_validate(data)
+        except ValidationError as err:
+            raise ConfigError(f"invalid data config {source}:\n{_describe(err)}") from None
+        if config.memory_config is not None and base_dir is not None:
+            path = Path(config.memory_config)
+            if not path.is_absolute():
+                config.memory_config = str((Path(base_dir) / path).resolve())
+        try:
+            check_against_memory(config)
+        except ValueError as err:
+            raise ConfigError(f"invalid data config {source}:\n  {err}") from None
+        return config
+
+    @classmethod
+    def load(cls, path: str | Path, *, seed: int | None = None) -> "DataConfig":
+        """Read a YAML config (`seed` overrides the file's). Raises ConfigError naming the field.
+
+        A top-level `base: other.yaml` (relative to the file) starts from that config: mappings are
+        merged key by key, anything else (lists included) is replaced.
+        """
+        path = Path(path)
+        data = _read_yaml(path)
+        if seed is not None:
+            data = {**data, "seed": seed}
+        return cls.from_dict(data, base_dir=path.parent, source=str(path))
+
+    def to_yaml(self) -> str:
+        return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False, allow_unicode=True, width=110)
+
+
+def _read_yaml(path: Path, seen: tuple[Path, ...] = ()) -> dict:
+    if not path.is_file():
+        raise ConfigError(f"data config {path} does not exist")
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as err:
+        raise ConfigError(f"invalid data config {path}: not valid YAML ({err})") from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"invalid data config {path}: expected a mapping at the top level")
+    base = data.pop("base", None)
+    if base is None:
+        return data
+    if not isinstance(base, str):
+        raise ConfigError(f"invalid data config {path}:\n  base: must be a path to another config")
+    base_path = (path.parent / base).resolve()
+    if base_path in seen:
+        raise ConfigError(f"invalid data config {path}:\n  base: {base} includes itself")
+    return _merge(_read_yaml(base_path, (*seen, base_path)), data)
+
+
+def _merge(base: dict, over: dict) -> dict:
+    out = dict(base)
+    for key, value in over.items():
+        out[key] = _merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
+
+
+def _describe(err: ValidationError) -> str:
+    lines = []
+    for e in err.errors():
+        loc = ".".join(str(part) for part in e["loc"])
+        msg = e["msg"].removeprefix("Value error, ")
+        if e["type"] == "extra_forbidden":
+            msg = "unknown field (not allowed here; check the spelling)"
+        lines.append(f"  {loc}: {msg}" if loc else f"  {msg}")
+    return "\n".join(lines)
+
+
+def memory_table(config: DataConfig):
+    """The runtime's relation table the generated data must agree with."""
+    from memory_runtime.store import MemoryConfig
+
+    return MemoryConfig.load(config.memory_config)
+
+
+def functional_of(config: DataConfig) -> dict[str, str | None]:
+    """relation name -> 'subject' / 'object' / 'both' / None, as the store will treat it."""
+    from memory_runtime.store import normalize_term
+
+    table = {normalize_term(s.name): s.functional for s in memory_table(config).relations}
+    return {r.name: table.get(normalize_term(r.name)) for r in config.relations}
+
+
+def check_against_memory(config: DataConfig) -> None:
+    """Relation names must be canonical in the memory's table; updates need functional relations."""
+    from memory_runtime.store import normalize_term
+
+    try:
+        table = memory_table(config)
+    except (OSError, ValueError) as err:
+        raise ValueError(f"memory_config: {err}") from None
+    canonical = {}
+    for spec in table.relations:
+        for surface in [spec.name, *spec.aliases]:
+            canonical[normalize_term(surface)] = spec.name
+    functional = functional_of(config)
+    for i, rel in enumerate(config.relations):
+        owner = canonical.get(normalize_term(rel.name))
+        if owner is not None and owner != rel.name:
+            raise ValueError(
+                f"relations[{i}].name: {rel.name!r} is an alias of {owner!r} in the memory relation table; "
+                f"use the canonical name"
+            )
+        kind = functional[rel.name]
+        if rel.updates and kind is None:
+            raise ValueError(
+                f"relations[{i}].updates: {rel.name!r} is not functional in the memory relation table, "
+                f"so a newer write would not supersede the old fact"
+            )
+        plural_needed = kind not in ("object", "both") and max(config.write.max_people, config.memory.max_group) > 1
+        if plural_needed and not rel.statements.plural:
+            raise ValueError(f"relations[{i}].statements.plural: needed (statements may name several people)")
+        if kind not in ("object", "both") and rel.fact.plural is None:
+            raise ValueError(f"relations[{i}].fact.plural: needed (answers may list several people)")
+    if config.mix.update or config.episodes.updates.max:
+        if not any(r.updates and r.weight for r in config.relations):
+            raise ValueError("relations: mix.update or episodes.updates need a relation with updates")

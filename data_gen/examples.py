@@ -1,0 +1,572 @@
+"""Record builders: one synthetic training example per call, every result computed by the store.
+
+Conventions (what the model is trained to produce; segments marked * are trained):
+
+    write         user statement | *calls " ".join(MEM_WRITE...) | *" Noted."
+    negative      user statement without a fact | *"Nothing to store."
+    read          user question | *MEM_READ{q}: | memory " {...}; {...}]" | *" <answer>"
+    unanswerable  as read, the memory returns " NONE]" and the answer is " I don't know."
+    update        user update | *MEM_WRITE | *" Noted." | user question | *read | memory | *" <answer>"
+    two_hop       user question | *read <per,rel1> | memory | *" " read <rel2,org> | memory | *" <answer>"
+
+Answers list every name of the results with an Oxford comma and nothing else: each fact group
+becomes the relation's `fact` sentence ("Dirk Alosa, Ty Baumkirchner, and Vera Bayless are
+employed by BMW."). When the question names the person, facts are grouped per relation
+("X is an investor in A and B."); otherwise per (relation, organisation). An existence check
+(per_rel_org) that finds the fact answers "Yes, <fact>". The fixed texts come from `replies`.
+
+Gold fields: `gold_triplets` = the facts a write/update states, or the facts a read's answer
+rests on (two_hop: the first hop's fact, then the second hop's results); `gold_names` = the names
+a correct answer lists: the result names the question did not give (people first), or the fact's
+names when it gave them all (per_org, per_rel_org); [] exactly when the answer is "I don't know"
+(a write: its people and the organisation). `memory` = the writes made before the record starts,
+in order.
+
+Memories are sampled over the split's pools: a planted two-hop chain among random statements
+(distractors), each person holding at most `world.relations_per_person` facts, functional
+relations never contradicted. One memory serves up to `memory.reuse` records (reads,
+unanswerable and two-hop questions never ask the same query twice; an update is its last use),
+which divides the cost of writing memories into the store.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Callable
+
+from data_gen.config import READ_SHAPES, RECORD_KINDS, DataConfig, RelationConfig
+from data_gen.oracle import MemoryOracle, Session, TripletT
+from data_gen.records import Record, Segment
+from data_gen.text import fill, oxford
+from data_gen.world import Pool, derive_seed
+from memory_runtime.protocol import Triplet, render_read, render_results, render_write
+
+Query = tuple[str | None, str | None, str | None]
+
+
+def allot(weights: dict[str, float], n: int) -> list[str]:
+    """Exactly n keys in proportion to the weights (largest remainder; ties in key order)."""
+    total = sum(weights.values())
+    if n <= 0 or total <= 0:
+        return []
+    quotas = {k: n * w / total for k, w in weights.items()}
+    counts = {k: int(q) for k, q in quotas.items()}
+    order = sorted(weights, key=lambda k: (-(quotas[k] - counts[k]), list(weights).index(k)))
+    for k in order[: n - sum(counts.values())]:
+        counts[k] += 1
+    return [k for k in weights for _ in range(counts[k])]
+
+
+def query_of(shape: str, fact: TripletT) -> Query:
+    """The read query of a shape, taken from a fact (None = wildcard)."""
+    s, r, o = fact
+    return {
+        "per": (s, None, None),
+        "per_org": (s, None, o),
+        "per_rel": (s, r, None),
+        "org": (None, None, o),
+        "rel": (None, r, None),
+        "rel_org": (None, r, o),
+        "per_rel_org": (s, r, o),
+    }[shape]
+
+
+@dataclass(frozen=True)
+class Rel:
+    """A relation as the generator uses it: its phrasings and how the store treats it."""
+
+    cfg: RelationConfig
+    functional: str | None  # 'subject' / 'object' / 'both' / None, from the memory's relation table
+
+    @property
+    def name(self) -> str:
+        return self.cfg.name
+
+    @property
+    def one_subject(self) -> bool:
+        """An organisation has one holder at a time (a newer holder supersedes)."""
+        return self.functional in ("object", "both")
+
+    @property
+    def one_object(self) -> bool:
+        """A person holds it at one organisation at a time."""
+        return self.functional in ("subject", "both")
+
+
+@dataclass
+class Group:
+    """One statement of memory: people with the same relation to one organisation."""
+
+    rel: Rel
+    org: str
+    people: list[str]
+
+
+@dataclass
+class Scene:
+    """A memory under construction, as the statements that were made, in order."""
+
+    groups: list[Group] = field(default_factory=list)
+    n_facts: int = 0
+    facts_of: Counter = field(default_factory=Counter)  # person -> facts
+    held: set = field(default_factory=set)  # (person, relation) of one_object relations
+    filled: set = field(default_factory=set)  # (org, relation) of one_subject relations
+    facts: set = field(default_factory=set)
+    orgs: list[str] = field(default_factory=list)
+    locked: set = field(default_factory=set)  # people who must get no further fact
+
+    def add(self, group: Group, at: int | None = None) -> None:
+        self.groups.insert(len(self.groups) if at is None else at, group)
+        self.n_facts += len(group.people)
+        for p in group.people:
+            self.facts_of[p] += 1
+            self.facts.add((p, group.rel.name, group.org))
+            if group.rel.one_object:
+                self.held.add((p, group.rel.name))
+        if group.rel.one_subject:
+            self.filled.add((group.org, group.rel.name))
+        if group.org not in self.orgs:
+            self.orgs.append(group.org)
+
+    def memory(self) -> list[TripletT]:
+        return [(p, g.rel.name, g.org) for g in self.groups for p in g.people]
+
+    def people(self) -> list[str]:
+        return list(self.facts_of)
+
+
+class Builder:
+    """Builds the records of one split from its pool; all randomness comes from `rng`."""
+
+    def __init__(
+        self,
+        config: DataConfig,
+        pool: Pool,
+        oracle: MemoryOracle,
+        functional: dict[str, str | None],
+        rng: random.Random,
+    ) -> None:
+        self.config = config
+        self.pool = pool
+        self.oracle = oracle
+        self.rng = rng
+        self.by_name = {r.name: Rel(r, functional[r.name]) for r in config.relations}
+        self.rels = [rel for rel in self.by_name.values() if rel.cfg.weight > 0]
+        self.replies = config.replies
+        self.pairs = [(self.by_name[a], self.by_name[b]) for a, b in config.two_hop_pairs()]
+        self.pairs_by_first: dict[str, list[tuple[Rel, Rel]]] = {}
+        for first, second in self.pairs:
+            self.pairs_by_first.setdefault(first.name, []).append((first, second))
+        self.plant_chains = bool(self.pairs) and config.mix.two_hop > 0  # two-hop records need a chain
+        self._memory: Memory | None = None
+        self.shape_weights = {s: getattr(config.shapes, s) for s in READ_SHAPES}
+
+    # ------------------------------------------------------------------ sampling
+
+    def pick_rel(self, among: list[Rel] | None = None, exclude: Rel | None = None) -> Rel:
+        rels = [r for r in (self.rels if among is None else among) if r is not exclude]
+        return self.rng.choices(rels, weights=[r.cfg.weight for r in rels])[0]
+
+    def fresh_person(self, scene: Scene) -> str:
+        while True:
+            p = self.rng.choice(self.pool.people)
+            if p not in scene.facts_of:
+                return p
+
+    def fresh_org(self, scene: Scene) -> str:
+        while True:
+            o = self.rng.choice(self.pool.orgs)
+            if o not in scene.orgs:
+                return o
+
+    def person_for(self, scene: Scene, rel: Rel, org: str, taken: list[str]) -> str:
+        """A person who may take (rel, org): usually a new one; with several facts per person allowed,
+        sometimes someone already in memory."""
+        if self.config.world.relations_per_person > 1 and self.rng.random() < 0.5:
+            limit = self.config.world.relations_per_person
+            candidates = [
+                p for p in scene.facts_of
+                if scene.facts_of[p] < limit and p not in scene.locked and p not in taken
+                and (p, rel.name, org) not in scene.facts and not (rel.one_object and (p, rel.name) in scene.held)
+            ]
+            if candidates:
+                return self.rng.choice(candidates)
+        while True:
+            p = self.fresh_person(scene)
+            if p not in taken:
+                return p
+
+    def group_size(self, rel: Rel, budget: int, cap: int) -> int:
+        return 1 if rel.one_subject else self.rng.randint(1, max(1, min(cap, budget)))
+
+    def random_group(self, scene: Scene, budget: int, exclude: Rel | None = None) -> Group:
+        rel = self.pick_rel(exclude=exclude)
+        if scene.orgs and self.rng.random() < self.config.memory.org_reuse:
+            org = self.rng.choice(scene.orgs)
+        else:
+            org = self.fresh_org(scene)
+        if rel.one_subject and (org, rel.name) in scene.filled:
+            org = self.fresh_org(scene)
+        people: list[str] = []
+        for _ in range(self.group_size(rel, budget, self.config.memory.max_group)):
+            people.append(self.person_for(scene, rel, org, people))
+        return Group(rel, org, people)
+
+    def fill(self, scene: Scene, n: int, exclude: Rel | None = None) -> Scene:
+        while scene.n_facts < n:
+            scene.add(self.random_group(scene, n - scene.n_facts, exclude))
+        return scene
+
+    def n_facts(self) -> int:
+        return self.rng.randint(self.config.memory.min_facts, self.config.memory.max_facts)
+
+    def shuffle_in(self, scene: Scene, group: Group) -> None:
+        """Move `group` to a random place in the order of statements."""
+        scene.groups.remove(group)
+        scene.groups.insert(self.rng.randint(0, len(scene.groups)), group)
+
+    # ------------------------------------------------------------------ text
+
+    def fact_sentence(self, relation: str, people: list[str], orgs: list[str]) -> str:
+        phr = self.by_name[relation].cfg.fact
+        template = phr.plural if len(people) > 1 and phr.plural else phr.singular
+        return fill(template, per=oxford(people), org=oxford(orgs))
+
+    def answer(self, query: Query, results: list[Triplet]) -> tuple[str, list[str]]:
+        """The answer text and the names it lists (only what was asked; every result)."""
+        if not results:
+            return self.replies.unknown, []
+        s, r, o = query
+        groups: dict[tuple[str, str], list[str]] = {}
+        for t in results:
+            if s is not None:  # the person is given: one sentence per relation listing organisations
+                groups.setdefault((t.relation, t.subject), []).append(t.object)
+            else:
+                groups.setdefault((t.relation, t.object), []).append(t.subject)
+        # The names the question did not give (people first, then organisations); when it gave them
+        # all (per_org, per_rel_org) the answer is about the relation: the fact's names.
+        names = dict.fromkeys([t.subject for t in results] if s is None else [])
+        names.update(dict.fromkeys([t.object for t in results] if o is None else []))
+        if not names:
+            names = dict.fromkeys([t.subject for t in results] + [t.object for t in results])
+        sentences = [
+            self.fact_sentence(rel, [key], items) if s is not None else self.fact_sentence(rel, items, [key])
+            for (rel, key), items in groups.items()
+        ]
+        text = " ".join(sentences)
+        if s is not None and r is not None and o is not None:
+            text = self.replies.confirm.format(fact=text)
+        return text, list(names)
+
+    def question(self, shape: str, query: Query, rel: Rel | None = None) -> str:
+        s, _, o = query
+        if shape in ("per", "per_org", "org"):
+            templates = getattr(self.config.questions, shape)
+        else:
+            templates = getattr(rel.cfg.questions, shape)  # type: ignore[union-attr]
+        return fill(self.rng.choice(templates), per=s, org=o)
+
+    @staticmethod
+    def read_segments(query: Query, results: list[Triplet], answer: str, lead: str = "") -> list[Segment]:
+        return [
+            Segment(role="assistant", text=lead + render_read(*query), train=True),
+            Segment(role="memory", text=render_results(results), train=False),
+            Segment(role="assistant", text=" " + answer, train=True),
+        ]
+
+    def record(self, rid: str, kind: str, segments: list[Segment], **fields) -> Record:
+        return Record(id=rid, type=kind, segments=segments, split=self.pool.split, source="synthetic", **fields)
+
+    # ------------------------------------------------------------------ record types
+
+    def write(self, rid: str) -> Record:
+        rel = self.pick_rel()
+        scene = Scene()
+        org = self.fresh_org(scene)
+        people: list[str] = []
+        for _ in range(self.group_size(rel, self.config.write.max_people, self.config.write.max_people)):
+            people.append(self.person_for(scene, rel, org, people))
+        return self.statement_record(rid, rel, org, people)
+
+    def statement(self, rel: Rel, org: str, people: list[str]) -> str:
+        phr = rel.cfg.statements
+        templates = phr.plural if len(people) > 1 else phr.singular
+        return fill(self.rng.choice(templates), per=oxford(people), org=org)
+
+    def statement_record(self, rid: str, rel: Rel, org: str, people: list[str]) -> Record:
+        calls = " ".join(render_write(p, rel.name, org) for p in people)
+        segments = [
+            Segment(role="user", text=self.statement(rel, org, people), train=False),
+            Segment(role="assistant", text=calls, train=True),
+            Segment(role="assistant", text=" " + self.replies.ack, train=True),
+        ]
+        triplets = [(p, rel.name, org) for p in people]
+        return self.record(rid, "write", segments, gold_triplets=triplets, gold_names=[*people, org])
+
+    def negative(self, rid: str) -> Record:
+        scene = Scene()
+        text = fill(self.rng.choice(self.config.negatives), per=self.fresh_person(scene), org=self.fresh_org(scene))
+        segments = [
+            Segment(role="user", text=text, train=False),
+            Segment(role="assistant", text=self.replies.nothing, train=True),
+        ]
+        return self.record(rid, "negative", segments)
+
+    def question_rels(self, shape: str) -> list[Rel]:
+        """The relations a question of this shape can be asked about (existence checks need phrasings)."""
+        if shape == "per_rel_org":
+            return [r for r in self.rels if r.cfg.questions.per_rel_org]
+        return self.rels
+
+    # ------------------------------------------------------------------ shared memories
+
+    def memory_context(self) -> "Memory":
+        """The current shared memory (a new one when the last is used up): a two-hop chain planted
+        among random statements. Reads, unanswerable and two-hop questions share it; an update
+        changes it, so it is its last use."""
+        m = self._memory
+        if m is None or m.uses <= 0:
+            scene = Scene()
+            planted = self.plant_two_hop(scene, *self.rng.choice(self.pairs)) if self.plant_chains else []
+            self.fill(scene, self.n_facts())
+            for group in planted:
+                self.shuffle_in(scene, group)
+            facts = scene.memory()
+            m = self._memory = Memory(scene, facts, self.oracle.open(facts), self.config.memory.reuse)
+        m.uses -= 1
+        return m
+
+    def _retire(self) -> None:
+        if self._memory is not None:
+            self._memory.uses = 0
+
+    def chains(self, facts: list[TripletT]) -> list[tuple[TripletT, Rel, Rel]]:
+        """Two-hop chains in current facts: (person's only `first` fact, first, second) such that the
+        organisation has `second` holders and the person is not one of them."""
+        holders = Counter((r, o) for _, r, o in facts)
+        firsts = Counter((s, r) for s, r, _ in facts)
+        fact_set = set(map(tuple, facts))
+        return [
+            (f, first, second)
+            for f in facts
+            for first, second in self.pairs_by_first.get(f[1], ())
+            if firsts[(f[0], f[1])] == 1 and holders[(second.name, f[2])] and (f[0], second.name, f[2]) not in fact_set
+        ]
+
+    # ------------------------------------------------------------------ records that read memory
+
+    def read(self, rid: str, shape: str) -> Record:
+        names = {r.name for r in self.question_rels(shape)}
+        for attempt in range(4):
+            m = self.memory_context()
+            options = [f for f in m.facts if f[1] in names and query_of(shape, f) not in m.asked]
+            if options:
+                anchor = self.rng.choice(options)
+                break
+            self._retire()
+        else:  # e.g. only rare relations have existence questions: plant one
+            rel = self.pick_rel(self.question_rels(shape))
+            scene = Scene()
+            org = self.fresh_org(scene)
+            group = Group(rel, org, [self.person_for(scene, rel, org, [])])
+            scene.add(group)
+            self.fill(scene, self.n_facts())
+            self.shuffle_in(scene, group)
+            facts = scene.memory()
+            m = Memory(scene, facts, self.oracle.open(facts), 0)
+            anchor = (group.people[0], rel.name, org)
+        query = query_of(shape, anchor)
+        m.asked.add(query)
+        results = m.session.read(*query)
+        assert results, f"{rid}: a read of a stored fact found nothing"
+        answer, gold_names = self.answer(query, results)
+        segments = [
+            Segment(role="user", text=self.question(shape, query, self.by_name[anchor[1]]), train=False),
+            *self.read_segments(query, results, answer),
+        ]
+        return self.record(rid, "read", segments, shape=shape, gold_triplets=list(results), gold_names=gold_names,
+                           memory=m.facts)
+
+    def unanswerable_query(self, shape: str, scene: Scene, rel: Rel) -> Query:
+        """A query of the shape over this memory that may well find nothing (the store decides)."""
+        rng = self.rng
+        person = self.fresh_person(scene) if rng.random() < 0.5 or not scene.facts_of else rng.choice(scene.people())
+        org = self.fresh_org(scene) if rng.random() < 0.5 else rng.choice(scene.orgs)
+        return query_of(shape, (person, rel.name, org))
+
+    def unanswerable(self, rid: str, shape: str) -> Record:
+        rels = self.question_rels(shape)
+        for _ in range(100):
+            m = self.memory_context()
+            if shape == "rel":
+                stored = {f[1] for f in m.facts}
+                absent = [r for r in rels if r.name not in stored]
+                if not absent:  # every relation is in this memory: sample one without the asked relation
+                    rel = self.pick_rel(rels)
+                    scene = self.fill(Scene(), self.n_facts(), exclude=rel)
+                    facts = scene.memory()
+                    m = Memory(scene, facts, self.oracle.open(facts), 0)
+                    absent = [rel]
+                candidates = [((None, r.name, None), r) for r in absent]
+            else:
+                candidates = []
+                for _ in range(8):
+                    rel = self.pick_rel(rels)
+                    candidates.append((self.unanswerable_query(shape, m.scene, rel), rel))
+            for query, rel in candidates:
+                if query not in m.asked and m.session.read(*query) == []:
+                    m.asked.add(query)
+                    segments = [
+                        Segment(role="user", text=self.question(shape, query, rel), train=False),
+                        *self.read_segments(query, [], self.replies.unknown),
+                    ]
+                    return self.record(rid, "unanswerable", segments, shape=shape, memory=m.facts)
+            self._retire()
+        raise RuntimeError(f"{rid}: could not find an unanswerable {shape} question")
+
+    def change(self, scene: Scene, fact: TripletT) -> tuple[TripletT, str, list[tuple[str, Query]]]:
+        """How a stored fact of a functional relation changes: (new fact, {old}, question options)."""
+        person, relation, org = fact
+        rel = self.by_name[relation]
+        if rel.one_object:  # the person moves to another organisation
+            others = [o for o in scene.orgs if o != org and (o, relation) not in scene.filled]
+            if rel.one_subject or not others or self.rng.random() < 0.5:
+                new_org = self.fresh_org(scene)
+            else:
+                new_org = self.rng.choice(others)
+            options = [("per", (person, None, None)), ("per_rel", (person, relation, None)),
+                       ("rel_org", (None, relation, new_org)), ("per_org", (person, None, new_org))]
+            return (person, relation, new_org), org, options
+        new_person = self.fresh_person(scene)  # someone new takes the organisation's role
+        options = [("rel_org", (None, relation, org)), ("per", (new_person, None, None)),
+                   ("per_rel", (new_person, relation, None))]
+        return (new_person, relation, org), person, options
+
+    def update(self, rid: str) -> Record:
+        m = self.memory_context()
+        updatable = [f for f in m.facts if self.by_name[f[1]].cfg.updates]
+        if updatable:
+            old = self.rng.choice(updatable)
+            m.uses = 0  # the update changes this memory: it is its last use
+        else:  # plant a fact to update in a memory of its own
+            rel = self.pick_rel([r for r in self.rels if r.cfg.updates])
+            scene = Scene()
+            org = self.fresh_org(scene)
+            group = Group(rel, org, [self.fresh_person(scene)])
+            scene.add(group)
+            self.fill(scene, self.n_facts())
+            self.shuffle_in(scene, group)
+            facts = scene.memory()
+            m = Memory(scene, facts, self.oracle.open(facts), 0)
+            old = (group.people[0], rel.name, org)
+        rel = self.by_name[old[1]]
+        new, old_value, options = self.change(m.scene, old)
+        weights = [self.shape_weights[s] or 1e-9 for s, _ in options]
+        shape, query = self.rng.choices(options, weights=weights)[0]
+        m.session.write(new)
+        results = m.session.read(*query)
+        assert results, f"{rid}: the updated fact was not found"
+        answer, names = self.answer(query, results)
+        person, _, org = new
+        segments = [
+            Segment(role="user", text=fill(self.rng.choice(rel.cfg.updates), per=person, old=old_value, org=org),
+                    train=False),
+            Segment(role="assistant", text=render_write(*new), train=True),
+            Segment(role="assistant", text=" " + self.replies.ack, train=True),
+            Segment(role="user", text=self.question(shape, query, rel), train=False),
+            *self.read_segments(query, results, answer),
+        ]
+        return self.record(rid, "update", segments, shape=shape, gold_triplets=[new], gold_names=names,
+                           memory=m.facts)
+
+    def two_hop_question(self, first: Rel, second: Rel, person: str) -> str:
+        clause = self.rng.choice(first.cfg.org_clause)
+        phrase = self.rng.choice(self.config.two_hop.org_phrases).replace("{clause}", clause)
+        template = self.rng.choice(second.cfg.questions.rel_org).replace("{org}", phrase)
+        return fill(template, per=person)
+
+    def plant_two_hop(self, scene: Scene, first: Rel, second: Rel) -> list[Group]:
+        """Add 'people <second> org' and 'person <first> org' (the person has no other fact)."""
+        org = self.fresh_org(scene)
+        people: list[str] = []
+        for _ in range(self.group_size(second, self.config.memory.max_group, self.config.memory.max_group)):
+            people.append(self.person_for(scene, second, org, people))
+        person = self.fresh_person(scene)
+        groups = [Group(second, org, people), Group(first, org, [person])]
+        for group in groups:
+            scene.add(group)
+        scene.locked.add(person)
+        return groups
+
+    def two_hop(self, rid: str) -> Record:
+        for _ in range(4):
+            m = self.memory_context()
+            chains = [c for c in self.chains(m.facts) if (c[0][0], c[1].name, None) not in m.asked]
+            if chains:
+                break
+            self._retire()
+        else:
+            raise RuntimeError(f"{rid}: no two-hop chain in memory")
+        (person, _, org), first, second = self.rng.choice(chains)
+        q1: Query = (person, first.name, None)
+        m.asked.add(q1)
+        hop1 = m.session.read(*q1)
+        assert hop1 == [(person, first.name, org)], f"{rid}: first hop found {hop1}"
+        q2: Query = (None, second.name, org)
+        hop2 = m.session.read(*q2)
+        assert hop2, f"{rid}: second hop found nothing"
+        answer, names = self.answer(q2, hop2)
+        segments = [
+            Segment(role="user", text=self.two_hop_question(first, second, person), train=False),
+            Segment(role="assistant", text=render_read(*q1), train=True),
+            Segment(role="memory", text=render_results(hop1), train=False),
+            *self.read_segments(q2, hop2, answer, lead=" "),
+        ]
+        return self.record(rid, "two_hop", segments, gold_triplets=[*hop1, *hop2], gold_names=names,
+                           memory=m.facts)
+
+
+@dataclass
+class Memory:
+    """A sampled memory and its store namespace, shared by up to `memory.reuse` records."""
+
+    scene: Scene
+    facts: list[TripletT]
+    session: Session
+    uses: int
+    asked: set = field(default_factory=set)  # queries already asked of it (no record repeats another)
+
+
+def build_records(
+    config: DataConfig,
+    pool: Pool,
+    oracle: MemoryOracle,
+    functional: dict[str, str | None],
+    n: int,
+    *,
+    progress: Callable[[int], None] | None = None,
+) -> list[Record]:
+    """The `n` records of one split (types allotted exactly by `mix`, shapes by `shapes`)."""
+    rng = random.Random(derive_seed(config.seed, "records", pool.split))
+    builder = Builder(config, pool, oracle, functional, rng)
+    kinds = allot({k: getattr(config.mix, k) for k in RECORD_KINDS}, n)
+    rng.shuffle(kinds)
+    shapes = {}
+    for kind in ("read", "unanswerable"):
+        order = allot(builder.shape_weights, kinds.count(kind))
+        rng.shuffle(order)
+        shapes[kind] = iter(order)
+    records = []
+    for i, kind in enumerate(kinds):
+        rid = f"{pool.split}-{i:06d}"
+        if kind in shapes:
+            records.append(getattr(builder, kind)(rid, next(shapes[kind])))
+        else:
+            records.append(getattr(builder, kind)(rid))
+        if progress is not None and (i + 1) % 256 == 0:
+            progress(256)
+    if progress is not None and n % 256:
+        progress(n % 256)
+    return records

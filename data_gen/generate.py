@@ -1,0 +1,321 @@
+"""The whole run of `memlm generate`: world, records per split, episodes, and the files in OUT.
+
+    OUT/dataset_dict.json, OUT/{train,validation,test,episodes}/   Hugging Face DatasetDict (save_to_disk)
+    OUT/jsonl/{train,validation,test}.jsonl                          records (data_gen.records.Record)
+    OUT/jsonl/episodes.jsonl                                         episodes (data_gen.episodes.Episode)
+    OUT/world.json                                                   name pools per split, test-only orgs
+    OUT/config.yaml                                                  the config used (seed included)
+    OUT/README.md                                                    dataset card: counts, conventions, config
+
+Nothing in OUT depends on the clock or the machine: the same config and seed give byte-identical
+files. Timings are returned (and printed by the CLI), never written.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import shutil
+import time
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+from data_gen.config import READ_SHAPES, RECORD_KINDS, SPLITS, DataConfig, functional_of, memory_table
+from data_gen.episodes import Episode, build_episodes, dump_episodes
+from data_gen.examples import build_records
+from data_gen.oracle import MemoryOracle
+from data_gen.records import Record
+from data_gen.world import World, build_world
+
+
+@dataclass
+class Report:
+    out_dir: Path
+    seed: int
+    counts: dict[str, dict[str, int]]  # split -> record type -> count
+    shapes: dict[str, dict[str, int]]  # split -> read shape -> count (reads, unanswerable, updates)
+    episodes: int
+    generate_seconds: float  # wall clock, world and records (file writing excluded)
+    total_seconds: float  # wall clock, files included
+    generate_cpu_seconds: float = 0.0  # CPU time of this process (what "one core" costs on a shared machine)
+    total_cpu_seconds: float = 0.0
+
+    @property
+    def examples(self) -> int:
+        return sum(sum(c.values()) for c in self.counts.values()) + self.episodes
+
+    @property
+    def rate(self) -> float:
+        """Examples (records + episodes) generated per second, file writing excluded."""
+        return self.examples / self.generate_seconds if self.generate_seconds else float("inf")
+
+    def summary(self) -> str:
+        lines = [f"wrote {self.out_dir}  (seed {self.seed})"]
+        for split, counts in self.counts.items():
+            lines.append(f"  {split:<10} {sum(counts.values()):>7}  " + "  ".join(f"{k}={v}" for k, v in counts.items()))
+        lines.append(f"  {'episodes':<10} {self.episodes:>7}")
+        lines.append(
+            f"generated {self.examples} examples in {self.generate_seconds:.1f} s ({self.rate:,.0f} examples/s; "
+            f"CPU {self.generate_cpu_seconds:.1f} s); with writing the files {self.total_seconds:.1f} s "
+            f"({self.examples / self.total_seconds:,.0f} examples/s; CPU {self.total_cpu_seconds:.1f} s)"
+        )
+        return "\n".join(lines)
+
+
+# ----------------------------------------------------------------------------- schema of the datasets
+
+
+def _features():
+    from datasets import Features, List, Value
+
+    triplets = List(List(Value("string")))
+    records = Features({
+        "id": Value("string"),
+        "type": Value("string"),
+        "shape": Value("string"),
+        "segments": List({"role": Value("string"), "text": Value("string"), "train": Value("bool")}),
+        "gold_triplets": triplets,
+        "gold_names": List(Value("string")),
+        "memory": triplets,
+        "split": Value("string"),
+        "source": Value("string"),
+        "annotated_relations": List(Value("string")),
+    })
+    episodes = Features({
+        "id": Value("string"),
+        "turns": List({
+            "user": Value("string"),
+            "kind": Value("string"),
+            "writes": triplets,
+            "answer_names": List(Value("string")),
+            "expected_facts": triplets,
+        }),
+    })
+    return records, episodes
+
+
+def dataset_dict_from_jsonl(jsonl_dir: Path, names: list[str]):
+    """The DatasetDict of the exported JSONL files (read by Arrow with the explicit schema: fast, and
+    the dataset holds exactly what the JSONL holds). "episodes" has its own columns."""
+    import pyarrow.json as pj
+    from datasets import Dataset, DatasetDict, DatasetInfo
+
+    record_features, episode_features = _features()
+    out = {}
+    for name in names:
+        features = episode_features if name == "episodes" else record_features
+        table = pj.read_json(
+            jsonl_dir / f"{name}.jsonl",
+            read_options=pj.ReadOptions(block_size=1 << 24),
+            parse_options=pj.ParseOptions(explicit_schema=features.arrow_schema, unexpected_field_behavior="error"),
+        )
+        out[name] = Dataset(table.combine_chunks(), info=DatasetInfo(features=features))
+    return DatasetDict(out)
+
+
+# ----------------------------------------------------------------------------- the run
+
+
+def _prepare(out_dir: Path, overwrite: bool) -> None:
+    if out_dir.exists() and any(out_dir.iterdir()):
+        if not overwrite:
+            raise FileExistsError(f"{out_dir} exists and is not empty (pass --overwrite to replace it)")
+        if not (out_dir / "dataset_dict.json").exists():
+            raise FileExistsError(f"{out_dir} is not the output of memlm generate; refusing to delete it")
+        shutil.rmtree(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+
+
+def generate_records(config: DataConfig, world: World | None = None, *, progress=None):
+    """Records of every split and the episodes, in memory: (world, {split: records}, episodes)."""
+    world = world or build_world(config)
+    oracle = MemoryOracle(memory_table(config))
+    functional = functional_of(config)
+    try:
+        splits = {
+            split: build_records(config, world.pools[split], oracle, functional, getattr(config.splits, split),
+                                 progress=progress)
+            for split in SPLITS
+        }
+        episodes = build_episodes(config, world.pools[config.episodes.pool], oracle, functional,
+                                  config.episodes.count, progress=progress)
+    finally:
+        oracle.close()
+    return world, splits, episodes
+
+
+def generate(config: DataConfig, out_dir: str | Path, *, overwrite: bool = False, show_progress: bool = True) -> Report:
+    """Generate everything `config` asks for into `out_dir` (see the module docstring)."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    out_dir = Path(out_dir)
+    _prepare(out_dir, overwrite)
+    total = sum(getattr(config.splits, s) for s in SPLITS) + config.episodes.count
+    # Millions of small objects and no reference cycles: the cyclic GC would rescan the growing heap
+    # again and again (~30% of the run), so it is paused for the run.
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        start, start_cpu = time.perf_counter(), time.process_time()
+        with Progress(TextColumn("generating"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                      console=Console(stderr=True), transient=True, disable=not show_progress) as bar:
+            task = bar.add_task("generate", total=total)
+            world, splits, episodes = generate_records(config, progress=lambda n: bar.advance(task, n))
+        generated, generated_cpu = time.perf_counter(), time.process_time()
+        write_outputs(config, out_dir, world, splits, episodes)
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+    report = Report(
+        out_dir=out_dir,
+        seed=config.seed,
+        counts={s: _type_counts(rs) for s, rs in splits.items()},
+        shapes={s: _shape_counts(rs) for s, rs in splits.items()},
+        episodes=len(episodes),
+        generate_seconds=generated - start,
+        total_seconds=time.perf_counter() - start,
+        generate_cpu_seconds=generated_cpu - start_cpu,
+        total_cpu_seconds=time.process_time() - start_cpu,
+    )
+    return report
+
+
+def generate_from_file(
+    config_path: str | Path, out_dir: str | Path, *, seed: int | None = None, overwrite: bool = False,
+    show_progress: bool = True,
+) -> Report:
+    """Load a YAML config (`seed` overrides its seed) and generate (what `memlm generate` runs)."""
+    return generate(DataConfig.load(config_path, seed=seed), out_dir, overwrite=overwrite, show_progress=show_progress)
+
+
+def write_outputs(config: DataConfig, out_dir: Path, world: World, splits: dict[str, list[Record]],
+                  episodes: list[Episode]) -> None:
+    import datasets
+
+    jsonl = out_dir / "jsonl"
+    jsonl.mkdir(exist_ok=True)
+    for split, records in splits.items():
+        with open(jsonl / f"{split}.jsonl", "w", encoding="utf-8") as f:
+            f.writelines(r.model_dump_json() + "\n" for r in records)
+    dump_episodes(episodes, jsonl / "episodes.jsonl")
+    was_enabled = datasets.is_progress_bar_enabled()
+    datasets.disable_progress_bars()
+    try:
+        dataset_dict_from_jsonl(jsonl, [*splits, "episodes"]).save_to_disk(str(out_dir))
+    finally:
+        if was_enabled:
+            datasets.enable_progress_bars()
+    (out_dir / "world.json").write_text(json.dumps(world.to_dict(), ensure_ascii=False, indent=1) + "\n",
+                                        encoding="utf-8")
+    (out_dir / "config.yaml").write_text(config.to_yaml(), encoding="utf-8")
+    (out_dir / "README.md").write_text(dataset_card(config, world, splits, episodes), encoding="utf-8")
+
+
+def _type_counts(records: list[Record]) -> dict[str, int]:
+    counts = Counter(r.type for r in records)
+    return {k: counts[k] for k in RECORD_KINDS if counts[k]}
+
+
+def _shape_counts(records: list[Record]) -> dict[str, int]:
+    counts = Counter(r.shape for r in records if r.shape)
+    return {k: counts[k] for k in READ_SHAPES if counts[k]}
+
+
+# ----------------------------------------------------------------------------- the dataset card
+
+
+def _table(header: list[str], rows: list[list[object]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def dataset_card(config: DataConfig, world: World, splits: dict[str, list[Record]], episodes: list[Episode]) -> str:
+    import datasets
+    import faker
+
+    types = [k for k in RECORD_KINDS if getattr(config.mix, k)]
+    type_rows = []
+    for split, records in splits.items():
+        counts = Counter(r.type for r in records)
+        type_rows.append([split, len(records), *(counts[k] for k in types)])
+    type_rows.append(["all", sum(len(r) for r in splits.values()),
+                      *(sum(1 for rs in splits.values() for r in rs if r.type == k) for k in types)])
+    shape_rows = []
+    for split, records in splits.items():
+        for kind in ("read", "unanswerable", "update"):
+            counts = Counter(r.shape for r in records if r.type == kind)
+            if counts:
+                shape_rows.append([split, kind, *(counts[s] for s in READ_SHAPES)])
+    turns = Counter(t.kind for e in episodes for t in e.turns)
+    unanswerable = sum(1 for e in episodes for t in e.turns if t.kind == "question" and t.answer_names == [])
+    pools = [[s, len(p.people), len(p.orgs)] for s, p in world.pools.items()]
+    unseen = set(world.test_only_orgs)
+    test = splits.get("test", [])
+    n_unseen = sum(1 for r in test if any(t[2] in unseen for t in [*r.memory, *r.gold_triplets]))
+    return f"""# memlm synthetic memory data
+
+Person–relation–organisation worlds and training examples for a model with an explicit read-write
+triplet memory (RET-LLM style), generated by `memlm generate` (package `data_gen`).
+
+- seed: **{config.seed}** — the same config and seed give byte-identical files
+- generator: faker {faker.VERSION}, datasets {datasets.__version__}
+- relations: {", ".join(r.name for r in config.relations)}
+
+## Files
+
+| path | what |
+|---|---|
+| `dataset_dict.json`, `train/`, `validation/`, `test/`, `episodes/` | Hugging Face `DatasetDict` (`datasets.load_from_disk`) |
+| `jsonl/train.jsonl`, `jsonl/validation.jsonl`, `jsonl/test.jsonl` | the same records, one `data_gen.records.Record` per line |
+| `jsonl/episodes.jsonl` | episodes, one `data_gen.episodes.Episode` per line (the eval's `--episodes` format) |
+| `world.json` | the people of each split (disjoint pools), the organisations of each split, the test-only organisations |
+| `config.yaml` | the config of this run |
+
+## Counts
+
+Records per type and split:
+
+{_table(["split", "total", *types], type_rows)}
+
+Query shapes (read = answerable, unanswerable = nothing stored, update = the question after the update):
+
+{_table(["split", "type", *READ_SHAPES], shape_rows)}
+
+Episodes: {len(episodes)} from the {config.episodes.pool} pool — {turns["statement"]} statement, {turns["update"]} update
+and {turns["question"]} question turns ({unanswerable} unanswerable).
+
+Name pools (people disjoint across splits; {len(world.test_only_orgs)} organisations only in test):
+
+{_table(["split", "people", "organisations"], pools)}
+
+{n_unseen} of {len(test)} test records involve an organisation never seen in training (`world.json`
+lists them under `test_only_orgs`).
+
+## Record conventions
+
+Segments: `user` (what the user typed, not trained), `assistant` (the model's calls and answers,
+trained), `memory` (results the controller inserts after a read, not trained). Every record ends
+with a trained assistant segment; the training tokenizer appends the end-of-turn.
+
+| type | segments (* = trained) |
+|---|---|
+| write | user statement, *write calls (one per person, space-separated), *" {config.replies.ack}" |
+| negative | user statement with no fact, *"{config.replies.nothing}" |
+| read | user question, *read call, memory results, *" answer" listing every name (Oxford comma) |
+| unanswerable | user question, *read call, memory " NONE]", *" {config.replies.unknown}" |
+| update | user update, *write call, *" {config.replies.ack}", user question, *read call, memory, *" answer" (the new fact: the store superseded the old one) |
+| two_hop | user question, *read ⟨per,rel⟩, memory, *" " read ⟨rel,org⟩, memory, *" answer" |
+
+`memory` holds the writes made before the record starts; the results in memory segments are exactly
+what `memory_runtime.store.TripletStore` returns for them. `gold_triplets`: the facts a write or
+update states, or the facts an answer rests on; `gold_names`: the names a correct answer lists.
+
+## Config
+
+```yaml
+{config.to_yaml().rstrip()}
+```
+"""

@@ -1,0 +1,39 @@
+from data_gen.world import build_world, real_companies
+from memory_runtime.store import normalize_term
+
+
+def test_real_company_list_is_shipped():
+    companies = real_companies()
+    assert len(companies) >= 150
+    assert len({normalize_term(c) for c in companies}) == len(companies)
+    assert "Pfizer" in companies and "BMW" in companies
+
+
+def test_people_pools_are_disjoint_and_unique(tiny_run, tiny_config):
+    world, _, _ = tiny_run
+    pools = world.pools
+    keys = {s: {normalize_term(p) for p in pool.people} for s, pool in pools.items()}
+    for split, pool in pools.items():
+        assert len(pool.people) == getattr(tiny_config.world.people, split)
+        assert len(keys[split]) == len(pool.people)  # unique even after normalisation
+        assert all(len(p.split()) >= 2 for p in pool.people)
+    assert not keys["train"] & keys["validation"]
+    assert not keys["train"] & keys["test"]
+    assert not keys["validation"] & keys["test"]
+
+
+def test_test_split_has_organisations_never_seen_in_training(tiny_run):
+    world, _, _ = tiny_run
+    unseen = set(world.test_only_orgs)
+    assert unseen and unseen <= set(world.pools["test"].orgs)
+    assert not unseen & set(world.pools["train"].orgs)
+    assert not unseen & set(world.pools["validation"].orgs)
+    assert set(world.pools["train"].orgs) == set(world.pools["validation"].orgs)
+    assert len(world.test_only_orgs) == round(0.2 * len(world.pools["test"].orgs))
+
+
+def test_world_is_seeded(tiny_config, tiny_run):
+    world, _, _ = tiny_run
+    assert build_world(tiny_config) == world
+    other = build_world(tiny_config.model_copy(update={"seed": 3}))
+    assert other.pools["train"].people != world.pools["train"].people
