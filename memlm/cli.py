@@ -55,6 +55,7 @@ def bench_memory(
     triplets: int = typer.Option(100_000, "--triplets", min=100, help="How many triplets to ingest."),
     namespaces: int = typer.Option(1, "--namespaces", min=1, help="Spread the triplets over this many namespaces."),
     queries: int = typer.Option(1000, "--queries", min=10, help="Exact and one-typo queries to time."),
+    batch: int = typer.Option(10_000, "--batch", min=1, help="Writes per transaction while ingesting."),
     seed: int = typer.Option(0, "--seed"),
     config: Optional[Path] = CONFIG,
 ) -> None:
@@ -69,9 +70,163 @@ def bench_memory(
     with Progress(console=console, transient=True) as bar:
         task = bar.add_task("ingesting", total=triplets)
         result = run_memory_bench(
-            triplets, namespaces, queries, seed=seed, config=memory_config, progress=lambda done: bar.update(task, completed=done)
+            triplets, namespaces, queries, seed=seed, batch=batch, config=memory_config, progress=lambda done: bar.update(task, completed=done)
         )
     print(json.dumps(result))
+
+
+# ----------------------------------------------------------------------------- training
+
+TRAIN_CONFIG = typer.Option(..., "--config", help="Training config YAML (configs/train/*.yaml).")
+OVERRIDES = typer.Argument(None, help="Config overrides as dotted key=value, e.g. optim.learning_rate=1e-4.",
+                           show_default=False)
+
+
+def _fail(err: Exception) -> None:
+    """Print an error (its text may contain [brackets]: no rich markup) and exit with status 2."""
+    from rich.markup import escape
+
+    console.print(f"[red]error:[/red] {escape(str(err))}", soft_wrap=True)
+    raise typer.Exit(2)
+
+
+def _log(line: str) -> None:
+    """A progress line on stderr, never wrapped or marked up."""
+    console.print(line, markup=False, highlight=False, soft_wrap=True)
+
+
+def _train_config(config: Path, overrides: Optional[list[str]], data: Optional[str] = None,
+                  output_dir: Optional[str] = None, max_steps: Optional[int] = None):
+    """Load + validate a training config (flags win over key=value overrides); exit 2 on errors."""
+    from training.config import ConfigError, load_config
+
+    items = list(overrides or [])
+    if data is not None:
+        items.append(f"data.path={json.dumps(data)}")
+        items.append("data.synthetic=null")
+    if output_dir is not None:
+        items.append(f"output.output_dir={json.dumps(output_dir)}")
+    if max_steps is not None:
+        items.append(f"optim.max_steps={max_steps}")
+    try:
+        return load_config(config, items)
+    except ConfigError as err:
+        _fail(err)
+
+
+@app.command("train")
+def train_command(
+    config: Path = TRAIN_CONFIG,
+    overrides: Optional[list[str]] = OVERRIDES,
+    data: Optional[str] = typer.Option(None, "--data", help="DatasetDict saved by data_gen (sets data.path)."),
+    output_dir: Optional[str] = typer.Option(None, "--output-dir", help="Sets output.output_dir."),
+    max_steps: Optional[int] = typer.Option(None, "--max-steps", help="Sets optim.max_steps."),
+) -> None:
+    """Fine-tune a model to emit memory calls (LoRA / QLoRA / full, as configured)."""
+    import logging
+
+    from training.config import ConfigError
+    from training.trainer import train
+
+    cfg = _train_config(config, overrides, data, output_dir, max_steps)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        result = train(cfg, log=_log)
+    except ConfigError as err:
+        _fail(err)
+    keep = ("train_loss", "eval_loss", "eval_mean_token_accuracy", "train_runtime", "global_step")
+    print(json.dumps({"output_dir": str(result.output_dir), **{k: result.metrics.get(k) for k in keep}}))
+
+
+@app.command("inspect")
+def inspect_command(
+    config: Path = TRAIN_CONFIG,
+    overrides: Optional[list[str]] = OVERRIDES,
+    data: Optional[str] = typer.Option(None, "--data", help="DatasetDict saved by data_gen (sets data.path)."),
+    n: int = typer.Option(3, "--n", min=1, help="How many records to show."),
+    split: Optional[str] = typer.Option(None, "--split", help="Split to read (default: data.train_split)."),
+) -> None:
+    """Show how records are tokenised: every token with its label (-100 = not trained)."""
+    from rich.text import Text
+
+    from memory_runtime.models import load_tokenizer
+    from training.data import _row_to_record, load_record_splits
+    from training.tokenize import RecordError, format_token_table, tokenize_record
+
+    cfg = _train_config(config, overrides, data)
+    if split is not None:
+        cfg.data.train_split = split
+    if cfg.data.synthetic is not None:
+        cfg.data.synthetic.train = min(cfg.data.synthetic.train, n)
+    try:
+        rows = load_record_splits(cfg)["train"]
+    except (ValueError, OSError) as err:
+        _fail(err)
+    tokenizer = load_tokenizer(cfg.model.name, local_files_only=cfg.model.local_files_only)
+    out = Console()
+    for i in range(min(n, len(rows))):
+        record = _row_to_record(rows[i])
+        try:
+            enc = tokenize_record(record, tokenizer, system_prompt=cfg.data.system_prompt)
+        except RecordError as err:
+            out.print(Text(f"record {record.id}: {err}", style="red"))
+            continue
+        trained = sum(1 for x in enc["labels"] if x != -100)
+        out.rule(f"record {record.id} ({record.type}): {len(enc['input_ids'])} tokens, {trained} trained")
+        line = Text()
+        for tid, text, label, is_trained in format_token_table(enc, tokenizer):
+            line.append(repr(text)[1:-1], style="bold green" if is_trained else "dim")
+            line.append(f"({label}, {tid}) ", style="green" if is_trained else "dim")
+        out.print(line, soft_wrap=True)
+        labelled = [t for t, lab in zip(enc["input_ids"], enc["labels"]) if lab != -100]
+        trained_text = tokenizer.decode(labelled, skip_special_tokens=False, clean_up_tokenization_spaces=False)
+        out.print(Text("trained text: ", style="bold") + Text(repr(trained_text)), soft_wrap=True)
+
+
+@bench_app.command("train")
+def bench_train_command(
+    config: Path = TRAIN_CONFIG,
+    overrides: Optional[list[str]] = OVERRIDES,
+    data: Optional[str] = typer.Option(None, "--data", help="DatasetDict saved by data_gen (default: templated records)."),
+    steps: int = typer.Option(6, "--steps", min=1, help="Timed optimizer steps per mode."),
+    warmup: int = typer.Option(1, "--warmup", min=0, help="Untimed warm-up steps per mode."),
+    modes: str = typer.Option("none,padding_free", "--modes", help="Comma-separated: none (padded), grouped (padded, similar lengths), padding_free, bfd."),
+) -> None:
+    """Training throughput (trained and total tokens/s) and peak memory, padded vs padding-free."""
+    from training.bench import bench_train
+    from training.config import ConfigError
+
+    cfg = _train_config(config, overrides, data)
+    try:
+        result = bench_train(cfg, steps=steps, warmup_steps=warmup, modes=[m.strip() for m in modes.split(",") if m.strip()],
+                             log=_log)
+    except (ConfigError, ValueError) as err:
+        _fail(err)
+    table = Table(title=f"training throughput ({result['device']}, {result['batch_records']} records/step)")
+    for column in ("mode", "trained tok/s", "tokens/s", "positions/s", "s/step", "peak MB"):
+        table.add_column(column)
+    for mode, r in result["modes"].items():
+        table.add_row(mode, f"{r['trained_tokens_per_s']:.0f}", f"{r['tokens_per_s']:.0f}",
+                      f"{r['padded_positions_per_s']:.0f}", f"{r['step_s']:.2f}", f"{r['peak_mem_mb']:.0f}")
+    console.print(table)
+    print(json.dumps(result))
+
+
+@app.command("merge")
+def merge_command(
+    adapter: Path = typer.Argument(..., help="A PEFT adapter directory (e.g. a memlm train output dir)."),
+    output: Path = typer.Option(..., "--output", "-o", help="Where to write the merged model."),
+    base: Optional[str] = typer.Option(None, "--base", help="Base model (default: the one the adapter records)."),
+    dtype: str = typer.Option("float32", "--dtype", help="float32 | bfloat16 | float16"),
+) -> None:
+    """Merge a LoRA/QLoRA adapter into its base model and save a plain HF model."""
+    from training.merge import merge_adapter
+
+    try:
+        out = merge_adapter(adapter, output, base=base, dtype=dtype)
+    except (ValueError, FileExistsError, FileNotFoundError) as err:
+        _fail(err)
+    console.print(f"merged {adapter} into {out}")
 
 
 @memory_app.command("facts")
@@ -154,6 +309,27 @@ def memory_forget(
         except (TypeError, ValueError) as err:
             raise typer.BadParameter(str(err)) from None
     console.print(f"{'purged' if purge else 'forgot'} {n} fact(s)")
+
+
+@app.command("generate")
+def generate(
+    config: Path = typer.Option(Path("configs/data/default.yaml"), "--config", help="Data config YAML."),
+    out: Path = typer.Option(..., "--out", help="Output directory (DatasetDict, JSONL, README.md card)."),
+    seed: Optional[int] = typer.Option(None, "--seed", help="Override the config's seed."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace an earlier output in --out."),
+) -> None:
+    """Generate synthetic memory training data: train/validation/test records and episodes."""
+    from rich.markup import escape
+
+    from data_gen.config import ConfigError
+    from data_gen.generate import generate_from_file
+
+    try:
+        report = generate_from_file(config, out, seed=seed, overwrite=overwrite)
+    except (ConfigError, FileExistsError) as err:
+        console.print(f"[red]error:[/red] {escape(str(err))}", highlight=False, soft_wrap=True)
+        raise typer.Exit(2) from None
+    console.print(report.summary(), markup=False, highlight=False, soft_wrap=True)
 
 
 if __name__ == "__main__":

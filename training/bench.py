@@ -1,0 +1,210 @@
+"""``memlm bench train``: training throughput, padded batches vs padding-free packing, in one run.
+
+Both modes run the real training step (TRL's SFTTrainer: collator, fused-LM-head loss,
+backward, optimizer step) on the same model and the *same records in the same order*, for
+the same number of optimizer steps; only the batching differs.  Reported per mode:
+
+- ``trained_tokens_per_s``: tokens that carry a label (what the model learns from),
+- ``tokens_per_s``: real (non-pad) tokens processed,
+- ``padded_positions_per_s``: positions computed, padding included,
+- ``peak_mem_mb``: peak process RSS during the mode's steps (CPU) or peak CUDA memory
+  allocated (GPU), and ``step_s``: mean seconds per optimizer step.
+
+Warm-up steps are excluded from the timing.  Modes: ``none`` (padded), ``grouped`` (padded,
+batches of similar lengths), ``padding_free``, ``bfd`` (packed rows of ``packing.block_length``
+tokens).  ``grouped`` and ``bfd`` see the same records as the others, batched differently.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from typing import Any, Callable, Sequence
+
+import torch
+
+from training.config import TrainConfig
+
+MODES = ("none", "grouped", "padding_free", "bfd")
+
+
+class _PeakRss:
+    """Samples the process RSS in a thread (CPU peak memory of one phase)."""
+
+    def __init__(self, interval: float = 0.005) -> None:
+        import psutil
+
+        self._proc = psutil.Process(os.getpid())
+        self._interval = interval
+        self.peak = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.peak = max(self.peak, self._proc.memory_info().rss)
+            self._stop.wait(self._interval)
+
+    def __enter__(self) -> "_PeakRss":
+        self.peak = self._proc.memory_info().rss
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.peak = max(self.peak, self._proc.memory_info().rss)
+
+
+def _mode_config(config: TrainConfig, mode: str, steps: int, output_dir: str) -> TrainConfig:
+    data = config.model_dump()
+    data["packing"] = {
+        "mode": "none" if mode == "grouped" else mode,
+        "block_length": config.packing.block_length if mode == "bfd" else None,
+        "group_by_length": mode == "grouped",
+    }
+    data["optim"]["max_steps"] = steps
+    data["optim"]["warmup"] = 0
+    data["optim"]["lr_scheduler_type"] = "constant"
+    data["output"].update(output_dir=output_dir, eval_strategy="no", save_strategy="no", final_eval=False,
+                          logging_steps=10**6, report_to=[], resume_from_checkpoint=None)
+    return TrainConfig.model_validate(data)
+
+
+def bench_train(
+    config: TrainConfig,
+    *,
+    steps: int = 6,
+    warmup_steps: int = 1,
+    modes: Sequence[str] = ("none", "padding_free"),
+    model: Any = None,
+    tokenizer: Any = None,
+    train_dataset: Any = None,
+    log: Callable[[str], None] = lambda s: None,
+) -> dict[str, Any]:
+    """Time ``steps`` optimizer steps per mode (after ``warmup_steps``); return the figures.
+
+    ``model``/``tokenizer``/``train_dataset`` (tokenised) may be given (tests); by default they
+    come from the config (data: data.path, data.synthetic, or a templated set of
+    ``steps * batch * 4`` records when the config names no data).
+    """
+    import tempfile
+
+    from transformers import PrinterCallback, TrainerCallback
+    from trl import SFTTrainer
+
+    from memory_runtime.models import load_tokenizer
+    from training.data import build_datasets
+    from training.trainer import build_model, build_peft_config, build_sft_config
+
+    bad = [m for m in modes if m not in MODES]
+    if bad or not modes:
+        raise ValueError(f"unknown bench modes {bad}; choose from {MODES}")
+    if steps < 1 or warmup_steps < 0:
+        raise ValueError("steps must be >= 1 and warmup_steps >= 0")
+    total_steps = steps + warmup_steps
+    batch = config.optim.per_device_train_batch_size * config.optim.gradient_accumulation_steps
+
+    if tokenizer is None:
+        tokenizer = load_tokenizer(config.model.name, local_files_only=config.model.local_files_only)
+    if train_dataset is None:
+        raw = config.model_dump()
+        raw["data"]["eval_split"] = None  # the bench only trains
+        raw["output"].update(eval_strategy="no", final_eval=False)
+        if config.data.path is None and config.data.synthetic is None:
+            raw["data"]["synthetic"] = {"train": total_steps * batch * 4, "validation": 0, "seed": config.optim.seed}
+        train_dataset = build_datasets(TrainConfig.model_validate(raw), tokenizer)["train"]
+    need = total_steps * batch
+    if len(train_dataset) < need:
+        raise ValueError(f"the bench needs {need} records ({total_steps} steps x {batch}); the data has {len(train_dataset)}")
+    train_dataset = train_dataset.shuffle(seed=config.optim.seed).select(range(need))
+
+    if model is None:
+        model = build_model(config)
+    peft_config = build_peft_config(config)
+    if peft_config is not None and not hasattr(model, "peft_config"):
+        from peft import get_peft_model
+
+        model = get_peft_model(model, peft_config)
+    on_cuda = torch.cuda.is_available() and not config.gpu.use_cpu
+
+    class Counting(SFTTrainer):
+        def training_step(self, model, inputs, *args, **kwargs):
+            labels = inputs["labels"]
+            self.bench_counts["trained"] += int((labels[:, 1:] != -100).sum())
+            if "attention_mask" in inputs:
+                self.bench_counts["tokens"] += int(inputs["attention_mask"].sum())
+            else:
+                self.bench_counts["tokens"] += int(inputs["input_ids"].numel())
+            self.bench_counts["positions"] += int(inputs["input_ids"].numel())
+            return super().training_step(model, inputs, *args, **kwargs)
+
+    class Timer(TrainerCallback):
+        def __init__(self, trainer_ref: list) -> None:
+            self.ref = trainer_ref
+            self.t0: float | None = None
+
+        def on_step_begin(self, args, state, control, **kwargs):
+            if state.global_step == warmup_steps:
+                trainer = self.ref[0]
+                trainer.bench_counts = {"trained": 0, "tokens": 0, "positions": 0}
+                if on_cuda:
+                    torch.cuda.synchronize()
+                    torch.cuda.reset_peak_memory_stats()
+                self.t0 = time.perf_counter()
+
+        def on_step_end(self, args, state, control, **kwargs):
+            if state.global_step == total_steps and self.t0 is not None:
+                if on_cuda:
+                    torch.cuda.synchronize()
+                self.ref[0].bench_seconds = time.perf_counter() - self.t0
+
+    results: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="memlm-bench-") as tmp:
+        for mode in modes:
+            cfg = _mode_config(config, mode, total_steps, os.path.join(tmp, mode))
+            ref: list = []
+            trainer = Counting(
+                model=model,
+                args=build_sft_config(cfg, has_eval=False),
+                train_dataset=train_dataset,
+                processing_class=tokenizer,
+                callbacks=[Timer(ref)],
+            )
+            trainer.remove_callback(PrinterCallback)
+            trainer.bench_counts = {"trained": 0, "tokens": 0, "positions": 0}
+            ref.append(trainer)
+            log(f"bench: {mode}: {total_steps} steps of {batch} records ({warmup_steps} warm-up)")
+            with _PeakRss() as rss:
+                trainer.train()
+            seconds = getattr(trainer, "bench_seconds", None) or float("nan")
+            c = trainer.bench_counts
+            results[mode] = {
+                "steps": steps,
+                "step_s": seconds / steps,
+                "trained_tokens": c["trained"],
+                "tokens": c["tokens"],
+                "padded_positions": c["positions"],
+                "trained_tokens_per_s": c["trained"] / seconds,
+                "tokens_per_s": c["tokens"] / seconds,
+                "padded_positions_per_s": c["positions"] / seconds,
+                "peak_mem_mb": (torch.cuda.max_memory_allocated() if on_cuda else rss.peak) / 2**20,
+            }
+            log(f"bench: {mode}: {results[mode]['trained_tokens_per_s']:.0f} trained tokens/s, "
+                f"{results[mode]['tokens_per_s']:.0f} tokens/s, {results[mode]['step_s']:.2f} s/step")
+            del trainer
+    out: dict[str, Any] = {
+        "model": config.model.name,
+        "method": config.method,
+        "device": "cuda" if on_cuda else "cpu",
+        "threads": torch.get_num_threads(),
+        "batch_records": batch,
+        "modes": results,
+    }
+    if "none" in results:
+        base = results["none"]["trained_tokens_per_s"]
+        for mode in results:
+            if mode != "none":
+                out[f"speedup_{mode}_vs_padded"] = results[mode]["trained_tokens_per_s"] / base
+    return out

@@ -1,0 +1,361 @@
+"""The training configuration: one pydantic model that is the full record of a run.
+
+A config is a YAML file (``configs/train/*.yaml``) plus ``key=value`` overrides with dotted
+paths (``optim.learning_rate=1e-4``, ``lora.target_modules=[q_proj,v_proj]``), applied to the
+raw mapping *before* validation, so every value goes through the same checks.  Every model
+forbids unknown keys, and :func:`load_config` raises :class:`ConfigError` naming each bad
+field, before anything heavy (model, data) is loaded.  The resolved config is written beside
+the run's outputs (``train_config.yaml``) by the trainer.
+
+Groups:
+
+    method      lora | qlora | full
+    model       base model (HF id, local path, or the embedded SmolLM2 default) and dtype
+    lora        LoRA hyper-parameters (also used by qlora)
+    qlora       bitsandbytes 4-bit settings (nf4, double quant, compute dtype)
+    data        where the records come from, system prompt, max length
+    optim       optimiser, schedule, batch sizes, steps
+    packing     none | padding_free | bfd
+    gpu         bf16/fp16, attention kernel, Liger, gradient checkpointing, DeepSpeed
+    output      output dir, logging, evaluation, checkpoints, resume
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from typing import Any, Literal, Sequence
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from memory_runtime.models import EMBEDDED_MODEL
+from memory_runtime.protocol import SYSTEM_PROMPT
+
+CONFIG_FILENAME = "train_config.yaml"
+DEEPSPEED_PRESETS_DIR = Path(__file__).resolve().parent.parent / "configs" / "deepspeed"
+DEFAULT_LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+
+
+class ConfigError(ValueError):
+    """A training config that does not validate; the message names every bad field."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class ModelSettings(_Strict):
+    name: str = Field(EMBEDDED_MODEL, min_length=1, description="HF hub id, local dir, .gguf file, or embedded:...")
+    dtype: Literal["float32", "bfloat16", "float16", "auto"] = "float32"
+    attn_implementation: Literal["eager", "sdpa", "flash_attention_2", "flash_attention_3"] | None = None
+    local_files_only: bool = True
+    trust_remote_code: bool = False
+
+
+class LoraSettings(_Strict):
+    r: int = Field(16, ge=1)
+    alpha: float = Field(32, gt=0)
+    dropout: float = Field(0.05, ge=0, lt=1)
+    target_modules: list[str] | Literal["all-linear"] = Field(default_factory=lambda: list(DEFAULT_LORA_TARGETS))
+    bias: Literal["none", "all", "lora_only"] = "none"
+    use_rslora: bool = False
+    modules_to_save: list[str] | None = None
+
+    @model_validator(mode="after")
+    def _targets(self) -> "LoraSettings":
+        if isinstance(self.target_modules, list) and not self.target_modules:
+            raise ValueError("target_modules must name at least one module (or be 'all-linear')")
+        if isinstance(self.target_modules, list) and "lm_head" in self.target_modules:
+            raise ValueError("target_modules: TRL computes the loss from lm_head.weight directly; an adapter on lm_head would never train")
+        return self
+
+
+class QLoraSettings(_Strict):
+    quant_type: Literal["nf4", "fp4"] = "nf4"
+    double_quant: bool = True
+    compute_dtype: Literal["bfloat16", "float16", "float32"] = "bfloat16"
+
+
+class SyntheticData(_Strict):
+    """A small templated write/read set (training.synthetic) for smoke runs and benches."""
+
+    train: int = Field(2000, ge=1)
+    validation: int = Field(100, ge=0)
+    seed: int = 0
+
+
+class DataSettings(_Strict):
+    path: str | None = Field(None, description="DatasetDict saved by data_gen (datasets.save_to_disk)")
+    synthetic: SyntheticData | None = None
+    train_split: str = "train"
+    eval_split: str | None = "validation"
+    system_prompt: str | None = SYSTEM_PROMPT
+    max_length: int = Field(1024, ge=8)
+    overlong: Literal["drop", "truncate", "error"] = "drop"
+    max_train_records: int | None = Field(None, ge=1)
+    max_eval_records: int | None = Field(None, ge=1)
+    num_proc: int | None = Field(None, ge=1)
+
+
+class OptimSettings(_Strict):
+    learning_rate: float = Field(2e-4, gt=0)
+    lr_scheduler_type: Literal[
+        "linear", "cosine", "cosine_with_restarts", "polynomial", "constant", "constant_with_warmup", "inverse_sqrt"
+    ] = "cosine"
+    warmup: float = Field(0.03, ge=0, description="< 1: fraction of the steps; >= 1: number of steps")
+    weight_decay: float = Field(0.0, ge=0)
+    max_grad_norm: float = Field(1.0, ge=0)
+    optim: str = "adamw_torch"
+    per_device_train_batch_size: int = Field(8, ge=1)
+    per_device_eval_batch_size: int = Field(8, ge=1)
+    gradient_accumulation_steps: int = Field(1, ge=1)
+    num_train_epochs: float = Field(1.0, gt=0)
+    max_steps: int = Field(-1, description="> 0 overrides num_train_epochs")
+    seed: int = 0
+
+    @model_validator(mode="after")
+    def _steps(self) -> "OptimSettings":
+        if self.max_steps == 0 or self.max_steps < -1:
+            raise ValueError("max_steps must be -1 (use num_train_epochs) or a positive number of steps")
+        return self
+
+
+class PackingSettings(_Strict):
+    """none: padded batches.  padding_free: each batch's records are concatenated into one row
+    (position ids restart per record, so attention stays within a record; flash-attention uses
+    the varlen kernel, sdpa/eager a block-diagonal mask).  bfd: records are packed best-fit-
+    decreasing into rows of block_length tokens, also padding-free.  group_by_length (padded
+    batches only) samples batches of similar lengths, which cuts padding without packing."""
+
+    mode: Literal["none", "padding_free", "bfd"] = "none"
+    block_length: int | None = Field(None, ge=8, description="bfd row length (default: data.max_length)")
+    group_by_length: bool = Field(False, description="mode none: batches of records of similar length")
+
+    @model_validator(mode="after")
+    def _grouping(self) -> "PackingSettings":
+        if self.group_by_length and self.mode != "none":
+            raise ValueError("group_by_length only applies to padded batches (packing.mode=none)")
+        return self
+
+
+class GpuSettings(_Strict):
+    bf16: bool = False
+    fp16: bool = False
+    tf32: bool | None = None
+    gradient_checkpointing: bool = False
+    use_liger_kernel: bool = False
+    deepspeed: str | None = Field(None, description="zero2 | zero3 (presets in configs/deepspeed) or a JSON path")
+    use_cpu: bool = False
+    dataloader_num_workers: int = Field(0, ge=0)
+
+    @model_validator(mode="after")
+    def _precision(self) -> "GpuSettings":
+        if self.bf16 and self.fp16:
+            raise ValueError("bf16 and fp16 are exclusive")
+        return self
+
+
+class OutputSettings(_Strict):
+    output_dir: str = "runs/train"
+    logging_steps: int = Field(10, ge=1)
+    eval_strategy: Literal["no", "steps", "epoch"] = "steps"
+    eval_steps: int | None = Field(None, ge=1, description="default: logging_steps * 5")
+    save_strategy: Literal["no", "steps", "epoch"] = "steps"
+    save_steps: int = Field(100, ge=1)
+    save_total_limit: int | None = Field(2, ge=1)
+    resume_from_checkpoint: bool | str | None = Field(
+        None, description="true: the last checkpoint in output_dir; or a checkpoint directory"
+    )
+    report_to: list[str] = Field(default_factory=list)
+    final_eval: bool = True
+
+    @field_validator("eval_strategy", "save_strategy", mode="before")
+    @classmethod
+    def _yaml_no(cls, value: Any) -> Any:
+        return "no" if value is False else value  # YAML 1.1 reads a bare `no` as false
+
+
+class TrainConfig(_Strict):
+    method: Literal["lora", "qlora", "full"] = "lora"
+    model: ModelSettings = Field(default_factory=ModelSettings)
+    lora: LoraSettings = Field(default_factory=LoraSettings)
+    qlora: QLoraSettings = Field(default_factory=QLoraSettings)
+    data: DataSettings = Field(default_factory=DataSettings)
+    optim: OptimSettings = Field(default_factory=OptimSettings)
+    packing: PackingSettings = Field(default_factory=PackingSettings)
+    gpu: GpuSettings = Field(default_factory=GpuSettings)
+    output: OutputSettings = Field(default_factory=OutputSettings)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "TrainConfig":
+        data, packing = self.data, self.packing
+        if data.path is not None and data.synthetic is not None:
+            raise ValueError("data: set either data.path (data_gen output) or data.synthetic, not both")
+        if packing.block_length is not None and packing.mode != "bfd":
+            raise ValueError("packing.block_length only applies to packing.mode=bfd")
+        if packing.mode == "bfd" and packing.block_length is not None and packing.block_length < data.max_length:
+            raise ValueError(
+                f"packing.block_length ({packing.block_length}) must be >= data.max_length ({data.max_length}): "
+                "bfd would cut records that do not fit a row"
+            )
+        if self.output.eval_strategy != "no" and data.eval_split is None:
+            raise ValueError("output.eval_strategy needs data.eval_split (or set output.eval_strategy=no)")
+        if self.method == "qlora" and self.model.dtype == "float16" and self.gpu.bf16:
+            raise ValueError("qlora with model.dtype=float16 and gpu.bf16=true mixes precisions; pick one")
+        return self
+
+    # ------------------------------------------------------------------ helpers
+
+    @property
+    def block_length(self) -> int:
+        return self.packing.block_length or self.data.max_length
+
+    def to_yaml(self) -> str:
+        return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False, allow_unicode=True, width=100)
+
+    def save(self, path: str | Path) -> Path:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(self.to_yaml())
+        return path
+
+    def require_data(self) -> None:
+        if self.data.path is None and self.data.synthetic is None:
+            raise ConfigError(
+                "data.path: no training data: pass --data DIR (a DatasetDict saved by data_gen) "
+                "or set data.synthetic for the templated smoke-test set"
+            )
+
+
+# ---------------------------------------------------------------------- loading
+
+
+def parse_override(item: str) -> tuple[list[str], Any]:
+    """``a.b.c=value`` -> (["a", "b", "c"], YAML-parsed value)."""
+    if "=" not in item:
+        raise ConfigError(f"override {item!r}: expected key=value (dotted key, e.g. optim.learning_rate=1e-4)")
+    key, _, raw = item.partition("=")
+    parts = [p for p in key.strip().split(".")]
+    if not key.strip() or any(not p for p in parts):
+        raise ConfigError(f"override {item!r}: bad key {key!r}")
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError as err:
+        raise ConfigError(f"override {item!r}: cannot parse value: {err}") from None
+    return parts, value
+
+
+def apply_overrides(raw: dict[str, Any], overrides: Sequence[str]) -> dict[str, Any]:
+    """Apply ``key=value`` overrides (dotted paths) to a raw config mapping, in place."""
+    for item in overrides:
+        parts, value = parse_override(item)
+        node = raw
+        for i, part in enumerate(parts[:-1]):
+            child = node.get(part)
+            if child is None:
+                child = node[part] = {}
+            elif not isinstance(child, dict):
+                where = ".".join(parts[: i + 1])
+                raise ConfigError(f"override {item!r}: {where} is a value ({child!r}), not a group")
+            node = child
+        node[parts[-1]] = value
+    return raw
+
+
+def _format_validation_error(err: ValidationError, source: str) -> str:
+    lines = [f"invalid training config ({source}):"]
+    for e in err.errors():
+        loc = ".".join(str(x) for x in e["loc"]) or "(top level)"
+        if e["type"] == "extra_forbidden":
+            lines.append(f"  {loc}: unknown key")
+            continue
+        got = e.get("input")
+        shown = f" (got {got!r})" if "input" in e and not isinstance(got, dict) else ""
+        lines.append(f"  {loc}: {e['msg']}{shown}")
+    return "\n".join(lines)
+
+
+def validate_config(raw: dict[str, Any], source: str = "config") -> TrainConfig:
+    try:
+        return TrainConfig.model_validate(raw)
+    except ValidationError as err:
+        raise ConfigError(_format_validation_error(err, source)) from None
+
+
+def load_config(path: str | Path | None = None, overrides: Sequence[str] = ()) -> TrainConfig:
+    """Read a YAML config (None: all defaults), apply dotted ``key=value`` overrides, validate."""
+    raw: dict[str, Any] = {}
+    source = "defaults"
+    if path is not None:
+        path = Path(path)
+        source = str(path)
+        try:
+            loaded = yaml.safe_load(path.read_text())
+        except OSError as err:
+            raise ConfigError(f"cannot read config {path}: {err}") from None
+        except yaml.YAMLError as err:
+            raise ConfigError(f"config {path} is not valid YAML: {err}") from None
+        if loaded is None:
+            loaded = {}
+        if not isinstance(loaded, dict):
+            raise ConfigError(f"config {path}: expected a mapping at the top level, got {type(loaded).__name__}")
+        raw = loaded
+    apply_overrides(raw, overrides)
+    return validate_config(raw, source)
+
+
+# ---------------------------------------------------------------------- environment checks
+
+
+def resolve_deepspeed(value: str | None) -> str | None:
+    """A preset name (zero2, zero3) or a JSON path -> an existing file path (or None)."""
+    if value is None:
+        return None
+    preset = DEEPSPEED_PRESETS_DIR / f"{value}.json"
+    if "/" not in value and not value.endswith(".json") and preset.is_file():
+        return str(preset)
+    path = Path(value).expanduser()
+    if not path.is_file():
+        known = sorted(p.stem for p in DEEPSPEED_PRESETS_DIR.glob("*.json"))
+        raise ConfigError(f"gpu.deepspeed: {value!r} is neither a preset ({', '.join(known)}) nor a JSON file")
+    return str(path)
+
+
+def preflight(config: TrainConfig) -> list[str]:
+    """Check what the config needs from this machine before any model loads.
+
+    Raises ConfigError for what cannot work (missing bitsandbytes/deepspeed/flash-attn/liger,
+    a missing data dir); returns warnings for what will fall back.
+    """
+    warnings: list[str] = []
+    config.require_data()
+    if config.data.path is not None and not Path(config.data.path).expanduser().exists():
+        raise ConfigError(f"data.path: {config.data.path} does not exist")
+
+    def need(module: str, what: str, pip: str) -> None:
+        if importlib.util.find_spec(module) is None:
+            raise ConfigError(f"{what} needs the {pip!r} package: pip install {pip} (or pip install 'memlm[gpu]')")
+
+    if config.method == "qlora":
+        need("bitsandbytes", "method=qlora", "bitsandbytes")
+    if config.gpu.deepspeed is not None:
+        resolve_deepspeed(config.gpu.deepspeed)
+        need("deepspeed", "gpu.deepspeed", "deepspeed")
+    attn = config.model.attn_implementation
+    if attn == "flash_attention_2":
+        need("flash_attn", "model.attn_implementation=flash_attention_2", "flash-attn")
+    if attn == "flash_attention_3":
+        need("flash_attn_interface", "model.attn_implementation=flash_attention_3", "flash-attn-3")
+    if config.gpu.use_liger_kernel:
+        need("liger_kernel", "gpu.use_liger_kernel", "liger-kernel")
+    import torch
+
+    if not torch.cuda.is_available():
+        if config.gpu.fp16:
+            raise ConfigError("gpu.fp16: fp16 mixed precision needs a GPU (use gpu.bf16 or float32 on the CPU)")
+        if attn in ("flash_attention_2", "flash_attention_3"):
+            raise ConfigError(f"model.attn_implementation={attn} needs a CUDA GPU")
+        if config.gpu.deepspeed is not None:
+            warnings.append("gpu.deepspeed is set but no GPU is visible: DeepSpeed will run on the CPU accelerator")
+    return warnings

@@ -1,0 +1,148 @@
+"""Records -> tokenised datasets for the trainer.
+
+The source is a ``datasets.DatasetDict`` saved by data_gen (``save_to_disk``; splits train /
+validation / test and "episodes"), whose rows carry the fields of
+:class:`data_gen.records.Record`, or the templated set of :mod:`training.synthetic`.  Each row
+is validated as a Record and tokenised with :func:`training.tokenize.tokenize_record`; the
+result has the two columns the TRL trainer uses as is: ``input_ids`` and ``labels``.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from data_gen.records import Record
+from training.config import TrainConfig
+from training.tokenize import RecordError, RecordTooLong, tokenize_record
+
+logger = logging.getLogger(__name__)
+
+_RECORD_FIELDS = tuple(Record.model_fields)
+
+
+def load_record_splits(config: TrainConfig) -> dict[str, Any]:
+    """``{"train": Dataset, "validation": Dataset | None}`` of raw record rows, as configured."""
+    data = config.data
+    config.require_data()
+    if data.synthetic is not None:
+        from training.synthetic import synthetic_dataset_dict
+
+        dd = synthetic_dataset_dict(data.synthetic.train, data.synthetic.validation, seed=data.synthetic.seed)
+    else:
+        from datasets import DatasetDict, load_from_disk
+
+        try:
+            dd = load_from_disk(str(data.path))
+        except (FileNotFoundError, ValueError) as err:
+            raise ValueError(f"data.path: cannot load a dataset saved with save_to_disk from {data.path}: {err}") from None
+        if not isinstance(dd, DatasetDict):
+            raise ValueError(f"data.path: {data.path} holds one Dataset, expected a DatasetDict with splits")
+    splits = list(dd.keys())
+    if data.train_split not in dd:
+        raise ValueError(f"data.train_split: no split {data.train_split!r} in {data.path or 'synthetic data'} (has {splits})")
+    train = dd[data.train_split]
+    evaluation = None
+    if data.eval_split is not None:
+        if data.eval_split in dd:
+            evaluation = dd[data.eval_split]
+        elif config.output.eval_strategy != "no" or config.output.final_eval:
+            logger.warning("no %r split in the data (has %s): no eval loss", data.eval_split, splits)
+    # limits take a seeded random subset (data_gen's splits are ordered by memory groups)
+    seed = config.optim.seed
+    if data.max_train_records is not None and data.max_train_records < len(train):
+        train = train.shuffle(seed=seed, keep_in_memory=True).select(range(data.max_train_records))
+    if evaluation is not None and data.max_eval_records is not None and data.max_eval_records < len(evaluation):
+        evaluation = evaluation.shuffle(seed=seed, keep_in_memory=True).select(range(data.max_eval_records))
+    missing = [f for f in ("id", "segments") if f not in train.column_names]
+    if missing:
+        raise ValueError(f"data: the {data.train_split!r} split has no {missing} column(s): not data_gen records")
+    return {"train": train, "validation": evaluation}
+
+
+def _row_to_record(row: dict[str, Any]) -> Record:
+    fields = {k: row[k] for k in _RECORD_FIELDS if k in row}
+    if fields.get("shape", "") is None:
+        fields.pop("shape")
+    for key in ("gold_triplets", "gold_names", "memory"):
+        if fields.get(key) is None:
+            fields.pop(key, None)
+    return Record.model_validate(fields)
+
+
+def tokenize_split(dataset: Any, tokenizer: Any, config: TrainConfig, *, name: str = "train") -> Any:
+    """Tokenise a split of record rows into a Dataset with ``input_ids`` and ``labels`` columns.
+
+    Records longer than ``data.max_length`` are dropped, truncated or rejected
+    (``data.overlong``); invalid records raise with the record id.
+    """
+    data = config.data
+    extra = [c for c in dataset.column_names if c not in _RECORD_FIELDS]
+    if extra:
+        logger.info("%s split: ignoring non-Record columns %s", name, extra)
+
+    def encode(batch: dict[str, list]) -> dict[str, list]:
+        out: dict[str, list] = {"input_ids": [], "labels": [], "keep": []}
+        n = len(next(iter(batch.values())))
+        for i in range(n):
+            row = {k: batch[k][i] for k in batch}
+            try:
+                record = _row_to_record(row)
+            except Exception as err:
+                raise RecordError(f"{name} split, record {row.get('id', i)}: not a valid data_gen Record: {err}") from None
+            try:
+                enc = tokenize_record(
+                    record,
+                    tokenizer,
+                    system_prompt=data.system_prompt,
+                    max_length=data.max_length,
+                    truncate=data.overlong == "truncate",
+                )
+            except RecordError as err:
+                if data.overlong == "drop" and isinstance(err, RecordTooLong):
+                    out["input_ids"].append([])
+                    out["labels"].append([])
+                    out["keep"].append(False)
+                    continue
+                raise RecordError(f"{name} split: {err}") from None
+            out["input_ids"].append(enc["input_ids"])
+            out["labels"].append(enc["labels"])
+            out["keep"].append(True)
+        return out
+
+    tokenized = dataset.map(
+        encode,
+        batched=True,
+        batch_size=256,
+        remove_columns=dataset.column_names,
+        num_proc=data.num_proc,
+        keep_in_memory=True,  # never write cache files into data_gen's dataset directory
+        desc=f"Tokenising {name} records",
+    )
+    kept = tokenized.filter(lambda keep: keep, input_columns="keep", keep_in_memory=True)
+    dropped = len(tokenized) - len(kept)
+    if dropped:
+        logger.warning("%s split: dropped %d of %d records longer than data.max_length=%d", name, dropped, len(tokenized), data.max_length)
+    if len(kept) == 0:
+        raise ValueError(f"{name} split: no record left to train on (all longer than data.max_length={data.max_length}?)")
+    return kept.remove_columns("keep")
+
+
+def build_datasets(config: TrainConfig, tokenizer: Any) -> dict[str, Any]:
+    """Load and tokenise the configured train / validation splits."""
+    splits = load_record_splits(config)
+    train = tokenize_split(splits["train"], tokenizer, config, name="train")
+    validation = None
+    if splits["validation"] is not None and len(splits["validation"]):
+        validation = tokenize_split(splits["validation"], tokenizer, config, name="validation")
+    return {"train": train, "validation": validation}
+
+
+def token_stats(dataset: Any) -> dict[str, int]:
+    """Totals of a tokenised split: records, tokens, trained tokens, longest record."""
+    total = trained = longest = 0
+    for ids, labels in zip(dataset["input_ids"], dataset["labels"]):
+        total += len(ids)
+        trained += sum(1 for x in labels if x != -100)
+        longest = max(longest, len(ids))
+    return {"records": len(dataset), "tokens": total, "trained_tokens": trained, "max_length": longest}

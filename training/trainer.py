@@ -1,0 +1,353 @@
+"""The trainer: TRL's SFTTrainer on pre-tokenised records, with LoRA, QLoRA or full fine-tuning.
+
+What TRL (1.16) does with our dataset, read from its source: a dataset with an ``input_ids``
+column is "already processed"; a ``labels`` column is used as is (-100 = no loss), sequences
+are truncated to ``max_length`` (we drop/truncate overlong records ourselves first) and
+examples with no trained token are dropped.  Its collator pads ``labels`` with -100, or with
+``padding_free`` flattens the batch into one row with restarting ``position_ids`` and sets
+the label of every sequence's first token to -100 (so no token is predicted across two
+records); sdpa/eager then build a block-diagonal causal mask from the position ids,
+flash-attention uses the varlen kernel.  ``packing=True`` with ``bfd`` packs whole records
+into rows of ``max_length`` tokens and is padding-free too.  The loss is the mean over
+trained tokens of the whole (accumulated) batch, computed by TRL's fused LM head.
+
+Order matters for DeepSpeed ZeRO-3: the SFTConfig (which activates the DeepSpeed config
+globally) is built *before* the model is loaded, so ``from_pretrained`` partitions weights.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import torch
+
+from training.config import CONFIG_FILENAME, ConfigError, TrainConfig, preflight, resolve_deepspeed
+
+logger = logging.getLogger(__name__)
+
+METRICS_FILENAME = "metrics.json"
+LOG_FILENAME = "train_log.jsonl"
+
+LogFn = Callable[[str], None]
+
+
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+@dataclass
+class TrainResult:
+    output_dir: Path
+    metrics: dict[str, Any]
+    log_history: list[dict[str, Any]] = field(default_factory=list)
+    trainer: Any = None
+
+
+# --------------------------------------------------------------------------- building blocks
+
+
+def _torch_dtype(name: str) -> Any:
+    return name if name == "auto" else getattr(torch, name)
+
+
+def quantized_device() -> str:
+    """Where a 4-bit model is quantised: this process's GPU, else the CPU."""
+    if torch.cuda.is_available():
+        return f"cuda:{int(os.environ.get('LOCAL_RANK', 0))}"
+    return "cpu"
+
+
+def build_quantization_config(config: TrainConfig) -> Any:
+    from transformers import BitsAndBytesConfig
+
+    q = config.qlora
+    return BitsAndBytesConfig(
+        load_in_4bit=True,
+        bnb_4bit_quant_type=q.quant_type,
+        bnb_4bit_use_double_quant=q.double_quant,
+        bnb_4bit_compute_dtype=getattr(torch, q.compute_dtype),
+        bnb_4bit_quant_storage=getattr(torch, q.compute_dtype),  # lets FSDP/ZeRO-3 shard the 4-bit weights
+    )
+
+
+def build_model(config: TrainConfig) -> Any:
+    """Load the base model for training (memory_runtime.models.load_model; 4-bit for QLoRA)."""
+    from memory_runtime.models import load_model
+
+    kwargs: dict[str, Any] = {}
+    if config.model.attn_implementation is not None:
+        kwargs["attn_implementation"] = config.model.attn_implementation
+    if config.model.trust_remote_code:
+        kwargs["trust_remote_code"] = True
+    dtype: Any = _torch_dtype(config.model.dtype)
+    device = "cpu"  # the Trainer moves the model to its device
+    if config.method == "qlora":
+        device = quantized_device()
+        kwargs["quantization_config"] = build_quantization_config(config)
+        kwargs["device_map"] = {"": device}
+        if config.model.dtype == "float32":  # non-quantised parts (norms, embeddings) in the compute dtype
+            dtype = getattr(torch, config.qlora.compute_dtype)
+    model, _ = load_model(
+        config.model.name, dtype=dtype, device=device, local_files_only=config.model.local_files_only, **kwargs
+    )
+    if config.method == "qlora":
+        from peft import prepare_model_for_kbit_training
+
+        model = prepare_model_for_kbit_training(
+            model,
+            use_gradient_checkpointing=config.gpu.gradient_checkpointing,
+            gradient_checkpointing_kwargs={"use_reentrant": False},
+        )
+    model.config.use_cache = False
+    return model
+
+
+def build_peft_config(config: TrainConfig) -> Any:
+    """LoraConfig for lora / qlora, None for full fine-tuning."""
+    if config.method == "full":
+        return None
+    from peft import LoraConfig
+
+    lora = config.lora
+    return LoraConfig(
+        r=lora.r,
+        lora_alpha=lora.alpha,
+        lora_dropout=lora.dropout,
+        target_modules=lora.target_modules,
+        bias=lora.bias,
+        use_rslora=lora.use_rslora,
+        modules_to_save=lora.modules_to_save,
+        task_type="CAUSAL_LM",
+    )
+
+
+def sft_max_length(config: TrainConfig) -> int | None:
+    """TRL's max_length: the row length when packing, None for padding-free (records are already
+    within data.max_length and TRL refuses a max_length it would not enforce), else data.max_length."""
+    mode = config.packing.mode
+    if mode == "bfd":
+        return config.block_length
+    if mode == "padding_free":
+        return None
+    return config.data.max_length
+
+
+def build_sft_config(config: TrainConfig, *, has_eval: bool, output_dir: str | None = None) -> Any:
+    from trl import SFTConfig
+
+    o, g, opt = config.output, config.gpu, config.optim
+    eval_strategy = o.eval_strategy if has_eval else "no"
+    kwargs: dict[str, Any] = dict(
+        output_dir=output_dir or o.output_dir,
+        per_device_train_batch_size=opt.per_device_train_batch_size,
+        per_device_eval_batch_size=opt.per_device_eval_batch_size,
+        gradient_accumulation_steps=opt.gradient_accumulation_steps,
+        learning_rate=opt.learning_rate,
+        lr_scheduler_type=opt.lr_scheduler_type,
+        warmup_steps=opt.warmup,
+        weight_decay=opt.weight_decay,
+        max_grad_norm=opt.max_grad_norm,
+        optim=opt.optim,
+        num_train_epochs=opt.num_train_epochs,
+        max_steps=opt.max_steps,
+        seed=opt.seed,
+        bf16=g.bf16,
+        fp16=g.fp16,
+        tf32=g.tf32,
+        use_liger_kernel=g.use_liger_kernel,
+        deepspeed=resolve_deepspeed(g.deepspeed),
+        use_cpu=g.use_cpu or (g.bf16 and not torch.cuda.is_available()),  # transformers wants it for CPU bf16
+        dataloader_num_workers=g.dataloader_num_workers,
+        logging_steps=o.logging_steps,
+        logging_first_step=True,
+        eval_strategy=eval_strategy,
+        save_strategy=o.save_strategy,
+        save_steps=o.save_steps,
+        save_total_limit=o.save_total_limit,
+        report_to=o.report_to or "none",
+        disable_tqdm=True,  # ProgressLogger prints one line per log instead
+        max_length=sft_max_length(config),
+        packing=config.packing.mode == "bfd",
+        packing_strategy="bfd",
+        padding_free=config.packing.mode == "padding_free",
+        dataset_num_proc=config.data.num_proc,
+    )
+    if eval_strategy == "steps":
+        kwargs["eval_steps"] = o.eval_steps or o.logging_steps * 5
+    if config.packing.group_by_length:
+        if "train_sampling_strategy" in SFTConfig.__dataclass_fields__:
+            kwargs["train_sampling_strategy"] = "group_by_length"
+        else:  # older transformers
+            kwargs["group_by_length"] = True
+    # transformers >= 5.x renamed gradient_checkpointing* to activation_checkpointing* (old names still mirrored)
+    prefix = "activation" if "activation_checkpointing" in SFTConfig.__dataclass_fields__ else "gradient"
+    kwargs[f"{prefix}_checkpointing"] = g.gradient_checkpointing
+    kwargs[f"{prefix}_checkpointing_kwargs"] = {"use_reentrant": False} if g.gradient_checkpointing else None
+    return SFTConfig(**kwargs)
+
+
+# --------------------------------------------------------------------------- progress
+
+
+def _progress_callback_class():
+    from transformers import TrainerCallback
+
+    class ProgressLogger(TrainerCallback):
+        """One line per log event (step, loss, lr, eval loss, speed, ETA) + a JSON-lines log file."""
+
+        def __init__(self, log: LogFn = _stderr, path: Path | None = None) -> None:
+            self.log = log
+            self.path = path
+            self.start = time.perf_counter()
+            self.first_step: int | None = None
+
+        def on_train_begin(self, args, state, control, **kwargs):
+            self.start = time.perf_counter()
+            self.first_step = state.global_step
+            self.log(f"training: {state.max_steps} steps (from step {state.global_step})")
+
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            logs = dict(logs or {})
+            if self.path is not None and state.is_world_process_zero:
+                with open(self.path, "a") as fh:
+                    fh.write(json.dumps({"step": state.global_step, **logs}) + "\n")
+            if not state.is_world_process_zero:
+                return
+            elapsed = time.perf_counter() - self.start
+            done = state.global_step - (self.first_step or 0)
+            eta = ""
+            if done > 0 and state.max_steps:
+                eta = f" | eta {elapsed / done * (state.max_steps - state.global_step):.0f}s"
+            parts = [f"step {state.global_step}/{state.max_steps}"]
+            for key, fmt in (("loss", "{:.4f}"), ("eval_loss", "{:.4f}"), ("learning_rate", "{:.2e}"),
+                             ("grad_norm", "{:.3f}"), ("mean_token_accuracy", "{:.3f}"),
+                             ("eval_mean_token_accuracy", "{:.3f}"), ("train_loss", "{:.4f}")):
+                if key in logs and isinstance(logs[key], (int, float)):
+                    parts.append(f"{key.replace('learning_rate', 'lr')} {fmt.format(logs[key])}")
+            self.log(" | ".join(parts) + f" | {elapsed:.0f}s{eta}")
+
+    return ProgressLogger
+
+
+# --------------------------------------------------------------------------- training
+
+
+def _check_resume(config: TrainConfig) -> bool | str | None:
+    resume = config.output.resume_from_checkpoint
+    if resume is None or resume is False:
+        return None
+    if resume is True or (isinstance(resume, str) and resume.lower() in ("true", "latest", "last")):
+        from transformers.trainer_utils import get_last_checkpoint
+
+        out = Path(config.output.output_dir)
+        if not out.is_dir() or get_last_checkpoint(str(out)) is None:
+            raise ConfigError(f"output.resume_from_checkpoint: no checkpoint-* directory in {out} to resume from")
+        return True
+    if not Path(resume).is_dir():
+        raise ConfigError(f"output.resume_from_checkpoint: {resume} is not a checkpoint directory")
+    return resume
+
+
+def train(
+    config: TrainConfig,
+    *,
+    datasets: dict[str, Any] | None = None,
+    callbacks: Sequence[Any] = (),
+    log: LogFn = _stderr,
+) -> TrainResult:
+    """Train as configured; return the final metrics.  Writes into ``output.output_dir``:
+    the adapter (or full model) + tokenizer, ``train_config.yaml`` (the resolved config),
+    ``metrics.json``, ``train_log.jsonl`` and ``checkpoint-*`` directories.
+
+    ``datasets`` ({"train": ..., "validation": ...} tokenised) skips data loading (tests)."""
+    if datasets is None:  # configuration problems surface before anything heavy is imported or loaded
+        for warning in preflight(config):
+            log(f"warning: {warning}")
+    resume = _check_resume(config)
+
+    import warnings
+
+    from transformers import PrinterCallback
+    from trl import SFTTrainer
+
+    # PEFT looks the base up by name at every save to see whether embeddings were resized; an
+    # embedded:... base is no hub id, and nothing was resized (we never add tokens)
+    warnings.filterwarnings("ignore", message="Could not find a config file in embedded:", category=UserWarning)
+
+    from memory_runtime.models import load_tokenizer
+    from training.data import build_datasets, token_stats
+
+    out = Path(config.output.output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    config.save(out / CONFIG_FILENAME)
+    t0 = time.perf_counter()
+
+    tokenizer = load_tokenizer(config.model.name, local_files_only=config.model.local_files_only)
+    if datasets is None:
+        datasets = build_datasets(config, tokenizer)
+    train_ds, eval_ds = datasets["train"], datasets.get("validation")
+    stats = {"train": token_stats(train_ds)}
+    if eval_ds is not None:
+        stats["validation"] = token_stats(eval_ds)
+    log(f"data: {json.dumps(stats)}")
+
+    args = build_sft_config(config, has_eval=eval_ds is not None)  # before the model: ZeRO-3 init
+    model = build_model(config)
+    peft_config = build_peft_config(config)
+    ProgressLogger = _progress_callback_class()
+    trainer = SFTTrainer(
+        model=model,
+        args=args,
+        train_dataset=train_ds,
+        eval_dataset=eval_ds,
+        processing_class=tokenizer,
+        peft_config=peft_config,
+        callbacks=[ProgressLogger(log, out / LOG_FILENAME), *callbacks],
+    )
+    trainer.remove_callback(PrinterCallback)
+    if peft_config is not None and trainer.is_world_process_zero():
+        trainable = sum(p.numel() for p in trainer.model.parameters() if p.requires_grad)
+        total = sum(p.numel() for p in trainer.model.parameters())
+        log(f"model: {config.model.name} ({config.method}), trainable {trainable:,} of {total:,} parameters")
+
+    result = trainer.train(resume_from_checkpoint=resume)
+    metrics: dict[str, Any] = dict(result.metrics)
+    if eval_ds is not None and config.output.final_eval:
+        last = trainer.state.log_history[-2:] if trainer.state.log_history else []
+        done = [h for h in last if "eval_loss" in h and h.get("step") == trainer.state.global_step]
+        # the last step was just evaluated: reuse it rather than run the same evaluation again
+        metrics.update({k: v for k, v in done[-1].items() if k.startswith("eval_")} if done else trainer.evaluate())
+    seen = [h["num_tokens"] for h in trainer.state.log_history if "num_tokens" in h]
+    metrics["num_tokens"] = seen[-1] if seen else None  # tokens trained on (padding excluded), as TRL counts
+    metrics["data"] = stats
+    metrics["wall_seconds"] = time.perf_counter() - t0
+    metrics["global_step"] = trainer.state.global_step
+
+    trainer.save_model(str(out))  # adapter (or full model) + tokenizer
+    if trainer.is_world_process_zero():
+        tokenizer.save_pretrained(str(out))
+        config.save(out / CONFIG_FILENAME)
+        (out / METRICS_FILENAME).write_text(json.dumps(_jsonable(metrics), indent=2) + "\n")
+        trainer.save_state()
+        log(f"saved {config.method} model, tokenizer, {CONFIG_FILENAME} and {METRICS_FILENAME} to {out}")
+    return TrainResult(out, metrics, list(trainer.state.log_history), trainer)
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    return str(value)
