@@ -26,6 +26,9 @@ console = Console(stderr=True)
 DB = typer.Option(..., "--db", help="Path of the memory database (SQLite file).")
 NAMESPACE = typer.Option("default", "--namespace", "-n", help="Whose memory: a user or session name.")
 CONFIG = typer.Option(None, "--config", help="Memory config YAML (relation table, fuzzy settings).")
+SUBJECT = typer.Option(None, "--subject", "-s", help="Subject (a person), or leave empty.")
+RELATION = typer.Option(None, "--relation", "-r", help="Relation (aliases allowed), or leave empty.")
+OBJECT = typer.Option(None, "--object", "-o", help="Object (an organisation), or leave empty.")
 
 
 def _store(db: Path, config: Optional[Path], must_exist: bool = True):
@@ -65,12 +68,17 @@ def bench_memory(
     from eval.bench_memory import run_memory_bench
     from memory_runtime.store import MemoryConfig
 
-    memory_config = MemoryConfig.load(config)
+    try:
+        memory_config = MemoryConfig.load(config)
+    except ValueError as err:
+        console.print(f"[red]error:[/red] {err}")
+        raise typer.Exit(2) from None
 
     with Progress(console=console, transient=True) as bar:
         task = bar.add_task("ingesting", total=triplets)
         result = run_memory_bench(
-            triplets, namespaces, queries, seed=seed, batch=batch, config=memory_config, progress=lambda done: bar.update(task, completed=done)
+            triplets, namespaces, queries, seed=seed, batch=batch, config=memory_config,
+            progress=lambda done: bar.update(task, completed=done),
         )
     print(json.dumps(result))
 
@@ -245,9 +253,9 @@ def memory_facts(db: Path = DB, namespace: str = NAMESPACE, config: Optional[Pat
 @memory_app.command("query")
 def memory_query(
     db: Path = DB,
-    subject: Optional[str] = typer.Option(None, "--subject", "-s"),
-    relation: Optional[str] = typer.Option(None, "--relation", "-r"),
-    object: Optional[str] = typer.Option(None, "--object", "-o"),
+    subject: Optional[str] = SUBJECT,
+    relation: Optional[str] = RELATION,
+    object: Optional[str] = OBJECT,
     namespace: str = NAMESPACE,
     config: Optional[Path] = CONFIG,
 ) -> None:
@@ -265,9 +273,9 @@ def memory_query(
 @memory_app.command("history")
 def memory_history(
     db: Path = DB,
-    subject: Optional[str] = typer.Option(None, "--subject", "-s"),
-    relation: Optional[str] = typer.Option(None, "--relation", "-r"),
-    object: Optional[str] = typer.Option(None, "--object", "-o"),
+    subject: Optional[str] = SUBJECT,
+    relation: Optional[str] = RELATION,
+    object: Optional[str] = OBJECT,
     namespace: str = NAMESPACE,
     config: Optional[Path] = CONFIG,
 ) -> None:
@@ -295,9 +303,9 @@ def memory_write(
 @memory_app.command("forget")
 def memory_forget(
     db: Path = DB,
-    subject: Optional[str] = typer.Option(None, "--subject", "-s"),
-    relation: Optional[str] = typer.Option(None, "--relation", "-r"),
-    object: Optional[str] = typer.Option(None, "--object", "-o"),
+    subject: Optional[str] = SUBJECT,
+    relation: Optional[str] = RELATION,
+    object: Optional[str] = OBJECT,
     namespace: str = NAMESPACE,
     purge: bool = typer.Option(False, "--purge", help="Delete every version for good instead of ending them."),
     config: Optional[Path] = CONFIG,

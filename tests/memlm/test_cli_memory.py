@@ -34,6 +34,13 @@ def test_bad_input_gets_a_clear_error(tmp_path):
     assert r.exit_code != 0 and "subject is empty" in r.output
 
 
+def test_bench_memory_rejects_a_bad_config(tmp_path):
+    bad = tmp_path / "memory.yaml"
+    bad.write_text("fuzzy: {bands: 40, rows: 3, num_perm: 48}\n")
+    r = runner.invoke(app, ["bench", "memory", "--triplets", "1000", "--config", str(bad)])
+    assert r.exit_code == 2 and "exceeds num_perm" in r.output
+
+
 def test_bench_memory_prints_one_json_line_with_every_figure():
     r = runner.invoke(app, ["bench", "memory", "--triplets", "3000", "--queries", "100", "--namespaces", "3"])
     assert r.exit_code == 0, r.output
