@@ -401,7 +401,7 @@ class TripletStore:
             for name, value in given.items():
                 norm = self._relation_terms(value)[1] if name == "relation" else _checked_term(value, name)[1]
                 if not self._has_term(namespace, name, norm):
-                    match = self._fuzzy_term(namespace, name, norm) if fuzzy else None
+                    match = self.fuzzy_index(namespace, name).search(norm) if fuzzy else None
                     if match is None:
                         return QueryResult([], matches)
                     norm = match.term
@@ -521,9 +521,6 @@ class TripletStore:
             (namespace, norm),
         ).fetchone()
         return row[0]
-
-    def _fuzzy_term(self, namespace: str, name: str, norm: str):
-        return self.fuzzy_index(namespace, name).search(norm)
 
     def fuzzy_index(self, namespace: str, name: str) -> FuzzyIndex:
         """The resident index of one (namespace, field), built from SQLite if it is not resident."""
