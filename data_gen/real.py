@@ -171,6 +171,24 @@ def load_real(path: str | Path | None = None, *, detok: bool = True, replies: Re
     )
 
 
+def load_real_file(path: str | Path, *, detok: bool = True, replies: RepliesConfig | None = None) -> list[Record]:
+    """One file in either format (told apart by its first row: Re-DocRED rows have a
+    "sentence", KnowledgeNet rows a "text"), or a JSONL of records as data_gen writes them."""
+    path = Path(path)
+    rows = _read_jsonl(path)
+    if not rows:
+        raise ValueError(f"{path}: no passages")
+    first = rows[0][1]
+    if "segments" in first:
+        return [Record.model_validate(row) for _, row in rows]
+    if "sentence" in first:
+        return load_redocred(path, detok=detok, replies=replies)
+    if "text" in first:
+        return load_knowledgenet(path, replies=replies)
+    raise ValueError(f"{path}: rows are neither Re-DocRED (sentence, triples), KnowledgeNet (text, annotated, "
+                     f"triples) nor data_gen records (segments)")
+
+
 def is_mentioned(record: Record, triplet: tuple[str, str, str]) -> bool:
     """Whether both names of a gold triplet occur in the passage (after the memory's normalisation).
 

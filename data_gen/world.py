@@ -64,6 +64,13 @@ def _plain(name: str) -> bool:
     return len(name.split()) >= 2 and not (set(name) & _BAD_CHARS) and name == " ".join(name.split())
 
 
+def _closed_abbreviation(name: str) -> str:
+    """'... S.L.N.E' -> '... S.L.N.E.': a sentence ending with the name would otherwise make
+    the gold term (no period) and the text (period) disagree, an ambiguity no model can learn."""
+    last = name.rsplit(" ", 1)[-1]
+    return name + "." if "." in last and not name.endswith(".") else name
+
+
 def build_world(config: DataConfig) -> World:
     """People per split (disjoint), organisations (real + Faker), test-only organisations."""
     seed, wc = config.seed, config.world
@@ -103,7 +110,7 @@ def build_world(config: DataConfig) -> World:
         for _ in range(wc.companies.faker * 50):
             if len(extra) == wc.companies.faker:
                 break
-            name = fakers[rng.choice(wc.locales)].company()
+            name = _closed_abbreviation(fakers[rng.choice(wc.locales)].company())
             if _plain(name):
                 extra.append(name)
         orgs += extra

@@ -340,5 +340,158 @@ def generate(
     console.print(report.summary(), markup=False, highlight=False, soft_wrap=True)
 
 
+# ----------------------------------------------------------------------------- eval
+
+
+@app.command("eval")
+def eval_command(
+    model: str = typer.Option(..., "--model", help="A training run directory (adapter), or a base model "
+                              "(embedded:SmolLM2-135M-Instruct, a hub id, a local path)."),
+    data: Optional[Path] = typer.Option(None, "--data", help="A `memlm generate` output directory: its test "
+                                        "records and episodes are evaluated."),
+    out: Path = typer.Option(..., "--out", help="Report directory: metrics.json, report.md, PNG plots, cases.jsonl."),
+    base: Optional[str] = typer.Option(None, "--base", help="Base model of the baselines (default: the adapter's "
+                                       "base, run with the adapter switched off)."),
+    episodes: Optional[Path] = typer.Option(None, "--episodes", help="Episodes JSONL to run end to end (the format "
+                                            "is documented in data_gen/episodes.py; default: DATA/jsonl/episodes.jsonl)."),
+    real: Optional[Path] = typer.Option(None, "--real", help="Real-text JSONL (Re-DocRED or KnowledgeNet format) "
+                                        "or directory (default: ../shared/data/real)."),
+    systems: str = typer.Option("memlm,few_shot,zero_shot", "--systems", help="Comma-separated: memlm (the model "
+                                "with memory), few_shot (base + memory + API examples), zero_shot (base, facts in "
+                                "the prompt, no memory)."),
+    parts: str = typer.Option("records,typos,episodes,real", "--parts", help="Comma-separated subset of "
+                              "records,typos,episodes,real."),
+    limit: Optional[int] = typer.Option(None, "--limit", min=1, help="At most N records per category, N episodes, "
+                                        "N passages per real source (quick runs)."),
+    seed: int = typer.Option(0, "--seed", help="Sampling seed (decoding is greedy)."),
+    max_new_tokens: int = typer.Option(128, "--max-new-tokens", min=8, help="Generated tokens per turn."),
+    config: Optional[Path] = CONFIG,
+) -> None:
+    """Measure calls, answers, episodes, typo robustness and real-text writes, against baselines."""
+    from pydantic import ValidationError
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from eval.report import headline, markdown_table
+    from eval.run import EvalConfig, run_eval
+    from memory_runtime.store import MemoryConfig
+
+    try:
+        cfg = EvalConfig(model=model, base=base, data=str(data) if data else None,
+                         episodes=str(episodes) if episodes else None, real=str(real) if real else None,
+                         systems=[s.strip() for s in systems.split(",") if s.strip()],
+                         parts=[p.strip() for p in parts.split(",") if p.strip()],
+                         limit=limit, seed=seed, max_new_tokens=max_new_tokens)
+        memory_config = MemoryConfig.load(config)
+    except (ValidationError, ValueError) as err:
+        _fail(err)
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=console) as bar:
+        def progress(description: str, total: int):
+            task = bar.add_task(description, total=total)
+            return lambda: bar.advance(task)
+
+        try:
+            summary = run_eval(cfg, out, memory_config=memory_config, progress=progress)
+        except (FileNotFoundError, ValueError) as err:
+            _fail(err)
+    print(markdown_table(headline(summary)))
+    console.print(f"report: {out / 'report.md'}  metrics: {out / 'metrics.json'}")
+
+
+# ---- serving and chat
+
+SERVE_CONFIG = Path("configs/serve/default.yaml")
+MODEL = typer.Option(
+    "embedded:SmolLM2-135M-Instruct", "--model", "-m",
+    help="Model: a `memlm train` run directory (PEFT adapter), a Hugging Face model directory or hub id, "
+         "or embedded:SmolLM2-135M-Instruct (the default base model, shipped in a package).",
+)
+SERVE_DB = typer.Option(..., "--db", help="Memory database (SQLite file), created if missing.")
+
+
+def _serve_config(path: Path):
+    """Load a serve config; the default path falls back to the copy beside this package (run from anywhere)."""
+    from memory_runtime.serve import ServeConfig, ServeConfigError
+
+    if path == SERVE_CONFIG and not path.exists():
+        path = Path(__file__).resolve().parents[1] / SERVE_CONFIG
+    try:
+        return ServeConfig.load(path)
+    except ServeConfigError as err:
+        _fail(err)
+
+
+@app.command("serve")
+def serve_command(
+    model: str = MODEL,
+    db: Path = typer.Option(..., "--db", help="Memory database (SQLite file), created if missing: every user's "
+                                              "facts, one namespace per API key."),
+    host: str = typer.Option("127.0.0.1", "--host", help="Interface to listen on: 127.0.0.1 is this machine only; "
+                                                         "0.0.0.0 is every interface (remove the demo key first)."),
+    port: int = typer.Option(8000, "--port", min=1, max=65535, help="TCP port to listen on."),
+    config: Path = typer.Option(SERVE_CONFIG, "--config", help="Serve config YAML: API keys -> namespaces "
+                                                               "(also from an env variable or a file), limits, "
+                                                               "default sampling; see its comments."),
+    log_level: str = typer.Option("info", "--log-level", help="uvicorn's log level: critical, error, warning, "
+                                                              "info, debug, trace."),
+) -> None:
+    """Serve a model with its memory behind an OpenAI-compatible API (POST /v1/chat/completions),
+    with per-user memory endpoints (/v1/memory/...), /health and /metrics."""
+    from memory_runtime.serve import ServeConfigError, serve
+
+    cfg = _serve_config(config)
+    try:
+        serve(model, db, cfg, host=host, port=port, log_level=log_level, on_ready=_log)
+    except (ServeConfigError, ValueError, FileNotFoundError) as err:
+        _fail(err)
+
+
+@app.command("chat")
+def chat_command(
+    model: str = MODEL,
+    db: Path = SERVE_DB,
+    user: str = typer.Option("default", "--user", "-u", help="Whose memory to start with (a namespace); "
+                                                             "/user NAME switches."),
+    max_new_tokens: int = typer.Option(256, "--max-new-tokens", min=1, help="Generated tokens per turn, at most."),
+    max_calls: int = typer.Option(16, "--max-calls", min=1, help="Memory calls per turn, at most."),
+    temperature: float = typer.Option(0.0, "--temperature", min=0.0, help="Sampling temperature (0: greedy)."),
+    memory_config: Optional[Path] = typer.Option(None, "--memory-config", help="Memory config YAML (relation "
+                                                                               "table, fuzzy settings)."),
+    history_turns: int = typer.Option(0, "--history-turns", min=0, help="Earlier exchanges sent with each turn "
+                                      "(0: none; the memory is what lasts, and memlm's models train on single turns)."),
+    show_calls: bool = typer.Option(False, "--show-calls", help="Print each turn's memory calls under the reply."),
+) -> None:
+    """Chat with a model and its memory in the terminal: /facts, /trace, /forget PATTERN, /user NAME, /help.
+
+    Reads stdin when it is not a terminal (lines are echoed), so a session can be scripted."""
+    from memory_runtime.chat import chat
+
+    try:
+        chat(model, db, user=user, max_new_tokens=max_new_tokens, max_calls=max_calls, temperature=temperature,
+             memory_config=memory_config, history_turns=history_turns, show_calls=show_calls)
+    except (ValueError, FileNotFoundError) as err:
+        _fail(err)
+
+
+@bench_app.command("serve")
+def bench_serve_command(
+    model: str = MODEL,
+    clients: int = typer.Option(4, "--clients", min=1, max=256, help="Concurrent clients, each its own API key "
+                                                                     "and namespace."),
+    seconds: float = typer.Option(30.0, "--seconds", min=0.1, help="How long the clients keep sending requests."),
+    max_tokens: int = typer.Option(32, "--max-tokens", min=1, help="max_tokens of every request."),
+    threads: Optional[int] = typer.Option(None, "--threads", min=1, help="CPU threads of the model (default: "
+                                                                         "torch's, one per core)."),
+) -> None:
+    """The server on 127.0.0.1 under concurrent clients: requests/s, latency p50/p99, controller overhead."""
+    from memory_runtime.bench_serve import bench_serve
+
+    try:
+        result = bench_serve(model, clients=clients, seconds=seconds, max_tokens=max_tokens, threads=threads)
+    except (ValueError, FileNotFoundError) as err:
+        _fail(err)
+    print(json.dumps(result))
+
+
 if __name__ == "__main__":
     app()

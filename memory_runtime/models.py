@@ -127,9 +127,9 @@ def _is_model_dir(path: Path) -> bool:
     return (path / "config.json").is_file()
 
 
-def _adapter_base(adapter_dir: Path) -> str:
+def adapter_base(adapter_dir: str | os.PathLike[str]) -> str:
     """The base model recorded in an adapter's ``adapter_config.json``."""
-    cfg_path = adapter_dir / "adapter_config.json"
+    cfg_path = Path(adapter_dir) / "adapter_config.json"
     try:
         cfg = json.loads(cfg_path.read_text())
     except (OSError, json.JSONDecodeError) as exc:
@@ -296,7 +296,7 @@ def resolve_base(name_or_path: str | os.PathLike[str]) -> str:
             tag = f"{path.stem}-{hashlib.sha256(key).hexdigest()[:12]}"
             return str(ensure_converted(path, cache_root() / "models" / "gguf" / tag))
         if path.is_dir() and is_adapter_dir(path):
-            base = _adapter_base(path)
+            base = adapter_base(path)
             if is_adapter_dir(base):
                 raise ValueError(f"PEFT adapter {name!r} has another adapter as its base ({base!r}); not supported")
             return resolve_base(base)
@@ -407,7 +407,7 @@ def load_model(
         )
     except OSError as exc:
         raise FileNotFoundError(f"cannot load model {name!r} (from {base!r}): {exc}") from exc
-    base_name = _adapter_base(adapter_dir) if adapter_dir is not None and adapter is None else name
+    base_name = adapter_base(adapter_dir) if adapter_dir is not None and adapter is None else name
     if is_embedded(base_name):
         # Adapters trained on this model then record the portable name, not this machine's cache path.
         # (PEFT reads model.name_or_path, transformers' config keeps its own copy.)

@@ -531,9 +531,9 @@ class TripletStore:
                 self._indexes.move_to_end(key)
                 return index
             index = FuzzyIndex(self.config.fuzzy)
+            # One add for all terms: the signature matrix is allocated once, at its final size.
             rows = self._conn.execute(f"SELECT DISTINCT {name}_norm FROM triplets WHERE namespace = ?", (namespace,))
-            while chunk := rows.fetchmany(50_000):
-                index.add(row[0] for row in chunk)
+            index.add([row[0] for row in rows])
             self._indexes[key] = index
             while len(self._indexes) > self.config.max_indexes:
                 self._indexes.popitem(last=False)

@@ -37,3 +37,15 @@ def test_world_is_seeded(tiny_config, tiny_run):
     assert build_world(tiny_config) == world
     other = build_world(tiny_config.model_copy(update={"seed": 3}))
     assert other.pools["train"].people != world.pools["train"].people
+
+
+def test_organisation_names_never_end_in_an_open_abbreviation(tiny_config):
+    # "Contreras & Asociados S.L.N.E" at the end of a sentence reads "S.L.N.E." in the text:
+    # the gold term and the text would disagree, so such names get their closing period.
+    raw = tiny_config.model_dump()
+    raw["world"]["companies"]["faker"] = 400
+    raw["world"]["locales"] = ["es_ES", "pl_PL", "it_IT"]
+    config = type(tiny_config).model_validate(raw)
+    orgs = build_world(config).pools["test"].orgs
+    assert any(o.endswith(".") for o in orgs)
+    assert not [o for o in orgs if "." in o.rsplit(" ", 1)[-1] and not o.endswith(".")]

@@ -1,0 +1,140 @@
+"""Metric functions: pure, small, and the one definition every eval report uses.
+
+Names are compared through the store's `normalize_term` (case, punctuation and whitespace
+do not count), the same key the memory matches on; relations through the canonical name
+the store resolves aliases to.
+"""
+
+from __future__ import annotations
+
+import re
+import string
+from collections import Counter
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+from memory_runtime.store import normalize_term
+
+Triplet = tuple[str, str, str]
+
+_ABSTAIN = re.compile(r"\b(i\s+don'?t\s+know|i\s+do\s+not\s+know|no\s+information|not\s+(?:in\s+)?(?:my\s+)?memory)\b", re.I)
+_ARTICLES = re.compile(r"\b(a|an|the)\b")
+
+
+@dataclass(frozen=True)
+class PRF:
+    tp: int
+    n_pred: int
+    n_gold: int
+
+    @property
+    def precision(self) -> float:
+        return self.tp / self.n_pred if self.n_pred else (1.0 if not self.n_gold else 0.0)
+
+    @property
+    def recall(self) -> float:
+        return self.tp / self.n_gold if self.n_gold else (1.0 if not self.n_pred else 0.0)
+
+    @property
+    def f1(self) -> float:
+        p, r = self.precision, self.recall
+        return 2 * p * r / (p + r) if p + r else 0.0
+
+    def __add__(self, other: "PRF") -> "PRF":
+        return PRF(self.tp + other.tp, self.n_pred + other.n_pred, self.n_gold + other.n_gold)
+
+    def to_dict(self) -> dict:
+        return {"precision": self.precision, "recall": self.recall, "f1": self.f1,
+                "tp": self.tp, "predicted": self.n_pred, "gold": self.n_gold}
+
+
+def prf(predicted: Iterable, gold: Iterable) -> PRF:
+    """Set precision/recall/F1 counts; sum PRFs to micro-average over examples."""
+    p, g = set(predicted), set(gold)
+    return PRF(len(p & g), len(p), len(g))
+
+
+def triplet_key(triplet: Sequence[str], canonical=lambda r: r) -> Triplet:
+    """The comparison key of a triplet: normalised terms, relation through `canonical`."""
+    s, r, o = triplet
+    return normalize_term(s), normalize_term(canonical(r)), normalize_term(o)
+
+
+def triplet_prf(predicted: Iterable[Sequence[str]], gold: Iterable[Sequence[str]], canonical=lambda r: r) -> PRF:
+    return prf((triplet_key(t, canonical) for t in predicted), (triplet_key(t, canonical) for t in gold))
+
+
+def pair_prf(predicted: Iterable[Sequence[str]], gold: Iterable[Sequence[str]]) -> PRF:
+    """(subject, object) pairs, relation ignored: did the model link the right person and organisation."""
+    def pairs(ts):
+        return {(normalize_term(t[0]), normalize_term(t[2])) for t in ts}
+    return prf(pairs(predicted), pairs(gold))
+
+
+def _answer_tokens(text: str) -> list[str]:
+    """SQuAD-style answer normalisation: lower case, no punctuation, no articles."""
+    text = text.lower()
+    text = "".join(" " if ch in string.punctuation else ch for ch in text)
+    return _ARTICLES.sub(" ", text).split()
+
+
+def answer_exact(predicted: str, gold: str) -> bool:
+    return _answer_tokens(predicted) == _answer_tokens(gold)
+
+
+def token_f1(predicted: str, gold: str) -> float:
+    """Token-overlap F1 (SQuAD): partial credit for a partly right answer; two empty answers score 1."""
+    p, g = _answer_tokens(predicted), _answer_tokens(gold)
+    if not p or not g:
+        return float(p == g)
+    common = sum((Counter(p) & Counter(g)).values())
+    if not common:
+        return 0.0
+    precision, recall = common / len(p), common / len(g)
+    return 2 * precision * recall / (precision + recall)
+
+
+def abstains(answer: str) -> bool:
+    """Does the answer say the memory does not know?"""
+    return bool(_ABSTAIN.search(answer))
+
+
+def names_in(answer: str, candidates: Iterable[str]) -> set[str]:
+    """The candidate names the answer mentions (normalised, whole words), longest first so that
+    'Ann Lee' inside 'Ann Leeson' is not counted."""
+    text = f" {normalize_term(answer)} "
+    found: set[str] = set()
+    for key in sorted({normalize_term(c) for c in candidates if normalize_term(c)}, key=len, reverse=True):
+        token = f" {key} "
+        if token in text:
+            found.add(key)
+            text = text.replace(token, "  ")
+    return found
+
+
+def listed_names(answer: str, candidates: Iterable[str], context: Iterable[str] = ()) -> set[str]:
+    """The names an answer lists: the candidates it mentions, except `context` names (those the
+    question gave, or of the facts the answer rests on, such as the company in "Ann Lee is
+    employed by Pfizer" when the question asked who works there), which it may repeat freely."""
+    return names_in(answer, candidates) - {normalize_term(n) for n in context}
+
+
+def name_prf(answer: str, gold_names: Iterable[str], candidates: Iterable[str], context: Iterable[str] = ()) -> PRF:
+    """Set precision/recall of the names an answer lists, among the names the test knows of."""
+    gold = {normalize_term(n) for n in gold_names}
+    allowed = {normalize_term(n) for n in context} - gold
+    return prf(listed_names(answer, [*candidates, *gold_names], allowed), gold)
+
+
+def answer_correct(answer: str, gold_names: Sequence[str], candidates: Iterable[str], context: Iterable[str] = ()) -> bool:
+    """A question is answered correctly when the answer lists exactly the gold names, or, when
+    there are none, abstains and lists no name (context names aside)."""
+    gold = {normalize_term(n) for n in gold_names}
+    listed = listed_names(answer, [*candidates, *gold_names], {normalize_term(n) for n in context} - gold)
+    if not gold:
+        return abstains(answer) and not listed
+    return listed == gold
+
+
+def rate(hits: int, total: int) -> float | None:
+    return hits / total if total else None

@@ -1,0 +1,168 @@
+"""Call- and answer-level evaluation on data_gen records (teacher-forced, greedy).
+
+Each record is replayed turn by turn. Before turn k the store holds the record's memory plus
+the gold writes of turns < k, and the history is the gold conversation so far (teacher
+forcing): a mistake in one turn does not spoil the next. Every turn is scored on its calls
+(exact text, write triplets, malformed calls) and, when the gold turn reads the memory, on its
+answer (exact match, token F1, the names it lists, abstention).
+
+The typo variant asks the same answerable questions with a one-character typo in a name the
+question gives; the fuzzy fallback of the memory must carry it.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Callable, Iterable, Sequence
+
+from data_gen.records import Record
+from eval.metrics import (
+    abstains,
+    answer_correct,
+    answer_exact,
+    name_prf,
+    names_in,
+    token_f1,
+    triplet_prf,
+)
+from eval.systems import System, verbalise
+from memory_runtime.protocol import Call, parse_calls, strip_calls
+from memory_runtime.store import MemoryConfig, TripletStore
+
+_LETTERS = "abcdefghijklmnopqrstuvwxyz"
+
+
+def turns_of(record: Record) -> list[tuple[str, str]]:
+    """(user text, gold assistant text with calls and inserted results) per turn."""
+    turns: list[list[str]] = []
+    for seg in record.segments:
+        if seg.role == "user":
+            turns.append([seg.text, ""])
+        else:
+            turns[-1][1] += seg.text
+    return [(u, a) for u, a in turns]
+
+
+def gold_calls(assistant_text: str) -> list[Call]:
+    return [c for c in parse_calls(assistant_text) if isinstance(c, Call)]
+
+
+def category(record: Record, turn_index: int, calls: Sequence[Call]) -> str:
+    """What a turn tests: write, update, negative, read/<shape>, unanswerable, two_hop."""
+    if any(c.kind == "read" for c in calls):
+        if record.type in ("two_hop", "unanswerable"):
+            return record.type
+        return f"read/{record.shape}"
+    if calls:
+        return "update" if record.type == "update" else "write"
+    return "negative"
+
+
+def one_typo(term: str, rng: random.Random) -> str:
+    """Substitute, insert or delete one letter, never the first (names stay recognisable)."""
+    i = rng.randrange(1, len(term))
+    op = rng.choice("sid")
+    if op == "s":
+        alternatives = [c for c in _LETTERS if c != term[i].lower()]
+        return term[:i] + rng.choice(alternatives) + term[i + 1:]
+    if op == "i":
+        return term[:i] + rng.choice(_LETTERS) + term[i:]
+    return term[:i] + term[i + 1:]
+
+
+def with_typo(record: Record, seed: int) -> tuple[str, str, str] | None:
+    """(original user text, typo'd user text, the name that got the typo) for an answerable
+    one-turn question whose read names a person or organisation given in the text, else None."""
+    if record.type != "read" or len(turns_of(record)) != 1:
+        return None
+    user, assistant = turns_of(record)[0]
+    reads = [c for c in gold_calls(assistant) if c.kind == "read"]
+    names = [f for c in reads for f in (c.fields[0], c.fields[2]) if f and f in user and len(f) > 3]
+    if not names:
+        return None
+    rng = random.Random(f"{seed}:{record.id}")
+    name = rng.choice(names)
+    return user, user.replace(name, one_typo(name, rng)), name
+
+
+def evaluate_record(system: System, record: Record, memory_config: MemoryConfig | None = None,
+                    user_override: str | None = None) -> list[dict]:
+    """Replay one record with `system`; one result row per turn."""
+    turns = turns_of(record)
+    store = TripletStore(":memory:", memory_config)
+    if record.memory:
+        store.write_many(record.memory, at=1.0)
+    candidates = {t[0] for t in record.memory} | {t[2] for t in record.memory} | set(record.gold_names)
+    candidates |= {t[0] for t in record.gold_triplets} | {t[2] for t in record.gold_triplets}
+    history: list[dict] = []
+    rows = []
+    for k, (user, gold_text) in enumerate(turns):
+        if user_override is not None and k == len(turns) - 1:
+            user = user_override
+        gold = gold_calls(gold_text)
+        context = verbalise([f.triplet for f in store.facts()]) or None  # what zero-shot gets instead of a memory
+        result = system.turn(user, store, history=history, context=context)
+        got = result.calls
+        got_texts = [c.text for c in got if c.kind != "error"]
+        gold_texts = [gold_text[c.start:c.end] for c in gold]
+        gold_writes = [c.fields for c in gold if c.kind == "write"]
+        pred_writes = [c.fields for c in got if c.kind == "write"]
+        row = {
+            "id": record.id, "type": record.type, "shape": record.shape, "turn": k,
+            "category": category(record, k, gold), "user": user,
+            "gold_calls": gold_texts,
+            "calls": [c.text for c in got],
+            "calls_exact": got_texts == gold_texts and len(got_texts) == len(got),
+            "malformed": sum(c.kind == "error" for c in got), "n_calls": len(got),
+            "writes": triplet_prf(pred_writes, gold_writes, store.canonical_relation).to_dict(),
+            "reply": result.reply, "status": result.status,
+            "tokens": result.generated_tokens, "wall_s": result.wall_seconds,
+        }
+        if any(c.kind == "read" for c in gold):
+            gold_answer = strip_calls(gold_text)
+            names = list(record.gold_names) if k == len(turns) - 1 else []
+            # names the answer may repeat: the question's, and those of the facts the gold reads return
+            context = names_in(user, candidates) | {n for c in gold for t in c.results or [] for n in (t[0], t[2])}
+            row.update({
+                "gold_answer": gold_answer,
+                "answer_exact": answer_exact(result.reply, gold_answer),
+                "answer_f1": token_f1(result.reply, gold_answer),
+                "names": name_prf(result.reply, names, candidates, context).to_dict(),
+                "answer_correct": answer_correct(result.reply, names, candidates, context),
+                "unanswerable": not names,
+                "abstained": abstains(result.reply),
+            })
+        rows.append(row)
+        # Teacher forcing: the next turn starts from the gold conversation and the gold writes.
+        for call in gold:
+            if call.kind == "write":
+                store.write(*call.fields, at=2.0 + k)
+        history += [{"role": "user", "content": user}, {"role": "assistant", "content": gold_text}]
+    return rows
+
+
+def evaluate_records(system: System, records: Iterable[Record], memory_config: MemoryConfig | None = None,
+                     progress: Callable[[], None] | None = None) -> list[dict]:
+    rows = []
+    for record in records:
+        rows += evaluate_record(system, record, memory_config)
+        if progress:
+            progress()
+    return rows
+
+
+def evaluate_typos(system: System, records: Iterable[Record], seed: int, memory_config: MemoryConfig | None = None,
+                   progress: Callable[[], None] | None = None) -> list[dict]:
+    """The same answerable questions, clean and with a one-character typo in a given name."""
+    rows = []
+    for record in records:
+        typo = with_typo(record, seed)
+        if typo is not None:
+            clean = evaluate_record(system, record, memory_config)[-1]
+            noisy = evaluate_record(system, record, memory_config, user_override=typo[1])[-1]
+            rows.append({"id": record.id, "shape": record.shape, "name": typo[2], "user": typo[1],
+                         "clean_correct": clean["answer_correct"], "typo_correct": noisy["answer_correct"],
+                         "typo_calls": noisy["calls"], "typo_reply": noisy["reply"]})
+        if progress:
+            progress()
+    return rows

@@ -1,0 +1,161 @@
+"""`memlm eval`: every measurement of one model, and its baselines, in one run.
+
+    records   call- and answer-level metrics on the test split, teacher-forced (eval/records.py)
+    typos     the same answerable questions with a one-character typo in a name
+    episodes  end to end: a fresh memory, statements, then questions (eval/episodes.py)
+    real      write precision/recall on real sentences (eval/real_probe.py)
+
+Cases are sampled with the seed and decoding is greedy: the same run twice gives the same
+numbers. `limit` caps the cases per record category, the episodes, and the passages per
+real-text source.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import random
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any, Callable, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from data_gen.episodes import Episode, load_episodes
+from data_gen.records import Record
+from eval.episodes import evaluate_episodes
+from eval.real_probe import evaluate_real
+from eval.records import evaluate_records, evaluate_typos
+from eval.report import summarise, write_report
+from eval.systems import SYSTEMS, System
+from memory_runtime.store import MemoryConfig
+
+Part = Literal["records", "typos", "episodes", "real"]
+PARTS: tuple[str, ...] = ("records", "typos", "episodes", "real")
+Progress = Callable[[str, int], Callable[[], None]]
+
+
+class EvalConfig(BaseModel):
+    """What one eval run measures (the CLI's options; recorded in metrics.json)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str = Field(description="a training run directory (adapter) or a base model")
+    base: str | None = Field(None, description="base model of the baselines (default: the adapter's base, or --model)")
+    data: str | None = Field(None, description="a data_gen output directory (test split + episodes)")
+    split: str = "test"
+    episodes: str | None = Field(None, description="an episodes JSONL file (default: DATA/jsonl/episodes.jsonl)")
+    real: str | None = Field(None, description="a real-text JSONL file or directory (default: ../shared/data/real)")
+    systems: list[Literal["memlm", "few_shot", "zero_shot"]] = list(SYSTEMS)
+    parts: list[Part] = list(PARTS)
+    limit: int | None = Field(None, ge=1)
+    seed: int = 0
+    max_new_tokens: int = Field(128, ge=8)
+    dtype: str = "float32"
+
+
+def _sample(items: list, limit: int | None, rng: random.Random) -> list:
+    return items if limit is None or len(items) <= limit else rng.sample(items, limit)
+
+
+def _stratified(records: list[Record], limit: int | None, seed: int) -> list[Record]:
+    """Up to `limit` records of each type (reads: of each shape), in a seeded order."""
+    groups: dict[str, list[Record]] = defaultdict(list)
+    for r in records:
+        groups[r.type + (f"/{r.shape}" if r.type == "read" else "")].append(r)
+    rng = random.Random(seed)
+    out = [r for key in sorted(groups) for r in _sample(groups[key], limit, rng)]
+    return out
+
+
+def load_records(config: EvalConfig) -> list[Record]:
+    path = Path(config.data) / "jsonl" / f"{config.split}.jsonl"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} not found: --data must be a directory written by `memlm generate`")
+    records = [Record.model_validate_json(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return _stratified(records, config.limit, config.seed)
+
+
+def load_eval_episodes(config: EvalConfig) -> list[Episode]:
+    path = Path(config.episodes) if config.episodes else Path(config.data) / "jsonl" / "episodes.jsonl"
+    if not path.is_file():
+        raise FileNotFoundError(f"episodes file {path} not found (pass --episodes FILE.jsonl)")
+    return _sample(load_episodes(path), config.limit, random.Random(config.seed))
+
+
+def load_real_records(config: EvalConfig) -> list[Record]:
+    from data_gen.real import load_real, load_real_file
+
+    if config.real and Path(config.real).is_file():
+        records = load_real_file(config.real)
+    else:
+        records = load_real(config.real)
+    by_source: dict[str, list[Record]] = defaultdict(list)
+    for r in records:
+        by_source[r.source or "unknown"].append(r)
+    rng = random.Random(config.seed)
+    return [r for source in sorted(by_source) for r in _sample(by_source[source], config.limit, rng)]
+
+
+def load_systems(config: EvalConfig) -> dict[str, System]:
+    """The model under test and its baselines. An adapter's baselines run on the same weights
+    with the adapter switched off, so the base is not loaded twice."""
+    from memory_runtime.models import adapter_base, is_adapter_dir, load_model
+
+    model, tokenizer = load_model(config.model, dtype=config.dtype)
+    adapter = is_adapter_dir(config.model)
+    systems = {}
+    base: tuple[Any, Any] | None = None
+    for name in config.systems:
+        if name == "memlm":
+            systems[name] = System(name, model, tokenizer, config.max_new_tokens)
+        elif adapter and config.base is None:
+            systems[name] = System(name, model, tokenizer, config.max_new_tokens, adapter_off=True)
+        else:
+            if base is None:
+                base_name = config.base or (adapter_base(config.model) if adapter else config.model)
+                base = (model, tokenizer) if base_name == config.model else load_model(base_name, dtype=config.dtype)
+            systems[name] = System(name, *base, config.max_new_tokens)
+    return systems
+
+
+def run_eval(config: EvalConfig, out_dir: str | Path, *, systems: dict[str, System] | None = None,
+             memory_config: MemoryConfig | None = None, progress: Progress | None = None,
+             log: Callable[[str], None] = lambda s: None) -> dict:
+    """Run every part for every system, write the report to `out_dir`; returns the summary."""
+    start = time.perf_counter()
+    if config.data is None and ({"records", "typos"} & set(config.parts) or
+                                ("episodes" in config.parts and not config.episodes)):
+        raise ValueError("--data is needed for records, typos and episodes (or pass --episodes and --parts)")
+    cases: dict[str, list] = {}
+    if {"records", "typos"} & set(config.parts):
+        cases["records"] = load_records(config)
+    if "episodes" in config.parts:
+        cases["episodes"] = load_eval_episodes(config)
+    if "real" in config.parts:
+        cases["real"] = load_real_records(config)
+    systems = systems if systems is not None else load_systems(config)
+    tick = progress or (lambda description, total: (lambda: None))
+    raw: dict[str, dict[str, Any]] = {}
+    for name, system in systems.items():
+        parts: dict[str, Any] = {"uses_memory": system.uses_memory}
+        if "records" in config.parts:
+            parts["records"] = evaluate_records(system, cases["records"], memory_config,
+                                                tick(f"{name}: records", len(cases["records"])))
+        if "typos" in config.parts and system.name == "memlm":
+            parts["typos"] = evaluate_typos(system, cases["records"], config.seed, memory_config,
+                                            tick(f"{name}: typos", len(cases["records"])))
+        if "episodes" in config.parts:
+            parts["episodes"] = evaluate_episodes(system, cases["episodes"], memory_config,
+                                                  tick(f"{name}: episodes", len(cases["episodes"])))
+        if "real" in config.parts and system.uses_memory:
+            parts["real"] = evaluate_real(system, cases["real"], memory_config,
+                                          tick(f"{name}: real text", len(cases["real"])))
+        raw[name] = parts
+        log(f"{name} done")
+    summary = summarise(raw)
+    meta = {**config.model_dump(), "wall_s": time.perf_counter() - start,
+            "cases": {k: len(v) for k, v in cases.items()}}
+    write_report(summary, raw, meta, out_dir)
+    return summary

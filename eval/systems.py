@@ -1,0 +1,82 @@
+"""The systems an eval compares, side by side, on the same cases.
+
+    memlm      the model under test (usually a trained adapter) with the memory
+    few_shot   the base model with the memory and a prompt that shows the API (no fine-tuning)
+    zero_shot  the base model without memory: every fact it may need is in its prompt
+               (the RET-LLM paper's comparison with Alpaca)
+
+Every system answers through the same `Controller`, so calls, replies, tokens and timings are
+measured the same way; the zero-shot system gets an empty store, and any call it emits finds
+nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+from memory_runtime.backend import Backend
+from memory_runtime.controller import Controller, TurnResult
+from memory_runtime.hf_backend import HFBackend
+from memory_runtime.protocol import SYSTEM_PROMPT, render_read, render_results, render_write
+from memory_runtime.store import TripletStore
+
+ZERO_SHOT_PROMPT = "Answer the question from the facts given. If they do not say, answer: I don't know."
+
+# The few-shot demonstrations: a write, a read with results, an unanswerable read. Names are
+# not from any data_gen pool.
+_DEMOS = [
+    ("Quentin Marlow works for Halvorsen Shipping.",
+     render_write("Quentin Marlow", "employed by", "Halvorsen Shipping") + " Noted."),
+    ("Who works for Halvorsen Shipping?",
+     render_read(None, "employed by", "Halvorsen Shipping")
+     + render_results([("Quentin Marlow", "employed by", "Halvorsen Shipping")]) + " Quentin Marlow."),
+    ("Who founded Brightwater Mills?",
+     render_read(None, "founder of", "Brightwater Mills") + render_results([]) + " I don't know."),
+]
+FEW_SHOT_PROMPT = (
+    SYSTEM_PROMPT
+    + " Relations: employed by, manager of, investor in, founder of, customer of. Examples:\n"
+    + "\n".join(f"User: {u}\nAssistant: {a}" for u, a in _DEMOS)
+)
+
+SYSTEMS = ("memlm", "few_shot", "zero_shot")
+
+
+def verbalise(facts: Sequence[Sequence[str]]) -> str:
+    """Facts as plain sentences for the zero-shot prompt."""
+    return " ".join(f"{s} {r} {o}." for s, r, o in facts)
+
+
+@dataclass
+class System:
+    """One compared system: a model plus how it is prompted and whether it has a memory."""
+
+    name: str
+    model: Any
+    tokenizer: Any
+    max_new_tokens: int = 128
+    adapter_off: bool = False  # a baseline run on an adapter's base: PEFT's disable_adapter()
+    max_calls: int = 8
+    backend_factory: Callable[[], Backend] | None = None  # default: HFBackend(model, tokenizer)
+
+    @property
+    def uses_memory(self) -> bool:
+        return self.name != "zero_shot"
+
+    def turn(self, user: str, store: TripletStore, *, history: Sequence[dict] = (),
+             context: str | None = None, namespace: str = "default") -> TurnResult:
+        """One user turn. `context` (zero-shot only) is prepended to the user's text: the
+        statements or facts the memory would otherwise hold."""
+        if self.name == "zero_shot":
+            store = TripletStore(":memory:", store.config)
+            user = f"Facts: {context}\n\nQuestion: {user}" if context else user
+            prompt = ZERO_SHOT_PROMPT
+        else:
+            prompt = FEW_SHOT_PROMPT if self.name == "few_shot" else SYSTEM_PROMPT
+        backend = self.backend_factory() if self.backend_factory else HFBackend(self.model, self.tokenizer)
+        controller = Controller(backend, store, namespace=namespace,
+                                system_prompt=prompt, max_calls=self.max_calls, max_new_tokens=self.max_new_tokens)
+        with self.model.disable_adapter() if self.adapter_off else contextlib.nullcontext():
+            return controller.run_turn(user, list(history))

@@ -1,0 +1,124 @@
+"""`memlm bench serve`: the server under N concurrent clients, on the loopback interface.
+
+The server runs in this process (uvicorn on a thread, port picked by the OS); each client is
+a thread with its own API key, hence its own namespace, that alternates a statement and a
+question for T seconds. Latency is what the client sees (queueing for the single generation
+thread included); the controller overhead is measured inside each turn, from the trace:
+(wall - model forward passes) / wall.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from memory_runtime.serve import BackendFactory, Limits, ServeConfig, background_server, create_app, percentile
+from memory_runtime.store import TripletStore
+
+_PEOPLE = ["Dorothea Altemus", "Tia Batres", "Cyrus Alfred", "Marta Quinlan", "Ivo Renner", "Aiko Sato"]
+_ORGS = ["Pfizer", "BMW", "Siemens", "Nestle", "Airbus", "Lufthansa"]
+
+
+def _prompts(client: int) -> list[str]:
+    """A statement then a question about it, different per client."""
+    person, org = _PEOPLE[client % len(_PEOPLE)], _ORGS[(client // len(_PEOPLE)) % len(_ORGS)]
+    return [f"{person} works for {org}.", f"Who works for {org}?"]
+
+
+def run_serve_bench(
+    backend_factory: BackendFactory,
+    store: TripletStore,
+    *,
+    clients: int = 4,
+    seconds: float = 30.0,
+    max_tokens: int = 32,
+    model_name: str = "bench",
+) -> dict[str, Any]:
+    """Drive a fresh server over `store` and return the figures (one JSON-able dict)."""
+    keys = {f"bench-key-{i:04d}": f"bench-{i}" for i in range(clients)}
+    config = ServeConfig(api_keys=keys, api_keys_env=None,
+                         limits=Limits(max_tokens=max_tokens, max_queue=max(32, 2 * clients)))
+    app = create_app(config, store, backend_factory, model_name=model_name, api_keys=keys)
+    latencies: list[float] = []
+    overheads: list[float] = []
+    tokens = [0]
+    errors: list[str] = []
+    lock = threading.Lock()
+
+    def client(i: int, url: str, deadline: float, timed: bool) -> None:
+        headers = {"Authorization": f"Bearer bench-key-{i:04d}"}
+        prompts = _prompts(i)
+        with httpx.Client(base_url=url, headers=headers, timeout=max(60.0, seconds)) as http:
+            n = 0
+            while time.monotonic() < deadline or n == 0:
+                body = {"model": model_name, "max_tokens": max_tokens, "memlm": {"trace": True},
+                        "messages": [{"role": "user", "content": prompts[n % 2]}]}
+                t0 = time.perf_counter()
+                try:
+                    response = http.post("/v1/chat/completions", json=body)
+                    elapsed = time.perf_counter() - t0
+                    response.raise_for_status()
+                    data = response.json()
+                except (httpx.HTTPError, ValueError) as err:
+                    with lock:
+                        errors.append(f"{type(err).__name__}: {err}")
+                    n += 1
+                    continue
+                n += 1
+                if not timed:
+                    return
+                timings = data["memlm"]["timings"]
+                with lock:
+                    latencies.append(elapsed)
+                    tokens[0] += data["usage"]["completion_tokens"]
+                    if timings["wall_seconds"] > 0:
+                        overheads.append(timings["overhead_seconds"] / timings["wall_seconds"])
+
+    def wave(url: str, duration: float, timed: bool) -> float:
+        start = time.monotonic()
+        threads = [threading.Thread(target=client, args=(i, url, start + duration, timed)) for i in range(clients)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        return time.monotonic() - start
+
+    with background_server(app) as url:
+        wave(url, 0.0, timed=False)  # warm-up: one request per client (first forwards are slow)
+        errors.clear()
+        elapsed = wave(url, seconds, timed=True)
+    return {
+        "clients": clients,
+        "seconds": round(elapsed, 3),
+        "max_tokens": max_tokens,
+        "requests": len(latencies),
+        "errors": len(errors),
+        "requests_per_s": round(len(latencies) / elapsed, 3),
+        "completion_tokens_per_s": round(tokens[0] / elapsed, 2),
+        "p50_ms": round(percentile(latencies, 50) * 1000, 1) if latencies else None,
+        "p99_ms": round(percentile(latencies, 99) * 1000, 1) if latencies else None,
+        "overhead_fraction": round(sum(overheads) / len(overheads), 4) if overheads else None,
+        **({"first_error": errors[0]} if errors else {}),
+    }
+
+
+def bench_serve(model: str, *, clients: int = 4, seconds: float = 30.0, max_tokens: int = 32,
+                threads: int | None = None) -> dict[str, Any]:
+    """Load `model` and benchmark it behind the server, with a fresh SQLite memory in a temp dir."""
+    import torch
+
+    from memory_runtime.models import load_model
+    from memory_runtime.serve import hf_backend_factory
+
+    if threads is not None:
+        torch.set_num_threads(threads)
+    loaded, tokenizer = load_model(model)
+    with tempfile.TemporaryDirectory(prefix="memlm-bench-serve-") as tmp, TripletStore(Path(tmp) / "m.sqlite") as store:
+        result = run_serve_bench(hf_backend_factory(loaded, tokenizer), store, clients=clients, seconds=seconds,
+                                 max_tokens=max_tokens, model_name=model)
+    return {"model": model, "torch_threads": torch.get_num_threads(), **result}

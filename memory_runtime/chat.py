@@ -1,0 +1,228 @@
+"""The terminal chat: talk to a model with a memory, and look into that memory as you go.
+
+Lines are statements or questions for the model; lines starting with "/" are commands
+(`/help`). The REPL reads from any text stream, so a test can drive it through stdin or a
+StringIO; on a terminal it uses readline, with the history kept in the memlm cache.
+Each user name is its own memory namespace and its own conversation.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import TextIO
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from memory_runtime.controller import Controller, TurnResult
+from memory_runtime.protocol import SEPARATOR
+from memory_runtime.store import TripletStore
+
+HELP = """\
+Type a statement ("Dorothea Altemus works for Pfizer.") or a question ("Who works for Pfizer?").
+  /facts            list what the memory holds for the current user
+  /trace            the memory calls of the last turn, with their results
+  /forget PATTERN   forget facts: "subject", or "subject>>relation>>object" (empty field = any)
+  /user NAME        switch to another user (their own memory and conversation)
+  /help             this help
+  /quit             leave (Ctrl-D too)"""
+
+
+@dataclass
+class _Conversation:
+    history: list[dict[str, str]] = field(default_factory=list)
+    last: TurnResult | None = None
+
+
+def run_chat(
+    controller_factory: Callable[[str], Controller],
+    store: TripletStore,
+    input_stream: TextIO,
+    console: Console,
+    *,
+    user: str = "default",
+    history_turns: int = 0,
+    history_file: Path | None = None,
+    show_calls: bool = False,
+) -> None:
+    """Run the REPL until end of input or /quit.
+
+    `controller_factory(namespace)` gives the controller of a user; the last `history_turns`
+    exchanges (calls included, as in training) are sent with each turn. The default is none:
+    the memory, not the history, is what lasts, and the models memlm trains see single turns.
+    `show_calls` prints each turn's memory calls under the reply.
+    `history_file` is readline's history, used only when the input is an interactive terminal.
+    """
+    conversations: dict[str, _Conversation] = {}
+    console.print(f"memlm chat as {user!r}: /help for commands, Ctrl-D to leave.", markup=False, highlight=False)
+
+    def prompt() -> str:  # reads `user` when called: /user changes the prompt
+        return f"{user}> "
+
+    for line in _lines(input_stream, console, prompt, history_file):
+        line = line.strip()
+        if not line:
+            continue
+        conversation = conversations.setdefault(user, _Conversation())
+        if not line.startswith("/"):
+            _turn(controller_factory(user), conversation, line, console, history_turns, show_calls)
+            continue
+        command, _, argument = line.partition(" ")
+        argument = argument.strip()
+        if command in ("/quit", "/exit"):
+            break
+        elif command == "/help":
+            console.print(HELP, markup=False, highlight=False)
+        elif command == "/facts":
+            _print_facts(store, user, console)
+        elif command == "/trace":
+            _print_trace(conversation.last, console)
+        elif command == "/forget":
+            _forget(store, user, argument, console)
+        elif command == "/user" and argument:
+            user = argument
+            console.print(f"now talking as {user!r} ({_count(len(store.facts(user)))} in memory)", markup=False,
+                          highlight=False)
+        elif command == "/user":
+            console.print(f"talking as {user!r}; switch with /user NAME", markup=False, highlight=False)
+        else:
+            console.print(f"unknown command {command}: /help lists them", style="red", markup=False, highlight=False)
+
+
+def _lines(stream: TextIO, console: Console, prompt: Callable[[], str], history_file: Path | None) -> Iterator[str]:
+    """Input lines: readline's input() on a terminal, plain reads (prompt and line echoed) otherwise."""
+    if stream is sys.stdin and stream.isatty():
+        yield from _readline_lines(prompt, history_file)
+        return
+    while True:
+        console.print(prompt(), end="", markup=False, highlight=False)
+        line = stream.readline()
+        if not line:
+            console.print()
+            return
+        console.print(line.rstrip("\n"), markup=False, highlight=False)
+        yield line
+
+
+def _readline_lines(prompt: Callable[[], str], history_file: Path | None) -> Iterator[str]:
+    try:
+        import readline
+    except ImportError:  # not on every platform: input() still works, without history
+        readline = None
+    if readline is not None and history_file is not None:
+        history_file.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            readline.read_history_file(history_file)
+        except OSError:
+            pass
+        readline.set_history_length(1000)
+    try:
+        while True:
+            try:
+                yield input(prompt())
+            except EOFError:
+                print()
+                return
+            except KeyboardInterrupt:  # Ctrl-C drops the line, as in a shell
+                print()
+    finally:
+        if readline is not None and history_file is not None:
+            readline.write_history_file(history_file)
+
+
+def _turn(controller: Controller, conversation: _Conversation, text: str, console: Console, keep: int,
+          show_calls: bool) -> None:
+    result = controller.run_turn(text, conversation.history[-2 * keep:] if keep else [])
+    conversation.last = result
+    conversation.history += [{"role": "user", "content": text}, {"role": "assistant", "content": result.text}]
+    if show_calls:
+        for call in result.calls:
+            results = "; ".join(SEPARATOR.join(t) for t in call.results) if call.kind == "read" else ""
+            line = f"  {call.text}" + (f" -> {results or 'nothing'}" if call.kind == "read" else f" ({call.status})")
+            console.print(Text(line, style="dim"))
+    console.print(Text(result.reply or "(no answer)", style="bold"))
+    if result.status != "ok":
+        console.print(f"(stopped: {result.status})", style="dim", markup=False, highlight=False)
+
+
+def _print_facts(store: TripletStore, user: str, console: Console) -> None:
+    facts = store.facts(user)
+    if not facts:
+        console.print(f"no facts in {user!r}'s memory", markup=False, highlight=False)
+        return
+    table = Table(title=f"{_count(len(facts))} of {user!r}")
+    for column in ("subject", "relation", "object", "since"):
+        table.add_column(column)
+    for f in facts:  # Text cells: a stored term is never read as rich markup
+        since = datetime.fromtimestamp(f.valid_from).strftime("%Y-%m-%d %H:%M:%S")
+        table.add_row(Text(f.subject), Text(f.relation), Text(f.object), Text(since))
+    console.print(table)
+
+
+def _print_trace(turn: TurnResult | None, console: Console) -> None:
+    if turn is None:
+        console.print("no turn yet", markup=False, highlight=False)
+        return
+    console.print(
+        f"status {turn.status}, {turn.generated_tokens} tokens, {turn.wall_seconds:.3f} s"
+        f" (model {turn.model_seconds:.3f} s, memory {turn.store_seconds * 1000:.1f} ms)",
+        markup=False, highlight=False,
+    )
+    if not turn.calls:
+        console.print("no memory calls", markup=False, highlight=False)
+        return
+    table = Table()
+    for column in ("kind", "call", "status", "results"):
+        table.add_column(column)
+    for call in turn.calls:
+        results = "; ".join(SEPARATOR.join(t) for t in call.results)
+        if call.fuzzy:
+            results += "".join(f"\n(fuzzy {m.field}: {m.asked!r} -> {m.matched!r})" for m in call.fuzzy)
+        if call.superseded:
+            results += "".join(f"\n(supersedes {SEPARATOR.join(t)})" for t in call.superseded)
+        table.add_row(Text(call.kind), Text(call.text), Text(call.status), Text(results))
+    console.print(table)
+
+
+def _forget(store: TripletStore, user: str, pattern: str, console: Console) -> None:
+    fields = [f.strip() or None for f in pattern.split(SEPARATOR)]
+    if len(fields) > 3 or not any(fields):
+        console.print('usage: /forget SUBJECT  or  /forget subject>>relation>>object (empty = any)',
+                      style="red", markup=False, highlight=False)
+        return
+    fields += [None] * (3 - len(fields))
+    try:
+        n = store.forget(*fields, namespace=user)
+    except (TypeError, ValueError) as err:
+        console.print(f"cannot forget: {err}", style="red", markup=False, highlight=False)
+        return
+    hint = "" if n else " (the pattern must match exactly: see /facts)"
+    console.print(f"forgot {_count(n)}{hint}", markup=False, highlight=False)
+
+
+def _count(n: int) -> str:
+    return f"{n} fact" if n == 1 else f"{n} facts"
+
+
+def chat(model: str, db: str | Path, *, user: str = "default", max_new_tokens: int = 256, max_calls: int = 16,
+         temperature: float = 0.0, memory_config: Path | None = None, history_turns: int = 0,
+         show_calls: bool = False) -> None:
+    """`memlm chat`: load the model and the memory, then run the REPL on stdin/stdout."""
+    from memory_runtime.hf_backend import HFBackend
+    from memory_runtime.models import cache_root, load_model
+    from memory_runtime.store import MemoryConfig
+
+    with TripletStore(db, MemoryConfig.load(memory_config)) as store:
+        loaded, tokenizer = load_model(model)
+        backend = HFBackend(loaded, tokenizer, temperature=temperature)  # start() resets it every turn
+
+        def controller(namespace: str) -> Controller:
+            return Controller(backend, store, namespace=namespace, max_calls=max_calls, max_new_tokens=max_new_tokens)
+
+        run_chat(controller, store, sys.stdin, Console(), user=user, history_file=cache_root() / "chat_history",
+                 history_turns=history_turns, show_calls=show_calls)

@@ -1,0 +1,100 @@
+"""The eval pipeline end to end: a scripted oracle scores perfectly, a tiny real model runs
+every part and writes a valid, reproducible report."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from data_gen.config import DataConfig
+from data_gen.generate import generate
+from eval.records import evaluate_records, turns_of, with_typo
+from eval.report import summarise_records
+from eval.run import EvalConfig, load_records, run_eval
+from eval.systems import System
+from memory_runtime.backend import ScriptedBackend
+
+
+@pytest.fixture(scope="module")
+def tiny_data(tmp_path_factory):
+    out = tmp_path_factory.mktemp("data")
+    generate(DataConfig.load(Path(__file__).parents[2] / "configs/data/tiny.yaml"), out, overwrite=True, show_progress=False)
+    return out
+
+
+def _scripted_turns(records):
+    """What a perfect model generates, turn by turn in evaluation order: the gold assistant
+    text, split where the controller inserts read results (a memory segment)."""
+    turns = []
+    for record in records:
+        for seg in record.segments:
+            if seg.role == "user":
+                turns.append([""])
+            elif seg.role == "assistant":
+                turns[-1][-1] += seg.text
+            else:
+                turns[-1].append("")
+    return turns
+
+
+def test_an_oracle_scores_perfectly_on_every_category(tiny_data):
+    records = load_records(EvalConfig(model="x", data=str(tiny_data), limit=3))
+    assert {r.type for r in records} >= {"write", "read", "unanswerable", "update", "two_hop", "negative"}
+    backend = ScriptedBackend(_scripted_turns(records), chunk=4)
+    oracle = System("memlm", None, None, backend_factory=lambda: backend)
+    rows = evaluate_records(oracle, records)
+    summary = summarise_records(rows, uses_memory=True)
+    assert summary["calls"]["exact"] == 1.0, [r for r in rows if not r["calls_exact"]][:2]
+    assert summary["calls"]["write_triplets"]["f1"] == 1.0
+    assert summary["answers"]["correct"] == 1.0
+    assert summary["answers"]["abstention_accuracy"] == 1.0
+    assert summary["answers"]["exact_match"] == 1.0
+    assert all(v["calls_exact"] == 1.0 for v in summary["by_category"].values())
+
+
+def test_a_wrong_call_is_scored_wrong(tiny_data):
+    records = [r for r in load_records(EvalConfig(model="x", data=str(tiny_data))) if r.type == "write"][:1]
+    gold = _scripted_turns(records)[0]
+    broken = [gold[0].replace(">>", ">>X", 1)] + gold[1:]
+    oracle = System("memlm", None, None, backend_factory=lambda: ScriptedBackend([broken]))
+    (row,) = evaluate_records(oracle, records)
+    assert not row["calls_exact"]
+    assert row["writes"]["tp"] < row["writes"]["gold"]
+
+
+def test_typo_variant_changes_one_given_name(tiny_data):
+    records = load_records(EvalConfig(model="x", data=str(tiny_data)))
+    typos = [t for t in (with_typo(r, seed=0) for r in records) if t]
+    assert typos
+    for clean, noisy, name in typos:
+        assert name in clean and name not in noisy
+        assert abs(len(noisy) - len(clean)) <= 1
+
+
+def test_tiny_model_runs_every_part_and_writes_a_reproducible_report(tiny_data, tiny_model, smollm2_tokenizer, tmp_path):
+    config = EvalConfig(model="tiny", data=str(tiny_data), limit=1, max_new_tokens=8)
+    systems = {name: System(name, tiny_model, smollm2_tokenizer, max_new_tokens=8)
+               for name in ("memlm", "few_shot", "zero_shot")}
+    summary = run_eval(config, tmp_path / "a", systems=systems)
+    files = {p.name for p in (tmp_path / "a").iterdir()}
+    assert {"metrics.json", "report.md", "cases.jsonl", "accuracy_by_shape.png", "answer_f1.png",
+            "latency_per_turn.png"} <= files
+    for png in (tmp_path / "a").glob("*.png"):
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    metrics = json.loads((tmp_path / "a" / "metrics.json").read_text())
+    assert set(metrics["systems"]) == {"memlm", "few_shot", "zero_shot"}
+    assert "calls" in metrics["systems"]["memlm"]["records"]
+    assert "calls" not in metrics["systems"]["zero_shot"]["records"]  # no memory, no calls to score
+    assert "typos" in metrics["systems"]["memlm"]
+    report = (tmp_path / "a" / "report.md").read_text()
+    assert "| memlm |" in report and "![accuracy_by_shape]" in report
+
+    again = run_eval(config, tmp_path / "b", systems=systems)
+    strip = lambda s: json.loads(json.dumps(s).replace("wall_s", "w"), object_hook=lambda d: {
+        k: v for k, v in d.items() if k not in ("w_per_turn_p50", "w_per_turn_p90", "by_kind")})
+    assert strip(again) == strip(summary)
+
+
+def test_missing_data_is_a_clear_error(tmp_path):
+    with pytest.raises(FileNotFoundError, match="memlm generate"):
+        load_records(EvalConfig(model="x", data=str(tmp_path)))

@@ -1,0 +1,52 @@
+"""`memlm bench serve`: concurrent clients against a real server on 127.0.0.1, figures as one JSON line."""
+
+import json
+import time
+
+from typer.testing import CliRunner
+
+from memlm.cli import app
+from memory_runtime.backend import ScriptedBackend
+from memory_runtime.bench_serve import run_serve_bench
+from memory_runtime.store import TripletStore
+
+
+class TimedBackend(ScriptedBackend):
+    """Writes what the user said and spends 2 ms "in the model" per piece, counted as forward time."""
+
+    def __init__(self, **_: object) -> None:
+        super().__init__([], chunk=8)
+
+    def start(self, messages):
+        self._turns = [["[MEM_WRITE{bench>>said>>" + messages[-1]["content"].rstrip(".?") + "}] Noted."]]
+        super().start(messages)
+
+    def stream(self, max_new_tokens):
+        for piece in super().stream(max_new_tokens):
+            time.sleep(0.002)
+            self.stats["forward_seconds"] += 0.002
+            yield piece
+
+
+def test_bench_reports_throughput_latency_and_overhead():
+    with TripletStore() as store:
+        result = run_serve_bench(TimedBackend, store, clients=3, seconds=0.5, max_tokens=64)
+        namespaces = store.namespaces()
+        said = {f.object for f in store.facts("bench-0")}
+    assert result["errors"] == 0 and result["requests"] >= 3 and result["clients"] == 3
+    assert result["requests_per_s"] > 0 and 0 < result["p50_ms"] <= result["p99_ms"]
+    assert 0 <= result["overhead_fraction"] < 0.5  # mostly "model" time by construction
+    assert namespaces == ["bench-0", "bench-1", "bench-2"]  # each client its own key and namespace
+    assert said == {"Dorothea Altemus works for Pfizer", "Who works for Pfizer"}
+
+
+def test_memlm_bench_serve_prints_one_json_line(tmp_path, tiny_model, smollm2_tokenizer):
+    tiny_model.save_pretrained(tmp_path / "tiny")
+    smollm2_tokenizer.save_pretrained(tmp_path / "tiny")
+    r = CliRunner().invoke(app, ["bench", "serve", "--model", str(tmp_path / "tiny"), "--clients", "2",
+                                 "--seconds", "0.5", "--max-tokens", "3"])
+    assert r.exit_code == 0, r.output
+    result = json.loads(r.stdout.strip().splitlines()[-1])
+    for key in ("requests_per_s", "p50_ms", "p99_ms", "overhead_fraction", "errors"):
+        assert key in result
+    assert result["errors"] == 0 and result["requests"] >= 2 and 0 < result["overhead_fraction"] < 1
