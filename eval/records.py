@@ -48,10 +48,13 @@ def gold_calls(assistant_text: str) -> list[Call]:
 
 
 def category(record: Record, turn_index: int, calls: Sequence[Call]) -> str:
-    """What a turn tests: write, update, negative, read/<shape>, unanswerable, two_hop."""
+    """What a turn tests: write, update (the changing write), update_question, negative,
+    read/<shape>, unanswerable, two_hop."""
     if any(c.kind == "read" for c in calls):
         if record.type in ("two_hop", "unanswerable"):
             return record.type
+        if record.type == "update":
+            return "update_question"
         return f"read/{record.shape}"
     if calls:
         return "update" if record.type == "update" else "write"

@@ -12,7 +12,6 @@ real-text source.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import random
 import time
@@ -53,6 +52,7 @@ class EvalConfig(BaseModel):
     seed: int = 0
     max_new_tokens: int = Field(128, ge=8)
     dtype: str = "float32"
+    threads: int | None = Field(None, ge=1, description="torch CPU threads (None: torch's default)")
 
 
 def _sample(items: list, limit: int | None, rng: random.Random) -> list:
@@ -99,24 +99,28 @@ def load_real_records(config: EvalConfig) -> list[Record]:
 
 
 def load_systems(config: EvalConfig) -> dict[str, System]:
-    """The model under test and its baselines. An adapter's baselines run on the same weights
-    with the adapter switched off, so the base is not loaded twice."""
+    """The model under test (an adapter merged into its base: faster decoding) and its baselines
+    on the base model (the adapter's recorded base unless `base` says otherwise)."""
     from memory_runtime.models import adapter_base, is_adapter_dir, load_model
 
-    model, tokenizer = load_model(config.model, dtype=config.dtype)
+    if config.threads:
+        import torch
+
+        torch.set_num_threads(config.threads)
     adapter = is_adapter_dir(config.model)
-    systems = {}
-    base: tuple[Any, Any] | None = None
-    for name in config.systems:
-        if name == "memlm":
-            systems[name] = System(name, model, tokenizer, config.max_new_tokens)
-        elif adapter and config.base is None:
-            systems[name] = System(name, model, tokenizer, config.max_new_tokens, adapter_off=True)
+    systems: dict[str, System] = {}
+    if "memlm" in config.systems:
+        model, tokenizer = load_model(config.model, dtype=config.dtype, merge=True)
+        systems["memlm"] = System("memlm", model, tokenizer, config.max_new_tokens)
+    baselines = [name for name in config.systems if name != "memlm"]
+    if baselines:
+        base_name = config.base or (adapter_base(config.model) if adapter else config.model)
+        if "memlm" in systems and base_name == config.model:
+            base, base_tok = systems["memlm"].model, systems["memlm"].tokenizer
         else:
-            if base is None:
-                base_name = config.base or (adapter_base(config.model) if adapter else config.model)
-                base = (model, tokenizer) if base_name == config.model else load_model(base_name, dtype=config.dtype)
-            systems[name] = System(name, *base, config.max_new_tokens)
+            base, base_tok = load_model(base_name, dtype=config.dtype)
+        for name in baselines:
+            systems[name] = System(name, base, base_tok, config.max_new_tokens)
     return systems
 
 

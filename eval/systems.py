@@ -12,7 +12,6 @@ nothing.
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
@@ -57,7 +56,6 @@ class System:
     model: Any
     tokenizer: Any
     max_new_tokens: int = 128
-    adapter_off: bool = False  # a baseline run on an adapter's base: PEFT's disable_adapter()
     max_calls: int = 8
     backend_factory: Callable[[], Backend] | None = None  # default: HFBackend(model, tokenizer)
 
@@ -78,5 +76,4 @@ class System:
         backend = self.backend_factory() if self.backend_factory else HFBackend(self.model, self.tokenizer)
         controller = Controller(backend, store, namespace=namespace,
                                 system_prompt=prompt, max_calls=self.max_calls, max_new_tokens=self.max_new_tokens)
-        with self.model.disable_adapter() if self.adapter_off else contextlib.nullcontext():
-            return controller.run_turn(user, list(history))
+        return controller.run_turn(user, list(history))

@@ -117,7 +117,7 @@ def bench_serve(model: str, *, clients: int = 4, seconds: float = 30.0, max_toke
 
     if threads is not None:
         torch.set_num_threads(threads)
-    loaded, tokenizer = load_model(model)
+    loaded, tokenizer = load_model(model, merge=True)
     with tempfile.TemporaryDirectory(prefix="memlm-bench-serve-") as tmp, TripletStore(Path(tmp) / "m.sqlite") as store:
         result = run_serve_bench(hf_backend_factory(loaded, tokenizer), store, clients=clients, seconds=seconds,
                                  max_tokens=max_tokens, model_name=model)

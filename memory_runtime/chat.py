@@ -218,7 +218,7 @@ def chat(model: str, db: str | Path, *, user: str = "default", max_new_tokens: i
     from memory_runtime.store import MemoryConfig
 
     with TripletStore(db, MemoryConfig.load(memory_config)) as store:
-        loaded, tokenizer = load_model(model)
+        loaded, tokenizer = load_model(model, merge=True)
         backend = HFBackend(loaded, tokenizer, temperature=temperature)  # start() resets it every turn
 
         def controller(namespace: str) -> Controller:

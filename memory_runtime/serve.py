@@ -686,7 +686,7 @@ def serve(model: str, db: str | Path, config: ServeConfig, *, host: str = "127.0
     with TripletStore(db, memory) as store:
         if config.torch_threads is not None:
             torch.set_num_threads(config.torch_threads)
-        loaded, tokenizer = load_model(model)
+        loaded, tokenizer = load_model(model, merge=True)
         app = create_app(config, store, hf_backend_factory(loaded, tokenizer), model_name=config.model_name or model,
                          api_keys=keys)
         if on_ready is not None:

@@ -42,3 +42,12 @@ def tiny_model(smollm2_tokenizer):
     model = LlamaForCausalLM(config)
     model.eval()
     return model
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tiny_model, smollm2_tokenizer, tmp_path_factory):
+    """The tiny Llama + SmolLM2 tokenizer saved as a local HF model directory (read only)."""
+    path = tmp_path_factory.mktemp("tiny-llama")
+    tiny_model.save_pretrained(path)
+    smollm2_tokenizer.save_pretrained(path)
+    return path

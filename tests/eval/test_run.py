@@ -98,3 +98,33 @@ def test_tiny_model_runs_every_part_and_writes_a_reproducible_report(tiny_data, 
 def test_missing_data_is_a_clear_error(tmp_path):
     with pytest.raises(FileNotFoundError, match="memlm generate"):
         load_records(EvalConfig(model="x", data=str(tmp_path)))
+
+
+def test_memlm_eval_command_writes_the_report(tiny_data, tiny_model_dir, tmp_path):
+    from typer.testing import CliRunner
+
+    from memlm.cli import app
+
+    real = tmp_path / "kn.jsonl"
+    real.write_text(json.dumps({"text": "Ann Lee is the CEO of Pfizer.", "annotated": ["CEO"],
+                                "triples": [{"person": "Ann Lee", "relation": "CEO of", "organization": "Pfizer"}]})
+                    + "\n" + json.dumps({"text": "It rained in Oslo.", "annotated": ["CEO"], "triples": []}) + "\n")
+    r = CliRunner().invoke(app, ["eval", "--model", str(tiny_model_dir), "--data", str(tiny_data),
+                                 "--out", str(tmp_path / "out"), "--limit", "2", "--max-new-tokens", "8",
+                                 "--systems", "memlm,zero_shot", "--parts", "records,real", "--real", str(real)])
+    assert r.exit_code == 0, r.output
+    assert "| memlm |" in r.stdout and "| zero_shot |" in r.stdout
+    metrics = json.loads((tmp_path / "out" / "metrics.json").read_text())
+    real_figures = metrics["systems"]["memlm"]["real"]["knowledgenet"]
+    assert real_figures["passages"] == 2 and real_figures["no_fact_passages"] == 1
+    assert "real" not in metrics["systems"]["zero_shot"]  # no memory: nothing is written
+
+
+def test_memlm_eval_rejects_an_unknown_system(tiny_data, tmp_path):
+    from typer.testing import CliRunner
+
+    from memlm.cli import app
+
+    r = CliRunner().invoke(app, ["eval", "--model", "x", "--data", str(tiny_data), "--out", str(tmp_path),
+                                 "--systems", "memlm,gpt5"])
+    assert r.exit_code == 2 and "gpt5" in r.output

@@ -40,10 +40,8 @@ def test_bench_reports_throughput_latency_and_overhead():
     assert said == {"Dorothea Altemus works for Pfizer", "Who works for Pfizer"}
 
 
-def test_memlm_bench_serve_prints_one_json_line(tmp_path, tiny_model, smollm2_tokenizer):
-    tiny_model.save_pretrained(tmp_path / "tiny")
-    smollm2_tokenizer.save_pretrained(tmp_path / "tiny")
-    r = CliRunner().invoke(app, ["bench", "serve", "--model", str(tmp_path / "tiny"), "--clients", "2",
+def test_memlm_bench_serve_prints_one_json_line(tiny_model_dir):
+    r = CliRunner().invoke(app, ["bench", "serve", "--model", str(tiny_model_dir), "--clients", "2",
                                  "--seconds", "0.5", "--max-tokens", "3"])
     assert r.exit_code == 0, r.output
     result = json.loads(r.stdout.strip().splitlines()[-1])

@@ -111,14 +111,6 @@ def test_terms_that_look_like_markup_are_shown_verbatim(store):
     assert "[bold]Ann[/bold]" in out and "[red]Bo" in out
 
 
-@pytest.fixture(scope="module")
-def tiny_model_dir(tmp_path_factory, tiny_model, smollm2_tokenizer):
-    path = tmp_path_factory.mktemp("tiny-model")
-    tiny_model.save_pretrained(path)
-    smollm2_tokenizer.save_pretrained(path)
-    return path
-
-
 def test_memlm_chat_reads_stdin_with_the_real_model(tiny_model_dir, tmp_path):
     db = tmp_path / "memory.sqlite"
     TripletStore(db).write("Dorothea Altemus", "works for", "Pfizer", namespace="bob")

@@ -32,12 +32,9 @@ def logits_of(model, tokenizer, text: str = PROBE) -> torch.Tensor:
 
 
 @pytest.fixture(scope="module")
-def base_dir(tmp_path_factory, tiny_model, smollm2_tokenizer) -> Path:
+def base_dir(tiny_model_dir) -> Path:
     """The tiny random Llama saved as an ordinary local HF model directory."""
-    path = tmp_path_factory.mktemp("tiny-base")
-    tiny_model.save_pretrained(path)
-    smollm2_tokenizer.save_pretrained(path)
-    return path
+    return tiny_model_dir
 
 
 @pytest.fixture(scope="module")
@@ -158,6 +155,15 @@ def test_adapter_loading_two_ways(base_dir, adapter_dir):
     torch.testing.assert_close(logits_of(from_adapter_dir, tok2), expected, rtol=0, atol=0)
     assert not torch.allclose(logits_of(base, tok), expected)  # the adapter does something
     assert resolve_base(str(adapter_dir)) == str(base_dir)
+
+
+def test_merged_adapter_gives_the_same_logits_without_peft_layers(adapter_dir):
+    from peft import PeftModel
+
+    unmerged, tok = load_model(str(adapter_dir))
+    merged, _ = load_model(str(adapter_dir), merge=True)
+    assert not isinstance(merged, PeftModel) and not merged.training
+    torch.testing.assert_close(logits_of(merged, tok), logits_of(unmerged, tok), rtol=1e-4, atol=1e-4)
 
 
 def test_adapter_dir_with_its_own_tokenizer(tmp_path, base_dir, adapter_dir, smollm2_tokenizer):

@@ -61,15 +61,6 @@ def records() -> list[Record]:
 
 
 @pytest.fixture(scope="session")
-def tiny_model_dir(tiny_model, smollm2_tokenizer, tmp_path_factory):
-    """The conftest tiny Llama + SmolLM2 tokenizer saved as a local HF model directory."""
-    path = tmp_path_factory.mktemp("tiny-llama")
-    tiny_model.save_pretrained(path)
-    smollm2_tokenizer.save_pretrained(path)
-    return path
-
-
-@pytest.fixture(scope="session")
 def tiny_datasets(records, smollm2_tokenizer):
     """Tokenised train/validation datasets of the hand-built records."""
     from datasets import Dataset
