@@ -52,7 +52,9 @@ class EvalConfig(BaseModel):
     seed: int = 0
     max_new_tokens: int = Field(128, ge=8)
     dtype: str = "float32"
-    threads: int | None = Field(None, ge=1, description="torch CPU threads (None: torch's default)")
+    threads: int | None = Field(None, ge=1, description="torch CPU threads per process (None: torch's default; "
+                                                        "1 with several workers)")
+    workers: int = Field(1, ge=1, description="processes that evaluate cases in parallel, each with its own model")
 
 
 def _sample(items: list, limit: int | None, rng: random.Random) -> list:
@@ -124,11 +126,7 @@ def load_systems(config: EvalConfig) -> dict[str, System]:
     return systems
 
 
-def run_eval(config: EvalConfig, out_dir: str | Path, *, systems: dict[str, System] | None = None,
-             memory_config: MemoryConfig | None = None, progress: Progress | None = None,
-             log: Callable[[str], None] = lambda s: None) -> dict:
-    """Run every part for every system, write the report to `out_dir`; returns the summary."""
-    start = time.perf_counter()
+def load_cases(config: EvalConfig) -> dict[str, list]:
     if config.data is None and ({"records", "typos"} & set(config.parts) or
                                 ("episodes" in config.parts and not config.episodes)):
         raise ValueError("--data is needed for records, typos and episodes (or pass --episodes and --parts)")
@@ -139,25 +137,82 @@ def run_eval(config: EvalConfig, out_dir: str | Path, *, systems: dict[str, Syst
         cases["episodes"] = load_eval_episodes(config)
     if "real" in config.parts:
         cases["real"] = load_real_records(config)
-    systems = systems if systems is not None else load_systems(config)
+    return cases
+
+
+_CASES_OF = {"records": "records", "typos": "records", "episodes": "episodes", "real": "real"}
+
+
+def _evaluate(system: System, part: str, cases: list, seed: int, memory_config: MemoryConfig | None,
+              progress: Callable[[], None] | None = None) -> list[dict]:
+    if part == "records":
+        return evaluate_records(system, cases, memory_config, progress)
+    if part == "typos":
+        return evaluate_typos(system, cases, seed, memory_config, progress)
+    if part == "episodes":
+        return evaluate_episodes(system, cases, memory_config, progress)
+    return evaluate_real(system, cases, memory_config, progress)
+
+
+def _jobs(config: EvalConfig, systems: list[str]) -> list[tuple[str, str]]:
+    """(system, part) pairs to run: typos for the model under test, real text for memory systems."""
+    jobs = []
+    for name in systems:
+        for part in config.parts:
+            if (part == "typos" and name != "memlm") or (part == "real" and name == "zero_shot"):
+                continue
+            jobs.append((name, part))
+    return jobs
+
+
+# Worker processes (config.workers > 1) each load the systems and cases once, then evaluate one
+# case per task; every case starts from a fresh memory, so results do not depend on the split.
+_WORKER: dict[str, Any] = {}
+
+
+def _init_worker(config_json: str, memory_json: str | None) -> None:
+    config = EvalConfig.model_validate_json(config_json)
+    _WORKER.update(config=config, cases=load_cases(config), systems=load_systems(config),
+                   memory=MemoryConfig.model_validate_json(memory_json) if memory_json else None)
+
+
+def _worker_task(task: tuple[str, str, int]) -> list[dict]:
+    name, part, i = task
+    case = _WORKER["cases"][_CASES_OF[part]][i]
+    return _evaluate(_WORKER["systems"][name], part, [case], _WORKER["config"].seed, _WORKER["memory"])
+
+
+def run_eval(config: EvalConfig, out_dir: str | Path, *, systems: dict[str, System] | None = None,
+             memory_config: MemoryConfig | None = None, progress: Progress | None = None) -> dict:
+    """Run every part for every system, write the report to `out_dir`; returns the summary."""
+    start = time.perf_counter()
+    cases = load_cases(config)
     tick = progress or (lambda description, total: (lambda: None))
-    raw: dict[str, dict[str, Any]] = {}
-    for name, system in systems.items():
-        parts: dict[str, Any] = {"uses_memory": system.uses_memory}
-        if "records" in config.parts:
-            parts["records"] = evaluate_records(system, cases["records"], memory_config,
-                                                tick(f"{name}: records", len(cases["records"])))
-        if "typos" in config.parts and system.name == "memlm":
-            parts["typos"] = evaluate_typos(system, cases["records"], config.seed, memory_config,
-                                            tick(f"{name}: typos", len(cases["records"])))
-        if "episodes" in config.parts:
-            parts["episodes"] = evaluate_episodes(system, cases["episodes"], memory_config,
-                                                  tick(f"{name}: episodes", len(cases["episodes"])))
-        if "real" in config.parts and system.uses_memory:
-            parts["real"] = evaluate_real(system, cases["real"], memory_config,
-                                          tick(f"{name}: real text", len(cases["real"])))
-        raw[name] = parts
-        log(f"{name} done")
+    raw: dict[str, dict[str, Any]] = {name: {"uses_memory": name != "zero_shot"} for name in config.systems}
+    if config.workers > 1 and systems is None:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        if config.threads is None:
+            config = config.model_copy(update={"threads": 1})  # the workers share the cores
+        memory_json = memory_config.model_dump_json() if memory_config else None
+        with ProcessPoolExecutor(config.workers, mp_context=multiprocessing.get_context("spawn"),
+                                 initializer=_init_worker, initargs=(config.model_dump_json(), memory_json)) as pool:
+            for name, part in _jobs(config, config.systems):
+                n = len(cases[_CASES_OF[part]])
+                advance = tick(f"{name}: {part}", n)
+                rows: list[dict] = []
+                for result in pool.map(_worker_task, [(name, part, i) for i in range(n)]):
+                    rows += result
+                    advance()
+                raw[name][part] = rows
+    else:
+        systems = systems if systems is not None else load_systems(config)
+        raw = {name: {"uses_memory": system.uses_memory} for name, system in systems.items()}
+        for name, part in _jobs(config, list(systems)):
+            n = len(cases[_CASES_OF[part]])
+            raw[name][part] = _evaluate(systems[name], part, cases[_CASES_OF[part]], config.seed, memory_config,
+                                        tick(f"{name}: {part}", n))
     summary = summarise(raw)
     meta = {**config.model_dump(), "wall_s": time.perf_counter() - start,
             "cases": {k: len(v) for k, v in cases.items()}}

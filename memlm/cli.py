@@ -365,8 +365,11 @@ def eval_command(
                                         "N passages per real source (quick runs)."),
     seed: int = typer.Option(0, "--seed", help="Sampling seed (decoding is greedy)."),
     max_new_tokens: int = typer.Option(128, "--max-new-tokens", min=8, help="Generated tokens per turn."),
-    threads: Optional[int] = typer.Option(None, "--threads", min=1, help="torch CPU threads (default: one per "
-                                          "core; 1 is faster when other jobs share the cores)."),
+    threads: Optional[int] = typer.Option(None, "--threads", min=1, help="torch CPU threads per process "
+                                          "(default: one per core, or 1 with --workers)."),
+    workers: int = typer.Option(1, "--workers", min=1, help="Processes evaluating cases in parallel, each with its "
+                                "own copy of the model (decoding a small model is overhead-bound: 2 workers of "
+                                "1 thread do ~2x the work of 1 worker on 2 cores)."),
     config: Optional[Path] = CONFIG,
 ) -> None:
     """Measure calls, answers, episodes, typo robustness and real-text writes, against baselines."""
@@ -382,7 +385,7 @@ def eval_command(
                          episodes=str(episodes) if episodes else None, real=str(real) if real else None,
                          systems=[s.strip() for s in systems.split(",") if s.strip()],
                          parts=[p.strip() for p in parts.split(",") if p.strip()],
-                         limit=limit, seed=seed, max_new_tokens=max_new_tokens, threads=threads)
+                         limit=limit, seed=seed, max_new_tokens=max_new_tokens, threads=threads, workers=workers)
         memory_config = MemoryConfig.load(config)
     except (ValidationError, ValueError) as err:
         _fail(err)

@@ -128,3 +128,21 @@ def test_memlm_eval_rejects_an_unknown_system(tiny_data, tmp_path):
     r = CliRunner().invoke(app, ["eval", "--model", "x", "--data", str(tiny_data), "--out", str(tmp_path),
                                  "--systems", "memlm,gpt5"])
     assert r.exit_code == 2 and "gpt5" in r.output
+
+
+def test_worker_processes_give_the_same_results(tiny_data, tiny_model_dir, tmp_path):
+    base = dict(model=str(tiny_model_dir), data=str(tiny_data), limit=1, max_new_tokens=8,
+                systems=["memlm", "zero_shot"], parts=["records", "episodes"], threads=1)
+    one = run_eval(EvalConfig(**base), tmp_path / "one")
+    two = run_eval(EvalConfig(**base, workers=2), tmp_path / "two")
+
+    def cases(path):
+        rows = [json.loads(line) for line in (path / "cases.jsonl").read_text().splitlines()]
+        for row in rows:
+            row.pop("wall_s", None)
+            for turn in row.get("turns", []):
+                turn.pop("wall_s"), turn.pop("model_s")
+        return rows
+
+    assert cases(tmp_path / "two") == cases(tmp_path / "one")
+    assert two["memlm"]["records"] == one["memlm"]["records"]
