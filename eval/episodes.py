@@ -6,7 +6,8 @@ which gets every statement of the episode so far in its prompt instead of a memo
 
 A question is correct when the answer lists exactly the expected names (or abstains when there
 are none); an episode is correct when all its questions are. Statement turns are scored on
-whether the memory holds exactly the expected facts afterwards.
+their own writes (exactly the turn's gold triplets), and on whether the memory then holds
+exactly the expected facts (which stays false once an earlier turn went wrong).
 """
 
 from __future__ import annotations
@@ -39,9 +40,11 @@ def evaluate_episode(system: System, episode: Episode, memory_config: MemoryConf
         else:
             statements.append(turn.user)
             if system.uses_memory:
+                written = [c.fields for c in result.calls if c.kind == "write"]
+                row["writes_prf"] = triplet_prf(written, turn.writes, store.canonical_relation).to_dict()
+                row["correct"] = row["writes_prf"]["f1"] == 1.0  # this turn's writes, exactly
                 held = [f.triplet for f in store.facts()]
-                row["memory_prf"] = triplet_prf(held, turn.expected_facts, store.canonical_relation).to_dict()
-                row["correct"] = row["memory_prf"]["f1"] == 1.0
+                row["memory_matches"] = triplet_prf(held, turn.expected_facts, store.canonical_relation).f1 == 1.0
         turns.append(row)
     questions = [t for t in turns if t["kind"] == "question"]
     return {"id": episode.id, "turns": turns,

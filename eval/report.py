@@ -93,6 +93,7 @@ def summarise_episodes(results: list[dict]) -> dict:
         "question_accuracy": _frac(q["correct"] for q in questions),
         "unanswerable_accuracy": _frac(q["correct"] for q in questions if q["unanswerable"]),
         "statement_accuracy": _frac(t["correct"] for t in statements),
+        "memory_exact_after_statements": _frac(t["memory_matches"] for t in statements),
         "tokens_per_turn": mean(t["tokens"] for t in turns) if turns else None,
         "wall_s_per_turn_p50": _percentile(walls, 50),
         "wall_s_per_turn_p90": _percentile(walls, 90),

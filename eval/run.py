@@ -51,6 +51,8 @@ class EvalConfig(BaseModel):
     limit: int | None = Field(None, ge=1)
     seed: int = 0
     max_new_tokens: int = Field(128, ge=8)
+    baseline_max_new_tokens: int = Field(64, ge=8, description="the base model rambles on past its answer: "
+                                                                "a shorter cap keeps baselines affordable")
     dtype: str = "float32"
     threads: int | None = Field(None, ge=1, description="torch CPU threads per process (None: torch's default; "
                                                         "1 with several workers)")
@@ -122,7 +124,7 @@ def load_systems(config: EvalConfig) -> dict[str, System]:
         else:
             base, base_tok = load_model(base_name, dtype=config.dtype)
         for name in baselines:
-            systems[name] = System(name, base, base_tok, config.max_new_tokens)
+            systems[name] = System(name, base, base_tok, config.baseline_max_new_tokens)
     return systems
 
 

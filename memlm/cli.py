@@ -365,6 +365,8 @@ def eval_command(
                                         "N passages per real source (quick runs)."),
     seed: int = typer.Option(0, "--seed", help="Sampling seed (decoding is greedy)."),
     max_new_tokens: int = typer.Option(128, "--max-new-tokens", min=8, help="Generated tokens per turn."),
+    baseline_max_new_tokens: int = typer.Option(64, "--baseline-max-new-tokens", min=8, help="Generated tokens per "
+                                                "turn of the baselines (the base model rambles past its answer)."),
     threads: Optional[int] = typer.Option(None, "--threads", min=1, help="torch CPU threads per process "
                                           "(default: one per core, or 1 with --workers)."),
     workers: int = typer.Option(1, "--workers", min=1, help="Processes evaluating cases in parallel, each with its "
@@ -385,7 +387,8 @@ def eval_command(
                          episodes=str(episodes) if episodes else None, real=str(real) if real else None,
                          systems=[s.strip() for s in systems.split(",") if s.strip()],
                          parts=[p.strip() for p in parts.split(",") if p.strip()],
-                         limit=limit, seed=seed, max_new_tokens=max_new_tokens, threads=threads, workers=workers)
+                         limit=limit, seed=seed, max_new_tokens=max_new_tokens, baseline_max_new_tokens=baseline_max_new_tokens,
+                         threads=threads, workers=workers)
         memory_config = MemoryConfig.load(config)
     except (ValidationError, ValueError) as err:
         _fail(err)
