@@ -22,9 +22,10 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from data_gen.text import placeholders
+from memory_runtime.yaml_config import read_mapping, validate
 
 SPLITS = ("train", "validation", "test")
 READ_SHAPES = ("per", "per_org", "per_rel", "org", "rel", "rel_org", "per_rel_org")
@@ -343,10 +344,7 @@ class DataConfig(_Strict):
         """Validate a config mapping; checks relations against the memory's relation table too."""
         if not isinstance(data, dict):
             raise ConfigError(f"invalid data config {source}: expected a mapping at the top level")
-        try:
-            config = cls.model_validate(data)
-        except ValidationError as err:
-            raise ConfigError(f"invalid data config {source}:\n{_describe(err)}") from None
+        config = validate(cls, data, "data config", source, ConfigError)
         if config.memory_config is not None and base_dir is not None:
             path = Path(config.memory_config)
             if not path.is_absolute():
@@ -377,14 +375,7 @@ class DataConfig(_Strict):
 def _read_yaml(path: Path, seen: tuple[Path, ...] = ()) -> dict:
     if not path.is_file():
         raise ConfigError(f"data config {path} does not exist")
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as err:
-        raise ConfigError(f"invalid data config {path}: not valid YAML ({err})") from None
-    if data is None:
-        data = {}
-    if not isinstance(data, dict):
-        raise ConfigError(f"invalid data config {path}: expected a mapping at the top level")
+    data = read_mapping(path, "data config", ConfigError)
     base = data.pop("base", None)
     if base is None:
         return data
@@ -401,17 +392,6 @@ def _merge(base: dict, over: dict) -> dict:
     for key, value in over.items():
         out[key] = _merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
     return out
-
-
-def _describe(err: ValidationError) -> str:
-    lines = []
-    for e in err.errors():
-        loc = ".".join(str(part) for part in e["loc"])
-        msg = e["msg"].removeprefix("Value error, ")
-        if e["type"] == "extra_forbidden":
-            msg = "unknown field (not allowed here; check the spelling)"
-        lines.append(f"  {loc}: {msg}" if loc else f"  {msg}")
-    return "\n".join(lines)
 
 
 def memory_table(config: DataConfig):

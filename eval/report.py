@@ -191,6 +191,15 @@ def _real_table(summary: dict) -> str:
     return markdown_table(rows) if len(rows) > 1 else ""
 
 
+def _save(fig, path: Path) -> Path:
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
 def plot(summary: dict, raw: dict, out_dir: Path) -> list[Path]:
     """accuracy per category per system, answer F1 per system, latency per turn per system."""
     import matplotlib
@@ -213,10 +222,7 @@ def plot(summary: dict, raw: dict, out_dir: Path) -> list[Path]:
         ax.set_ylim(0, 100)
         ax.set_title("Accuracy per query shape")
         ax.legend()
-        fig.tight_layout()
-        paths.append(out_dir / "accuracy_by_shape.png")
-        fig.savefig(paths[-1], dpi=100)
-        plt.close(fig)
+        paths.append(_save(fig, out_dir / "accuracy_by_shape.png"))
 
         fig, ax = plt.subplots(figsize=(5, 3.5))
         f1s = [summary[s]["records"]["answers"]["token_f1"] or 0 for s in systems]
@@ -224,10 +230,7 @@ def plot(summary: dict, raw: dict, out_dir: Path) -> list[Path]:
         ax.set_ylim(0, 1)
         ax.set_ylabel("answer token F1")
         ax.set_title("Answer F1 per system")
-        fig.tight_layout()
-        paths.append(out_dir / "answer_f1.png")
-        fig.savefig(paths[-1], dpi=100)
-        plt.close(fig)
+        paths.append(_save(fig, out_dir / "answer_f1.png"))
 
     latencies = {s: [t["wall_s"] for e in raw[s].get("episodes") or [] for t in e["turns"]] for s in raw}
     latencies = {s: v for s, v in latencies.items() if v}
@@ -237,10 +240,7 @@ def plot(summary: dict, raw: dict, out_dir: Path) -> list[Path]:
         ax.set_xticks(range(1, len(latencies) + 1), list(latencies))
         ax.set_ylabel("seconds per turn")
         ax.set_title("Latency per turn (episodes)")
-        fig.tight_layout()
-        paths.append(out_dir / "latency_per_turn.png")
-        fig.savefig(paths[-1], dpi=100)
-        plt.close(fig)
+        paths.append(_save(fig, out_dir / "latency_per_turn.png"))
     return paths
 
 

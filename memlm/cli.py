@@ -468,6 +468,9 @@ def chat_command(
     history_turns: int = typer.Option(0, "--history-turns", min=0, help="Earlier exchanges sent with each turn "
                                       "(0: none; the memory is what lasts, and memlm's models train on single turns)."),
     show_calls: bool = typer.Option(False, "--show-calls", help="Print each turn's memory calls under the reply."),
+    feedback_dir: Optional[Path] = typer.Option(None, "--feedback-dir", help="Where /good /bad /correct are logged "
+                                                "(trajectories.jsonl: `memlm train` data via data.extra_jsonl; "
+                                                "default: DB's name + '-feedback' beside it)."),
 ) -> None:
     """Chat with a model and its memory in the terminal: /facts, /trace, /forget PATTERN, /user NAME, /help.
 
@@ -476,7 +479,8 @@ def chat_command(
 
     try:
         chat(model, db, user=user, max_new_tokens=max_new_tokens, max_calls=max_calls, temperature=temperature,
-             memory_config=memory_config, history_turns=history_turns, show_calls=show_calls)
+             memory_config=memory_config, history_turns=history_turns, show_calls=show_calls,
+             feedback_dir=feedback_dir or db.with_name(db.stem + "-feedback"))
     except (ValueError, FileNotFoundError) as err:
         _fail(err)
 
@@ -499,6 +503,43 @@ def bench_serve_command(
     except (ValueError, FileNotFoundError) as err:
         _fail(err)
     print(json.dumps(result))
+
+
+# ---- self-instruct and feedback
+
+
+@app.command("self-instruct")
+def self_instruct_command(
+    config: Path = typer.Option(Path("configs/self_instruct/default.yaml"), "--config",
+                                help="Self-instruct config YAML: rounds, tasks per round, seed and test tasks, "
+                                     "the training config of each round (see its comments)."),
+    model: str = MODEL,
+    out: Path = typer.Option(..., "--out", help="Output directory: round-N/ (tasks, augment and execution logs, "
+                                                "kept.jsonl, adapter/), templates/, rounds.jsonl."),
+    rounds: Optional[int] = typer.Option(None, "--rounds", min=1, help="Override the config's rounds."),
+    tasks: Optional[int] = typer.Option(None, "--tasks", min=1, help="Override the config's tasks_per_round."),
+) -> None:
+    """Self-instructed trajectories: the model phrases tasks with known gold, runs them with its memory,
+    keeps the exactly right runs (reward 1) and trains on templates + kept runs; repeat with the new adapter.
+
+    Logs per round how many tasks were drafted, generated and kept, and the held-out paraphrase test
+    (configs/self_instruct/paraphrase_test.jsonl) before and after."""
+    from data_gen.self_instruct import SelfInstructConfig, run_rounds
+
+    try:
+        cfg = SelfInstructConfig.load(config)
+    except ValueError as err:
+        _fail(err)
+    if rounds is not None:
+        cfg.rounds = rounds
+    if tasks is not None:
+        cfg.tasks_per_round = tasks
+    try:
+        rows = run_rounds(cfg, model, out, log=_log)
+    except (ValueError, FileNotFoundError) as err:
+        _fail(err)
+    for row in rows:
+        print(json.dumps(row))
 
 
 if __name__ == "__main__":

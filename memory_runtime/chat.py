@@ -20,6 +20,7 @@ from rich.table import Table
 from rich.text import Text
 
 from memory_runtime.controller import Controller, TurnResult
+from memory_runtime.feedback import Exchange, Feedback
 from memory_runtime.protocol import SEPARATOR
 from memory_runtime.store import TripletStore
 
@@ -29,6 +30,8 @@ Type a statement ("Dorothea Altemus works for Pfizer.") or a question ("Who work
   /trace            the memory calls of the last turn, with their results
   /forget PATTERN   forget facts: "subject", or "subject>>relation>>object" (empty field = any)
   /user NAME        switch to another user (their own memory and conversation)
+  /good  /bad       rate the last reply (a good exchange is kept as a feedback trajectory)
+  /correct TEXT     correct the last reply ("No, Dorothea works for BMW now."): the model writes the fix
   /help             this help
   /quit             leave (Ctrl-D too)"""
 
@@ -37,6 +40,7 @@ Type a statement ("Dorothea Altemus works for Pfizer.") or a question ("Who work
 class _Conversation:
     history: list[dict[str, str]] = field(default_factory=list)
     last: TurnResult | None = None
+    last_user: str = ""  # the text `last` answered (what feedback is about)
 
 
 def run_chat(
@@ -49,6 +53,7 @@ def run_chat(
     history_turns: int = 0,
     history_file: Path | None = None,
     show_calls: bool = False,
+    feedback: Feedback | None = None,
 ) -> None:
     """Run the REPL until end of input or /quit.
 
@@ -59,6 +64,7 @@ def run_chat(
     `history_file` is readline's history, used only when the input is an interactive terminal.
     """
     conversations: dict[str, _Conversation] = {}
+    feedback = feedback or Feedback(store)  # /good /bad /correct; logged to disk when it has a FeedbackLog dir
     console.print(f"memlm chat as {user!r}: /help for commands, Ctrl-D to leave.", markup=False, highlight=False)
 
     def prompt() -> str:  # reads `user` when called: /user changes the prompt
@@ -71,6 +77,9 @@ def run_chat(
         conversation = conversations.setdefault(user, _Conversation())
         if not line.startswith("/"):
             _turn(controller_factory(user), conversation, line, console, history_turns, show_calls)
+            conversation.last_user = line
+            if conversation.last and feedback.repeated_wrong(user, line, conversation.last.reply):
+                _say(console, "(this answer was marked wrong before: please /correct it)")
             continue
         command, _, argument = line.partition(" ")
         argument = argument.strip()
@@ -82,6 +91,8 @@ def run_chat(
             _print_facts(store, user, console)
         elif command == "/trace":
             _print_trace(conversation.last, console)
+        elif command in ("/good", "/bad", "/correct"):
+            _feedback(feedback, controller_factory(user), conversation, command, argument, console)
         elif command == "/forget":
             _forget(store, user, argument, console)
         elif command == "/user" and argument:
@@ -150,6 +161,32 @@ def _turn(controller: Controller, conversation: _Conversation, text: str, consol
         console.print(f"(stopped: {result.status})", style="dim", markup=False, highlight=False)
 
 
+def _say(console: Console, text: str) -> None:
+    console.print(text, markup=False, highlight=False)
+
+
+def _feedback(feedback: Feedback, controller: Controller, conversation: _Conversation, command: str, argument: str,
+              console: Console) -> None:
+    last = Exchange(conversation.last_user, conversation.last) if conversation.last else None
+    if command == "/correct":
+        if not argument:
+            return _say(console, 'usage: /correct TEXT  e.g. /correct No, Dorothea works for BMW now.')
+        fix = feedback.correct(controller, argument, last)
+        if not fix.writes:
+            return _say(console, "no fact found in the correction: nothing stored")
+        for triplet in fix.writes:
+            _say(console, f"stored {SEPARATOR.join(triplet)}")
+        for triplet in fix.superseded + fix.ended:
+            _say(console, f"  replaces {SEPARATOR.join(triplet)} (kept in history)")
+        return None
+    if last is None:
+        return _say(console, "no reply to rate yet")
+    event = feedback.rate(controller.namespace, last, good=command == "/good")
+    _say(console, "thanks: kept as a good example" if command == "/good" else
+         "marked wrong" + (" again: /correct TEXT tells me the right fact" if event.get("repeated_wrong") else ""))
+    return None
+
+
 def _print_facts(store: TripletStore, user: str, console: Console) -> None:
     facts = store.facts(user)
     if not facts:
@@ -211,8 +248,10 @@ def _count(n: int) -> str:
 
 def chat(model: str, db: str | Path, *, user: str = "default", max_new_tokens: int = 256, max_calls: int = 16,
          temperature: float = 0.0, memory_config: Path | None = None, history_turns: int = 0,
-         show_calls: bool = False) -> None:
-    """`memlm chat`: load the model and the memory, then run the REPL on stdin/stdout."""
+         show_calls: bool = False, feedback_dir: Path | None = None) -> None:
+    """`memlm chat`: load the model and the memory, then run the REPL on stdin/stdout.
+    `feedback_dir` keeps /good /bad /correct as JSONL (trajectories.jsonl is `memlm train` data)."""
+    from memory_runtime.feedback import FeedbackLog
     from memory_runtime.hf_backend import HFBackend
     from memory_runtime.models import cache_root, load_model
     from memory_runtime.store import MemoryConfig
@@ -225,4 +264,5 @@ def chat(model: str, db: str | Path, *, user: str = "default", max_new_tokens: i
             return Controller(backend, store, namespace=namespace, max_calls=max_calls, max_new_tokens=max_new_tokens)
 
         run_chat(controller, store, sys.stdin, Console(), user=user, history_file=cache_root() / "chat_history",
-                 history_turns=history_turns, show_calls=show_calls)
+                 history_turns=history_turns, show_calls=show_calls,
+                 feedback=Feedback(store, FeedbackLog(feedback_dir)))

@@ -32,17 +32,18 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated, Any, Literal, Protocol
 
-import yaml
 from fastapi import Depends, FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from memory_runtime.backend import Backend
 from memory_runtime.controller import Controller, TurnResult
+from memory_runtime.feedback import Exchange, Feedback, FeedbackLog
 from memory_runtime.store import TripletStore
+from memory_runtime.yaml_config import read_mapping, validate
 
 # --------------------------------------------------------------------------- configuration
 
@@ -83,6 +84,7 @@ class ServeConfig(BaseModel):
     model_name: str | None = None  # the `model` reported to clients (default: the --model value)
     memory_config: Path | None = None  # relation table / fuzzy settings (relative to the config file)
     torch_threads: int | None = Field(None, ge=1)  # CPU threads of the model (None: torch's default)
+    feedback_dir: Path | None = None  # POST /v1/feedback log; its trajectories.jsonl is `memlm train` data
     limits: Limits = Limits()
     generation: Generation = Generation()
 
@@ -90,17 +92,9 @@ class ServeConfig(BaseModel):
     def load(cls, path: str | Path) -> "ServeConfig":
         """Read and validate a YAML config; relative paths in it are relative to the file."""
         path = Path(path)
-        try:
-            data = yaml.safe_load(path.read_text()) or {}
-        except (OSError, yaml.YAMLError) as err:
-            raise ServeConfigError(f"cannot read serve config {path}: {err}") from None
-        if not isinstance(data, dict):
-            raise ServeConfigError(f"invalid serve config {path}: expected a mapping at the top level")
-        try:
-            config = cls.model_validate(data)
-        except ValidationError as err:
-            raise ServeConfigError(f"invalid serve config {path}:\n{_describe(err)}") from None
-        for name in ("api_keys_file", "memory_config"):
+        data = read_mapping(path, "serve config", ServeConfigError)
+        config = validate(cls, data, "serve config", str(path), ServeConfigError)
+        for name in ("api_keys_file", "memory_config", "feedback_dir"):
             value = getattr(config, name)
             if value is not None and not value.is_absolute():
                 setattr(config, name, path.parent / value)
@@ -118,13 +112,7 @@ class ServeConfig(BaseModel):
                                                                                    self.api_keys_env)))
         if self.api_keys_file is not None:
             what = f"api_keys_file ({self.api_keys_file})"
-            try:
-                data = yaml.safe_load(Path(self.api_keys_file).read_text()) or {}
-            except (OSError, yaml.YAMLError) as err:
-                raise ServeConfigError(f"{what}: cannot read it: {err}") from None
-            if not isinstance(data, dict):
-                raise ServeConfigError(f"{what}: expected a mapping KEY: NAMESPACE")
-            sources.append((what, data))
+            sources.append((what, read_mapping(self.api_keys_file, "api_keys_file (KEY: NAMESPACE)", ServeConfigError)))
         keys: dict[str, str] = {}
         for what, mapping in sources:
             for i, (key, namespace) in enumerate(mapping.items(), 1):
@@ -148,17 +136,6 @@ def _parse_key_pairs(text: str, variable: str) -> dict[str, str]:
             raise ServeConfigError(f"api_keys_env ({variable}): item #{i} is not KEY=NAMESPACE")
         pairs[key.strip()] = namespace.strip()
     return pairs
-
-
-def _describe(err: ValidationError) -> str:
-    """One line per bad field, named by its dotted path."""
-    lines = []
-    for e in err.errors():
-        where = ".".join(str(p) for p in e["loc"]) or "(top level)"
-        got = e.get("input")
-        shown = "" if isinstance(got, (dict, list)) or e["type"] == "missing" else f" (got {got!r})"
-        lines.append(f"  {where}: {e['msg']}{shown}")
-    return "\n".join(lines)
 
 
 # --------------------------------------------------------------------------- requests
@@ -439,6 +416,19 @@ class ImportedFact(BaseModel):
     object: str
 
 
+class FeedbackRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    rating: Literal["good", "bad"] | None = None
+    correction: str | None = Field(None, min_length=1, max_length=2000)  # "No, Dorothea works for BMW now."
+
+    @model_validator(mode="after")
+    def _something(self) -> "FeedbackRequest":
+        if self.rating is None and not self.correction:
+            raise ValueError("give a rating (good / bad) and/or a correction")
+        return self
+
+
 class ImportRequest(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
@@ -458,6 +448,7 @@ def create_app(
     `api_keys` defaults to config.resolve_api_keys() (config, environment variable, file).
     """
     keyring = KeyRing(config.resolve_api_keys() if api_keys is None else api_keys)
+    feedback, last_turns = Feedback(store, FeedbackLog(config.feedback_dir)), {}  # last_turns: namespace -> Exchange
     limits, metrics = config.limits, Metrics()
     generator = _GenerationThread(limits.max_queue)
     bearer = HTTPBearer(auto_error=False)
@@ -536,6 +527,8 @@ def create_app(
 
         result, stats = await generator.run(turn)
         metrics.record_turn(result)
+        last_turns[namespace] = Exchange(user_text, result)  # what POST /v1/feedback is about
+        repeated = feedback.repeated_wrong(namespace, user_text, result.reply)
         completion = {
             "id": f"chatcmpl-{uuid.uuid4().hex}",
             "created": int(time.time()),
@@ -547,6 +540,8 @@ def create_app(
         usage = {"prompt_tokens": prompt_tokens, "completion_tokens": result.generated_tokens,
                  "total_tokens": prompt_tokens + result.generated_tokens}
         trace = _trace(result, namespace) if request.memlm.trace else None
+        if trace is not None:
+            trace["repeated_wrong"] = repeated  # the same wrong answer again: the model should ask for help
         if request.stream:
             include_usage = bool((request.stream_options or {}).get("include_usage"))
             return StreamingResponse(
@@ -611,6 +606,29 @@ def create_app(
         return {"stored": sum(r.status == "stored" for r in results),
                 "duplicate": sum(r.status == "duplicate" for r in results),
                 "superseded": sum(len(r.superseded) for r in results)}
+
+    @app.post("/v1/feedback")
+    async def post_feedback(request: FeedbackRequest, namespace: str = Depends(user_namespace)) -> dict[str, Any]:
+        """Feedback on the caller's last reply: a rating (good / bad) and/or a correction in words,
+        which the model turns into memory writes (superseding the wrong fact, kept in history)."""
+        last = last_turns.get(namespace)
+        out: dict[str, Any] = {"rating": request.rating, "repeated_wrong": False, "record": None}
+        if request.rating is not None:
+            if last is None:
+                raise APIError(400, "no reply to rate yet: rate after a chat completion", param="rating")
+            event = feedback.rate(namespace, last, good=request.rating == "good")
+            out.update(repeated_wrong=bool(event.get("repeated_wrong")), record=event.get("record"))
+        if request.correction:
+            def correct() -> Any:
+                backend = backend_factory(temperature=0.0, top_p=1.0, seed=None)
+                controller = Controller(backend, store, namespace=namespace, max_calls=limits.max_calls,
+                                        max_new_tokens=limits.max_tokens)
+                return feedback.correct(controller, request.correction, last)
+
+            fix = await generator.run(correct)
+            out.update(writes=fix.writes, superseded=fix.superseded, ended=fix.ended,
+                       record=fix.record.id if fix.record else out["record"])
+        return out
 
     app.add_middleware(_Instrumented, max_bytes=limits.max_request_bytes, metrics=metrics,
                        routes={route.path for route in app.routes})

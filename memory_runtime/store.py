@@ -26,8 +26,9 @@ from pathlib import Path
 from typing import Iterable, Iterator, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from memory_runtime.yaml_config import read_mapping, validate
 from memory_runtime.fuzzy import FuzzyConfig, FuzzyIndex
 from memory_runtime.protocol import Triplet
 
@@ -101,17 +102,8 @@ class MemoryConfig(BaseModel):
         source, data = "memory_runtime/relations.yaml", shipped
         if path is not None:
             source = str(path)
-            try:
-                data = yaml.safe_load(Path(path).read_text()) or {}
-            except (OSError, yaml.YAMLError) as err:
-                raise ValueError(f"cannot read memory config {source}: {err}") from None
-            if not isinstance(data, dict):
-                raise ValueError(f"invalid memory config {source}: expected a mapping at the top level")
-            data = {"relations": shipped["relations"], **data}
-        try:
-            return cls.model_validate(data)
-        except ValidationError as err:
-            raise ValueError(f"invalid memory config {source}:\n{err}") from None
+            data = {"relations": shipped["relations"], **read_mapping(path, "memory config")}
+        return validate(cls, data, "memory config", source)
 
 
 # --------------------------------------------------------------------------- records

@@ -27,10 +27,11 @@ from pathlib import Path
 from typing import Any, Literal, Sequence
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from memory_runtime.models import EMBEDDED_MODEL
 from memory_runtime.protocol import SYSTEM_PROMPT
+from memory_runtime.yaml_config import read_mapping, validate
 
 CONFIG_FILENAME = "train_config.yaml"
 DEEPSPEED_PRESETS_DIR = Path(__file__).resolve().parent.parent / "configs" / "deepspeed"
@@ -96,6 +97,8 @@ class DataSettings(_Strict):
     max_train_records: int | None = Field(None, ge=1)
     max_eval_records: int | None = Field(None, ge=1)
     num_proc: int | None = Field(None, ge=1)
+    extra_jsonl: list[str] = Field(default_factory=list, description="Record JSONL files added to the train split "
+                                   "(self-instruct kept trajectories, chat/serve feedback trajectories)")
 
 
 class OptimSettings(_Strict):
@@ -221,7 +224,7 @@ class TrainConfig(_Strict):
         return path
 
     def require_data(self) -> None:
-        if self.data.path is None and self.data.synthetic is None:
+        if self.data.path is None and self.data.synthetic is None and not self.data.extra_jsonl:
             raise ConfigError(
                 "data.path: no training data: pass --data DIR (a DatasetDict saved by data_gen) "
                 "or set data.synthetic for the templated smoke-test set"
@@ -263,24 +266,8 @@ def apply_overrides(raw: dict[str, Any], overrides: Sequence[str]) -> dict[str, 
     return raw
 
 
-def _format_validation_error(err: ValidationError, source: str) -> str:
-    lines = [f"invalid training config ({source}):"]
-    for e in err.errors():
-        loc = ".".join(str(x) for x in e["loc"]) or "(top level)"
-        if e["type"] == "extra_forbidden":
-            lines.append(f"  {loc}: unknown key")
-            continue
-        got = e.get("input")
-        shown = f" (got {got!r})" if "input" in e and not isinstance(got, dict) else ""
-        lines.append(f"  {loc}: {e['msg']}{shown}")
-    return "\n".join(lines)
-
-
 def validate_config(raw: dict[str, Any], source: str = "config") -> TrainConfig:
-    try:
-        return TrainConfig.model_validate(raw)
-    except ValidationError as err:
-        raise ConfigError(_format_validation_error(err, source)) from None
+    return validate(TrainConfig, raw, "training config", source, ConfigError)
 
 
 def load_config(path: str | Path | None = None, overrides: Sequence[str] = ()) -> TrainConfig:
@@ -288,19 +275,8 @@ def load_config(path: str | Path | None = None, overrides: Sequence[str] = ()) -
     raw: dict[str, Any] = {}
     source = "defaults"
     if path is not None:
-        path = Path(path)
         source = str(path)
-        try:
-            loaded = yaml.safe_load(path.read_text())
-        except OSError as err:
-            raise ConfigError(f"cannot read config {path}: {err}") from None
-        except yaml.YAMLError as err:
-            raise ConfigError(f"config {path} is not valid YAML: {err}") from None
-        if loaded is None:
-            loaded = {}
-        if not isinstance(loaded, dict):
-            raise ConfigError(f"config {path}: expected a mapping at the top level, got {type(loaded).__name__}")
-        raw = loaded
+        raw = read_mapping(path, "training config", ConfigError)
     apply_overrides(raw, overrides)
     return validate_config(raw, source)
 
@@ -332,6 +308,9 @@ def preflight(config: TrainConfig) -> list[str]:
     config.require_data()
     if config.data.path is not None and not Path(config.data.path).expanduser().exists():
         raise ConfigError(f"data.path: {config.data.path} does not exist")
+    for i, extra in enumerate(config.data.extra_jsonl):
+        if not Path(extra).expanduser().is_file():
+            raise ConfigError(f"data.extra_jsonl.{i}: {extra} is not a file")
 
     def need(module: str, what: str, pip: str) -> None:
         if importlib.util.find_spec(module) is None:

@@ -25,6 +25,10 @@ def load_record_splits(config: TrainConfig) -> dict[str, Any]:
     """``{"train": Dataset, "validation": Dataset | None}`` of raw record rows, as configured."""
     data = config.data
     config.require_data()
+    if data.path is None and data.synthetic is None:  # only extra JSONL records: no eval split
+        from datasets import Dataset
+
+        return {"train": Dataset.from_list(load_extra_records(data.extra_jsonl)), "validation": None}
     if data.synthetic is not None:
         from training.synthetic import synthetic_dataset_dict
 
@@ -57,7 +61,31 @@ def load_record_splits(config: TrainConfig) -> dict[str, Any]:
     missing = [f for f in ("id", "segments") if f not in train.column_names]
     if missing:
         raise ValueError(f"data: the {data.train_split!r} split has no {missing} column(s): not data_gen records")
+    if data.extra_jsonl:  # added after the subset: extra records are few and always wanted
+        from datasets import Dataset, concatenate_datasets
+
+        rows = [{k: row.get(k) for k in train.column_names} for row in load_extra_records(data.extra_jsonl)]
+        if rows:
+            train = concatenate_datasets([train, Dataset.from_list(rows, features=train.features)])
     return {"train": train, "validation": evaluation}
+
+
+def load_extra_records(paths: list[str]) -> list[dict[str, Any]]:
+    """Rows of data.extra_jsonl files (one data_gen Record per line), validated; errors name file and line."""
+    from pathlib import Path
+
+    from pydantic import ValidationError
+
+    rows = []
+    for path in paths:
+        for n, line in enumerate(Path(path).expanduser().read_text(encoding="utf-8").splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                rows.append(Record.model_validate_json(line).model_dump(mode="json"))
+            except ValidationError as err:
+                raise ValueError(f"data.extra_jsonl: {path}:{n}: not a data_gen Record: {err}") from None
+    return rows
 
 
 def _row_to_record(row: dict[str, Any]) -> Record:

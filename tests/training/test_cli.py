@@ -24,7 +24,7 @@ def test_train_rejects_an_invalid_config_before_loading_anything(tmp_path, monke
     result = runner.invoke(app, ["train", "--config", CPU_CONFIG, "--output-dir", str(tmp_path), "lora.r=0", "optim.lr=1"])
     assert result.exit_code == 2
     assert "lora.r: Input should be greater than or equal to 1" in result.output
-    assert "optim.lr: unknown key" in result.output
+    assert "optim.lr: unknown field" in result.output
     result = runner.invoke(app, ["train", "--config", CPU_CONFIG, "--output-dir", str(tmp_path)])
     assert result.exit_code == 2 and "no training data" in result.output
     result = runner.invoke(app, ["train", "--config", CPU_CONFIG, "--data", str(tmp_path / "missing")])

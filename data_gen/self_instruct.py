@@ -1,0 +1,448 @@
+"""Self-instructed trajectories (after RAR-Agent's cold start): the model writes new phrasings
+of tasks whose gold is known, runs them with its memory, and the right runs become training data.
+
+One round:
+
+    draft     facts drawn from a synthetic world (data_gen's record builders, so the store
+              computes every gold value); a draft is a task without its text, given by a `spec`
+              ("state: Ada Lin >> employed by >> Pfizer", "ask: ? >> employed by >> Pfizer").
+    augment   the model sees seed tasks (human-written, configs/self_instruct/seed_tasks.jsonl)
+              as spec -> sentence examples and writes the draft's sentence; a generation that
+              leaves out a name the spec gives, gives away an answer, or copies a seed is dropped.
+    execute   each task runs through the controller with the model and a fresh store holding
+              the task's memory.
+    reward    data_gen.reward: 1 only for exactly the gold writes / gold reads and names.
+    keep      reward-1 trajectories become data_gen Records (user untrained, the model's calls
+              and answer trained, inserted results untrained), written as JSONL that
+              `memlm train` includes through data.extra_jsonl.
+
+`run_rounds` repeats this, training an adapter on templates + every trajectory kept so far
+after each round; the next round generates and executes with that adapter.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from pathlib import Path
+from typing import Callable, Iterable, Literal, Sequence
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from data_gen.records import Record, Segment
+from data_gen.reward import Reward, reward
+from eval.metrics import names_in
+from memory_runtime.backend import Backend
+from memory_runtime.controller import Controller, TurnResult
+from memory_runtime.protocol import Call, parse_calls
+from memory_runtime.store import MemoryConfig, TripletStore, normalize_term
+
+TaskType = Literal["write", "read", "unanswerable", "two_hop"]
+Query = tuple[str | None, str | None, str | None]
+TripletT = tuple[str, str, str]
+
+
+class Task(BaseModel):
+    """One statement or question with known gold: a seed, a draft (text "") or a generated task.
+
+    `reads` are the gold read queries of a question (two-hop: both hops, the second's organisation
+    None); `memory` the facts stored before the task runs."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    type: TaskType
+    shape: str | None = None
+    text: str = ""
+    gold_triplets: list[TripletT] = []
+    gold_names: list[str] = []
+    reads: list[Query] = []
+    memory: list[TripletT] = []
+
+    @property
+    def kind(self) -> Literal["statement", "question"]:
+        return "statement" if self.type == "write" else "question"
+
+    def spec(self) -> str:
+        """What the sentence must say, in the memory's terms (the augmentation prompt shows it)."""
+        if self.kind == "statement":
+            return "state: " + "; ".join(" >> ".join(t) for t in self.gold_triplets)
+        if self.type == "two_hop" and len(self.reads) == 2:
+            (person, first, _), (_, second, _) = self.reads
+            return f"ask: ? >> {second} >> (the company that {person} is {first})"
+        return "ask: " + " >> ".join(f or "?" for f in self.reads[0])
+
+    def required_names(self) -> list[str]:
+        """Names the sentence must contain exactly: every name of a statement, the names a question gives."""
+        if self.kind == "statement":
+            return list(dict.fromkeys(n for t in self.gold_triplets for n in (t[0], t[2])))
+        s, _, o = self.reads[0]
+        return [n for n in ((s, o) if self.type != "two_hop" else (s,)) if n]
+
+    def names(self) -> list[str]:
+        """Every name the task knows of: the candidates an answer is checked against."""
+        facts = [*self.memory, *self.gold_triplets]
+        return list(dict.fromkeys([*(t[0] for t in facts), *(t[2] for t in facts), *self.gold_names]))
+
+
+def load_tasks(path: str | Path) -> list[Task]:
+    """Tasks from JSONL (one Task per line); errors name the line."""
+    tasks = []
+    for i, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        try:
+            tasks.append(Task.model_validate_json(line))
+        except ValidationError as err:
+            raise ValueError(f"{path}:{i}: not a task: {err}") from None
+    return tasks
+
+
+def write_jsonl(path: Path, items: Iterable[BaseModel]) -> int:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    n = 0
+    with open(path, "w", encoding="utf-8") as fh:
+        for item in items:
+            fh.write(item.model_dump_json() + "\n")
+            n += 1
+    return n
+
+
+# ----------------------------------------------------------------------------- draft
+
+
+def task_of_record(record: Record) -> Task | None:
+    """A draft from a one-turn data_gen record (its gold reads parsed from the gold calls)."""
+    if record.type not in ("write", "read", "unanswerable", "two_hop"):
+        return None
+    gold = "".join(s.text for s in record.segments if s.role != "user")
+    reads = [c.fields for c in parse_calls(gold) if isinstance(c, Call) and c.kind == "read"]
+    return Task(id=record.id, type=record.type, shape=record.shape, gold_triplets=record.gold_triplets,
+                gold_names=record.gold_names, reads=reads, memory=record.memory)
+
+
+def draft_tasks(data_config: Path | str, n: int, *, seed: int = 0,
+                mix: dict[str, float] | None = None) -> list[Task]:
+    """`n` drafts over the train pool of the data config's world (its people and organisations)."""
+    from data_gen.config import DataConfig, MixConfig, functional_of, memory_table
+    from data_gen.examples import build_records
+    from data_gen.oracle import MemoryOracle
+    from data_gen.world import build_world
+
+    config = DataConfig.load(data_config, seed=seed)
+    config.mix = MixConfig(**(mix or {"write": 0.4, "read": 0.4, "unanswerable": 0.1, "two_hop": 0.1}))
+    world = build_world(config)
+    oracle = MemoryOracle(memory_table(config))
+    records = build_records(config, world.pools["train"], oracle, functional_of(config), n)
+    return [t for t in map(task_of_record, records) if t is not None]
+
+
+# ----------------------------------------------------------------------------- augment
+
+AUGMENT_PROMPT = (
+    "Write one new sentence for the spec, in your own words, like the examples. "
+    "Use every name exactly as written. Write only the sentence."
+)
+
+
+def augment_messages(draft: Task, demos: Sequence[Task]) -> list[dict[str, str]]:
+    """The prompt: instructions, seed examples as spec -> sentence chat turns, then the draft's spec
+    (chat turns rather than one text block: a small chat model answers them with one sentence)."""
+    messages = [{"role": "system", "content": AUGMENT_PROMPT}]
+    for demo in demos:
+        messages += [{"role": "user", "content": f"Spec: {demo.spec()}"}, {"role": "assistant", "content": demo.text}]
+    return messages + [{"role": "user", "content": f"Spec: {draft.spec()}"}]
+
+
+def generate_text(backend: Backend, messages: list[dict[str, str]], max_new_tokens: int) -> str:
+    """Plain generation through a controller backend (no memory calls are run)."""
+    backend.start(messages)
+    stream = backend.stream(max_new_tokens)
+    try:
+        return "".join(stream)
+    finally:
+        stream.close()
+
+
+def clean_generation(text: str) -> str:
+    """The sentence of a generation: after its first 'Sentence:' label, else its first line that
+    is not a spec (small models often echo the prompt's pattern before answering)."""
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    labelled = [line for line in lines if line.lower().startswith("sentence:")]
+    if labelled:
+        lines = [labelled[0][len("sentence:"):]]
+    for line in lines:
+        line = line.strip().strip("\"'` ")
+        if line and not line.lower().startswith("spec:"):
+            return line
+    return ""
+
+
+def rejection(task: Task, text: str, seen: set[str]) -> str | None:
+    """Why a generated sentence cannot be used, or None when it can."""
+    if not text:
+        return "empty"
+    if len(text) > 300 or any(c in text for c in "[]{}") or ">>" in text:
+        return "not a plain sentence"
+    if normalize_term(text) in seen:
+        return "copy of an example"
+    required = task.required_names()
+    missing = {normalize_term(n) for n in required} - names_in(text, required)
+    if missing:
+        return "missing name"
+    if task.kind == "question":
+        if not text.rstrip().endswith("?"):
+            return "not a question"
+        answers = [n for n in task.gold_names if normalize_term(n) not in {normalize_term(r) for r in required}]
+        if names_in(text, answers):
+            return "gives the answer away"
+    elif text.rstrip().endswith("?"):
+        return "not a statement"
+    return None
+
+
+def augment(
+    drafts: Sequence[Task],
+    seeds: Sequence[Task],
+    backend: Backend,
+    *,
+    demos: int = 3,
+    max_new_tokens: int = 48,
+    rng: random.Random | None = None,
+) -> tuple[list[Task], list[dict]]:
+    """(accepted tasks, a log row per draft). Demos are seeds of the draft's type (and shape when
+    there are enough), so the model sees the kind of sentence it must write."""
+    rng = rng or random.Random(0)
+    seen = {normalize_term(s.text) for s in seeds}
+    accepted, log = [], []
+    for draft in drafts:
+        same = [s for s in seeds if s.type == draft.type] or list(seeds)
+        shaped = [s for s in same if s.shape == draft.shape]
+        shots = rng.sample(shaped, min(demos, len(shaped)))  # the draft's shape first, then its type
+        rest = [s for s in same if s not in shots]
+        shots += rng.sample(rest, min(demos - len(shots), len(rest)))
+        raw = generate_text(backend, augment_messages(draft, shots), max_new_tokens)
+        text = clean_generation(raw)
+        why = rejection(draft, text, seen)
+        log.append({"id": draft.id, "spec": draft.spec(), "generated": raw, "text": text, "rejected": why})
+        if why is None:
+            seen.add(normalize_term(text))
+            accepted.append(draft.model_copy(update={"text": text}))
+    return accepted, log
+
+
+# ----------------------------------------------------------------------------- execute, reward, keep
+
+
+def execute(task: Task, backend: Backend, memory_config: MemoryConfig | None = None, *,
+            max_new_tokens: int = 128) -> tuple[TurnResult, Reward]:
+    """Run the task through the controller with a fresh store holding its memory; score the turn."""
+    with TripletStore(":memory:", memory_config) as store:
+        if task.memory:
+            store.write_many(task.memory, at=1.0)
+        result = Controller(backend, store, max_calls=8, max_new_tokens=max_new_tokens).run_turn(task.text)
+        score = reward(task.kind, result.calls, result.reply, gold_triplets=task.gold_triplets,
+                       gold_names=task.gold_names, question=task.text, candidates=task.names(),
+                       canonical=store.canonical_relation, status=result.status)
+    return result, score
+
+
+def trajectory_segments(user: str, assistant_text: str) -> list[Segment]:
+    """A turn as segments: the model's text trained, the results the controller inserted not."""
+    segments = [Segment(role="user", text=user, train=False)]
+    cursor = 0
+    for call in parse_calls(assistant_text):
+        if isinstance(call, Call) and call.kind == "read" and call.results_end is not None:
+            if assistant_text[cursor:call.end]:
+                segments.append(Segment(role="assistant", text=assistant_text[cursor:call.end], train=True))
+            segments.append(Segment(role="memory", text=assistant_text[call.end:call.results_end], train=False))
+            cursor = call.results_end
+    if assistant_text[cursor:]:
+        segments.append(Segment(role="assistant", text=assistant_text[cursor:], train=True))
+    return segments
+
+
+def trajectory_record(task: Task, result: TurnResult, *, source: str = "self_instruct") -> Record:
+    """A kept trajectory as a training Record (gold fields from the task)."""
+    return Record(id=f"{source}-{task.id}", type=task.type, shape=task.shape,
+                  segments=trajectory_segments(task.text, result.text), gold_triplets=task.gold_triplets,
+                  gold_names=task.gold_names, memory=task.memory, split="train", source=source)
+
+
+def run_tasks(tasks: Sequence[Task], backend: Backend, memory_config: MemoryConfig | None = None, *,
+              max_new_tokens: int = 128) -> tuple[list[Record], list[dict]]:
+    """(records of the reward-1 trajectories, a log row per task)."""
+    kept, log = [], []
+    for task in tasks:
+        result, score = execute(task, backend, memory_config, max_new_tokens=max_new_tokens)
+        log.append({"id": task.id, "type": task.type, "text": task.text, "assistant": result.text,
+                    "reward": score.value, "reason": score.reason})
+        if score.value:
+            kept.append(trajectory_record(task, result))
+    return kept, log
+
+
+# ----------------------------------------------------------------------------- config and rounds
+
+
+class TrainStep(BaseModel):
+    """How each round trains: a `memlm train` config plus overrides (dotted key=value)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    config: str = "../train/cpu-smollm2.yaml"
+    overrides: list[str] = []
+    templates: str = "../data/tiny.yaml"  # data config of the template records trained alongside
+
+
+class SelfInstructConfig(BaseModel):
+    """configs/self_instruct/default.yaml. Relative paths are relative to the config file."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    seed: int = 0
+    rounds: int = Field(1, ge=1)
+    tasks_per_round: int = Field(8, ge=1)  # drafts per round (some are dropped by augmentation)
+    world: str = "../data/tiny.yaml"  # data config whose world the drafts' facts come from
+    seed_tasks: str = "seed_tasks.jsonl"
+    test_tasks: str | None = "paraphrase_test.jsonl"  # held-out, hand-written: measured before and after
+    test_limit: int | None = Field(None, ge=1)  # an even spread of N test tasks (every kind), for quick runs
+    augment_model: str | None = None  # the model that writes the sentences (None: the model being trained)
+    demos: int = Field(3, ge=1, le=10)
+    augment_max_new_tokens: int = Field(48, ge=8)
+    execute_max_new_tokens: int = Field(128, ge=8)
+    torch_threads: int | None = Field(None, ge=1)
+    train: TrainStep = TrainStep()
+
+    @classmethod
+    def load(cls, path: str | Path) -> "SelfInstructConfig":
+        path = Path(path)
+        try:
+            data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        except (OSError, yaml.YAMLError) as err:
+            raise ValueError(f"cannot read self-instruct config {path}: {err}") from None
+        try:
+            config = cls.model_validate(data)
+        except ValidationError as err:
+            fields = "\n".join(f"  {'.'.join(map(str, e['loc']))}: {e['msg']}" for e in err.errors())
+            raise ValueError(f"invalid self-instruct config {path}:\n{fields}") from None
+        base = path.resolve().parent
+        resolve = lambda p: str((base / p).resolve()) if p and not Path(p).is_absolute() else p  # noqa: E731
+        config.world, config.seed_tasks = resolve(config.world), resolve(config.seed_tasks)
+        config.test_tasks = resolve(config.test_tasks)
+        config.train.config, config.train.templates = resolve(config.train.config), resolve(config.train.templates)
+        return config
+
+
+def score_tasks(tasks: Sequence[Task], backend: Backend, memory_config: MemoryConfig | None = None, *,
+                max_new_tokens: int = 128) -> dict:
+    """Reward-1 rate on tasks (the held-out paraphrase test): overall and per kind."""
+    _, log = run_tasks(tasks, backend, memory_config, max_new_tokens=max_new_tokens)
+    out: dict = {"tasks": len(log), "correct": sum(r["reward"] for r in log)}
+    for kind in ("write", "read", "unanswerable", "two_hop"):
+        rows = [r for r in log if r["type"] == kind]
+        if rows:
+            out[kind] = sum(r["reward"] for r in rows) / len(rows)
+    out["accuracy"] = out["correct"] / len(log) if log else None
+    return out
+
+
+def run_rounds(config: SelfInstructConfig, model: str, out: Path, *, log: Callable[[str], None] = print,
+               train_fn: Callable | None = None, backend_for: Callable[[str], Backend] | None = None) -> list[dict]:
+    """Run the configured rounds into `out`: per round `round-N/` (drafts, generations, executions,
+    kept.jsonl, adapter/) and one line per round in `rounds.jsonl`. Returns the round rows.
+
+    `backend_for(model)` and `train_fn(train_config)` default to the real model and trainer."""
+    out.mkdir(parents=True, exist_ok=True)
+    seeds = load_tasks(config.seed_tasks)
+    tests = spread(load_tasks(config.test_tasks), config.test_limit) if config.test_tasks else []
+    backend_for = backend_for or _hf_backend(config.torch_threads)
+    writer = backend_for(config.augment_model) if config.augment_model else None
+    train_fn = train_fn or _train
+    kept_files: list[str] = []
+    rows = []
+    for r in range(1, config.rounds + 1):
+        t0 = time.perf_counter()
+        rdir = out / f"round-{r}"
+        backend = backend_for(model)
+        row: dict = {"round": r, "model": model}
+        if tests and r == 1:
+            row["test_before"] = score_tasks(tests, backend, max_new_tokens=config.execute_max_new_tokens)
+            log(f"round {r}: held-out test before: {row['test_before']}")
+        drafts = draft_tasks(config.world, config.tasks_per_round, seed=config.seed + r)
+        tasks, aug_log = augment(drafts, seeds, writer or backend, demos=config.demos,
+                                 max_new_tokens=config.augment_max_new_tokens,
+                                 rng=random.Random(config.seed * 1000 + r))
+        write_jsonl(rdir / "tasks.jsonl", tasks)
+        _dump(rdir / "augment.jsonl", aug_log)
+        kept, run_log = run_tasks(tasks, backend, max_new_tokens=config.execute_max_new_tokens)
+        _dump(rdir / "executions.jsonl", run_log)
+        write_jsonl(rdir / "kept.jsonl", kept)
+        if kept:
+            kept_files.append(str(rdir / "kept.jsonl"))
+        row.update({"drafts": len(drafts), "generated": len(tasks), "kept": len(kept),
+                    "kept_ratio": len(kept) / len(tasks) if tasks else 0.0})
+        log(f"round {r}: {len(drafts)} drafts, {len(tasks)} generated, {len(kept)} kept "
+            f"({row['kept_ratio']:.0%})")
+        del backend
+        adapter = rdir / "adapter"
+        train_fn(_train_config(config, out, kept_files, adapter))
+        model = str(adapter)
+        if tests:
+            row["test_after"] = score_tasks(tests, backend_for(model), max_new_tokens=config.execute_max_new_tokens)
+            log(f"round {r}: held-out test after: {row['test_after']}")
+        row["adapter"], row["seconds"] = model, round(time.perf_counter() - t0, 1)
+        rows.append(row)
+        with open(out / "rounds.jsonl", "a", encoding="utf-8") as fh:
+            fh.write(json.dumps(row) + "\n")
+    return rows
+
+
+def spread(items: list, limit: int | None) -> list:
+    """`limit` items evenly spread over the list (test files are grouped by kind), or all of them."""
+    if limit is None or limit >= len(items):
+        return list(items)
+    return [items[(2 * i + 1) * len(items) // (2 * limit)] for i in range(limit)]
+
+
+def _dump(path: Path, rows: list[dict]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+
+
+def _hf_backend(threads: int | None) -> Callable[[str], Backend]:
+    def make(model: str) -> Backend:
+        import torch
+
+        from memory_runtime.hf_backend import HFBackend
+        from memory_runtime.models import load_model
+
+        if threads:
+            torch.set_num_threads(threads)
+        loaded, tokenizer = load_model(model, merge=True)
+        return HFBackend(loaded, tokenizer)
+
+    return make
+
+
+def _train_config(config: SelfInstructConfig, out: Path, kept_files: list[str], adapter: Path):
+    """The round's training config: templates (generated once into out/templates) + kept trajectories."""
+    from data_gen.config import DataConfig
+    from training.config import load_config
+
+    templates = out / "templates"
+    if not (templates / "dataset_dict.json").exists():
+        from data_gen.generate import generate
+
+        generate(DataConfig.load(config.train.templates), templates, overwrite=True, show_progress=False)
+    overrides = [*config.train.overrides, f"data.path={json.dumps(str(templates))}", "data.synthetic=null",
+                 f"data.extra_jsonl={json.dumps(kept_files)}", f"output.output_dir={json.dumps(str(adapter))}"]
+    return load_config(config.train.config, overrides)
+
+
+def _train(train_config) -> None:
+    from training.trainer import train
+
+    train(train_config)

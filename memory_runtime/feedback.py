@@ -1,0 +1,196 @@
+"""Learning from feedback (after RAM): 👍/👎 on a reply, corrections in natural language, and the
+"ask for help" trigger when a wrong answer comes back.
+
+    good      the exchange is kept as a feedback trajectory (the model's turn trained as it was).
+    bad       the reply is remembered as wrong for that question; nothing is trained.
+    correct   "No, Dorothea works for BMW now": the model turns the correction into writes (run on
+              a scratch copy of the memory, on the correction alone: memlm's models are trained on
+              single turns, and with the wrong question as context the 135M model reads instead
+              of writing), partial
+              names are completed from the memory ("Dorothea" -> "Dorothea Altemus" when only
+              one stored name fits), facts the wrong reply rested on that the correction
+              contradicts are ended (they stay in history), then the writes are stored (a
+              functional relation supersedes the old fact itself). The exchange becomes a
+              trajectory whose trained part is the writes as they were stored.
+    flag      a reply to a question equal to one marked wrong (bad or corrected) for that same
+              question is flagged `repeated_wrong`: the model should ask for help, not repeat.
+
+Feedback trajectories are data_gen Records (type "feedback") in `trajectories.jsonl`, which
+`memlm train` includes with data.extra_jsonl; every event also goes to `events.jsonl`.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from data_gen.records import Record, Segment
+from memory_runtime.controller import Controller, TurnResult
+from memory_runtime.protocol import render_write
+from memory_runtime.store import TripletStore, normalize_term
+
+ACK = " Noted."  # what a statement's writes are followed by in training data (data_gen replies.ack)
+
+
+@dataclass
+class Exchange:
+    """A user turn and the model's answer (what feedback is about)."""
+
+    user: str
+    result: TurnResult
+
+
+@dataclass
+class Correction:
+    writes: list[tuple[str, str, str]]  # as stored (names completed from memory)
+    ended: list[tuple[str, str, str]] = field(default_factory=list)  # contradicted facts ended by the correction
+    superseded: list[tuple[str, str, str]] = field(default_factory=list)  # replaced by a functional write
+    turn: TurnResult | None = None  # the model's turn on the correction
+    record: Record | None = None  # the feedback trajectory (None when nothing was written)
+
+
+class FeedbackLog:
+    """Append-only JSONL files in `directory` (None: keep nothing on disk)."""
+
+    def __init__(self, directory: str | Path | None) -> None:
+        self.directory = Path(directory) if directory is not None else None
+        self._lock = threading.Lock()
+
+    @property
+    def trajectories_path(self) -> Path | None:
+        return self.directory / "trajectories.jsonl" if self.directory else None
+
+    def _append(self, name: str, line: str) -> None:
+        if self.directory is None:
+            return
+        with self._lock:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            with open(self.directory / name, "a", encoding="utf-8") as fh:
+                fh.write(line + "\n")
+
+    def event(self, row: dict) -> None:
+        self._append("events.jsonl", json.dumps({"time": time.time(), **row}))
+
+    def trajectory(self, record: Record) -> None:
+        self._append("trajectories.jsonl", record.model_dump_json())
+
+
+def complete_name(term: str, known: list[str]) -> str:
+    """`term`, or the one known name whose words include all of its words ("Dorothea" ->
+    "Dorothea Altemus"); unchanged when none or several fit."""
+    key = normalize_term(term)
+    if any(normalize_term(k) == key for k in known):
+        return term
+    words = set(key.split())
+    fits = {normalize_term(k): k for k in known if words and words <= set(normalize_term(k).split())}
+    return next(iter(fits.values())) if len(fits) == 1 else term
+
+
+class Feedback:
+    """Feedback of every namespace on one store; thread-safe for the server."""
+
+    def __init__(self, store: TripletStore, log: FeedbackLog | None = None) -> None:
+        self.store = store
+        self.log = log or FeedbackLog(None)
+        self._wrong: dict[tuple[str, str], set[str]] = {}
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------------ the ask-for-help trigger
+
+    def repeated_wrong(self, namespace: str, user: str, reply: str) -> bool:
+        """Is this reply one already marked wrong for this question? (Logged when it is.)"""
+        with self._lock:
+            wrong = normalize_term(reply) in self._wrong.get((namespace, normalize_term(user)), set())
+        if wrong:
+            self.log.event({"namespace": namespace, "event": "repeated_wrong", "user": user, "reply": reply})
+        return wrong
+
+    def _mark_wrong(self, namespace: str, exchange: Exchange) -> bool:
+        """Remember the reply as wrong; True when it had been marked wrong before (a repeat)."""
+        key, reply = (namespace, normalize_term(exchange.user)), normalize_term(exchange.result.reply)
+        with self._lock:
+            seen = self._wrong.setdefault(key, set())
+            repeat = reply in seen
+            seen.add(reply)
+        return repeat
+
+    # ------------------------------------------------------------------ ratings
+
+    def rate(self, namespace: str, exchange: Exchange, good: bool) -> dict:
+        """👍 keeps the exchange as a trajectory; 👎 marks the reply wrong. Returns the logged event."""
+        event = {"namespace": namespace, "event": "good" if good else "bad", "user": exchange.user,
+                 "reply": exchange.result.reply, "assistant": exchange.result.text}
+        segments = _turn_segments(exchange.user, exchange.result.text, train=True)
+        if good and any(seg.train for seg in segments):
+            record = Record(id=f"feedback-{uuid.uuid4().hex[:12]}", type="feedback", source="feedback",
+                            split="train", segments=segments)
+            self.log.trajectory(record)
+            event["record"] = record.id
+        elif not good and self._mark_wrong(namespace, exchange):
+            event["repeated_wrong"] = True
+        self.log.event(event)
+        return event
+
+    # ------------------------------------------------------------------ corrections
+
+    def correct(self, controller: Controller, text: str, exchange: Exchange | None = None) -> Correction:
+        """Turn a correction into writes through the model (see the module docstring).
+
+        `controller` is the user's controller (its backend, namespace and limits are used; the
+        model runs against a scratch copy of the memory, so only the completed writes are stored)."""
+        namespace = controller.namespace
+        if exchange is not None:
+            self._mark_wrong(namespace, exchange)
+        current = self.store.facts(namespace)
+        with TripletStore(":memory:", self.store.config) as scratch:
+            if current:
+                scratch.write_many([f.triplet for f in current], namespace=namespace, at=1.0)
+            model = Controller(controller.backend, scratch, namespace=namespace,
+                               system_prompt=controller.system_prompt, max_calls=controller.max_calls,
+                               max_new_tokens=controller.max_new_tokens)
+            turn = model.run_turn(text)
+        known = [n for f in current for n in (f.subject, f.object)]
+        if exchange is not None:
+            known += [n for c in exchange.result.calls for t in c.results for n in (t.subject, t.object)]
+        writes = [(complete_name(c.fields[0], known), c.fields[1], complete_name(c.fields[2], known))
+                  for c in turn.calls if c.kind == "write"]
+        out = Correction(writes=writes, turn=turn)
+        if writes:
+            results = self.store.write_many(writes, namespace=namespace)  # functional relations supersede
+            out.superseded = [f.triplet for res in results for f in res.superseded]
+            rested_on = [t for c in (exchange.result.calls if exchange else []) for t in c.results]
+            for s, r, o in writes:  # other facts the wrong reply used that the correction contradicts
+                rel = normalize_term(self.store.canonical_relation(r))
+                for t in rested_on:
+                    if (normalize_term(t.subject) == normalize_term(s)
+                            and normalize_term(self.store.canonical_relation(t.relation)) == rel
+                            and normalize_term(t.object) != normalize_term(o)
+                            and self.store.forget(*t, namespace=namespace)):
+                        out.ended.append(tuple(t))
+            segments = (_turn_segments(exchange.user, exchange.result.text, train=False) if exchange else [])
+            segments += [Segment(role="user", text=text, train=False),
+                         Segment(role="assistant", text=" ".join(render_write(*w) for w in writes) + ACK, train=True)]
+            out.record = Record(id=f"feedback-{uuid.uuid4().hex[:12]}", type="feedback", source="feedback",
+                                split="train", segments=segments, gold_triplets=writes,
+                                memory=[f.triplet for f in current])
+            self.log.trajectory(out.record)
+        self.log.event({"namespace": namespace, "event": "correction", "text": text,
+                        "user": exchange.user if exchange else None,
+                        "reply": exchange.result.reply if exchange else None, "model": turn.text, "writes": writes,
+                        "ended": out.ended, "superseded": out.superseded,
+                        "record": out.record.id if out.record else None})
+        return out
+
+
+def _turn_segments(user: str, assistant_text: str, *, train: bool) -> list[Segment]:
+    """A turn as segments (inserted read results never trained)."""
+    from data_gen.self_instruct import trajectory_segments
+
+    segments = trajectory_segments(user, assistant_text)
+    if not train:
+        segments = [s.model_copy(update={"train": False}) for s in segments]
+    return segments

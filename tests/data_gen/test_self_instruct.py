@@ -1,0 +1,185 @@
+"""Self-instruct with a scripted backend: drafting, augmentation filters, execution, kept records, a round."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+
+from data_gen.records import Record
+from data_gen.self_instruct import (
+    SelfInstructConfig,
+    Task,
+    augment,
+    draft_tasks,
+    load_tasks,
+    rejection,
+    run_rounds,
+    run_tasks,
+    score_tasks,
+    trajectory_segments,
+)
+from memory_runtime.backend import ScriptedBackend
+from memory_runtime.protocol import render_read, render_write
+
+REPO = Path(__file__).resolve().parents[2]
+CONFIGS = REPO / "configs" / "self_instruct"
+STATEMENT = Task(id="t1", type="write", gold_triplets=[("Ada Lin", "employed by", "Pfizer"), ("Bo Ek", "employed by", "Pfizer")],
+                 gold_names=["Ada Lin", "Bo Ek", "Pfizer"])
+MEMORY = [("Ada Lin", "employed by", "Pfizer"), ("Bo Ek", "employed by", "Pfizer"), ("Cy Do", "investor in", "BMW")]
+QUESTION = Task(id="t2", type="read", shape="rel_org", gold_triplets=MEMORY[:2], gold_names=["Ada Lin", "Bo Ek"],
+                reads=[(None, "employed by", "Pfizer")], memory=MEMORY)
+
+
+def test_shipped_seed_and_test_tasks_cover_every_shape_and_are_disjoint():
+    seeds, tests = load_tasks(CONFIGS / "seed_tasks.jsonl"), load_tasks(CONFIGS / "paraphrase_test.jsonl")
+    assert len(seeds) >= 24 and len(tests) >= 40
+    for tasks in (seeds, tests):
+        assert {t.type for t in tasks} == {"write", "read", "unanswerable", "two_hop"}
+        assert {t.shape for t in tasks if t.type == "read"} == {"per", "per_org", "per_rel", "org", "rel", "rel_org",
+                                                                  "per_rel_org"}
+    seed_names = {n for t in seeds for n in t.names()}
+    test_people = {t[0] for t in tests for t in [*t.memory, *t.gold_triplets]}
+    assert not seed_names & test_people  # the held-out test shares no person with the seeds
+    SelfInstructConfig.load(CONFIGS / "default.yaml")
+
+
+def test_draft_tasks_come_with_gold_from_the_world(tmp_path):
+    drafts = draft_tasks(REPO / "configs" / "data" / "tiny.yaml", 12, seed=1)
+    assert len(drafts) == 12 and {d.type for d in drafts} >= {"write", "read"}
+    for d in drafts:
+        assert d.text == "" and d.required_names() is not None
+        assert d.spec().startswith("state: " if d.type == "write" else "ask: ")
+        if d.type == "read":
+            assert d.gold_triplets and set(map(tuple, d.gold_triplets)) <= set(map(tuple, d.memory))
+
+
+def test_rejection_filters_generations():
+    seen = {"ada lin and bo ek work for pfizer"}
+    assert rejection(STATEMENT, "Pfizer took on Ada Lin and Bo Ek.", seen) is None
+    assert rejection(STATEMENT, "Pfizer took on Ada Lin.", seen) == "missing name"
+    assert rejection(STATEMENT, "Ada Lin and Bo Ek work for Pfizer.", seen) == "copy of an example"
+    assert rejection(STATEMENT, "Do Ada Lin and Bo Ek work for Pfizer?", seen) == "not a statement"
+    assert rejection(QUESTION, "Who is on the staff at Pfizer?", seen) is None
+    assert rejection(QUESTION, "Pfizer staff.", seen) == "not a question"
+    assert rejection(QUESTION, "Does Ada Lin work at Pfizer?", seen) == "gives the answer away"
+    assert rejection(QUESTION, "", seen) == "empty"
+
+
+def test_augment_with_a_scripted_backend_keeps_only_valid_generations():
+    seeds = load_tasks(CONFIGS / "seed_tasks.jsonl")
+    backend = ScriptedBackend(["Sentence: Pfizer took on Ada Lin and Bo Ek.\nSpec: ...", "Pfizer took on Ada Lin.",
+                               "Who is on the staff at Pfizer?"])
+    drafts = [STATEMENT, STATEMENT.model_copy(update={"id": "t3"}), QUESTION]
+    tasks, log = augment(drafts, seeds, backend, demos=3, rng=random.Random(0))
+    assert [t.text for t in tasks] == ["Pfizer took on Ada Lin and Bo Ek.", "Who is on the staff at Pfizer?"]
+    assert [row["rejected"] for row in log] == [None, "missing name", None]
+    prompt = backend.seen[0]  # seed examples of the same type as chat turns, then the draft's spec
+    assert [m["role"] for m in prompt] == ["system"] + ["user", "assistant"] * 3 + ["user"]
+    assert all(m["content"].startswith("Spec: state:") for m in prompt if m["role"] == "user")
+    assert prompt[-1]["content"] == "Spec: state: Ada Lin >> employed by >> Pfizer; Bo Ek >> employed by >> Pfizer"
+
+
+def test_run_tasks_keeps_reward_one_trajectories_as_records():
+    statement = STATEMENT.model_copy(update={"text": "Pfizer took on Ada Lin and Bo Ek."})
+    question = QUESTION.model_copy(update={"text": "Who is on the staff at Pfizer?"})
+    writes = render_write("Ada Lin", "employed by", "Pfizer") + " " + render_write("Bo Ek", "employed by", "Pfizer")
+    backend = ScriptedBackend([
+        writes + " Noted.",
+        [render_read(None, "employed by", "Pfizer"), " Ada Lin and Bo Ek are employed by Pfizer."],
+        render_write("Ada Lin", "employed by", "Pfizer") + " Noted.",  # partial: dropped
+        [render_read(None, "employed by", "Pfizer"), " Ada Lin is employed by Pfizer."],  # wrong: dropped
+    ])
+    kept, log = run_tasks([statement, question, statement, question], backend)
+    assert [r["reward"] for r in log] == [1, 1, 0, 0]
+    assert [r["reason"] for r in log][2:] == ["partial writes", "wrong answer"]
+    read = kept[1]
+    assert isinstance(read, Record) and read.type == "read" and read.shape == "rel_org" and read.source == "self_instruct"
+    assert [(s.role, s.train) for s in read.segments] == [("user", False), ("assistant", True), ("memory", False),
+                                                          ("assistant", True)]
+    assert read.segments[2].text == " {Ada Lin>>employed by>>Pfizer}; {Bo Ek>>employed by>>Pfizer}]"
+    Record.model_validate_json(read.model_dump_json())
+
+
+def test_trajectory_segments_split_two_reads():
+    text = "[MEM_READ{A>>r>>}: {A>>r>>O}] [MEM_READ{>>s>>O}: NONE] I don't know."
+    segs = trajectory_segments("q?", text)
+    assert [s.role for s in segs] == ["user", "assistant", "memory", "assistant", "memory", "assistant"]
+    assert "".join(s.text for s in segs[1:]) == text
+
+
+def test_a_round_logs_counts_and_trains_on_the_kept_trajectories(tmp_path, monkeypatch):
+    """The loop end to end with a scripted model and a recording trainer (no real model)."""
+    config = SelfInstructConfig.load(CONFIGS / "default.yaml")
+    config.tasks_per_round, config.test_tasks = 3, None
+    seen_configs = []
+
+    class Echo(ScriptedBackend):
+        """Augmentation: 'X and Y work for O.'-ish sentences built from the prompt's spec; execution: writes."""
+
+        def __init__(self):
+            super().__init__([])
+
+        def start(self, messages):
+            text = messages[-1]["content"]
+            if "Spec:" in text:
+                spec = text.rsplit("Spec: ", 1)[1]
+                self._answer = (f"Sentence: {spec.replace('>>', '')}." if spec.startswith("state:") else "Who?")
+            else:
+                self._answer = "Nothing to store."
+            self._turns = [[self._answer]]
+            super().start(messages)
+
+    rows = run_rounds(config, "scripted", tmp_path, log=lambda line: None, backend_for=lambda m: Echo(),
+                      train_fn=seen_configs.append)
+    assert len(rows) == 1 and rows[0]["drafts"] == 3 and rows[0]["kept"] == 0
+    assert json.loads((tmp_path / "rounds.jsonl").read_text())["kept_ratio"] == rows[0]["kept_ratio"]
+    train = seen_configs[0]
+    assert train.data.path.endswith("templates") and train.data.extra_jsonl == []
+    assert train.output.output_dir == str(tmp_path / "round-1" / "adapter") and train.optim.max_steps == 60
+
+
+def test_cli_names_a_bad_config_field(tmp_path):
+    from typer.testing import CliRunner
+
+    from memlm.cli import app
+
+    bad = tmp_path / "si.yaml"
+    bad.write_text("rounds: 0\ntask_per_round: 3\n")
+    result = CliRunner().invoke(app, ["self-instruct", "--config", str(bad), "--out", str(tmp_path / "out")])
+    assert result.exit_code == 2
+    assert "rounds" in result.output and "task_per_round" in result.output
+
+
+@pytest.mark.slow
+def test_one_real_round_with_the_embedded_model(tmp_path):
+    """Augment, execute, reward and a 1-step training run with the real embedded default model."""
+    from memory_runtime.models import EMBEDDED_MODEL
+
+    config = SelfInstructConfig.load(CONFIGS / "default.yaml")
+    config.tasks_per_round, config.test_tasks, config.augment_max_new_tokens = 3, None, 24
+    config.execute_max_new_tokens = 24
+    config.train.overrides = [*config.train.overrides, "optim.max_steps=1", "data.max_train_records=8"]
+    rows = run_rounds(config, EMBEDDED_MODEL, tmp_path, log=lambda line: None)
+    assert rows[0]["drafts"] == 3 and 0 <= rows[0]["kept"] <= rows[0]["generated"] <= 3
+    assert len((tmp_path / "round-1" / "augment.jsonl").read_text().splitlines()) == 3
+    assert (tmp_path / "round-1" / "adapter" / "adapter_config.json").exists()
+
+
+def test_spread_takes_every_kind():
+    from data_gen.self_instruct import spread
+
+    tests = load_tasks(CONFIGS / "paraphrase_test.jsonl")
+    assert {t.type for t in spread(tests, 12)} == {"write", "read", "unanswerable", "two_hop"}
+    assert spread(tests, None) == tests and spread(tests[:3], 5) == tests[:3]
+
+
+def test_clean_generation_takes_the_sentence_not_an_echoed_spec():
+    from data_gen.self_instruct import clean_generation
+
+    assert clean_generation("Spec: ask: X >> ?\nSentence: Remind me of X.\n\nSpec: ...") == "Remind me of X."
+    assert clean_generation("Spec: state: X >> founder of Y\n\nSpec: state: Z") == ""
+    assert clean_generation('  "Who runs Pfizer?"\nmore') == "Who runs Pfizer?"
+    assert rejection(STATEMENT, "Ada Lin >> Bo Ek >> Pfizer", set()) == "not a plain sentence"

@@ -1,0 +1,51 @@
+"""data.extra_jsonl: Record JSONL files (self-instruct and feedback trajectories) join the train split."""
+
+from __future__ import annotations
+
+import pytest
+
+from data_gen.records import Record, Segment
+from training.config import ConfigError, load_config, preflight
+from training.data import load_record_splits
+
+RECORD = Record(id="feedback-1", type="feedback", source="feedback", split="train", segments=[
+    Segment(role="user", text="No, Ada Lin works for BMW now.", train=False),
+    Segment(role="assistant", text="[MEM_WRITE{Ada Lin>>employed by>>BMW}] Noted.", train=True)])
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory):
+    from data_gen.config import DataConfig
+    from data_gen.generate import generate
+    from tests.data_gen.conftest import TINY
+
+    out = tmp_path_factory.mktemp("tiny-data")
+    generate(DataConfig.load(TINY), out, overwrite=True, show_progress=False)
+    return out
+
+
+def test_extra_records_are_appended_to_the_train_split(tmp_path, data_dir):
+    extra = tmp_path / "kept.jsonl"
+    extra.write_text(RECORD.model_dump_json() + "\n")
+    base = load_record_splits(load_config(None, [f"data.path={data_dir}"]))["train"]
+    config = load_config(None, [f"data.path={data_dir}", f"data.extra_jsonl=[{extra}]", "data.max_train_records=10"])
+    splits = load_record_splits(config)
+    assert len(splits["train"]) == 11 and len(base) == 120
+    assert splits["train"][-1]["id"] == "feedback-1" and splits["train"][-1]["segments"][1]["train"] is True
+
+
+def test_extra_records_alone_are_training_data(tmp_path):
+    extra = tmp_path / "kept.jsonl"
+    extra.write_text(RECORD.model_dump_json() + "\n\n")
+    config = load_config(None, [f"data.extra_jsonl=[{extra}]", "output.eval_strategy=no"])
+    splits = load_record_splits(config)
+    assert len(splits["train"]) == 1 and splits["validation"] is None
+
+
+def test_bad_extra_files_are_named(tmp_path):
+    with pytest.raises(ConfigError, match=r"data.extra_jsonl.0: .* is not a file"):
+        preflight(load_config(None, [f"data.extra_jsonl=[{tmp_path / 'missing.jsonl'}]", "output.eval_strategy=no"]))
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"id": "x"}\n')
+    with pytest.raises(ValueError, match=r"bad.jsonl:1: not a data_gen Record"):
+        load_record_splits(load_config(None, [f"data.extra_jsonl=[{bad}]", "output.eval_strategy=no"]))
