@@ -146,3 +146,16 @@ def test_worker_processes_give_the_same_results(tiny_data, tiny_model_dir, tmp_p
 
     assert cases(tmp_path / "two") == cases(tmp_path / "one")
     assert two["memlm"]["records"] == one["memlm"]["records"]
+
+
+def test_memlm_eval_names_a_real_file_of_unknown_format(tiny_data, tmp_path):
+    from typer.testing import CliRunner
+
+    from memlm.cli import app
+
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"passage": "Ann Lee works for Pfizer."}) + "\n")
+    r = CliRunner().invoke(app, ["eval", "--model", "x", "--data", str(tiny_data), "--out", str(tmp_path / "o"),
+                                 "--parts", "real", "--real", str(bad)])
+    assert r.exit_code == 2 and "neither Re-DocRED" in r.output
+    assert not (tmp_path / "o").exists()  # nothing written for a run that could not start
