@@ -134,7 +134,3 @@ def answer_correct(answer: str, gold_names: Sequence[str], candidates: Iterable[
     if not gold:
         return abstains(answer) and not listed
     return listed == gold
-
-
-def rate(hits: int, total: int) -> float | None:
-    return hits / total if total else None

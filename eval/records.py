@@ -47,7 +47,7 @@ def gold_calls(assistant_text: str) -> list[Call]:
     return [c for c in parse_calls(assistant_text) if isinstance(c, Call)]
 
 
-def category(record: Record, turn_index: int, calls: Sequence[Call]) -> str:
+def category(record: Record, calls: Sequence[Call]) -> str:
     """What a turn tests: write, update (the changing write), update_question, negative,
     read/<shape>, unanswerable, two_hop."""
     if any(c.kind == "read" for c in calls):
@@ -76,9 +76,10 @@ def one_typo(term: str, rng: random.Random) -> str:
 def with_typo(record: Record, seed: int) -> tuple[str, str, str] | None:
     """(original user text, typo'd user text, the name that got the typo) for an answerable
     one-turn question whose read names a person or organisation given in the text, else None."""
-    if record.type != "read" or len(turns_of(record)) != 1:
+    turns = turns_of(record)
+    if record.type != "read" or len(turns) != 1:
         return None
-    user, assistant = turns_of(record)[0]
+    user, assistant = turns[0]
     reads = [c for c in gold_calls(assistant) if c.kind == "read"]
     names = [f for c in reads for f in (c.fields[0], c.fields[2]) if f and f in user and len(f) > 3]
     if not names:
@@ -112,7 +113,7 @@ def evaluate_record(system: System, record: Record, memory_config: MemoryConfig 
         pred_writes = [c.fields for c in got if c.kind == "write"]
         row = {
             "id": record.id, "type": record.type, "shape": record.shape, "turn": k,
-            "category": category(record, k, gold), "user": user,
+            "category": category(record, gold), "user": user,
             "gold_calls": gold_texts,
             "calls": [c.text for c in got],
             "calls_exact": got_texts == gold_texts and len(got_texts) == len(got),
