@@ -29,7 +29,7 @@ from memory_runtime.yaml_config import read_mapping, validate
 
 SPLITS = ("train", "validation", "test")
 READ_SHAPES = ("per", "per_org", "per_rel", "org", "rel", "rel_org", "per_rel_org")
-RECORD_KINDS = ("write", "read", "unanswerable", "update", "two_hop", "negative")
+RECORD_KINDS = ("write", "read", "unanswerable", "update", "two_hop", "negative", "passage")
 
 
 class ConfigError(ValueError):
@@ -180,6 +180,7 @@ class MixConfig(_Strict):
     update: float = Field(0, ge=0)
     two_hop: float = Field(0, ge=0)
     negative: float = Field(0, ge=0)
+    passage: float = Field(0, ge=0)  # a realistic statement (data_gen/passages.py) -> its write calls
 
     @model_validator(mode="after")
     def _something(self) -> "MixConfig":
@@ -263,6 +264,14 @@ class EpisodeConfig(_Strict):
         return self
 
 
+class PassagesConfig(_Strict):
+    """Realistic statements and hard negatives (data_gen/passages.py)."""
+
+    bank: str | None = None  # the phrase bank; null = data_gen/passages.yaml
+    max_facts: int = Field(2, ge=1, le=2)  # facts one passage may state
+    hard_negatives: float = Field(0.7, ge=0, le=1)  # share of negative records drawn from the bank's negatives
+
+
 class RepliesConfig(_Strict):
     """The assistant's fixed short texts (kept short and identical: the model is small)."""
 
@@ -291,6 +300,7 @@ class DataConfig(_Strict):
     two_hop: TwoHopConfig = TwoHopConfig()
     episodes: EpisodeConfig = EpisodeConfig()
     replies: RepliesConfig = RepliesConfig()
+    passages: PassagesConfig = PassagesConfig()
     memory_config: str | None = None  # the runtime's relation table; null = memory_runtime/relations.yaml
     questions: GeneralQuestions
     negatives: list[str] = []  # statements that hold no fact to store
@@ -306,7 +316,7 @@ class DataConfig(_Strict):
                 raise ValueError(f"relations[{i}].name: duplicate relation {name!r}")
         if not any(r.weight for r in self.relations):
             raise ValueError("relations: every weight is 0")
-        if self.mix.negative and not self.negatives:
+        if self.mix.negative and self.passages.hard_negatives < 1 and not self.negatives:
             raise ValueError("negatives: mix.negative > 0 needs at least one template")
         if (self.mix.read or self.mix.unanswerable) and self.shapes.per_rel_org:
             if not any(r.questions.per_rel_org and r.weight for r in self.relations):
@@ -345,10 +355,11 @@ class DataConfig(_Strict):
         if not isinstance(data, dict):
             raise ConfigError(f"invalid data config {source}: expected a mapping at the top level")
         config = validate(cls, data, "data config", source, ConfigError)
-        if config.memory_config is not None and base_dir is not None:
-            path = Path(config.memory_config)
-            if not path.is_absolute():
-                config.memory_config = str((Path(base_dir) / path).resolve())
+        for key in ("memory_config", "bank"):
+            owner = config if key == "memory_config" else config.passages
+            value = getattr(owner, key)
+            if value is not None and base_dir is not None and not Path(value).is_absolute():
+                setattr(owner, key, str((Path(base_dir) / value).resolve()))
         try:
             check_against_memory(config)
         except ValueError as err:
@@ -440,6 +451,18 @@ def check_against_memory(config: DataConfig) -> None:
             raise ValueError(f"relations[{i}].statements.plural: needed (statements may name several people)")
         if kind not in ("object", "both") and rel.fact.plural is None:
             raise ValueError(f"relations[{i}].fact.plural: needed (answers may list several people)")
+    if config.mix.passage or (config.mix.negative and config.passages.hard_negatives):
+        from data_gen.passages import PassageBank
+
+        try:
+            bank = PassageBank.load(config.passages.bank)
+        except (OSError, ValueError) as err:
+            raise ValueError(f"passages.bank: {err}") from None
+        for name in bank.relations:
+            if canonical.get(normalize_term(name)) != name:
+                raise ValueError(
+                    f"passages.bank: relation {name!r} is not a canonical name of the memory relation table"
+                )
     if config.mix.update or config.episodes.updates.max:
         if not any(r.updates and r.weight for r in config.relations):
             raise ValueError("relations: mix.update or episodes.updates need a relation with updates")

@@ -4,6 +4,7 @@ Conventions (what the model is trained to produce; segments marked * are trained
 
     write         user statement | *calls " ".join(MEM_WRITE...) | *" Noted."
     negative      user statement without a fact | *"Nothing to store."
+    passage       realistic statement (data_gen/passages.py) | *calls | *" Noted."
     read          user question | *MEM_READ{q}: | memory " {...}; {...}]" | *" <answer>"
     unanswerable  as read, the memory returns " NONE]" and the answer is " I don't know."
     update        user update | *MEM_WRITE | *" Noted." | user question | *read | memory | *" <answer>"
@@ -38,6 +39,7 @@ from typing import Callable
 
 from data_gen.config import READ_SHAPES, RECORD_KINDS, DataConfig, RelationConfig
 from data_gen.oracle import MemoryOracle, Session, TripletT
+from data_gen.passages import PassageBank, PassageMaker
 from data_gen.records import Record, Segment
 from data_gen.text import fill, oxford
 from data_gen.world import Pool, derive_seed
@@ -162,6 +164,15 @@ class Builder:
         self.plant_chains = bool(self.pairs) and config.mix.two_hop > 0  # two-hop records need a chain
         self._memory: Memory | None = None
         self.shape_weights = {s: getattr(config.shapes, s) for s in READ_SHAPES}
+        self._passages: PassageMaker | None = None
+
+    @property
+    def passages(self) -> PassageMaker:
+        if self._passages is None:
+            bank = PassageBank.load(self.config.passages.bank)
+            self._passages = PassageMaker(bank, self.pool.people, self.pool.orgs, list(bank.relations), self.rng,
+                                          self.config.passages.max_facts)
+        return self._passages
 
     # ------------------------------------------------------------------ sampling
 
@@ -306,13 +317,27 @@ class Builder:
         return self.record(rid, "write", segments, gold_triplets=triplets, gold_names=[*people, org])
 
     def negative(self, rid: str) -> Record:
-        scene = Scene()
-        text = fill(self.rng.choice(self.config.negatives), per=self.fresh_person(scene), org=self.fresh_org(scene))
+        if self.rng.random() < self.config.passages.hard_negatives:
+            text = self.passages.negative()
+        else:
+            scene = Scene()
+            text = fill(self.rng.choice(self.config.negatives), per=self.fresh_person(scene), org=self.fresh_org(scene))
         segments = [
             Segment(role="user", text=text, train=False),
             Segment(role="assistant", text=self.replies.nothing, train=True),
         ]
         return self.record(rid, "negative", segments)
+
+    def passage(self, rid: str) -> Record:
+        """A realistic statement (apposition, possessive, passive, distractors...) -> its writes."""
+        text, triplets = self.passages.passage()
+        segments = [
+            Segment(role="user", text=text, train=False),
+            Segment(role="assistant", text=" ".join(render_write(*t) for t in triplets), train=True),
+            Segment(role="assistant", text=" " + self.replies.ack, train=True),
+        ]
+        names = [*dict.fromkeys(t[0] for t in triplets), *dict.fromkeys(t[2] for t in triplets)]
+        return self.record(rid, "passage", segments, gold_triplets=triplets, gold_names=names)
 
     def question_rels(self, shape: str) -> list[Rel]:
         """The relations a question of this shape can be asked about (existence checks need phrasings)."""

@@ -304,6 +304,7 @@ with a trained assistant segment; the training tokenizer appends the end-of-turn
 |---|---|
 | write | user statement, *write calls (one per person, space-separated), *" {config.replies.ack}" |
 | negative | user statement with no fact, *"{config.replies.nothing}" |
+| passage | realistic statement (apposition, possessive, passive, distractors; data_gen/passages.py), *write calls in the order the facts appear, *" {config.replies.ack}" |
 | read | user question, *read call, memory results, *" answer" listing every name (Oxford comma) |
 | unanswerable | user question, *read call, memory " NONE]", *" {config.replies.unknown}" |
 | update | user update, *write call, *" {config.replies.ack}", user question, *read call, memory, *" answer" (the new fact: the store superseded the old one) |

@@ -17,7 +17,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 Role = Literal["user", "assistant", "memory"]
-RecordType = Literal["write", "read", "unanswerable", "update", "two_hop", "negative", "feedback"]
+RecordType = Literal["write", "read", "unanswerable", "update", "two_hop", "negative", "passage", "feedback"]
 QueryShape = Literal["per", "per_org", "per_rel", "org", "rel", "rel_org", "per_rel_org"]
 TripletT = tuple[str, str, str]
 

@@ -48,8 +48,8 @@ def gold_calls(assistant_text: str) -> list[Call]:
 
 
 def category(record: Record, calls: Sequence[Call]) -> str:
-    """What a turn tests: write, update (the changing write), update_question, negative,
-    read/<shape>, unanswerable, two_hop."""
+    """What a turn tests: write, passage (a realistic statement), update (the changing write),
+    update_question, negative, read/<shape>, unanswerable, two_hop."""
     if any(c.kind == "read" for c in calls):
         if record.type in ("two_hop", "unanswerable"):
             return record.type
@@ -57,7 +57,7 @@ def category(record: Record, calls: Sequence[Call]) -> str:
             return "update_question"
         return f"read/{record.shape}"
     if calls:
-        return "update" if record.type == "update" else "write"
+        return record.type if record.type in ("update", "passage") else "write"
     return "negative"
 
 

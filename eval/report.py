@@ -10,7 +10,7 @@ from statistics import mean, median
 from eval.metrics import PRF
 from eval.real_probe import summarise_real
 
-CATEGORY_ORDER = ["write", "update", "update_question", "negative", "read/per", "read/per_org", "read/per_rel", "read/org",
+CATEGORY_ORDER = ["write", "passage", "update", "update_question", "negative", "read/per", "read/per_org", "read/per_rel", "read/org",
                   "read/rel", "read/rel_org", "read/per_rel_org", "unanswerable", "two_hop"]
 
 

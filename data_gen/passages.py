@@ -1,0 +1,405 @@
+"""Realistic statements: person–organisation facts the way news, biographies and profiles state
+them, and sentences that state none (hard negatives).
+
+Templated statements ("X works for Y.") teach the call format; real text buries a fact in an
+apposition ("Jane Roe, CEO of Acme, said ..."), a possessive ("Acme's founder, Jane Roe"), a
+passive or relative clause, next to dates, titles, places and other organisations the person has
+no stated relation to. A model trained on templates alone writes something for almost every real
+sentence. The phrase bank (data_gen/passages.yaml, or `passages.bank`) lists the pieces; the frames
+below put them together:
+
+    simple       "{per} <vp>."                            two_facts   "{per}, <app>, <vp>."
+    sentence     "<s>"  (organisation first, passive)     two_people  "{per} <vp>, while {per2} <vp>."
+    apposition   "{per}, <app>, <distractor>."            surname     "{per} <distractor>. {Surname} <vp>."
+    prefix       "<pre> {per} <distractor>."              dated       "In {year}, {per} <vp>."
+    relative     "{per}, who <vp>, <distractor>."         + an opener sentence or a trailer clause at times
+
+The write is the full name as the text gives it without a title ("Dr. Jane K. Roe" -> "Jane K.
+Roe"; a later "Roe" is still "Jane K. Roe") and the organisation as named ("Acme's" -> "Acme").
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from data_gen.text import placeholders
+
+TripletT = tuple[str, str, str]
+ORG_KINDS = ("company", "university", "party", "club", "agency", "ngo", "media")
+NAME_FORMS = ("plain", "middle_initial", "middle_name", "title", "suffix")
+_FACT_SLOTS = {"per", "org", "job", "job_a", "year", "city"}
+_DISTRACTOR_SLOTS = {"city", "year", "org2"}
+_NEGATIVE_SLOTS = {"per", "org", "org2", "city", "year", "pron", "product"}
+_ORG_NAME_SLOTS = {"city", "country", "field", "surname", "adjective"}
+_INITIALS = "ABCDEFGHJKLMNPRSTW"
+
+
+class BankError(ValueError):
+    """An invalid phrase bank; the message names the field."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+def _check(templates: list[str], allowed: set[str], required: set[str] = frozenset()) -> list[str]:
+    for i, template in enumerate(templates):
+        used = placeholders(template)
+        if used - allowed:
+            raise ValueError(f"[{i}] {template!r}: unknown placeholder {{{sorted(used - allowed)[0]}}}")
+        if required - used:
+            raise ValueError(f"[{i}] {template!r}: missing placeholder {{{sorted(required - used)[0]}}}")
+    return templates
+
+
+class NameBank(_Strict):
+    forms: dict[str, float]
+    titles: list[str] = Field(min_length=1)
+    suffixes: list[str] = Field(min_length=1)
+
+    @field_validator("forms")
+    @classmethod
+    def _forms(cls, value: dict[str, float]) -> dict[str, float]:
+        for form, weight in value.items():
+            if form not in NAME_FORMS:
+                raise ValueError(f"unknown name form {form!r}; known: {', '.join(NAME_FORMS)}")
+            if weight < 0:
+                raise ValueError(f"{form}: weight must be >= 0")
+        if not any(value.values()):
+            raise ValueError("every weight is 0")
+        return value
+
+
+class OrgKind(_Strict):
+    weight: float = Field(ge=0)
+    names: list[str] = []
+
+    _names = field_validator("names")(lambda cls, v: _check(v, _ORG_NAME_SLOTS))
+
+
+class Words(_Strict):
+    cities: list[str] = Field(min_length=1)
+    countries: list[str] = Field(min_length=1)
+    fields: list[str] = Field(min_length=1)
+    adjectives: list[str] = Field(min_length=1)
+    jobs: list[str] = Field(min_length=1)
+    products: list[str] = Field(min_length=1)
+    pronouns: list[str] = Field(min_length=1)
+
+
+class TemplateGroup(_Strict):
+    kinds: list[str] = Field(min_length=1)
+    vp: list[str] = Field(min_length=1)
+    s: list[str] = []
+    app: list[str] = []
+    pre: list[str] = []
+
+    @field_validator("kinds")
+    @classmethod
+    def _kinds(cls, value: list[str]) -> list[str]:
+        for kind in value:
+            if kind not in ORG_KINDS:
+                raise ValueError(f"unknown organisation kind {kind!r}; known: {', '.join(ORG_KINDS)}")
+        return value
+
+    _vp = field_validator("vp", "app", "pre")(lambda cls, v: _check(v, _FACT_SLOTS - {"per"}, {"org"}))
+    _s = field_validator("s")(lambda cls, v: _check(v, _FACT_SLOTS, {"per", "org"}))
+
+
+class RelationBank(_Strict):
+    weight: float = Field(1.0, ge=0)
+    groups: list[TemplateGroup] = Field(min_length=1)
+
+
+class Distractors(_Strict):
+    vp: list[str] = Field(min_length=1)
+    plural_vp: list[str] = Field(min_length=1)
+    openers: list[str] = []
+    trailers: list[str] = []
+
+    _check = field_validator("vp", "plural_vp", "openers", "trailers")(lambda cls, v: _check(v, _DISTRACTOR_SLOTS))
+
+
+class PassageBank(_Strict):
+    """data_gen/passages.yaml, validated: a typo is an error naming the field."""
+
+    names: NameBank
+    organisations: dict[str, OrgKind]
+    words: Words
+    relations: dict[str, RelationBank] = Field(min_length=1)
+    distractors: Distractors
+    negatives: list[str] = Field(min_length=1)
+
+    _negatives = field_validator("negatives")(lambda cls, v: _check(v, _NEGATIVE_SLOTS))
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "PassageBank":
+        for kind, spec in self.organisations.items():
+            if kind not in ORG_KINDS:
+                raise ValueError(f"organisations.{kind}: unknown kind; known: {', '.join(ORG_KINDS)}")
+            if kind != "company" and spec.weight and not spec.names:
+                raise ValueError(f"organisations.{kind}.names: needed (only companies come from the pool)")
+        for name, rel in self.relations.items():
+            for i, group in enumerate(rel.groups):
+                for kind in group.kinds:
+                    if kind not in self.organisations:
+                        raise ValueError(f"relations.{name}.groups[{i}].kinds: {kind!r} is not under organisations")
+        return self
+
+    @classmethod
+    def load(cls, path: str | Path | None = None) -> "PassageBank":
+        """The bank at `path` (None: the one shipped with data_gen)."""
+        from memory_runtime.yaml_config import read_mapping, validate
+
+        if path is None:
+            return _shipped_bank()
+        path = Path(path)
+        if not path.is_file():
+            raise BankError(f"passage bank {path} does not exist")
+        return validate(cls, read_mapping(path, "passage bank", BankError), "passage bank", str(path), BankError)
+
+
+@lru_cache(maxsize=1)
+def _shipped_bank() -> PassageBank:
+    import yaml
+
+    text = resources.files("data_gen").joinpath("passages.yaml").read_text(encoding="utf-8")
+    return PassageBank.model_validate(yaml.safe_load(text))
+
+
+@dataclass(frozen=True)
+class Person:
+    mention: str  # as the text first names them
+    full: str  # what the write stores
+    surname: str
+
+
+@dataclass(frozen=True)
+class Fact:
+    person: Person
+    relation: str
+    org: str  # the name the write stores
+    kind: str
+    org_mention: str  # how the text refers to it ("the University of Oslo")
+
+
+def _article(word: str) -> str:
+    return ("an " if word[:1].lower() in "aeiou" else "a ") + word
+
+
+def _possessive(org: str) -> str:
+    return org + ("'" if org.endswith("s") else "'s")
+
+
+def _sentence(text: str) -> str:
+    """Capitalise the first letter, collapse a name's period with the sentence's ('Inc..' -> 'Inc.')."""
+    text = " ".join(text.split())
+    text = re.sub(r"\.\.(?!\.)", ".", text)
+    return text[:1].upper() + text[1:]
+
+
+class PassageMaker:
+    """Makes realistic passages and hard negatives from one split's people and companies."""
+
+    def __init__(self, bank: PassageBank, people: tuple[str, ...], companies: tuple[str, ...],
+                 relations: list[str], rng: random.Random, max_facts: int = 3) -> None:
+        self.bank = bank
+        self.people = people
+        self.companies = companies
+        self.rng = rng
+        self.max_facts = max_facts
+        self.relations = [r for r in relations if bank.relations[r].weight > 0]
+        if not self.relations:
+            raise BankError("passages: no relation with a weight > 0")
+        self.kinds = [k for k, spec in bank.organisations.items() if spec.weight > 0]
+
+    # ------------------------------------------------------------------ names
+
+    def _words(self, slot: str) -> list[str]:
+        w = self.bank.words
+        return {"city": w.cities, "country": w.countries, "field": w.fields, "adjective": w.adjectives}[slot]
+
+    def person(self, taken: set[str]) -> Person:
+        while True:
+            base = self.rng.choice(self.people)
+            if base not in taken:
+                break
+        taken.add(base)
+        first, _, surname = base.partition(" ")
+        names = self.bank.names
+        form = self.rng.choices(list(names.forms), weights=list(names.forms.values()))[0]
+        if form == "middle_initial":
+            full = f"{first} {self.rng.choice(_INITIALS)}. {surname}"
+            return Person(full, full, surname)
+        if form == "middle_name":
+            middle = self.rng.choice(self.people).partition(" ")[0]
+            full = f"{first} {middle} {surname}" if middle != first else base
+            return Person(full, full, surname)
+        if form == "title":
+            return Person(f"{self.rng.choice(names.titles)} {base}", base, surname)
+        if form == "suffix":
+            full = f"{base} {self.rng.choice(names.suffixes)}"
+            return Person(full, full, surname)
+        return Person(base, base, surname)
+
+    def org(self, kinds: list[str], taken: set[str]) -> tuple[str, str, str]:
+        """(mention, name, kind): a leading lowercase 'the ' is the text's, not the name's."""
+        kinds = [k for k in kinds if k in self.kinds]
+        for _ in range(100):
+            kind = self.rng.choices(kinds, weights=[self.bank.organisations[k].weight for k in kinds])[0]
+            if kind == "company":
+                name = self.rng.choice(self.companies)
+            else:
+                template = self.rng.choice(self.bank.organisations[kind].names)
+                slots = {s: self.rng.choice(self._words(s)) for s in sorted(placeholders(template)) if s != "surname"}
+                if "surname" in placeholders(template):
+                    slots["surname"] = self.rng.choice(self.people).partition(" ")[2]
+                name = template.format(**slots)
+            if name not in taken:
+                taken.add(name)
+                return name, name.removeprefix("the "), kind
+        raise RuntimeError("could not draw a new organisation")
+
+    # ------------------------------------------------------------------ pieces
+
+    def _slots(self, fact: Fact | None, orgs: set[str], **extra: str) -> dict[str, str]:
+        job = self.rng.choice(self.bank.words.jobs)
+        slots = {"job": job, "job_a": _article(job), "year": str(self.rng.randint(1975, 2024)),
+                 "city": self.rng.choice(self.bank.words.cities)}
+        if fact is not None:
+            slots["org"] = fact.org_mention
+        slots.update(extra)
+        return slots
+
+    def _fill(self, template: str, slots: dict[str, str], orgs: set[str]) -> str:
+        if "org2" in placeholders(template) and "org2" not in slots:
+            slots["org2"] = self.org(["company"], orgs)[0]
+        text = template.format(**slots)
+        return text.replace(slots.get("org", "\0") + "'s", _possessive(slots["org"])) if "org" in slots else text
+
+    def _piece(self, fact: Fact, part: str, orgs: set[str], *, per: str | None = None) -> str | None:
+        groups = [g for g in self.bank.relations[fact.relation].groups if fact.kind in g.kinds]
+        options = [t for g in groups for t in getattr(g, part)]
+        if not options:
+            return None
+        slots = self._slots(fact, orgs)
+        if per is not None:
+            slots["per"] = per
+        return self._fill(self.rng.choice(options), slots, orgs)
+
+    def distractor(self, orgs: set[str], plural: bool = False) -> str:
+        d = self.bank.distractors
+        return self._fill(self.rng.choice(d.plural_vp if plural else d.vp), self._slots(None, orgs), orgs)
+
+    def fact(self, taken_people: set[str], orgs: set[str], person: Person | None = None,
+             exclude: tuple[str, ...] = ()) -> Fact:
+        rels = [r for r in self.relations if r not in exclude]
+        relation = self.rng.choices(rels, weights=[self.bank.relations[r].weight for r in rels])[0]
+        kinds = sorted({k for g in self.bank.relations[relation].groups for k in g.kinds})
+        mention, org, kind = self.org(kinds, orgs)
+        return Fact(person or self.person(taken_people), relation, org, kind, mention)
+
+    # ------------------------------------------------------------------ passages
+
+    def passage(self) -> tuple[str, list[TripletT]]:
+        """A passage and the facts it states, in the order they appear."""
+        rng, people, orgs = self.rng, set(), set()
+        frames = ["simple", "sentence", "apposition", "prefix", "relative", "dated"]
+        if self.max_facts >= 2:
+            frames += ["two_facts", "two_people", "surname"]
+        weights = {"simple": 1, "sentence": 1, "apposition": 1.5, "prefix": 1, "relative": 1, "dated": 0.7,
+                   "two_facts": 0.8, "two_people": 0.8, "surname": 0.7}
+        for _ in range(20):
+            frame = rng.choices(frames, weights=[weights[f] for f in frames])[0]
+            made = getattr(self, "_" + frame)(people, orgs)
+            if made is not None:
+                break
+        else:  # pragma: no cover - every bank has a vp for every relation
+            raise RuntimeError("no frame could be filled")
+        text, facts = made
+        d = self.bank.distractors
+        if d.trailers and frame in ("simple", "dated", "two_people") and rng.random() < 0.2:
+            text = text[:-1] + self._fill(rng.choice(d.trailers), self._slots(None, orgs), orgs) + "."
+        if d.openers and rng.random() < 0.15:
+            text = self._fill(rng.choice(d.openers), self._slots(None, orgs), orgs) + " " + text
+        return _sentence(text), [(f.person.full, f.relation, f.org) for f in facts]
+
+    def _simple(self, people, orgs):
+        f = self.fact(people, orgs)
+        return f"{f.person.mention} {self._piece(f, 'vp', orgs)}.", [f]
+
+    def _sentence(self, people, orgs):
+        f = self.fact(people, orgs)
+        s = self._piece(f, "s", orgs, per=f.person.mention)
+        return (s, [f]) if s else None
+
+    def _apposition(self, people, orgs):
+        f = self.fact(people, orgs)
+        app = self._piece(f, "app", orgs)
+        return (f"{f.person.mention}, {app}, {self.distractor(orgs)}.", [f]) if app else None
+
+    def _prefix(self, people, orgs):
+        f = self.fact(people, orgs)
+        if f.person.mention != f.person.full:  # "Acme CEO Dr. Jane Roe" reads badly: no title here
+            f = Fact(Person(f.person.full, f.person.full, f.person.surname), f.relation, f.org, f.kind, f.org_mention)
+        pre = self._piece(f, "pre", orgs)
+        return (f"{pre} {f.person.mention} {self.distractor(orgs)}.", [f]) if pre else None
+
+    def _relative(self, people, orgs):
+        f = self.fact(people, orgs)
+        vp = self._piece(f, "vp", orgs)
+        return f"{f.person.mention}, who {vp}, {self.distractor(orgs)}.", [f]
+
+    def _dated(self, people, orgs):
+        """A past-tense "<vp> in {year}" with the date moved to the front: "In 1994, X joined Y."."""
+        f = self.fact(people, orgs)
+        groups = [g for g in self.bank.relations[f.relation].groups if f.kind in g.kinds]
+        options = [t for g in groups for t in g.vp if " in {year}" in t]
+        if not options:
+            return None
+        slots = self._slots(f, orgs)
+        vp = self._fill(self.rng.choice(options).replace(" in {year}", ""), slots, orgs)
+        return f"In {slots['year']}, {f.person.mention} {vp}.", [f]
+
+    def _two_facts(self, people, orgs):
+        f1 = self.fact(people, orgs)
+        f2 = self.fact(people, orgs, person=f1.person, exclude=(f1.relation,))
+        app = self._piece(f1, "app", orgs)
+        if app is None:
+            return None
+        return f"{f1.person.mention}, {app}, {self._piece(f2, 'vp', orgs)}.", [f1, f2]
+
+    def _two_people(self, people, orgs):
+        f1, f2 = self.fact(people, orgs), self.fact(people, orgs)
+        joiner = self.rng.choice([", while", ", and", "; meanwhile,"])
+        return (f"{f1.person.mention} {self._piece(f1, 'vp', orgs)}{joiner} {f2.person.mention} "
+                f"{self._piece(f2, 'vp', orgs)}."), [f1, f2]
+
+    def _surname(self, people, orgs):
+        f = self.fact(people, orgs)
+        surname = f.person.surname[:1].upper() + f.person.surname[1:]  # "van der Berg" starts a sentence
+        return (f"{f.person.mention} {self.distractor(orgs)}. "
+                f"{surname} {self._piece(f, 'vp', orgs)}."), [f]
+
+    # ------------------------------------------------------------------ negatives
+
+    def negative(self) -> str:
+        """A sentence that states no person–organisation fact."""
+        orgs: set[str] = set()
+        template = self.rng.choice(self.bank.negatives)
+        used = placeholders(template)
+        slots = self._slots(None, orgs)
+        if "per" in used:
+            slots["per"] = self.person(set()).mention
+        if "org" in used:  # mostly companies: "I think <a party> makes excellent software" reads badly
+            slots["org"] = self.org(["company"] if self.rng.random() < 0.7 else self.kinds, orgs)[0]
+        slots["pron"] = self.rng.choice(self.bank.words.pronouns)
+        slots["product"] = self.rng.choice(self.bank.words.products)
+        return _sentence(self._fill(template, slots, orgs))
