@@ -16,8 +16,10 @@ One round:
               and answer trained, inserted results untrained), written as JSONL that
               `memlm train` includes through data.extra_jsonl.
 
-`run_rounds` repeats this, training an adapter on templates + every trajectory kept so far
-after each round; the next round generates and executes with that adapter.
+`run_rounds` repeats this, training on templates + every trajectory kept so far after each
+round, continuing the current adapter (`--model` when it is a trained run, then each round's;
+`continue_adapter: false` trains a fresh one each round); the next round generates and executes
+with the new adapter.
 """
 
 from __future__ import annotations
@@ -314,6 +316,7 @@ class SelfInstructConfig(BaseModel):
     augment_max_new_tokens: int = Field(48, ge=8)
     execute_max_new_tokens: int = Field(128, ge=8)
     torch_threads: int | None = Field(None, ge=1)
+    continue_adapter: bool = True  # a round trains on from the current adapter (--model or the last round's)
     train: TrainStep = TrainStep()
 
     @classmethod
@@ -388,7 +391,8 @@ def run_rounds(config: SelfInstructConfig, model: str, out: Path, *, log: Callab
             f"({row['kept_ratio']:.0%})")
         del backend
         adapter = rdir / "adapter"
-        train_fn(_train_config(config, out, kept_files, adapter))
+        init = model if config.continue_adapter and (Path(model) / "adapter_config.json").is_file() else None
+        train_fn(_train_config(config, out, kept_files, adapter, init_from=init))
         model = str(adapter)
         if tests:
             row["test_after"] = score_tasks(tests, backend_for(model), max_new_tokens=config.execute_max_new_tokens)
@@ -427,8 +431,10 @@ def _hf_backend(threads: int | None) -> Callable[[str], Backend]:
     return make
 
 
-def _train_config(config: SelfInstructConfig, out: Path, kept_files: list[str], adapter: Path):
-    """The round's training config: templates (generated once into out/templates) + kept trajectories."""
+def _train_config(config: SelfInstructConfig, out: Path, kept_files: list[str], adapter: Path,
+                  init_from: str | None = None):
+    """The round's training config: templates (generated once into out/templates) + kept trajectories;
+    with `init_from` (an adapter dir) it continues that adapter on its own base."""
     from data_gen.config import DataConfig
     from training.config import load_config
 
@@ -439,6 +445,11 @@ def _train_config(config: SelfInstructConfig, out: Path, kept_files: list[str], 
         generate(DataConfig.load(config.train.templates), templates, overwrite=True, show_progress=False)
     overrides = [*config.train.overrides, f"data.path={json.dumps(str(templates))}", "data.synthetic=null",
                  f"data.extra_jsonl={json.dumps(kept_files)}", f"output.output_dir={json.dumps(str(adapter))}"]
+    if init_from is not None:
+        from memory_runtime.models import adapter_base
+
+        overrides += [f"lora.init_from={json.dumps(str(Path(init_from).resolve()))}",
+                      f"model.name={json.dumps(adapter_base(init_from))}"]
     return load_config(config.train.config, overrides)
 
 

@@ -62,6 +62,7 @@ class LoraSettings(_Strict):
     bias: Literal["none", "all", "lora_only"] = "none"
     use_rslora: bool = False
     modules_to_save: list[str] | None = None
+    init_from: str | None = Field(None, description="an adapter dir to continue training (its r, targets and base are kept)")
 
     @model_validator(mode="after")
     def _targets(self) -> "LoraSettings":
@@ -298,6 +299,22 @@ def resolve_deepspeed(value: str | None) -> str | None:
     return str(path)
 
 
+def check_init_from(config: TrainConfig) -> None:
+    """lora.init_from must be a LoRA adapter of this very base."""
+    if config.lora.init_from is None:
+        return
+    init = Path(config.lora.init_from).expanduser()
+    if config.method == "full":
+        raise ConfigError("lora.init_from: continues a LoRA adapter; method=full trains every weight")
+    if not (init / "adapter_config.json").is_file():
+        raise ConfigError(f"lora.init_from: {init} is not a PEFT adapter directory (no adapter_config.json)")
+    from memory_runtime.models import adapter_base
+
+    if adapter_base(init) != config.model.name:
+        raise ConfigError(f"lora.init_from: the adapter was trained on {adapter_base(init)!r}, "
+                          f"but model.name is {config.model.name!r}")
+
+
 def preflight(config: TrainConfig) -> list[str]:
     """Check what the config needs from this machine before any model loads.
 
@@ -316,6 +333,7 @@ def preflight(config: TrainConfig) -> list[str]:
         if importlib.util.find_spec(module) is None:
             raise ConfigError(f"{what} needs the {pip!r} package: pip install {pip} (or pip install 'memlm[gpu]')")
 
+    check_init_from(config)
     if config.method == "qlora":
         need("bitsandbytes", "method=qlora", "bitsandbytes")
     if config.gpu.deepspeed is not None:

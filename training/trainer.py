@@ -29,7 +29,7 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from training.config import CONFIG_FILENAME, ConfigError, TrainConfig, preflight, resolve_deepspeed
+from training.config import CONFIG_FILENAME, ConfigError, TrainConfig, check_init_from, preflight, resolve_deepspeed
 
 logger = logging.getLogger(__name__)
 
@@ -111,8 +111,8 @@ def build_model(config: TrainConfig) -> Any:
 
 
 def build_peft_config(config: TrainConfig) -> Any:
-    """LoraConfig for lora / qlora, None for full fine-tuning."""
-    if config.method == "full":
+    """LoraConfig for lora / qlora, None for full fine-tuning or an adapter continued (lora.init_from)."""
+    if config.method == "full" or config.lora.init_from is not None:
         return None
     from peft import LoraConfig
 
@@ -271,6 +271,8 @@ def train(
     if datasets is None:  # configuration problems surface before anything heavy is imported or loaded
         for warning in preflight(config):
             log(f"warning: {warning}")
+    else:
+        check_init_from(config)
     resume = _check_resume(config)
 
     import warnings
@@ -302,6 +304,10 @@ def train(
     args = build_sft_config(config, has_eval=eval_ds is not None)  # before the model: ZeRO-3 init
     model = build_model(config)
     peft_config = build_peft_config(config)
+    if config.lora.init_from is not None:  # continue an adapter (self-instruct rounds): same weights, trainable
+        from peft import PeftModel
+
+        model = PeftModel.from_pretrained(model, config.lora.init_from, is_trainable=True)
     ProgressLogger = _progress_callback_class()
     trainer = SFTTrainer(
         model=model,
@@ -313,7 +319,7 @@ def train(
         callbacks=[ProgressLogger(log, out / LOG_FILENAME), *callbacks],
     )
     trainer.remove_callback(PrinterCallback)
-    if peft_config is not None and trainer.is_world_process_zero():
+    if config.method != "full" and trainer.is_world_process_zero():
         trainable = sum(p.numel() for p in trainer.model.parameters() if p.requires_grad)
         total = sum(p.numel() for p in trainer.model.parameters())
         log(f"model: {config.model.name} ({config.method}), trainable {trainable:,} of {total:,} parameters")

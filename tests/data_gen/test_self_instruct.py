@@ -141,6 +141,33 @@ def test_a_round_logs_counts_and_trains_on_the_kept_trajectories(tmp_path, monke
     assert train.output.output_dir == str(tmp_path / "round-1" / "adapter") and train.optim.max_steps == 60
 
 
+def test_rounds_continue_the_current_adapter(tmp_path):
+    """Round 1 trains on from a trained --model, round 2 from round 1's adapter (same base)."""
+    config = SelfInstructConfig.load(CONFIGS / "default.yaml")
+    config.tasks_per_round, config.test_tasks, config.rounds = 2, None, 2
+    start = tmp_path / "trained"
+    start.mkdir()
+    (start / "adapter_config.json").write_text(json.dumps({"base_model_name_or_path": "embedded:SmolLM2-135M-Instruct"}))
+    seen = []
+
+    def record_and_save(train_config):
+        seen.append(train_config)
+        out = Path(train_config.output.output_dir)
+        out.mkdir(parents=True)
+        (out / "adapter_config.json").write_text(json.dumps({"base_model_name_or_path": train_config.model.name}))
+
+    backend = ScriptedBackend([["Nothing to store."]] * 50)
+    run_rounds(config, str(start), tmp_path / "out", log=lambda line: None, backend_for=lambda m: backend,
+               train_fn=record_and_save)
+    assert [c.lora.init_from for c in seen] == [str(start.resolve()), str(tmp_path / "out" / "round-1" / "adapter")]
+    assert {c.model.name for c in seen} == {"embedded:SmolLM2-135M-Instruct"}
+    config.continue_adapter = False
+    seen.clear()
+    run_rounds(config, str(start), tmp_path / "fresh", log=lambda line: None, backend_for=lambda m: backend,
+               train_fn=record_and_save)
+    assert [c.lora.init_from for c in seen] == [None, None]
+
+
 def test_cli_names_a_bad_config_field(tmp_path):
     from typer.testing import CliRunner
 

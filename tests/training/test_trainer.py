@@ -109,6 +109,33 @@ def test_resume_from_checkpoint(lora_run, tiny_datasets, tmp_path):
     assert "training: 6 steps (from step 4)" in lines
 
 
+def test_init_from_continues_the_adapter(lora_run, tiny_datasets, tmp_path):
+    """Self-instruct rounds continue the previous round's adapter instead of starting from zero."""
+    from safetensors.torch import load_file
+
+    cfg, result, _ = lora_run
+    cfg2 = tiny_config(cfg.model.name, tmp_path, "optim.max_steps=2", "lora.r=4",
+                       f"lora.init_from={result.output_dir}", "output.save_strategy=no")
+    train(cfg2, datasets={"train": tiny_datasets["train"]}, log=lambda s: None)
+    assert json.loads((tmp_path / "adapter_config.json").read_text())["r"] == 8  # the adapter's own shape
+    old = load_file(result.output_dir / "adapter_model.safetensors")
+    new = load_file(tmp_path / "adapter_model.safetensors")
+    assert old.keys() == new.keys()
+    b = [k for k in old if "lora_B" in k]
+    moved = sum((new[k] - old[k]).norm() for k in b)
+    assert 0 < moved < sum(old[k].norm() for k in b)  # trained further, from where it was (a new B starts at 0)
+
+
+def test_init_from_must_be_an_adapter_of_the_same_base(lora_run, tiny_datasets, tmp_path):
+    from training.config import ConfigError
+
+    cfg, result, _ = lora_run
+    with pytest.raises(ConfigError, match="not a PEFT adapter"):
+        train(tiny_config(cfg.model.name, tmp_path, f"lora.init_from={tmp_path}"), datasets=tiny_datasets)
+    with pytest.raises(ConfigError, match="trained on"):
+        train(tiny_config(str(tmp_path), tmp_path / "o", f"lora.init_from={result.output_dir}"), datasets=tiny_datasets)
+
+
 def test_resume_without_checkpoint_is_a_config_error(tiny_model_dir, tiny_datasets, tmp_path):
     from training.config import ConfigError
 
