@@ -311,6 +311,8 @@ class SelfInstructConfig(BaseModel):
     seed_tasks: str = "seed_tasks.jsonl"
     test_tasks: str | None = "paraphrase_test.jsonl"  # held-out, hand-written: measured before and after
     test_limit: int | None = Field(None, ge=1)  # an even spread of N test tasks (every kind), for quick runs
+    real_limit: int | None = Field(None, ge=1)  # real-text probe before/after: N passages per source (null: off)
+    real: str | None = None  # real passages (file or dir); null = ../shared/data/real
     augment_model: str | None = None  # the model that writes the sentences (None: the model being trained)
     demos: int = Field(3, ge=1, le=10)
     augment_max_new_tokens: int = Field(48, ge=8)
@@ -334,7 +336,7 @@ class SelfInstructConfig(BaseModel):
         base = path.resolve().parent
         resolve = lambda p: str((base / p).resolve()) if p and not Path(p).is_absolute() else p  # noqa: E731
         config.world, config.seed_tasks = resolve(config.world), resolve(config.seed_tasks)
-        config.test_tasks = resolve(config.test_tasks)
+        config.test_tasks, config.real = resolve(config.test_tasks), resolve(config.real)
         config.train.config, config.train.templates = resolve(config.train.config), resolve(config.train.templates)
         return config
 
@@ -361,6 +363,7 @@ def run_rounds(config: SelfInstructConfig, model: str, out: Path, *, log: Callab
     out.mkdir(parents=True, exist_ok=True)
     seeds = load_tasks(config.seed_tasks)
     tests = spread(load_tasks(config.test_tasks), config.test_limit) if config.test_tasks else []
+    real = _real_passages(config)
     backend_for = backend_for or _hf_backend(config.torch_threads)
     writer = backend_for(config.augment_model) if config.augment_model else None
     train_fn = train_fn or _train
@@ -374,6 +377,9 @@ def run_rounds(config: SelfInstructConfig, model: str, out: Path, *, log: Callab
         if tests and r == 1:
             row["test_before"] = score_tasks(tests, backend, max_new_tokens=config.execute_max_new_tokens)
             log(f"round {r}: held-out test before: {row['test_before']}")
+        if real and r == 1:
+            row["real_before"] = score_real(real, backend, max_new_tokens=config.execute_max_new_tokens)
+            log(f"round {r}: real-text probe before: {row['real_before']}")
         drafts = draft_tasks(config.world, config.tasks_per_round, seed=config.seed + r)
         tasks, aug_log = augment(drafts, seeds, writer or backend, demos=config.demos,
                                  max_new_tokens=config.augment_max_new_tokens,
@@ -394,14 +400,39 @@ def run_rounds(config: SelfInstructConfig, model: str, out: Path, *, log: Callab
         init = model if config.continue_adapter and (Path(model) / "adapter_config.json").is_file() else None
         train_fn(_train_config(config, out, kept_files, adapter, init_from=init))
         model = str(adapter)
+        if tests or real:
+            backend = backend_for(model)
         if tests:
-            row["test_after"] = score_tasks(tests, backend_for(model), max_new_tokens=config.execute_max_new_tokens)
+            row["test_after"] = score_tasks(tests, backend, max_new_tokens=config.execute_max_new_tokens)
             log(f"round {r}: held-out test after: {row['test_after']}")
+        if real:
+            row["real_after"] = score_real(real, backend, max_new_tokens=config.execute_max_new_tokens)
+            log(f"round {r}: real-text probe after: {row['real_after']}")
         row["adapter"], row["seconds"] = model, round(time.perf_counter() - t0, 1)
         rows.append(row)
         with open(out / "rounds.jsonl", "a", encoding="utf-8") as fh:
             fh.write(json.dumps(row) + "\n")
     return rows
+
+
+def _real_passages(config: SelfInstructConfig) -> list[Record]:
+    if config.real_limit is None:
+        return []
+    from eval.real_probe import real_sample
+
+    return real_sample(config.real, config.real_limit, config.seed)
+
+
+def score_real(records: Sequence[Record], backend: Backend, *, max_new_tokens: int = 128) -> dict:
+    """The real-text probe (eval/real_probe.py) over all sources: pair P/R/F1 and false writes."""
+    from eval.real_probe import evaluate_real, summarise_real
+    from eval.systems import System
+
+    system = System("memlm", None, None, max_new_tokens, backend_factory=lambda: backend)
+    overall = summarise_real(evaluate_real(system, records))["all"]
+    return {"passages": overall["passages"], "pair_f1": round(overall["pair"]["f1"], 3),
+            "pair_precision": round(overall["pair"]["precision"], 3), "pair_recall": round(overall["pair"]["recall"], 3),
+            "false_write_rate": overall["false_write_rate"]}
 
 
 def spread(items: list, limit: int | None) -> list:

@@ -12,6 +12,7 @@ in other relations are not counted against them.
 
 from __future__ import annotations
 
+import random
 from collections import defaultdict
 from typing import Callable, Iterable
 
@@ -20,6 +21,22 @@ from data_gen.records import Record
 from eval.metrics import PRF, pair_prf, triplet_prf
 from eval.systems import System
 from memory_runtime.store import MemoryConfig, TripletStore, normalize_term
+
+
+def real_sample(path: str | None = None, limit: int | None = None, seed: int = 0) -> list[Record]:
+    """The real passages (a file in either format, a directory, or ../shared/data/real), up to
+    `limit` per source in a seeded sample."""
+    from pathlib import Path
+
+    from data_gen.real import load_real, load_real_file
+
+    records = load_real_file(path) if path and Path(path).is_file() else load_real(path)
+    by_source: dict[str, list[Record]] = defaultdict(list)
+    for r in records:
+        by_source[r.source or "unknown"].append(r)
+    rng = random.Random(seed)
+    return [r for source in sorted(by_source) for r in
+            (by_source[source] if limit is None or len(by_source[source]) <= limit else rng.sample(by_source[source], limit))]
 
 
 def evaluate_passage(system: System, record: Record, memory_config: MemoryConfig | None = None) -> dict:

@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from data_gen.episodes import Episode, load_episodes
 from data_gen.records import Record
 from eval.episodes import evaluate_episodes
-from eval.real_probe import evaluate_real
+from eval.real_probe import evaluate_real, real_sample
 from eval.records import evaluate_records, evaluate_typos
 from eval.report import summarise, write_report
 from eval.systems import SYSTEMS, System
@@ -89,17 +89,7 @@ def load_eval_episodes(config: EvalConfig) -> list[Episode]:
 
 
 def load_real_records(config: EvalConfig) -> list[Record]:
-    from data_gen.real import load_real, load_real_file
-
-    if config.real and Path(config.real).is_file():
-        records = load_real_file(config.real)
-    else:
-        records = load_real(config.real)
-    by_source: dict[str, list[Record]] = defaultdict(list)
-    for r in records:
-        by_source[r.source or "unknown"].append(r)
-    rng = random.Random(config.seed)
-    return [r for source in sorted(by_source) for r in _sample(by_source[source], config.limit, rng)]
+    return real_sample(config.real, config.limit, config.seed)
 
 
 def load_systems(config: EvalConfig) -> dict[str, System]:

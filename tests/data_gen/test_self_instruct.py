@@ -144,7 +144,7 @@ def test_a_round_logs_counts_and_trains_on_the_kept_trajectories(tmp_path, monke
 def test_rounds_continue_the_current_adapter(tmp_path):
     """Round 1 trains on from a trained --model, round 2 from round 1's adapter (same base)."""
     config = SelfInstructConfig.load(CONFIGS / "default.yaml")
-    config.tasks_per_round, config.test_tasks, config.rounds = 2, None, 2
+    config.tasks_per_round, config.test_tasks, config.rounds, config.real_limit = 2, None, 2, None
     start = tmp_path / "trained"
     start.mkdir()
     (start / "adapter_config.json").write_text(json.dumps({"base_model_name_or_path": "embedded:SmolLM2-135M-Instruct"}))
@@ -168,6 +168,24 @@ def test_rounds_continue_the_current_adapter(tmp_path):
     assert [c.lora.init_from for c in seen] == [None, None]
 
 
+def test_rounds_measure_the_real_text_probe_before_and_after(tmp_path):
+    config = SelfInstructConfig.load(CONFIGS / "default.yaml")
+    config.tasks_per_round, config.test_tasks, config.real_limit = 2, None, 5
+    real = tmp_path / "real.jsonl"
+    real.write_text("".join(json.dumps(row) + "\n" for row in [
+        {"text": "Ann Lee works for Pfizer.", "annotated": ["EMPLOYEE_OR_MEMBER_OF"],
+         "triples": [{"person": "Ann Lee", "relation": "employee or member of", "organization": "Pfizer"}]},
+        {"text": "The weather was fine.", "annotated": ["CEO"], "triples": []},
+    ]))
+    config.real = str(real)
+    writes = ScriptedBackend([["[MEM_WRITE{Ann Lee>>employed by>>Pfizer}] Noted."]] * 50)
+    rows = run_rounds(config, "scripted", tmp_path / "out", log=lambda line: None, backend_for=lambda m: writes,
+                      train_fn=lambda c: None)
+    for key in ("real_before", "real_after"):
+        assert rows[0][key]["passages"] == 2 and rows[0][key]["pair_f1"] == 1.0
+        assert rows[0][key]["false_write_rate"] == 1.0  # it wrote for the passage that states nothing
+
+
 def test_cli_names_a_bad_config_field(tmp_path):
     from typer.testing import CliRunner
 
@@ -186,13 +204,14 @@ def test_one_real_round_with_the_embedded_model(tmp_path):
     from memory_runtime.models import EMBEDDED_MODEL
 
     config = SelfInstructConfig.load(CONFIGS / "default.yaml")
-    config.tasks_per_round, config.test_tasks, config.augment_max_new_tokens = 3, None, 24
+    config.tasks_per_round, config.test_tasks, config.augment_max_new_tokens, config.real_limit = 3, None, 24, 1
     config.execute_max_new_tokens = 24
     config.train.overrides = [*config.train.overrides, "optim.max_steps=1", "data.max_train_records=8"]
     rows = run_rounds(config, EMBEDDED_MODEL, tmp_path, log=lambda line: None)
     assert rows[0]["drafts"] == 3 and 0 <= rows[0]["kept"] <= rows[0]["generated"] <= 3
     assert len((tmp_path / "round-1" / "augment.jsonl").read_text().splitlines()) == 3
     assert (tmp_path / "round-1" / "adapter" / "adapter_config.json").exists()
+    assert rows[0]["real_before"]["passages"] == rows[0]["real_after"]["passages"] == 2
 
 
 def test_spread_takes_every_kind():
