@@ -269,7 +269,7 @@ class PassagesConfig(_Strict):
 
     bank: str | None = None  # the phrase bank; null = data_gen/passages.yaml
     max_facts: int = Field(2, ge=1, le=2)  # facts one passage may state
-    hard_negatives: float = Field(0.7, ge=0, le=1)  # share of negative records drawn from the bank's negatives
+    hard_negatives: float = Field(0.6, ge=0, le=1)  # share of negative records drawn from the bank's negatives
 
 
 class RepliesConfig(_Strict):

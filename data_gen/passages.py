@@ -36,7 +36,7 @@ ORG_KINDS = ("company", "university", "party", "club", "agency", "ngo", "media")
 NAME_FORMS = ("plain", "middle_initial", "middle_name", "title", "suffix")
 _FACT_SLOTS = {"per", "org", "job", "job_a", "year", "city"}
 _DISTRACTOR_SLOTS = {"city", "year", "org2"}
-_NEGATIVE_SLOTS = {"per", "org", "org2", "city", "year", "pron", "product"}
+_NEGATIVE_SLOTS = {"per", "per2", "org", "org2", "city", "year", "pron", "product"}
 _ORG_NAME_SLOTS = {"city", "country", "field", "surname", "adjective"}
 _INITIALS = "ABCDEFGHJKLMNPRSTW"
 
@@ -396,8 +396,10 @@ class PassageMaker:
         template = self.rng.choice(self.bank.negatives)
         used = placeholders(template)
         slots = self._slots(None, orgs)
-        if "per" in used:
-            slots["per"] = self.person(set()).mention
+        people: set[str] = set()
+        for slot in ("per", "per2"):
+            if slot in used:
+                slots[slot] = self.person(people).mention
         if "org" in used:  # mostly companies: "I think <a party> makes excellent software" reads badly
             slots["org"] = self.org(["company"] if self.rng.random() < 0.7 else self.kinds, orgs)[0]
         slots["pron"] = self.rng.choice(self.bank.words.pronouns)

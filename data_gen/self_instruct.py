@@ -432,7 +432,7 @@ def score_real(records: Sequence[Record], backend: Backend, *, max_new_tokens: i
     overall = summarise_real(evaluate_real(system, records))["all"]
     return {"passages": overall["passages"], "pair_f1": round(overall["pair"]["f1"], 3),
             "pair_precision": round(overall["pair"]["precision"], 3), "pair_recall": round(overall["pair"]["recall"], 3),
-            "false_write_rate": overall["false_write_rate"]}
+            "false_write_rate": overall["false_write_rate"], "any_write_rate": overall["any_write_rate"]}
 
 
 def spread(items: list, limit: int | None) -> list:
