@@ -175,7 +175,7 @@ def test_rounds_measure_the_real_text_probe_before_and_after(tmp_path):
     real.write_text("".join(json.dumps(row) + "\n" for row in [
         {"text": "Ann Lee works for Pfizer.", "annotated": ["EMPLOYEE_OR_MEMBER_OF"],
          "triples": [{"person": "Ann Lee", "relation": "employee or member of", "organization": "Pfizer"}]},
-        {"text": "The weather was fine.", "annotated": ["CEO"], "triples": []},
+        {"text": "The weather was fine.", "annotated": ["EMPLOYEE_OR_MEMBER_OF"], "triples": []},
     ]))
     config.real = str(real)
     writes = ScriptedBackend([["[MEM_WRITE{Ann Lee>>employed by>>Pfizer}] Noted."]] * 50)
