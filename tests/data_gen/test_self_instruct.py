@@ -182,7 +182,8 @@ def test_rounds_measure_the_real_text_probe_before_and_after(tmp_path):
     rows = run_rounds(config, "scripted", tmp_path / "out", log=lambda line: None, backend_for=lambda m: writes,
                       train_fn=lambda c: None)
     for key in ("real_before", "real_after"):
-        assert rows[0][key]["passages"] == 2 and rows[0][key]["pair_f1"] == 1.0
+        assert rows[0][key]["passages"] == 2 and rows[0][key]["pair_recall"] == 1.0
+        assert rows[0][key]["pair_precision"] == 0.5  # the same write on the passage that states nothing
         assert rows[0][key]["false_write_rate"] == 1.0  # it wrote for the passage that states nothing
 
 
