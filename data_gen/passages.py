@@ -198,7 +198,7 @@ def _possessive(org: str) -> str:
     return org + ("'" if org.endswith("s") else "'s")
 
 
-def _sentence(text: str) -> str:
+def _tidy(text: str) -> str:
     """Capitalise the first letter, collapse a name's period with the sentence's ('Inc..' -> 'Inc.')."""
     text = " ".join(text.split())
     text = re.sub(r"\.\.(?!\.)", ".", text)
@@ -269,13 +269,13 @@ class PassageMaker:
 
     # ------------------------------------------------------------------ pieces
 
-    def _slots(self, fact: Fact | None, orgs: set[str], **extra: str) -> dict[str, str]:
+    def _slots(self, fact: Fact | None) -> dict[str, str]:
+        """Fresh words for a template: a job, a year, a city, and the fact's organisation."""
         job = self.rng.choice(self.bank.words.jobs)
         slots = {"job": job, "job_a": _article(job), "year": str(self.rng.randint(1975, 2024)),
                  "city": self.rng.choice(self.bank.words.cities)}
         if fact is not None:
             slots["org"] = fact.org_mention
-        slots.update(extra)
         return slots
 
     def _fill(self, template: str, slots: dict[str, str], orgs: set[str]) -> str:
@@ -289,14 +289,14 @@ class PassageMaker:
         options = [t for g in groups for t in getattr(g, part)]
         if not options:
             return None
-        slots = self._slots(fact, orgs)
+        slots = self._slots(fact)
         if per is not None:
             slots["per"] = per
         return self._fill(self.rng.choice(options), slots, orgs)
 
     def distractor(self, orgs: set[str], plural: bool = False) -> str:
         d = self.bank.distractors
-        return self._fill(self.rng.choice(d.plural_vp if plural else d.vp), self._slots(None, orgs), orgs)
+        return self._fill(self.rng.choice(d.plural_vp if plural else d.vp), self._slots(None), orgs)
 
     def fact(self, taken_people: set[str], orgs: set[str], person: Person | None = None,
              exclude: tuple[str, ...] = ()) -> Fact:
@@ -326,10 +326,10 @@ class PassageMaker:
         text, facts = made
         d = self.bank.distractors
         if d.trailers and frame in ("simple", "dated", "two_people") and rng.random() < 0.2:
-            text = text[:-1] + self._fill(rng.choice(d.trailers), self._slots(None, orgs), orgs) + "."
+            text = text[:-1] + self._fill(rng.choice(d.trailers), self._slots(None), orgs) + "."
         if d.openers and rng.random() < 0.15:
-            text = self._fill(rng.choice(d.openers), self._slots(None, orgs), orgs) + " " + text
-        return _sentence(text), [(f.person.full, f.relation, f.org) for f in facts]
+            text = self._fill(rng.choice(d.openers), self._slots(None), orgs) + " " + text
+        return _tidy(text), [(f.person.full, f.relation, f.org) for f in facts]
 
     def _simple(self, people, orgs):
         f = self.fact(people, orgs)
@@ -364,7 +364,7 @@ class PassageMaker:
         options = [t for g in groups for t in g.vp if " in {year}" in t]
         if not options:
             return None
-        slots = self._slots(f, orgs)
+        slots = self._slots(f)
         vp = self._fill(self.rng.choice(options).replace(" in {year}", ""), slots, orgs)
         return f"In {slots['year']}, {f.person.mention} {vp}.", [f]
 
@@ -395,7 +395,7 @@ class PassageMaker:
         orgs: set[str] = set()
         template = self.rng.choice(self.bank.negatives)
         used = placeholders(template)
-        slots = self._slots(None, orgs)
+        slots = self._slots(None)
         people: set[str] = set()
         for slot in ("per", "per2"):
             if slot in used:
@@ -404,4 +404,4 @@ class PassageMaker:
             slots["org"] = self.org(["company"] if self.rng.random() < 0.7 else self.kinds, orgs)[0]
         slots["pron"] = self.rng.choice(self.bank.words.pronouns)
         slots["product"] = self.rng.choice(self.bank.words.products)
-        return _sentence(self._fill(template, slots, orgs))
+        return _tidy(self._fill(template, slots, orgs))
