@@ -29,6 +29,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from data_gen.config import _check_templates
 from data_gen.text import placeholders
 
 TripletT = tuple[str, str, str]
@@ -50,13 +51,7 @@ class _Strict(BaseModel):
 
 
 def _check(templates: list[str], allowed: set[str], required: set[str] = frozenset()) -> list[str]:
-    for i, template in enumerate(templates):
-        used = placeholders(template)
-        if used - allowed:
-            raise ValueError(f"[{i}] {template!r}: unknown placeholder {{{sorted(used - allowed)[0]}}}")
-        if required - used:
-            raise ValueError(f"[{i}] {template!r}: missing placeholder {{{sorted(required - used)[0]}}}")
-    return templates
+    return _check_templates(templates, allowed, set(required))
 
 
 class NameBank(_Strict):
