@@ -355,11 +355,9 @@ class DataConfig(_Strict):
         if not isinstance(data, dict):
             raise ConfigError(f"invalid data config {source}: expected a mapping at the top level")
         config = validate(cls, data, "data config", source, ConfigError)
-        for key in ("memory_config", "bank"):
-            owner = config if key == "memory_config" else config.passages
-            value = getattr(owner, key)
-            if value is not None and base_dir is not None and not Path(value).is_absolute():
-                setattr(owner, key, str((Path(base_dir) / value).resolve()))
+        if base_dir is not None:  # paths in the file are relative to it
+            config.memory_config = _relative_to(config.memory_config, base_dir)
+            config.passages.bank = _relative_to(config.passages.bank, base_dir)
         try:
             check_against_memory(config)
         except ValueError as err:
@@ -396,6 +394,12 @@ def _read_yaml(path: Path, seen: tuple[Path, ...] = ()) -> dict:
     if base_path in seen:
         raise ConfigError(f"invalid data config {path}:\n  base: {base} includes itself")
     return _merge(_read_yaml(base_path, (*seen, base_path)), data)
+
+
+def _relative_to(path: str | None, base_dir: str | Path) -> str | None:
+    if path is None or Path(path).is_absolute():
+        return path
+    return str((Path(base_dir) / path).resolve())
 
 
 def _merge(base: dict, over: dict) -> dict:

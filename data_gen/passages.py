@@ -40,6 +40,9 @@ _DISTRACTOR_SLOTS = {"city", "year", "org2"}
 _NEGATIVE_SLOTS = {"per", "per2", "org", "org2", "city", "year", "pron", "product"}
 _ORG_NAME_SLOTS = {"city", "country", "field", "surname", "adjective"}
 _INITIALS = "ABCDEFGHJKLMNPRSTW"
+# frame -> relative weight (the last three need max_facts >= 2: two facts, or two sentences)
+FRAME_WEIGHTS = {"simple": 1, "sentence": 1, "apposition": 1.5, "prefix": 1, "relative": 1, "dated": 0.7,
+                 "two_facts": 0.8, "two_people": 0.8, "surname": 0.7}
 
 
 class BankError(ValueError):
@@ -204,7 +207,7 @@ class PassageMaker:
     """Makes realistic passages and hard negatives from one split's people and companies."""
 
     def __init__(self, bank: PassageBank, people: tuple[str, ...], companies: tuple[str, ...],
-                 relations: list[str], rng: random.Random, max_facts: int = 3) -> None:
+                 relations: list[str], rng: random.Random, max_facts: int = 2) -> None:
         self.bank = bank
         self.people = people
         self.companies = companies
@@ -277,7 +280,9 @@ class PassageMaker:
         if "org2" in placeholders(template) and "org2" not in slots:
             slots["org2"] = self.org(["company"], orgs)[0]
         text = template.format(**slots)
-        return text.replace(slots.get("org", "\0") + "'s", _possessive(slots["org"])) if "org" in slots else text
+        if "org" in slots:  # "Siemens's" -> "Siemens'"
+            text = text.replace(slots["org"] + "'s", _possessive(slots["org"]))
+        return text
 
     def _piece(self, fact: Fact, part: str, orgs: set[str], *, per: str | None = None) -> str | None:
         groups = [g for g in self.bank.relations[fact.relation].groups if fact.kind in g.kinds]
@@ -306,13 +311,9 @@ class PassageMaker:
     def passage(self) -> tuple[str, list[TripletT]]:
         """A passage and the facts it states, in the order they appear."""
         rng, people, orgs = self.rng, set(), set()
-        frames = ["simple", "sentence", "apposition", "prefix", "relative", "dated"]
-        if self.max_facts >= 2:
-            frames += ["two_facts", "two_people", "surname"]
-        weights = {"simple": 1, "sentence": 1, "apposition": 1.5, "prefix": 1, "relative": 1, "dated": 0.7,
-                   "two_facts": 0.8, "two_people": 0.8, "surname": 0.7}
+        frames = [f for f in FRAME_WEIGHTS if self.max_facts >= 2 or f not in ("two_facts", "two_people", "surname")]
         for _ in range(20):
-            frame = rng.choices(frames, weights=[weights[f] for f in frames])[0]
+            frame = rng.choices(frames, weights=[FRAME_WEIGHTS[f] for f in frames])[0]
             made = getattr(self, "_" + frame)(people, orgs)
             if made is not None:
                 break

@@ -90,6 +90,6 @@ def summarise_real(rows: list[dict]) -> dict:
             "triplet": total("triplets").to_dict(),
             "no_fact_passages": len(no_fact),
             "false_write_rate": sum(r["false_write"] for r in no_fact) / len(no_fact) if no_fact else None,
-            "any_write_rate": sum(r.get("any_write", r["false_write"]) for r in no_fact) / len(no_fact) if no_fact else None,
+            "any_write_rate": sum(r["any_write"] for r in no_fact) / len(no_fact) if no_fact else None,
         }
     return out

@@ -187,7 +187,7 @@ def _real_table(summary: dict) -> str:
         for source, r in s.get("real", {}).items():
             rows.append([system, source, str(r["passages"]), _num(r["pair"]["precision"]), _num(r["pair"]["recall"]),
                          _num(r["pair"]["f1"]), _num(r["pair_mentioned"]["recall"]), _num(r["triplet"]["f1"]),
-                         _pct(r["false_write_rate"]), _pct(r.get("any_write_rate"))])
+                         _pct(r["false_write_rate"]), _pct(r["any_write_rate"])])
     return markdown_table(rows) if len(rows) > 1 else ""
 
 
