@@ -38,7 +38,7 @@ from data_gen.reward import Reward, reward
 from eval.metrics import names_in
 from memory_runtime.backend import Backend
 from memory_runtime.controller import Controller, TurnResult
-from memory_runtime.protocol import Call, parse_calls
+from memory_runtime.protocol import SYSTEM_PROMPT, Call, parse_calls
 from memory_runtime.store import MemoryConfig, TripletStore, normalize_term
 
 TaskType = Literal["write", "read", "unanswerable", "two_hop"]
@@ -239,12 +239,13 @@ def augment(
 
 
 def execute(task: Task, backend: Backend, memory_config: MemoryConfig | None = None, *,
-            max_new_tokens: int = 128) -> tuple[TurnResult, Reward]:
+            max_new_tokens: int = 128, system_prompt: str | None = SYSTEM_PROMPT) -> tuple[TurnResult, Reward]:
     """Run the task through the controller with a fresh store holding its memory; score the turn."""
     with TripletStore(":memory:", memory_config) as store:
         if task.memory:
             store.write_many(task.memory, at=1.0)
-        result = Controller(backend, store, max_calls=8, max_new_tokens=max_new_tokens).run_turn(task.text)
+        result = Controller(backend, store, system_prompt=system_prompt, max_calls=8,
+                            max_new_tokens=max_new_tokens).run_turn(task.text)
         score = reward(task.kind, result.calls, result.reply, gold_triplets=task.gold_triplets,
                        gold_names=task.gold_names, question=task.text, candidates=task.names(),
                        canonical=store.canonical_relation, status=result.status)
@@ -274,11 +275,12 @@ def trajectory_record(task: Task, result: TurnResult, *, source: str = "self_ins
 
 
 def run_tasks(tasks: Sequence[Task], backend: Backend, memory_config: MemoryConfig | None = None, *,
-              max_new_tokens: int = 128) -> tuple[list[Record], list[dict]]:
+              max_new_tokens: int = 128, system_prompt: str | None = SYSTEM_PROMPT) -> tuple[list[Record], list[dict]]:
     """(records of the reward-1 trajectories, a log row per task)."""
     kept, log = [], []
     for task in tasks:
-        result, score = execute(task, backend, memory_config, max_new_tokens=max_new_tokens)
+        result, score = execute(task, backend, memory_config, max_new_tokens=max_new_tokens,
+                                system_prompt=system_prompt)
         log.append({"id": task.id, "type": task.type, "text": task.text, "assistant": result.text,
                     "reward": score.value, "reason": score.reason})
         if score.value:
@@ -342,9 +344,9 @@ class SelfInstructConfig(BaseModel):
 
 
 def score_tasks(tasks: Sequence[Task], backend: Backend, memory_config: MemoryConfig | None = None, *,
-                max_new_tokens: int = 128) -> dict:
+                max_new_tokens: int = 128, system_prompt: str | None = SYSTEM_PROMPT) -> dict:
     """Reward-1 rate on tasks (the held-out paraphrase test): overall and per kind."""
-    _, log = run_tasks(tasks, backend, memory_config, max_new_tokens=max_new_tokens)
+    _, log = run_tasks(tasks, backend, memory_config, max_new_tokens=max_new_tokens, system_prompt=system_prompt)
     out: dict = {"tasks": len(log), "correct": sum(r["reward"] for r in log)}
     for kind in ("write", "read", "unanswerable", "two_hop"):
         rows = [r for r in log if r["type"] == kind]
@@ -360,6 +362,8 @@ def run_rounds(config: SelfInstructConfig, model: str, out: Path, *, log: Callab
     kept.jsonl, adapter/) and one line per round in `rounds.jsonl`. Returns the round rows.
 
     `backend_for(model)` and `train_fn(train_config)` default to the real model and trainer."""
+    from memory_runtime.models import trained_system_prompt
+
     out.mkdir(parents=True, exist_ok=True)
     seeds = load_tasks(config.seed_tasks)
     tests = spread(load_tasks(config.test_tasks), config.test_limit) if config.test_tasks else []
@@ -372,13 +376,14 @@ def run_rounds(config: SelfInstructConfig, model: str, out: Path, *, log: Callab
     for r in range(1, config.rounds + 1):
         t0 = time.perf_counter()
         rdir = out / f"round-{r}"
-        backend = backend_for(model)
+        backend, prompt = backend_for(model), trained_system_prompt(model)
+        run = {"max_new_tokens": config.execute_max_new_tokens, "system_prompt": prompt}
         row: dict = {"round": r, "model": model}
         if tests and r == 1:
-            row["test_before"] = score_tasks(tests, backend, max_new_tokens=config.execute_max_new_tokens)
+            row["test_before"] = score_tasks(tests, backend, **run)
             log(f"round {r}: held-out test before: {row['test_before']}")
         if real and r == 1:
-            row["real_before"] = score_real(real, backend, max_new_tokens=config.execute_max_new_tokens)
+            row["real_before"] = score_real(real, backend, **run)
             log(f"round {r}: real-text probe before: {row['real_before']}")
         drafts = draft_tasks(config.world, config.tasks_per_round, seed=config.seed + r)
         tasks, aug_log = augment(drafts, seeds, writer or backend, demos=config.demos,
@@ -386,7 +391,7 @@ def run_rounds(config: SelfInstructConfig, model: str, out: Path, *, log: Callab
                                  rng=random.Random(config.seed * 1000 + r))
         write_jsonl(rdir / "tasks.jsonl", tasks)
         _dump(rdir / "augment.jsonl", aug_log)
-        kept, run_log = run_tasks(tasks, backend, max_new_tokens=config.execute_max_new_tokens)
+        kept, run_log = run_tasks(tasks, backend, **run)
         _dump(rdir / "executions.jsonl", run_log)
         write_jsonl(rdir / "kept.jsonl", kept)
         if kept:
@@ -402,11 +407,12 @@ def run_rounds(config: SelfInstructConfig, model: str, out: Path, *, log: Callab
         model = str(adapter)
         if tests or real:
             backend = backend_for(model)
+            run["system_prompt"] = trained_system_prompt(model)
         if tests:
-            row["test_after"] = score_tasks(tests, backend, max_new_tokens=config.execute_max_new_tokens)
+            row["test_after"] = score_tasks(tests, backend, **run)
             log(f"round {r}: held-out test after: {row['test_after']}")
         if real:
-            row["real_after"] = score_real(real, backend, max_new_tokens=config.execute_max_new_tokens)
+            row["real_after"] = score_real(real, backend, **run)
             log(f"round {r}: real-text probe after: {row['real_after']}")
         row["adapter"], row["seconds"] = model, round(time.perf_counter() - t0, 1)
         rows.append(row)
@@ -423,12 +429,13 @@ def _real_passages(config: SelfInstructConfig) -> list[Record]:
     return real_sample(config.real, config.real_limit, config.seed)
 
 
-def score_real(records: Sequence[Record], backend: Backend, *, max_new_tokens: int = 128) -> dict:
+def score_real(records: Sequence[Record], backend: Backend, *, max_new_tokens: int = 128,
+               system_prompt: str | None = SYSTEM_PROMPT) -> dict:
     """The real-text probe (eval/real_probe.py) over all sources: pair P/R/F1 and false writes."""
     from eval.real_probe import evaluate_real, summarise_real
     from eval.systems import System
 
-    system = System("memlm", None, None, max_new_tokens, backend_factory=lambda: backend)
+    system = System("memlm", None, None, max_new_tokens, backend_factory=lambda: backend, system_prompt=system_prompt)
     overall = summarise_real(evaluate_real(system, records))["all"]
     return {"passages": overall["passages"], "pair_f1": round(overall["pair"]["f1"], 3),
             "pair_precision": round(overall["pair"]["precision"], 3), "pair_recall": round(overall["pair"]["recall"], 3),

@@ -57,6 +57,8 @@ class EvalConfig(BaseModel):
     threads: int | None = Field(None, ge=1, description="torch CPU threads per process (None: torch's default; "
                                                         "1 with several workers)")
     workers: int = Field(1, ge=1, description="processes that evaluate cases in parallel, each with its own model")
+    copy_fields: bool = Field(True, description="decode call subjects and objects copied from the conversation "
+                                                "(memory_runtime.field_copy), as chat and serve do")
 
 
 def _sample(items: list, limit: int | None, rng: random.Random) -> list:
@@ -95,7 +97,7 @@ def load_real_records(config: EvalConfig) -> list[Record]:
 def load_systems(config: EvalConfig) -> dict[str, System]:
     """The model under test (an adapter merged into its base: faster decoding) and its baselines
     on the base model (the adapter's recorded base unless `base` says otherwise)."""
-    from memory_runtime.models import adapter_base, is_adapter_dir, load_model
+    from memory_runtime.models import adapter_base, is_adapter_dir, load_model, trained_system_prompt
 
     if config.threads:
         import torch
@@ -105,7 +107,8 @@ def load_systems(config: EvalConfig) -> dict[str, System]:
     systems: dict[str, System] = {}
     if "memlm" in config.systems:
         model, tokenizer = load_model(config.model, dtype=config.dtype, merge=True)
-        systems["memlm"] = System("memlm", model, tokenizer, config.max_new_tokens)
+        systems["memlm"] = System("memlm", model, tokenizer, config.max_new_tokens, copy_fields=config.copy_fields,
+                                   system_prompt=trained_system_prompt(config.model))
     baselines = [name for name in config.systems if name != "memlm"]
     if baselines:
         base_name = config.base or (adapter_base(config.model) if adapter else config.model)
@@ -114,7 +117,8 @@ def load_systems(config: EvalConfig) -> dict[str, System]:
         else:
             base, base_tok = load_model(base_name, dtype=config.dtype)
         for name in baselines:
-            systems[name] = System(name, base, base_tok, config.baseline_max_new_tokens)
+            systems[name] = System(name, base, base_tok, config.baseline_max_new_tokens,
+                                   copy_fields=config.copy_fields)
     return systems
 
 

@@ -372,6 +372,9 @@ def eval_command(
     workers: int = typer.Option(1, "--workers", min=1, help="Processes evaluating cases in parallel, each with its "
                                 "own copy of the model (decoding a small model is overhead-bound: 2 workers of "
                                 "1 thread do ~2x the work of 1 worker on 2 cores)."),
+    copy_fields: bool = typer.Option(True, "--copy-fields/--free-fields", help="Decode the names in calls "
+                                     "copied from the conversation, as chat and serve do (--free-fields: the "
+                                     "model's own spelling, to measure the model alone)."),
     config: Optional[Path] = CONFIG,
 ) -> None:
     """Measure calls, answers, episodes, typo robustness and real-text writes, against baselines."""
@@ -388,7 +391,7 @@ def eval_command(
                          systems=[s.strip() for s in systems.split(",") if s.strip()],
                          parts=[p.strip() for p in parts.split(",") if p.strip()],
                          limit=limit, seed=seed, max_new_tokens=max_new_tokens, baseline_max_new_tokens=baseline_max_new_tokens,
-                         threads=threads, workers=workers)
+                         threads=threads, workers=workers, copy_fields=copy_fields)
         memory_config = MemoryConfig.load(config)
     except (ValidationError, ValueError) as err:
         _fail(err)
@@ -468,6 +471,8 @@ def chat_command(
     history_turns: int = typer.Option(0, "--history-turns", min=0, help="Earlier exchanges sent with each turn "
                                       "(0: none; the memory is what lasts, and memlm's models train on single turns)."),
     show_calls: bool = typer.Option(False, "--show-calls", help="Print each turn's memory calls under the reply."),
+    copy_fields: bool = typer.Option(True, "--copy-fields/--free-fields", help="Names in memory calls are copied "
+                                     "from the conversation (default), or spelled freely by the model."),
     feedback_dir: Optional[Path] = typer.Option(None, "--feedback-dir", help="Where /good /bad /correct are logged "
                                                 "(trajectories.jsonl: `memlm train` data via data.extra_jsonl; "
                                                 "default: DB's name + '-feedback' beside it)."),
@@ -479,7 +484,7 @@ def chat_command(
 
     try:
         chat(model, db, user=user, max_new_tokens=max_new_tokens, max_calls=max_calls, temperature=temperature,
-             memory_config=memory_config, history_turns=history_turns, show_calls=show_calls,
+             memory_config=memory_config, history_turns=history_turns, show_calls=show_calls, copy_fields=copy_fields,
              feedback_dir=feedback_dir or db.with_name(db.stem + "-feedback"))
     except (ValueError, FileNotFoundError) as err:
         _fail(err)

@@ -17,6 +17,7 @@ from typing import Any
 
 import httpx
 
+from memory_runtime.protocol import SYSTEM_PROMPT
 from memory_runtime.serve import BackendFactory, Limits, ServeConfig, background_server, create_app, percentile
 from memory_runtime.store import TripletStore
 
@@ -38,12 +39,14 @@ def run_serve_bench(
     seconds: float = 30.0,
     max_tokens: int = 32,
     model_name: str = "bench",
+    system_prompt: str | None = SYSTEM_PROMPT,
 ) -> dict[str, Any]:
     """Drive a fresh server over `store` and return the figures (one JSON-able dict)."""
     keys = {f"bench-key-{i:04d}": f"bench-{i}" for i in range(clients)}
     config = ServeConfig(api_keys=keys, api_keys_env=None,
                          limits=Limits(max_tokens=max_tokens, max_queue=max(32, 2 * clients)))
-    app = create_app(config, store, backend_factory, model_name=model_name, api_keys=keys)
+    app = create_app(config, store, backend_factory, model_name=model_name, api_keys=keys,
+                     system_prompt=system_prompt)
     latencies: list[float] = []
     overheads: list[float] = []
     tokens = [0]
@@ -112,7 +115,7 @@ def bench_serve(model: str, *, clients: int = 4, seconds: float = 30.0, max_toke
     """Load `model` and benchmark it behind the server, with a fresh SQLite memory in a temp dir."""
     import torch
 
-    from memory_runtime.models import load_model
+    from memory_runtime.models import load_model, trained_system_prompt
     from memory_runtime.serve import hf_backend_factory
 
     if threads is not None:
@@ -120,5 +123,5 @@ def bench_serve(model: str, *, clients: int = 4, seconds: float = 30.0, max_toke
     loaded, tokenizer = load_model(model, merge=True)
     with tempfile.TemporaryDirectory(prefix="memlm-bench-serve-") as tmp, TripletStore(Path(tmp) / "m.sqlite") as store:
         result = run_serve_bench(hf_backend_factory(loaded, tokenizer), store, clients=clients, seconds=seconds,
-                                 max_tokens=max_tokens, model_name=model)
+                                 max_tokens=max_tokens, model_name=model, system_prompt=trained_system_prompt(model))
     return {"model": model, "torch_threads": torch.get_num_threads(), **result}

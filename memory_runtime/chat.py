@@ -248,20 +248,23 @@ def _count(n: int) -> str:
 
 def chat(model: str, db: str | Path, *, user: str = "default", max_new_tokens: int = 256, max_calls: int = 16,
          temperature: float = 0.0, memory_config: Path | None = None, history_turns: int = 0,
-         show_calls: bool = False, feedback_dir: Path | None = None) -> None:
+         show_calls: bool = False, feedback_dir: Path | None = None, copy_fields: bool = True) -> None:
     """`memlm chat`: load the model and the memory, then run the REPL on stdin/stdout.
     `feedback_dir` keeps /good /bad /correct as JSONL (trajectories.jsonl is `memlm train` data)."""
     from memory_runtime.feedback import FeedbackLog
     from memory_runtime.hf_backend import HFBackend
-    from memory_runtime.models import cache_root, load_model
+    from memory_runtime.models import cache_root, load_model, trained_system_prompt
     from memory_runtime.store import MemoryConfig
 
     with TripletStore(db, MemoryConfig.load(memory_config)) as store:
         loaded, tokenizer = load_model(model, merge=True)
-        backend = HFBackend(loaded, tokenizer, temperature=temperature)  # start() resets it every turn
+        backend = HFBackend(loaded, tokenizer, temperature=temperature, copy_fields=copy_fields)  # start() resets it every turn
+
+        system_prompt = trained_system_prompt(model)
 
         def controller(namespace: str) -> Controller:
-            return Controller(backend, store, namespace=namespace, max_calls=max_calls, max_new_tokens=max_new_tokens)
+            return Controller(backend, store, namespace=namespace, system_prompt=system_prompt, max_calls=max_calls,
+                              max_new_tokens=max_new_tokens)
 
         run_chat(controller, store, sys.stdin, Console(), user=user, history_file=cache_root() / "chat_history",
                  history_turns=history_turns, show_calls=show_calls,

@@ -26,12 +26,21 @@ from typing import Any
 
 import torch
 
+from memory_runtime.field_copy import allowed, open_call
+
 _REPLACEMENT = "\ufffd"  # what decode() shows for an incomplete UTF-8 sequence
 _DECODE_CONTEXT = 3  # tokens decoded before an anchor so leading-space rules apply
+_COPY_TOP_K = 16  # candidates checked by the field copy constraint at each step
+_MAX_BACKTRACKS = 16  # per turn: call-field tokens taken back after a dead end
 
 
 class HFBackend:
-    """Pausable chat generation over a Hugging Face causal LM (plain or PEFT-wrapped)."""
+    """Pausable chat generation over a Hugging Face causal LM (plain or PEFT-wrapped).
+
+    With ``copy_fields`` (the default) the subject and object of a memory call are decoded as
+    word-aligned copies of the conversation when one of the model's top candidates allows it
+    (memory_runtime.field_copy): small models respell names they must copy.
+    """
 
     def __init__(
         self,
@@ -42,6 +51,7 @@ class HFBackend:
         top_p: float = 1.0,
         seed: int | None = None,
         system_prompt: str | None = None,
+        copy_fields: bool = True,
     ) -> None:
         if temperature < 0:
             raise ValueError(f"temperature must be >= 0, got {temperature}")
@@ -53,6 +63,8 @@ class HFBackend:
         self.top_p = float(top_p)
         self.seed = seed
         self.system_prompt = system_prompt
+        self.copy_fields = copy_fields
+        self._context = ""
         # Sampling happens on CPU: the same seed gives the same draws on any device.
         self._generator: torch.Generator | None = None
         if seed is not None:
@@ -88,6 +100,7 @@ class HFBackend:
         if not ids:
             raise ValueError("the chat template rendered an empty prompt")
         self._reset(ids)
+        self._context = "\n".join(str(m["content"]) for m in messages)
         self._started = True
 
     def stream(self, max_new_tokens: int) -> Iterator[str]:
@@ -108,6 +121,11 @@ class HFBackend:
         produced = 0
         while produced < max_new_tokens:
             logits = self._next_logits()
+            if self.copy_fields:
+                logits, dead_end = self._copied_fields_only(logits)
+                if dead_end and self._backtrack(shown):
+                    produced -= 1
+                    continue
             token = self._choose(logits)
             if token in self.end_token_ids:
                 self._finish_reason = "stop"
@@ -119,13 +137,16 @@ class HFBackend:
             self.stats["generated_tokens"] += 1
             produced += 1
             text = self._full_text()
-            if text.endswith(_REPLACEMENT):
-                continue
+            if text.endswith(_REPLACEMENT) or (self.copy_fields and open_call(text) is not None):
+                continue  # held back: an incomplete character, or a call field that may be backtracked
             piece = text[len(shown) :] if text.startswith(shown) else text[_common_prefix(text, shown) :]
             shown = text
             if piece:
                 yield piece
         self._finish_reason = "length"
+        text = self.assistant_text
+        if len(text) > len(shown) and text.startswith(shown):
+            yield text[len(shown) :]
 
     def resume(self, assistant_text: str) -> None:
         """Set the assistant turn's text so far to ``assistant_text``.
@@ -156,6 +177,7 @@ class HFBackend:
         if self._logits_at != len(self._prompt_ids) + len(self._ids):
             self._logits = None
         self._finish_reason = None
+        self._banned = {}
         self.stats["resumes"] += 1
         self.stats["inserted_tokens"] += len(rest_ids)
 
@@ -202,6 +224,7 @@ class HFBackend:
         self._logits: torch.Tensor | None = None
         self._logits_at = -1
         self._finish_reason: str | None = None
+        self._banned: dict[int, set[int]] = {}  # assistant position -> tokens backtracked from there
         self.stats: dict[str, Any] = {
             "prompt_tokens": len(prompt_ids),
             "generated_tokens": 0,
@@ -209,6 +232,7 @@ class HFBackend:
             "forwards": 0,
             "inserted_tokens": 0,
             "resumes": 0,
+            "backtracks": 0,
         }
 
     def _require_started(self) -> None:
@@ -317,6 +341,52 @@ class HFBackend:
         scores = warpers(ids, logits.detach().to("cpu", torch.float32)[None, :])
         probs = torch.softmax(scores, dim=-1)
         return int(torch.multinomial(probs, num_samples=1, generator=self._generator)[0, 0])
+
+    def _copied_fields_only(self, logits: torch.Tensor) -> tuple[torch.Tensor, bool]:
+        """Inside a call's subject or object, keep only top candidates that copy from the
+        conversation (see memory_runtime.field_copy). Returns the logits (unchanged when the
+        best candidate qualifies) and whether none of them does: a dead end."""
+        banned = self._banned.get(len(self._ids), set())
+        top = torch.topk(logits, min(_COPY_TOP_K, logits.shape[-1])).indices.tolist()
+        text = self._full_text().rstrip(_REPLACEMENT)
+        ok = []
+        for token in top:
+            if token in banned:
+                continue
+            if token in self.end_token_ids or self._copies(text, token):
+                if token == top[0] and self.temperature == 0:
+                    return logits, False  # the model's own choice stands
+                ok.append(token)
+        if not ok:
+            return logits, True
+        if ok == top:
+            return logits, False
+        masked = torch.full_like(logits, float("-inf"))
+        masked[ok] = logits[ok]
+        return masked, False
+
+    def _copies(self, text: str, token: int) -> bool:
+        self._ids.append(token)
+        new = self._full_text().rstrip(_REPLACEMENT)
+        self._ids.pop()
+        return not new.startswith(text) or allowed(self._context, text, new[len(text) :])
+
+    def _backtrack(self, shown: str) -> bool:
+        """Take back the last generated token of a call field that led to a dead end ("Bre" +
+        "t" when the text says "Brett"), so that its runner-up is tried; False when it was
+        already yielded, inserted by resume(), or the turn's budget of retries is spent."""
+        n = len(self._ids)
+        if n == 0 or n <= self._segments[-1][0] or self.stats["backtracks"] >= _MAX_BACKTRACKS:
+            return False
+        before = self._text_of(n - 1)
+        if len(before) < len(shown) or not before.startswith(shown) or open_call(before) is None:
+            return False
+        self._banned = {k: v for k, v in self._banned.items() if k < n}  # retries past here start over
+        self._banned.setdefault(n - 1, set()).add(self._ids.pop())
+        self._crop(len(self._prompt_ids) + n - 1)
+        self.stats["generated_tokens"] -= 1
+        self.stats["backtracks"] += 1
+        return True
 
 
 def _common_prefix(a: str, b: str) -> int:

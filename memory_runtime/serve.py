@@ -42,6 +42,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from memory_runtime.backend import Backend
 from memory_runtime.controller import Controller, TurnResult
 from memory_runtime.feedback import Exchange, Feedback, FeedbackLog
+from memory_runtime.protocol import SYSTEM_PROMPT
 from memory_runtime.store import TripletStore
 from memory_runtime.yaml_config import read_mapping, validate
 
@@ -71,6 +72,7 @@ class Generation(BaseModel):
 
     temperature: float = Field(0.0, ge=0, le=2)
     top_p: float = Field(1.0, gt=0, le=1)
+    copy_fields: bool = True  # names in calls copied from the conversation (memory_runtime.field_copy)
 
 
 class ServeConfig(BaseModel):
@@ -349,12 +351,12 @@ class BackendFactory(Protocol):
         """A fresh backend for one turn (the server calls it on the generation thread)."""
 
 
-def hf_backend_factory(model: Any, tokenizer: Any) -> BackendFactory:
+def hf_backend_factory(model: Any, tokenizer: Any, *, copy_fields: bool = True) -> BackendFactory:
     """Backends over one loaded model: each turn gets its own HFBackend (its own KV cache)."""
     from memory_runtime.hf_backend import HFBackend
 
     def make(*, temperature: float, top_p: float, seed: int | None) -> Backend:
-        return HFBackend(model, tokenizer, temperature=temperature, top_p=top_p, seed=seed)
+        return HFBackend(model, tokenizer, temperature=temperature, top_p=top_p, seed=seed, copy_fields=copy_fields)
 
     return make
 
@@ -442,8 +444,10 @@ def create_app(
     *,
     model_name: str,
     api_keys: dict[str, str] | None = None,
+    system_prompt: str | None = SYSTEM_PROMPT,
 ) -> FastAPI:
-    """The server over a store and a backend factory (tests pass a scripted one).
+    """The server over a store and a backend factory (tests pass a scripted one), prompting
+    the model with the system message it was trained with.
 
     `api_keys` defaults to config.resolve_api_keys() (config, environment variable, file).
     """
@@ -521,8 +525,8 @@ def create_app(
 
         def turn() -> tuple[TurnResult, dict[str, Any]]:
             backend = backend_factory(temperature=temperature, top_p=top_p, seed=request.seed)
-            controller = Controller(backend, store, namespace=namespace, max_calls=limits.max_calls,
-                                    max_new_tokens=min(asked, limits.max_tokens))
+            controller = Controller(backend, store, namespace=namespace, system_prompt=system_prompt,
+                                    max_calls=limits.max_calls, max_new_tokens=min(asked, limits.max_tokens))
             return controller.run_turn(user_text, history), dict(backend.stats)
 
         result, stats = await generator.run(turn)
@@ -621,8 +625,8 @@ def create_app(
         if request.correction:
             def correct() -> Any:
                 backend = backend_factory(temperature=0.0, top_p=1.0, seed=None)
-                controller = Controller(backend, store, namespace=namespace, max_calls=limits.max_calls,
-                                        max_new_tokens=limits.max_tokens)
+                controller = Controller(backend, store, namespace=namespace, system_prompt=system_prompt,
+                                        max_calls=limits.max_calls, max_new_tokens=limits.max_tokens)
                 return feedback.correct(controller, request.correction, last)
 
             fix = await generator.run(correct)
@@ -696,7 +700,7 @@ def serve(model: str, db: str | Path, config: ServeConfig, *, host: str = "127.0
     import torch
     import uvicorn
 
-    from memory_runtime.models import load_model
+    from memory_runtime.models import load_model, trained_system_prompt
     from memory_runtime.store import MemoryConfig
 
     keys = config.resolve_api_keys()
@@ -705,8 +709,9 @@ def serve(model: str, db: str | Path, config: ServeConfig, *, host: str = "127.0
         if config.torch_threads is not None:
             torch.set_num_threads(config.torch_threads)
         loaded, tokenizer = load_model(model, merge=True)
-        app = create_app(config, store, hf_backend_factory(loaded, tokenizer), model_name=config.model_name or model,
-                         api_keys=keys)
+        app = create_app(config, store, hf_backend_factory(loaded, tokenizer, copy_fields=config.generation.copy_fields),
+                         model_name=config.model_name or model,
+                         api_keys=keys, system_prompt=trained_system_prompt(model))
         if on_ready is not None:
             on_ready(f"serving {model} on http://{host}:{port} ({len(keys)} API keys, memory {db})")
         uvicorn.run(app, host=host, port=port, log_level=log_level)

@@ -29,11 +29,11 @@ from typing import Any, Literal, Sequence
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from memory_runtime.models import EMBEDDED_MODEL
+from memory_runtime.models import EMBEDDED_MODEL, TRAIN_CONFIG_FILENAME
 from memory_runtime.protocol import SYSTEM_PROMPT
 from memory_runtime.yaml_config import read_mapping, validate
 
-CONFIG_FILENAME = "train_config.yaml"
+CONFIG_FILENAME = TRAIN_CONFIG_FILENAME
 DEEPSPEED_PRESETS_DIR = Path(__file__).resolve().parent.parent / "configs" / "deepspeed"
 DEFAULT_LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 

@@ -88,3 +88,21 @@ def test_existing_output_is_not_overwritten_silently(tiny_out, tmp_path):
     (other / "notes.txt").write_text("keep me")
     result = runner.invoke(app, ["generate", "--config", str(TINY), "--out", str(other), "--overwrite"])
     assert result.exit_code == 2 and (other / "notes.txt").exists()
+
+
+def test_every_trained_call_passes_the_runtime_copy_constraint(tiny_records):
+    """The runtime keeps call subjects and objects copied from what the model saw
+    (memory_runtime.field_copy); a record that names something else could never be generated."""
+    from data_gen.records import messages
+    from memory_runtime.field_copy import allowed
+
+    for record in tiny_records:
+        turns = messages(record)
+        for k, turn in enumerate(turns):
+            if turn["role"] != "assistant":
+                continue
+            context = "\n".join(m["content"] for m in turns[:k])
+            text = ""
+            for ch in turn["content"]:  # one character at a time: the finest a token can be
+                assert allowed(context, text, ch), (record.id, text + ch)
+                text += ch

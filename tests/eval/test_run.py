@@ -13,6 +13,7 @@ from eval.report import summarise_records
 from eval.run import EvalConfig, load_records, run_eval
 from eval.systems import System
 from memory_runtime.backend import ScriptedBackend
+from memory_runtime.store import TripletStore
 
 
 @pytest.fixture(scope="module")
@@ -159,3 +160,23 @@ def test_memlm_eval_names_a_real_file_of_unknown_format(tiny_data, tmp_path):
                                  "--parts", "real", "--real", str(bad)])
     assert r.exit_code == 2 and "neither Re-DocRED" in r.output
     assert not (tmp_path / "o").exists()  # nothing written for a run that could not start
+
+
+def test_the_model_under_test_is_prompted_as_trained_and_decoded_as_configured(tiny_model_dir, tmp_path):
+    import shutil
+
+    from eval.run import load_systems
+    from eval.systems import FEW_SHOT_PROMPT
+
+    run = tmp_path / "run"
+    shutil.copytree(tiny_model_dir, run)
+    (run / "train_config.yaml").write_text("data:\n  system_prompt: You have a memory.\n")
+    systems = load_systems(EvalConfig(model=str(run), systems=["memlm", "few_shot"], copy_fields=False))
+    assert systems["memlm"].system_prompt == "You have a memory."
+    assert not systems["memlm"].copy_fields and not systems["few_shot"].copy_fields
+    for name, prompt in (("memlm", "You have a memory."), ("few_shot", FEW_SHOT_PROMPT)):
+        scripted = ScriptedBackend(["Hello."])
+        systems[name].backend_factory = lambda: scripted
+        with TripletStore(":memory:") as store:
+            systems[name].turn("hi", store)
+        assert scripted.seen[0][0] == {"role": "system", "content": prompt}

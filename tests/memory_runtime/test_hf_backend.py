@@ -306,3 +306,43 @@ def test_peft_wrapped_model(tiny_model, smollm2_tokenizer):
     text = backend.assistant_text
     backend.resume(text[: len(text) // 2] + RESULT)
     torch.testing.assert_close(backend.next_token_logits(), reference_logits(peft_model, backend), atol=1e-4, rtol=1e-4)
+
+
+class Preferring(Scripted):
+    """Like Scripted, but step i also boosts a runner-up token ``second[i]`` (a bit less)."""
+
+    def __init__(self, inner, script: list[int], second: dict[int, int], final: int):
+        super().__init__(inner, script, final)
+        self.second = second
+
+    def forward(self, input_ids, past_key_values=None, **kwargs):
+        past = past_key_values.get_seq_length() if past_key_values is not None else 0
+        step = past + input_ids.shape[1] - self.prompt_len
+        out = super().forward(input_ids, past_key_values=past_key_values, **kwargs)
+        if step in self.second:
+            out.logits[0, -1, self.second[step]] = 9e3
+        return out
+
+
+@pytest.mark.parametrize("copy_fields, temperature", [(True, 0.0), (True, 0.7), (False, 0.0)])
+def test_names_in_calls_are_copied_from_the_conversation(tiny_model, smollm2_tokenizer, copy_fields, temperature):
+    """A model that prefers "Bret" for the "Brett" it was told about writes "Brett" when its
+    runner-up allows it; the same preference outside a call is left alone."""
+    tok = smollm2_tokenizer
+    good = "[MEM_WRITE{Brett Robson>>employed by>>Acme}] Bret"
+    ids = tok(good, add_special_tokens=False)["input_ids"]
+    pieces = [tok.decode([i]) for i in ids]
+    k = pieces.index("tt")
+    t = tok("t", add_special_tokens=False)["input_ids"][0]
+    # prefers "t" over "tt": "Bret Robson" unless the constraint steps in
+    script = ids[:k] + [t] + ids[k + 1 :]
+    model = Preferring(tiny_model, script, {k: ids[k]}, tok.convert_tokens_to_ids("<|im_end|>"))
+    backend = HFBackend(model, tok, copy_fields=copy_fields, temperature=temperature, seed=0)
+    backend.start([{"role": "user", "content": "Brett Robson works for Acme."}])
+    model.prompt_len = len(backend.prompt_token_ids)
+    text = "".join(backend.stream(40))
+    if copy_fields:
+        assert text == good  # the trailing free-text "Bret" is not a call field
+        assert backend.stats["backtracks"] == 1  # "Bre"+"t" was a dead end before " Rob"
+    else:
+        assert text == good.replace("Brett", "Bret", 1)

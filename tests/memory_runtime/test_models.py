@@ -244,3 +244,20 @@ def test_real_embedded_model_chat(tmp_path):
     cfg = json.loads((tmp_path / "adapter" / "adapter_config.json").read_text())
     assert cfg["base_model_name_or_path"] == EMBEDDED_MODEL
     assert resolve_base(str(tmp_path / "adapter")) == str(embedded_cache_dir())
+
+
+def test_a_run_is_prompted_as_it_was_trained(tmp_path):
+    """Serving, chat and eval send the system message recorded in the run's train_config.yaml."""
+    from memory_runtime.models import trained_system_prompt
+    from memory_runtime.protocol import SYSTEM_PROMPT
+
+    assert trained_system_prompt(EMBEDDED_MODEL) == SYSTEM_PROMPT
+    assert trained_system_prompt(tmp_path) == SYSTEM_PROMPT  # a model that memlm did not train
+    config = tmp_path / "train_config.yaml"
+    config.write_text("method: lora\ndata:\n  system_prompt: You have a memory.\n")
+    assert trained_system_prompt(tmp_path) == "You have a memory."
+    config.write_text("data:\n  system_prompt: null\n")  # trained with the template's own default
+    assert trained_system_prompt(tmp_path) is None
+    config.write_text("data: [unclosed\n")
+    with pytest.raises(ValueError, match="train_config.yaml"):
+        trained_system_prompt(tmp_path)

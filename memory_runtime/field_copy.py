@@ -1,0 +1,90 @@
+"""Copy-constrained decoding of call fields: names are copied from the conversation, not respelled.
+
+The call format puts a name right after "{" or ">>", with no space, so the model must spell
+" Brett" (one token in the user's text) as "Bre"+"tt": a small model drifts to a commoner
+spelling ("Bret", "Michele"). While the model writes a subject or object field, the backend
+keeps, among its top candidates, only tokens that leave the field a word-aligned substring of
+what the model has seen (messages, the assistant text before the call, inserted results);
+when none qualifies the model's own choice stands. Relations are left free: they come from the
+relation table, not the text.
+"""
+
+from __future__ import annotations
+
+from memory_runtime.protocol import READ_OPEN, SEPARATOR, WRITE_OPEN
+
+_CHECKED = (0, 2)  # subject and object; the relation (1) is the model's to name
+
+
+def open_call(text: str) -> int | None:
+    """Index where the body of the call still open at the end of `text` starts (None: not in a call)."""
+    start = max(text.rfind(WRITE_OPEN), text.rfind(READ_OPEN))
+    if start < 0:
+        return None
+    body = start + (len(WRITE_OPEN) if text.startswith(WRITE_OPEN, start) else len(READ_OPEN))
+    return None if "}" in text[body:] else body
+
+
+def _word_char(c: str) -> bool:
+    return c.isalnum()
+
+
+def _sentence_start(context: str, i: int) -> bool:
+    before = context[:i].rstrip(" \t\"'(")
+    return not before or before[-1] in ".!?:\n"
+
+
+def _occurs(field: str, context: str, *, closed: bool) -> bool:
+    """`field` starts a word in `context` (and, when `closed`, ends one there too). A name that
+    starts with a small letter ("van 't Wel Groep") may be found capitalised at a sentence start."""
+    swapped = field[0].swapcase() + field[1:]
+    for variant in (field, swapped) if swapped != field else (field,):
+        i = context.find(variant)
+        while i >= 0:
+            end = i + len(variant)
+            if ((i == 0 or not _word_char(context[i - 1]))
+                    and (not closed or end == len(context) or not _word_char(context[end]))
+                    and (variant is field or (field[0].islower() and _sentence_start(context, i)))):
+                return True
+            i = context.find(variant, i + 1)
+    return False
+
+
+def fields_copied(body: str, context: str) -> bool:
+    """Whether a (possibly unfinished) call body keeps its subject and object copied from `context`.
+
+    `body` runs from just after "[MEM_WRITE{" / "[MEM_READ{" to, and including, the closing "}"
+    if the call is closed. Bodies with escapes are not judged (True).
+    """
+    closed = "}" in body
+    if closed:
+        body = body[: body.index("}")]
+    if "\\" in body:
+        return True
+    fields = body.split(SEPARATOR)
+    if len(fields) > 3:
+        return True  # malformed: the parser reports it
+    for k, field in enumerate(fields):
+        is_open = k == len(fields) - 1 and not closed
+        if is_open and field.endswith(">"):
+            field = field[:-1]  # the first half of a separator
+        if k not in _CHECKED or not field:
+            continue
+        if field[0].isspace() or (not is_open and field[-1].isspace()):
+            return False
+        if not _occurs(field, context, closed=not is_open):
+            return False
+    return True
+
+
+def allowed(context: str, text: str, piece: str) -> bool:
+    """Whether appending `piece` to the assistant `text` keeps the subject and object of the call
+    it touches copied from `context` (the messages) or the assistant text before that call."""
+    new = text + piece
+    body = open_call(new)
+    if body is None:
+        body = open_call(text)  # the piece may close the call that was open
+        if body is None:
+            return True
+    start = new.rfind("[", 0, body)
+    return fields_copied(new[body:], context + "\n" + new[:start])

@@ -1,0 +1,59 @@
+"""Copy-constrained fields: a subject or object must be a word-aligned piece of what the model saw."""
+
+from __future__ import annotations
+
+import pytest
+
+from memory_runtime.field_copy import allowed, fields_copied
+
+CONTEXT = "Who manages the company that Brett Robson is a customer of?"
+
+
+def grows(text: str, piece: str, context: str = CONTEXT) -> bool:
+    return allowed(context, text, piece)
+
+
+def test_text_outside_calls_is_free():
+    assert grows("", "Bret is a nickname.")
+    assert grows("[MEM_WRITE{Brett Robson>>customer of>>Suzuki}] ", "Bret")
+
+
+@pytest.mark.parametrize(
+    "text, piece, ok",
+    [
+        ("[MEM_READ{", "Bre", True),  # a prefix of a word of the text
+        ("[MEM_READ{Bre", "tt", True),
+        ("[MEM_READ{Bre", "t", True),  # still a prefix of "Brett"...
+        ("[MEM_READ{Bret", " Robson", False),  # ...but "Bret Robson" is not in the text
+        ("[MEM_READ{Bret", ">>", False),  # nor is the word "Bret"
+        ("[MEM_READ{Brett Robson", ">>", True),
+        ("[MEM_READ{Brett Robson>", ">", True),  # half a separator
+        ("[MEM_READ{", "rett", False),  # not at the start of a word
+        ("[MEM_READ{", " Brett", False),  # no leading space in a field
+        ("[MEM_READ{Brett Robson>>", "customer of", True),  # relations are free
+        ("[MEM_READ{Brett Robson>>buys at>>", "Suz", False),  # an object nobody named
+        ("[MEM_READ{>>customer of>>Brett Robson", "}:", True),
+        ("[MEM_WRITE{Michele Robson>>customer of>>Suzuki", "}]", False),  # the piece closes a bad call
+        ("[MEM_WRITE{Brett\\>", "x", True),  # escapes are not judged
+    ],
+)
+def test_fields_must_be_copied(text, piece, ok):
+    assert grows(text, piece) is ok
+
+
+def test_results_and_earlier_text_count_as_seen():
+    # the second hop names the organisation the first read returned
+    text = "[MEM_READ{Brett Robson>>customer of>>}: {Brett Robson>>customer of>>Suzuki}][MEM_READ{>>manager of>>"
+    assert grows(text, "Suzuki")
+    assert not grows(text, "Suzu ki")
+
+
+def test_a_sentence_start_capital_does_not_hide_a_lowercase_name():
+    context = "Van 't Wel Groep board member Mar L. Porta studied economics in Zurich."
+    assert fields_copied("Mar L. Porta>>board member of>>van 't Wel Groep}", context)
+    assert not fields_copied("Mar Porta>>board member of>>van 't Wel Groep}", context)
+
+
+def test_a_lowercase_name_is_not_capitalised_mid_sentence():
+    assert not fields_copied(">>employed by>>Den Haag & Vos}", "Who works at den Haag & Vos?")
+    assert fields_copied(">>employed by>>den Haag & Vos}", "Who works at den Haag & Vos?")
