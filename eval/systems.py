@@ -18,7 +18,17 @@ from typing import Any, Callable, Sequence
 from memory_runtime.backend import Backend
 from memory_runtime.controller import Controller, TurnResult
 from memory_runtime.hf_backend import HFBackend
-from memory_runtime.protocol import SYSTEM_PROMPT, render_read, render_results, render_write
+from memory_runtime.protocol import (
+    READ_OPEN,
+    READ_QUERY_CLOSE,
+    SEPARATOR,
+    SYSTEM_PROMPT,
+    WRITE_CLOSE,
+    WRITE_OPEN,
+    render_read,
+    render_results,
+    render_write,
+)
 from memory_runtime.store import TripletStore
 
 ZERO_SHOT_PROMPT = "Answer the question from the facts given. If they do not say, answer: I don't know."
@@ -36,6 +46,9 @@ _DEMOS = [
 ]
 FEW_SHOT_PROMPT = (
     SYSTEM_PROMPT
+    + f" Save facts with {WRITE_OPEN}subject{SEPARATOR}relation{SEPARATOR}object{WRITE_CLOSE}."
+    + f" Look facts up with {READ_OPEN}subject{SEPARATOR}relation{SEPARATOR}object{READ_QUERY_CLOSE}"
+    + " leaving unknown fields empty."
     + " Relations: employed by, manager of, investor in, founder of, customer of. Examples:\n"
     + "\n".join(f"User: {u}\nAssistant: {a}" for u, a in _DEMOS)
 )

@@ -31,12 +31,12 @@ READ_OPEN = "[" + READ_VERB + "{"
 WRITE_CLOSE = "}]"
 READ_QUERY_CLOSE = "}:"
 
-# The system message a memory-using model is trained and served with: training renders
-# records with it and the controller sends it, so the two always agree.
-SYSTEM_PROMPT = (
-    "You have a memory. Save facts with [MEM_WRITE{subject>>relation>>object}]. "
-    "Look facts up with [MEM_READ{subject>>relation>>object}: leaving unknown fields empty."
-)
+# The system message a memory-using model is trained and served with (a run records it in its
+# train_config.yaml; memory_runtime.models.trained_system_prompt gives it back). Short on
+# purpose: a trained model learns the format from its data, and every token here is paid in
+# every training record and every turn (a one-sentence description of the calls was a third of
+# the CPU recipe's tokens).
+SYSTEM_PROMPT = "You have a memory."
 
 _CALL_PREFIX = "[MEM_"  # '[' + this prefix + verb chars + '{' starts a call
 _VERB_CHARS = frozenset(string.ascii_letters + "_")

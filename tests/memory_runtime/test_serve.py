@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 from memlm.cli import app as cli_app
 from memory_runtime.backend import ScriptedBackend
-from memory_runtime.protocol import parse_calls
+from memory_runtime.protocol import SYSTEM_PROMPT, parse_calls
 from memory_runtime.serve import (
     APIError,
     KeyRing,
@@ -164,14 +164,18 @@ def test_history_is_passed_on_and_system_messages_are_memlms_own(store):
         backends.append(MemoryEchoBackend())
         return backends[-1]
 
+    messages = [{"role": "system", "content": "You are a pirate."}, {"role": "user", "content": "hi"},
+                {"role": "assistant", "content": "Hello."}, {"role": "user", "content": [
+                    {"type": "text", "text": "how "}, {"type": "text", "text": "are you"}]}]
     with TestClient(create_app(config(), store, factory, model_name="echo")) as c:
-        messages = [{"role": "system", "content": "You are a pirate."}, {"role": "user", "content": "hi"},
-                    {"role": "assistant", "content": "Hello."}, {"role": "user", "content": [
-                        {"type": "text", "text": "how "}, {"type": "text", "text": "are you"}]}]
         assert c.post("/v1/chat/completions", json={"messages": messages}, headers=ALICE).status_code == 200
     (seen,) = backends[0].seen
     assert [m["role"] for m in seen] == ["system", "user", "assistant", "user"]
-    assert "MEM_WRITE" in seen[0]["content"] and seen[-1]["content"] == "how are you"
+    assert seen[0]["content"] == SYSTEM_PROMPT and seen[-1]["content"] == "how are you"
+    # a run trained with another prompt is served with that one (memlm serve reads it from the run)
+    with TestClient(create_app(config(), store, factory, model_name="echo", system_prompt="Remember.")) as c:
+        assert c.post("/v1/chat/completions", json={"messages": messages}, headers=ALICE).status_code == 200
+    assert backends[1].seen[0][0] == {"role": "system", "content": "Remember."}
 
 
 def test_streaming_is_openai_server_sent_events(client):
