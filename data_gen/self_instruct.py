@@ -376,8 +376,8 @@ def run_rounds(config: SelfInstructConfig, model: str, out: Path, *, log: Callab
     for r in range(1, config.rounds + 1):
         t0 = time.perf_counter()
         rdir = out / f"round-{r}"
-        backend, prompt = backend_for(model), trained_system_prompt(model)
-        run = {"max_new_tokens": config.execute_max_new_tokens, "system_prompt": prompt}
+        backend = backend_for(model)
+        run = {"max_new_tokens": config.execute_max_new_tokens, "system_prompt": trained_system_prompt(model)}
         row: dict = {"round": r, "model": model}
         if tests and r == 1:
             row["test_before"] = score_tasks(tests, backend, **run)

@@ -118,13 +118,15 @@ class HFBackend:
             return
         self._finish_reason = None
         shown = self.assistant_text
+        text = shown
         produced = 0
         while produced < max_new_tokens:
             logits = self._next_logits()
             if self.copy_fields:
-                logits, dead_end = self._copied_fields_only(logits)
+                logits, dead_end = self._copied_fields_only(logits, text.rstrip(_REPLACEMENT))
                 if dead_end and self._backtrack(shown):
                     produced -= 1
+                    text = self._full_text()
                     continue
             token = self._choose(logits)
             if token in self.end_token_ids:
@@ -342,18 +344,19 @@ class HFBackend:
         probs = torch.softmax(scores, dim=-1)
         return int(torch.multinomial(probs, num_samples=1, generator=self._generator)[0, 0])
 
-    def _copied_fields_only(self, logits: torch.Tensor) -> tuple[torch.Tensor, bool]:
+    def _copied_fields_only(self, logits: torch.Tensor, text: str) -> tuple[torch.Tensor, bool]:
         """Inside a call's subject or object, keep only top candidates that copy from the
         conversation (see memory_runtime.field_copy). Returns the logits (unchanged when the
-        best candidate qualifies) and whether none of them does: a dead end."""
+        best candidate qualifies) and whether none of them does: a dead end. `text` is the
+        assistant text so far."""
         banned = self._banned.get(len(self._ids), set())
         top = torch.topk(logits, min(_COPY_TOP_K, logits.shape[-1])).indices.tolist()
-        text = self._full_text().rstrip(_REPLACEMENT)
+        in_call = open_call(text) is not None
         ok = []
         for token in top:
             if token in banned:
                 continue
-            if token in self.end_token_ids or self._copies(text, token):
+            if token in self.end_token_ids or self._copies(text, token, in_call):
                 if token == top[0] and self.temperature == 0:
                     return logits, False  # the model's own choice stands
                 ok.append(token)
@@ -365,7 +368,11 @@ class HFBackend:
         masked[ok] = logits[ok]
         return masked, False
 
-    def _copies(self, text: str, token: int) -> bool:
+    def _copies(self, text: str, token: int, in_call: bool) -> bool:
+        if not in_call:  # free text: only a token with "{" (or a raw byte) can start a field
+            piece = str(self.tokenizer.convert_ids_to_tokens(token))
+            if "{" not in piece and not piece.startswith("<0x"):
+                return True
         self._ids.append(token)
         new = self._full_text().rstrip(_REPLACEMENT)
         self._ids.pop()
