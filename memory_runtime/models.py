@@ -29,9 +29,9 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import yaml
 
 from memory_runtime.protocol import SYSTEM_PROMPT
+from memory_runtime.yaml_config import read_mapping
 
 logger = logging.getLogger(__name__)
 
@@ -125,10 +125,9 @@ def trained_system_prompt(name_or_path: str | os.PathLike[str]) -> str | None:
     config = Path(name_or_path).expanduser() / TRAIN_CONFIG_FILENAME
     if is_embedded(name_or_path) or not config.is_file():
         return SYSTEM_PROMPT
-    try:
-        data = (yaml.safe_load(config.read_text(encoding="utf-8")) or {}).get("data") or {}
-    except (OSError, yaml.YAMLError) as exc:
-        raise ValueError(f"cannot read the training config {config}: {exc}") from exc
+    data = read_mapping(config, "training config").get("data") or {}
+    if not isinstance(data, dict):
+        raise ValueError(f"invalid training config {config}: data must be a mapping, got {type(data).__name__}")
     return data.get("system_prompt", SYSTEM_PROMPT)
 
 

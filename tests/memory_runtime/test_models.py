@@ -258,6 +258,7 @@ def test_a_run_is_prompted_as_it_was_trained(tmp_path):
     assert trained_system_prompt(tmp_path) == "You have a memory."
     config.write_text("data:\n  system_prompt: null\n")  # trained with the template's own default
     assert trained_system_prompt(tmp_path) is None
-    config.write_text("data: [unclosed\n")
-    with pytest.raises(ValueError, match="train_config.yaml"):
-        trained_system_prompt(tmp_path)
+    for bad in ("data: [unclosed\n", "- a list, not a config\n", "data: [a, list]\n"):
+        config.write_text(bad)
+        with pytest.raises(ValueError, match="train_config.yaml"):
+            trained_system_prompt(tmp_path)
