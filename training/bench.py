@@ -1,6 +1,6 @@
 """``memlm bench train``: training throughput, padded batches vs padding-free packing, in one run.
 
-Both modes run the real training step (TRL's SFTTrainer: collator, fused-LM-head loss,
+Both modes run the real training step (the trainer of ``memlm train``: TRL's collator, its loss,
 backward, optimizer step) on the same model and the *same records in the same order*, for
 the same number of optimizer steps; only the batching differs.  Reported per mode:
 
@@ -92,11 +92,10 @@ def bench_train(
     import tempfile
 
     from transformers import PrinterCallback, TrainerCallback
-    from trl import SFTTrainer
 
     from memory_runtime.models import load_tokenizer
     from training.data import build_datasets
-    from training.trainer import build_model, build_peft_config, build_sft_config
+    from training.trainer import build_model, build_peft_config, build_sft_config, sft_trainer_class
 
     bad = [m for m in modes if m not in MODES]
     if bad or not modes:
@@ -129,7 +128,7 @@ def bench_train(
         model = get_peft_model(model, peft_config)
     on_cuda = torch.cuda.is_available() and not config.gpu.use_cpu
 
-    class Counting(SFTTrainer):
+    class Counting(sft_trainer_class()):
         def training_step(self, model, inputs, *args, **kwargs):
             labels = inputs["labels"]
             self.bench_counts["trained"] += int((labels[:, 1:] != -100).sum())

@@ -167,6 +167,39 @@ def test_trl_keeps_our_labels_and_padding_free_masks_boundaries(tiny_model, tiny
     assert packed.item() == pytest.approx(padded.item(), rel=1e-4)
 
 
+@pytest.mark.parametrize("padding_free", [False, True])
+def test_cpu_loss_on_trained_positions_matches_trl_fused_head(tiny_model, tiny_model_dir, tiny_datasets,
+                                                              smollm2_tokenizer, tmp_path, padding_free):
+    """The CPU loss projects only trained positions; loss, gradients and logged metrics are TRL's."""
+    from trl import SFTTrainer
+
+    from training.trainer import build_sft_config, sft_trainer_class
+
+    cfg = tiny_config(tiny_model_dir, tmp_path, "method=full")
+    args = build_sft_config(cfg, has_eval=False)
+    ours = sft_trainer_class()(model=copy.deepcopy(tiny_model), args=args, train_dataset=tiny_datasets["train"],
+                                processing_class=smollm2_tokenizer)
+    trl = SFTTrainer(model=copy.deepcopy(tiny_model), args=args, train_dataset=tiny_datasets["train"],
+                     processing_class=smollm2_tokenizer)
+    assert ours._head_on_trained_positions(ours.model)
+    batch = _batch(tiny_datasets["train"], smollm2_tokenizer, padding_free=padding_free)
+    results = []
+    for trainer in (ours, trl):
+        trainer.model.train()
+        loss = trainer.compute_loss(trainer.model, dict(batch))
+        loss.backward()
+        grads = [p.grad.clone() for p in trainer.model.parameters() if p.grad is not None]
+        results.append((loss.item(), grads, {k: v[-1] for k, v in trainer._metrics["train"].items()}))
+    (loss_a, grads_a, metrics_a), (loss_b, grads_b, metrics_b) = results
+    assert loss_a == pytest.approx(loss_b, rel=1e-5)
+    assert len(grads_a) == len(grads_b) > 0
+    for a, b in zip(grads_a, grads_b):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-3)
+    assert metrics_a.keys() == metrics_b.keys() >= {"entropy", "mean_token_accuracy", "num_tokens"}
+    for key in metrics_a:
+        assert metrics_a[key] == pytest.approx(metrics_b[key], rel=1e-4), key
+
+
 def test_padding_free_gives_the_same_logits_and_loss_as_padding(tiny_model, tiny_datasets, smollm2_tokenizer):
     """Records packed into one row (sdpa, block-diagonal mask from position ids) see only themselves."""
     ds = tiny_datasets["train"]
