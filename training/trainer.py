@@ -207,7 +207,7 @@ def sft_trainer_class() -> type:
     elsewhere it scores every position, then recomputes every tile in the backward: on the CPU
     default that was ~36% of a step, though only ~41% of the positions carry a label.  Here the
     model's own ``logits_to_keep`` projects just the positions whose next token is trained, and
-    the loss is cross-entropy on those (same value as TRL's; steps 1.6x faster, see
+    the loss is cross-entropy on those (same value as TRL's; steps 1.2-1.4x faster, see
     training/README.md).  GPUs, MoE auxiliary losses and callers that want all logits keep TRL's
     path."""
     import inspect
