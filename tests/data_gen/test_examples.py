@@ -44,7 +44,7 @@ def test_types_are_allotted_exactly(tiny_run, tiny_config):
         assert len(records) == getattr(tiny_config.splits, split)
         assert all(r.split == split and r.source == "synthetic" for r in records)
     assert Counter(r.type for r in splits["train"]) == Counter(
-        {"write": 26, "read": 37, "unanswerable": 9, "update": 9, "two_hop": 8, "negative": 12, "passage": 19})
+        {"write": 30, "read": 42, "unanswerable": 8, "update": 8, "two_hop": 10, "negative": 11, "passage": 11})
 
 
 def test_allot_and_oxford():
