@@ -464,7 +464,7 @@ def _hf_backend(threads: int | None) -> Callable[[str], Backend]:
         if threads:
             torch.set_num_threads(threads)
         loaded, tokenizer = load_model(model, merge=True)
-        return HFBackend(loaded, tokenizer)
+        return HFBackend(loaded, tokenizer, relations=MemoryConfig.load().relation_names)  # the rounds' memory
 
     return make
 

@@ -58,6 +58,7 @@ class EvalConfig(BaseModel):
                                                         "1 with several workers)")
     workers: int = Field(1, ge=1, description="processes that evaluate cases in parallel, each with its own model")
     copy_fields: bool = Field(True, description="decode call subjects and objects copied from the conversation "
+                                                "and relations from the relation table "
                                                 "(memory_runtime.field_copy), as chat and serve do")
 
 

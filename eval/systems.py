@@ -71,7 +71,7 @@ class System:
     max_new_tokens: int = 128
     max_calls: int = 8
     backend_factory: Callable[[], Backend] | None = None  # default: HFBackend(model, tokenizer)
-    copy_fields: bool = True  # names in calls copied from the conversation (memory_runtime.field_copy)
+    copy_fields: bool = True  # names in calls copied from the conversation, relations from the table (field_copy)
     system_prompt: str | None = SYSTEM_PROMPT  # memlm's: the one its model was trained with
 
     @property
@@ -89,7 +89,8 @@ class System:
         else:
             prompt = FEW_SHOT_PROMPT if self.name == "few_shot" else self.system_prompt
         backend = (self.backend_factory() if self.backend_factory
-                   else HFBackend(self.model, self.tokenizer, copy_fields=self.copy_fields))
+                   else HFBackend(self.model, self.tokenizer, copy_fields=self.copy_fields,
+                                  relations=store.config.relation_names if self.copy_fields else None))
         controller = Controller(backend, store, namespace=namespace,
                                 system_prompt=prompt, max_calls=self.max_calls, max_new_tokens=self.max_new_tokens)
         return controller.run_turn(user, list(history))

@@ -373,8 +373,9 @@ def eval_command(
                                 "own copy of the model (decoding a small model is overhead-bound: 2 workers of "
                                 "1 thread do ~2x the work of 1 worker on 2 cores)."),
     copy_fields: bool = typer.Option(True, "--copy-fields/--free-fields", help="Decode the names in calls "
-                                     "copied from the conversation, as chat and serve do (--free-fields: the "
-                                     "model's own spelling, to measure the model alone)."),
+                                     "copied from the conversation and their relations from the relation table, "
+                                     "as chat and serve do (--free-fields: the model's own spelling, to measure "
+                                     "the model alone)."),
     config: Optional[Path] = CONFIG,
 ) -> None:
     """Measure calls, answers, episodes, typo robustness and real-text writes, against baselines."""
@@ -472,7 +473,8 @@ def chat_command(
                                       "(0: none; the memory is what lasts, and memlm's models train on single turns)."),
     show_calls: bool = typer.Option(False, "--show-calls", help="Print each turn's memory calls under the reply."),
     copy_fields: bool = typer.Option(True, "--copy-fields/--free-fields", help="Names in memory calls are copied "
-                                     "from the conversation (default), or spelled freely by the model."),
+                                     "from the conversation and relations taken from the relation table (default), "
+                                     "or spelled freely by the model."),
     feedback_dir: Optional[Path] = typer.Option(None, "--feedback-dir", help="Where /good /bad /correct are logged "
                                                 "(trajectories.jsonl: `memlm train` data via data.extra_jsonl; "
                                                 "default: DB's name + '-feedback' beside it)."),

@@ -5,15 +5,18 @@ The call format puts a name right after "{" or ">>", with no space, so the model
 spelling ("Bret", "Michele"). While the model writes a subject or object field, the backend
 keeps, among its top candidates, only tokens that leave the field a word-aligned substring of
 what the model has seen (messages, the assistant text before the call, inserted results);
-when none qualifies the model's own choice stands. Relations are left free: they come from the
-relation table, not the text.
+when none qualifies the model's own choice stands. Relations, when the caller gives the memory's
+relation names, are held to those names the same way: a model that read "an analyst with AT&T"
+may otherwise invent "analyst with" where its training taught "employed by".
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from memory_runtime.protocol import READ_OPEN, SEPARATOR, WRITE_OPEN
 
-_CHECKED = (0, 2)  # subject and object; the relation (1) is the model's to name
+_CHECKED = (0, 2)  # subject and object; the relation (1) is checked against `relations` when given
 
 
 def open_call(text: str) -> int | None:
@@ -50,8 +53,13 @@ def _occurs(field: str, context: str, *, closed: bool) -> bool:
     return False
 
 
-def fields_copied(body: str, context: str) -> bool:
-    """Whether a (possibly unfinished) call body keeps its subject and object copied from `context`.
+def _names_relation(field: str, relations: Collection[str], *, closed: bool) -> bool:
+    return field in relations if closed else any(r.startswith(field) for r in relations)
+
+
+def fields_copied(body: str, context: str, relations: Collection[str] | None = None) -> bool:
+    """Whether a (possibly unfinished) call body keeps its subject and object copied from `context`
+    (and its relation, when `relations` is given, one of those names or on the way to one).
 
     `body` runs from just after "[MEM_WRITE{" / "[MEM_READ{" to, and including, the closing "}"
     if the call is closed. Bodies with escapes are not judged (True).
@@ -68,6 +76,10 @@ def fields_copied(body: str, context: str) -> bool:
         is_open = k == len(fields) - 1 and not closed
         if is_open and field.endswith(">"):
             field = field[:-1]  # the first half of a separator
+        if k == 1 and relations is not None and field:
+            if not _names_relation(field, relations, closed=not is_open):
+                return False
+            continue
         if k not in _CHECKED or not field:
             continue
         if field[0].isspace() or (not is_open and field[-1].isspace()):
@@ -77,9 +89,10 @@ def fields_copied(body: str, context: str) -> bool:
     return True
 
 
-def allowed(context: str, text: str, piece: str) -> bool:
+def allowed(context: str, text: str, piece: str, relations: Collection[str] | None = None) -> bool:
     """Whether appending `piece` to the assistant `text` keeps the subject and object of the call
-    it touches copied from `context` (the messages) or the assistant text before that call."""
+    it touches copied from `context` (the messages) or the assistant text before that call, and
+    its relation one of `relations` (when given)."""
     new = text + piece
     body = open_call(new)
     if body is None:
@@ -87,4 +100,4 @@ def allowed(context: str, text: str, piece: str) -> bool:
         if body is None:
             return True
     start = new.rfind("[", 0, body)
-    return fields_copied(new[body:], context + "\n" + new[:start])
+    return fields_copied(new[body:], context + "\n" + new[:start], relations)

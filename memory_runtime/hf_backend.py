@@ -21,7 +21,7 @@ Invariants (``P`` = prompt tokens, ``A`` = assistant tokens):
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import torch
@@ -39,7 +39,8 @@ class HFBackend:
 
     With ``copy_fields`` (the default) the subject and object of a memory call are decoded as
     word-aligned copies of the conversation when one of the model's top candidates allows it
-    (memory_runtime.field_copy): small models respell names they must copy.
+    (memory_runtime.field_copy): small models respell names they must copy. ``relations`` (the
+    memory's relation names) holds the relation of a call to one of them the same way.
     """
 
     def __init__(
@@ -52,6 +53,7 @@ class HFBackend:
         seed: int | None = None,
         system_prompt: str | None = None,
         copy_fields: bool = True,
+        relations: Iterable[str] | None = None,
     ) -> None:
         if temperature < 0:
             raise ValueError(f"temperature must be >= 0, got {temperature}")
@@ -64,6 +66,7 @@ class HFBackend:
         self.seed = seed
         self.system_prompt = system_prompt
         self.copy_fields = copy_fields
+        self.relations = frozenset(relations) if relations is not None else None
         self._context = ""
         # Sampling happens on CPU: the same seed gives the same draws on any device.
         self._generator: torch.Generator | None = None
@@ -376,7 +379,7 @@ class HFBackend:
         self._ids.append(token)
         new = self._full_text().rstrip(_REPLACEMENT)
         self._ids.pop()
-        return not new.startswith(text) or allowed(self._context, text, new[len(text) :])
+        return not new.startswith(text) or allowed(self._context, text, new[len(text) :], self.relations)
 
     def _backtrack(self, shown: str) -> bool:
         """Take back the last generated token of a call field that led to a dead end ("Bre" +

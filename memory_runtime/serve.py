@@ -25,7 +25,7 @@ import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import asdict
@@ -72,7 +72,7 @@ class Generation(BaseModel):
 
     temperature: float = Field(0.0, ge=0, le=2)
     top_p: float = Field(1.0, gt=0, le=1)
-    copy_fields: bool = True  # names in calls copied from the conversation (memory_runtime.field_copy)
+    copy_fields: bool = True  # call names copied from the conversation, relations from the table (field_copy)
 
 
 class ServeConfig(BaseModel):
@@ -351,12 +351,14 @@ class BackendFactory(Protocol):
         """A fresh backend for one turn (the server calls it on the generation thread)."""
 
 
-def hf_backend_factory(model: Any, tokenizer: Any, *, copy_fields: bool = True) -> BackendFactory:
+def hf_backend_factory(model: Any, tokenizer: Any, *, copy_fields: bool = True,
+                       relations: Sequence[str] | None = None) -> BackendFactory:
     """Backends over one loaded model: each turn gets its own HFBackend (its own KV cache)."""
     from memory_runtime.hf_backend import HFBackend
 
     def make(*, temperature: float, top_p: float, seed: int | None) -> Backend:
-        return HFBackend(model, tokenizer, temperature=temperature, top_p=top_p, seed=seed, copy_fields=copy_fields)
+        return HFBackend(model, tokenizer, temperature=temperature, top_p=top_p, seed=seed, copy_fields=copy_fields,
+                         relations=relations if copy_fields else None)
 
     return make
 
@@ -709,7 +711,8 @@ def serve(model: str, db: str | Path, config: ServeConfig, *, host: str = "127.0
         if config.torch_threads is not None:
             torch.set_num_threads(config.torch_threads)
         loaded, tokenizer = load_model(model, merge=True)
-        app = create_app(config, store, hf_backend_factory(loaded, tokenizer, copy_fields=config.generation.copy_fields),
+        app = create_app(config, store, hf_backend_factory(loaded, tokenizer, copy_fields=config.generation.copy_fields,
+                                                            relations=memory.relation_names),
                          model_name=config.model_name or model,
                          api_keys=keys, system_prompt=trained_system_prompt(model))
         if on_ready is not None:

@@ -94,6 +94,11 @@ class MemoryConfig(BaseModel):
                 owner[key] = spec.name
         return self
 
+    @property
+    def relation_names(self) -> list[str] | None:
+        """The canonical relation names (None for an empty table: relations are then free)."""
+        return [spec.name for spec in self.relations] or None
+
     @classmethod
     def load(cls, path: str | Path | None = None) -> "MemoryConfig":
         """Read a YAML config. None gives memlm's defaults; a file without `relations` keeps

@@ -91,10 +91,14 @@ def test_existing_output_is_not_overwritten_silently(tiny_out, tmp_path):
 
 
 def test_every_trained_call_passes_the_runtime_copy_constraint(tiny_records):
-    """The runtime keeps call subjects and objects copied from what the model saw
-    (memory_runtime.field_copy); a record that names something else could never be generated."""
+    """The runtime keeps call subjects and objects copied from what the model saw and relations
+    to the relation table (memory_runtime.field_copy); a record that names something else could
+    never be generated."""
     from data_gen.records import messages
     from memory_runtime.field_copy import allowed
+    from memory_runtime.store import MemoryConfig
+
+    relations = MemoryConfig.load().relation_names
 
     for record in tiny_records:
         turns = messages(record)
@@ -104,5 +108,5 @@ def test_every_trained_call_passes_the_runtime_copy_constraint(tiny_records):
             context = "\n".join(m["content"] for m in turns[:k])
             text = ""
             for ch in turn["content"]:  # one character at a time: the finest a token can be
-                assert allowed(context, text, ch), (record.id, text + ch)
+                assert allowed(context, text, ch, relations), (record.id, text + ch)
                 text += ch

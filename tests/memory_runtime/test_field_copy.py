@@ -41,6 +41,25 @@ def test_fields_must_be_copied(text, piece, ok):
     assert grows(text, piece) is ok
 
 
+RELATIONS = {"customer of", "manager of", "employed by"}
+
+
+@pytest.mark.parametrize(
+    "text, piece, ok",
+    [
+        ("[MEM_READ{Brett Robson>>", "customer", True),  # on the way to a relation name
+        ("[MEM_READ{Brett Robson>>customer", " of>>", True),
+        ("[MEM_READ{Brett Robson>>", "buys at", False),  # not a relation of the table
+        ("[MEM_READ{Brett Robson>>customer", ">>", False),  # "customer" alone is no relation
+        ("[MEM_READ{Brett Robson>>employed at", ">>", False),  # an alias: the model writes names
+        ("[MEM_READ{Brett Robson>>", ">>}:", True),  # reads may leave the relation empty
+        ("[MEM_WRITE{Brett Robson>>manager of>>Suzuki", "}]", True),
+    ],
+)
+def test_relations_must_be_names_of_the_table(text, piece, ok):
+    assert allowed(CONTEXT + " Suzuki", text, piece, RELATIONS) is ok
+
+
 def test_results_and_earlier_text_count_as_seen():
     # the second hop names the organisation the first read returned
     text = "[MEM_READ{Brett Robson>>customer of>>}: {Brett Robson>>customer of>>Suzuki}][MEM_READ{>>manager of>>"

@@ -346,3 +346,20 @@ def test_names_in_calls_are_copied_from_the_conversation(tiny_model, smollm2_tok
         assert backend.stats["backtracks"] == 1  # "Bre"+"t" was a dead end before " Rob"
     else:
         assert text == good.replace("Brett", "Bret", 1)
+
+
+@pytest.mark.parametrize("relations", [["employed by", "manager of"], None])
+def test_relations_in_calls_come_from_the_relation_table(tiny_model, smollm2_tokenizer, relations):
+    """A model that prefers "employed at" (an alias, not a relation name) writes "employed by"
+    when the backend knows the memory's relations and its runner-up allows it."""
+    tok = smollm2_tokenizer
+    good = "[MEM_WRITE{Brett Robson>>employed by>>Acme}]"
+    ids = tok(good, add_special_tokens=False)["input_ids"]
+    k = [tok.decode([i]) for i in ids].index(" by")
+    script = ids[:k] + tok(" at", add_special_tokens=False)["input_ids"] + ids[k + 1 :]
+    model = Preferring(tiny_model, script, {k: ids[k]}, tok.convert_tokens_to_ids("<|im_end|>"))
+    backend = HFBackend(model, tok, relations=relations)
+    backend.start([{"role": "user", "content": "Brett Robson works at Acme."}])
+    model.prompt_len = len(backend.prompt_token_ids)
+    text = "".join(backend.stream(40))
+    assert text == (good if relations else good.replace("employed by", "employed at"))
