@@ -144,11 +144,18 @@ class PassageBank(_Strict):
                 raise ValueError(f"organisations.{kind}: unknown kind; known: {', '.join(ORG_KINDS)}")
             if kind != "company" and spec.weight and not spec.names:
                 raise ValueError(f"organisations.{kind}.names: needed (only companies come from the pool)")
+        stated: dict[tuple[str, str, str], str] = {}  # (slot, template, kind) -> the relation it states
         for name, rel in self.relations.items():
             for i, group in enumerate(rel.groups):
                 for kind in group.kinds:
                     if kind not in self.organisations:
                         raise ValueError(f"relations.{name}.groups[{i}].kinds: {kind!r} is not under organisations")
+                    for slot in ("vp", "s", "app", "pre"):
+                        for template in getattr(group, slot):
+                            other = stated.setdefault((slot, template, kind), name)
+                            if other != name:  # the same text would be trained as two different facts
+                                raise ValueError(f"relations.{name}.groups[{i}].{slot}: {template!r} also states "
+                                                 f"{other!r} for kind {kind!r}")
         return self
 
     @classmethod

@@ -89,6 +89,11 @@ def test_a_bad_bank_is_a_clear_error(tmp_path):
     with pytest.raises(BankError, match="organisation"):
         PassageBank.load(path)
     bank["relations"]["employed by"]["groups"][0]["vp"].pop()
+    bank["relations"]["member of"]["groups"][0]["vp"].append("works for {org}")  # also employed by, for ngos
+    path.write_text(yaml.safe_dump(bank))
+    with pytest.raises(BankError, match="'works for \\{org\\}' also states 'employed by' for kind 'ngo'"):
+        PassageBank.load(path)
+    bank["relations"]["member of"]["groups"][0]["vp"].pop()
     bank["relations"]["works for"] = bank["relations"].pop("employed by")  # an alias, not a canonical name
     path.write_text(yaml.safe_dump(bank))
     PassageBank.load(path)  # a valid bank on its own ...
