@@ -197,7 +197,9 @@ def bench_train_command(
     overrides: Optional[list[str]] = OVERRIDES,
     data: Optional[str] = typer.Option(None, "--data", help="DatasetDict saved by data_gen (default: templated records)."),
     steps: int = typer.Option(6, "--steps", min=1, help="Timed optimizer steps per mode."),
-    warmup: int = typer.Option(1, "--warmup", min=0, help="Untimed warm-up steps per mode."),
+    warmup: int = typer.Option(1, "--warmup", min=0, help="Untimed warm-up steps per mode (and round)."),
+    rounds: int = typer.Option(1, "--rounds", min=1, help="Modes take turns this many times (A B A B ...); each "
+                               "mode's figures sum its rounds, so drift in the machine's speed cancels out."),
     modes: str = typer.Option("none,padding_free", "--modes", help="Comma-separated: none (padded), grouped (padded, similar lengths), padding_free, bfd."),
 ) -> None:
     """Training throughput (trained and total tokens/s) and peak memory, padded vs padding-free."""
@@ -207,10 +209,11 @@ def bench_train_command(
     cfg = _train_config(config, overrides, data)
     try:
         result = bench_train(cfg, steps=steps, warmup_steps=warmup, modes=[m.strip() for m in modes.split(",") if m.strip()],
-                             log=_log)
+                             rounds=rounds, log=_log)
     except (ConfigError, ValueError) as err:
         _fail(err)
-    table = Table(title=f"training throughput ({result['device']}, {result['batch_records']} records/step)")
+    rounds_note = f", {rounds} rounds" if rounds > 1 else ""
+    table = Table(title=f"training throughput ({result['device']}, {result['batch_records']} records/step{rounds_note})")
     for column in ("mode", "trained tok/s", "tokens/s", "positions/s", "s/step", "peak MB"):
         table.add_column(column)
     for mode, r in result["modes"].items():

@@ -10,7 +10,9 @@ the same number of optimizer steps; only the batching differs.  Reported per mod
 - ``peak_mem_mb``: peak process RSS during the mode's steps (CPU) or peak CUDA memory
   allocated (GPU), and ``step_s``: mean seconds per optimizer step.
 
-Warm-up steps are excluded from the timing.  Modes: ``none`` (padded), ``grouped`` (padded,
+Warm-up steps are excluded from the timing.  With ``rounds`` > 1 the modes take turns (A B A B ...)
+and each mode's figures sum its rounds: a machine that speeds up or slows down during the run
+then shifts both modes alike instead of the ratio.  Modes: ``none`` (padded), ``grouped`` (padded,
 batches of similar lengths), ``padding_free``, ``bfd`` (packed rows of ``packing.block_length``
 tokens).  ``grouped`` and ``bfd`` see the same records as the others, batched differently.
 """
@@ -78,12 +80,13 @@ def bench_train(
     steps: int = 6,
     warmup_steps: int = 1,
     modes: Sequence[str] = ("none", "padding_free"),
+    rounds: int = 1,
     model: Any = None,
     tokenizer: Any = None,
     train_dataset: Any = None,
     log: Callable[[str], None] = lambda s: None,
 ) -> dict[str, Any]:
-    """Time ``steps`` optimizer steps per mode (after ``warmup_steps``); return the figures.
+    """Time ``steps`` optimizer steps per mode and round (after ``warmup_steps`` each); return the figures.
 
     ``model``/``tokenizer``/``train_dataset`` (tokenised) may be given (tests); by default they
     come from the config (data: data.path, data.synthetic, or a templated set of
@@ -100,8 +103,8 @@ def bench_train(
     bad = [m for m in modes if m not in MODES]
     if bad or not modes:
         raise ValueError(f"unknown bench modes {bad}; choose from {MODES}")
-    if steps < 1 or warmup_steps < 0:
-        raise ValueError("steps must be >= 1 and warmup_steps >= 0")
+    if steps < 1 or warmup_steps < 0 or rounds < 1:
+        raise ValueError("steps and rounds must be >= 1 and warmup_steps >= 0")
     total_steps = steps + warmup_steps
     batch = config.optim.per_device_train_batch_size * config.optim.gradient_accumulation_steps
 
@@ -159,48 +162,64 @@ def bench_train(
                     torch.cuda.synchronize()
                 self.ref[0].bench_seconds = time.perf_counter() - self.t0
 
-    results: dict[str, Any] = {}
+    totals = {mode: {"seconds": 0.0, "trained": 0, "tokens": 0, "positions": 0, "peak": 0.0} for mode in modes}
+    round_speedups: list[float] = []
     with tempfile.TemporaryDirectory(prefix="memlm-bench-") as tmp:
-        for mode in modes:
-            cfg = _mode_config(config, mode, total_steps, os.path.join(tmp, mode))
-            ref: list = []
-            trainer = Counting(
-                model=model,
-                args=build_sft_config(cfg, has_eval=False),
-                train_dataset=train_dataset,
-                processing_class=tokenizer,
-                callbacks=[Timer(ref)],
-            )
-            trainer.remove_callback(PrinterCallback)
-            trainer.bench_counts = {"trained": 0, "tokens": 0, "positions": 0}
-            ref.append(trainer)
-            log(f"bench: {mode}: {total_steps} steps of {batch} records ({warmup_steps} warm-up)")
-            with _PeakRss() as rss:
-                trainer.train()
-            seconds = getattr(trainer, "bench_seconds", None) or float("nan")
-            c = trainer.bench_counts
-            results[mode] = {
-                "steps": steps,
-                "step_s": seconds / steps,
-                "trained_tokens": c["trained"],
-                "tokens": c["tokens"],
-                "padded_positions": c["positions"],
-                "trained_tokens_per_s": c["trained"] / seconds,
-                "tokens_per_s": c["tokens"] / seconds,
-                "padded_positions_per_s": c["positions"] / seconds,
-                "peak_mem_mb": (torch.cuda.max_memory_allocated() if on_cuda else rss.peak) / 2**20,
-            }
-            log(f"bench: {mode}: {results[mode]['trained_tokens_per_s']:.0f} trained tokens/s, "
-                f"{results[mode]['tokens_per_s']:.0f} tokens/s, {results[mode]['step_s']:.2f} s/step")
-            del trainer
+        for r in range(rounds):
+            step_s: dict[str, float] = {}
+            for mode in modes:
+                cfg = _mode_config(config, mode, total_steps, os.path.join(tmp, mode))
+                ref: list = []
+                trainer = Counting(
+                    model=model,
+                    args=build_sft_config(cfg, has_eval=False),
+                    train_dataset=train_dataset,
+                    processing_class=tokenizer,
+                    callbacks=[Timer(ref)],
+                )
+                trainer.remove_callback(PrinterCallback)
+                trainer.bench_counts = {"trained": 0, "tokens": 0, "positions": 0}
+                ref.append(trainer)
+                log(f"bench: {mode}: {total_steps} steps of {batch} records ({warmup_steps} warm-up)"
+                    + (f", round {r + 1}/{rounds}" if rounds > 1 else ""))
+                with _PeakRss() as rss:
+                    trainer.train()
+                seconds = getattr(trainer, "bench_seconds", None) or float("nan")
+                t = totals[mode]
+                t["seconds"] += seconds
+                for key in ("trained", "tokens", "positions"):
+                    t[key] += trainer.bench_counts[key]
+                t["peak"] = max(t["peak"], (torch.cuda.max_memory_allocated() if on_cuda else rss.peak) / 2**20)
+                step_s[mode] = seconds / steps
+                log(f"bench: {mode}: {trainer.bench_counts['trained'] / seconds:.0f} trained tokens/s, "
+                    f"{trainer.bench_counts['tokens'] / seconds:.0f} tokens/s, {step_s[mode]:.2f} s/step")
+                del trainer
+            if "none" in step_s and "padding_free" in step_s:
+                round_speedups.append(step_s["none"] / step_s["padding_free"])
+    results: dict[str, Any] = {}
+    for mode, t in totals.items():
+        results[mode] = {
+            "steps": steps * rounds,
+            "step_s": t["seconds"] / (steps * rounds),
+            "trained_tokens": t["trained"],
+            "tokens": t["tokens"],
+            "padded_positions": t["positions"],
+            "trained_tokens_per_s": t["trained"] / t["seconds"],
+            "tokens_per_s": t["tokens"] / t["seconds"],
+            "padded_positions_per_s": t["positions"] / t["seconds"],
+            "peak_mem_mb": t["peak"],
+        }
     out: dict[str, Any] = {
         "model": config.model.name,
         "method": config.method,
         "device": "cuda" if on_cuda else "cpu",
         "threads": torch.get_num_threads(),
         "batch_records": batch,
+        "rounds": rounds,
         "modes": results,
     }
+    if rounds > 1 and round_speedups:
+        out["speedup_padding_free_vs_padded_per_round"] = round_speedups
     if "none" in results:
         base = results["none"]["trained_tokens_per_s"]
         for mode in results:

@@ -77,3 +77,17 @@ def test_bench_train_reports_both_modes(tiny_model_dir):
         assert mode["trained_tokens_per_s"] > 0 and mode["tokens_per_s"] > 0 and mode["peak_mem_mb"] > 0
     assert figures["modes"]["grouped"]["trained_tokens"] > 0  # same records, other batches: other timed steps
     assert figures["speedup_padding_free_vs_padded"] > 0 and figures["speedup_grouped_vs_padded"] > 0
+
+
+def test_bench_train_rounds_alternate_the_modes_and_sum_them(tiny_model_dir):
+    result = runner.invoke(app, ["bench", "train", "--config", CPU_CONFIG, "--steps", "1", "--warmup", "0", "--rounds", "2",
+                                 f"model.name={tiny_model_dir}", "model.dtype=float32",
+                                 "optim.per_device_train_batch_size=4"])
+    assert result.exit_code == 0, result.output
+    order = [line.split(":")[1].strip() for line in result.output.splitlines() if "warm-up), round" in line]
+    assert order == ["none", "padding_free", "none", "padding_free"]
+    figures = json.loads(result.stdout.strip().splitlines()[-1])
+    assert figures["rounds"] == 2 and len(figures["speedup_padding_free_vs_padded_per_round"]) == 2
+    padded, packed = figures["modes"]["none"], figures["modes"]["padding_free"]
+    assert padded["steps"] == packed["steps"] == 2
+    assert padded["trained_tokens"] == packed["trained_tokens"] > 0
