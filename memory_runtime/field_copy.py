@@ -59,7 +59,8 @@ def _names_relation(field: str, relations: Collection[str], *, closed: bool) -> 
 
 def fields_copied(body: str, context: str, relations: Collection[str] | None = None) -> bool:
     """Whether a (possibly unfinished) call body keeps its subject and object copied from `context`
-    (and its relation, when `relations` is given, one of those names or on the way to one).
+    (and its relation, when `relations` is given, one of those names or on the way to one), in
+    the protocol's three fields: no fourth separator, no call closed with fewer.
 
     `body` runs from just after "[MEM_WRITE{" / "[MEM_READ{" to, and including, the closing "}"
     if the call is closed. Bodies with escapes are not judged (True).
@@ -70,8 +71,8 @@ def fields_copied(body: str, context: str, relations: Collection[str] | None = N
     if "\\" in body:
         return True
     fields = body.split(SEPARATOR)
-    if len(fields) > 3:
-        return True  # malformed: the parser reports it
+    if len(fields) > 3 or (closed and len(fields) < 3):
+        return False
     for k, field in enumerate(fields):
         is_open = k == len(fields) - 1 and not closed
         if is_open and field.endswith(">"):

@@ -34,6 +34,10 @@ def test_text_outside_calls_is_free():
         ("[MEM_READ{Brett Robson>>buys at>>", "Suz", False),  # an object nobody named
         ("[MEM_READ{>>customer of>>Brett Robson", "}:", True),
         ("[MEM_WRITE{Michele Robson>>customer of>>Suzuki", "}]", False),  # the piece closes a bad call
+        ("[MEM_READ{Brett Robson", "}:", False),  # a call has three fields
+        ("[MEM_READ{Brett Robson>>customer of", "}:", False),
+        ("[MEM_READ{Brett Robson>>>>", "}:", True),
+        ("[MEM_WRITE{Brett Robson>>customer of>>Suzuki", ">>", False),  # no fourth
         ("[MEM_WRITE{Brett\\>", "x", True),  # escapes are not judged
     ],
 )
