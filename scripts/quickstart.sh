@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The main job on the embedded default model (SmolLM2-135M-Instruct), on a CPU:
 # install -> generate a dataset -> train a LoRA -> evaluate against baselines -> a short chat.
-# ~21 minutes on 2 cores. Outputs in runs/: data/, cpu-smollm2/ (adapter), eval/ (report.md,
+# ~21–23 minutes on 2 cores. Outputs in runs/: data/, cpu-smollm2/ (adapter), eval/ (report.md,
 # metrics.json, plots), demo.sqlite (the chat's memory).
 set -euo pipefail
 cd "$(dirname "$0")/.."
