@@ -90,7 +90,7 @@ class System:
             prompt = FEW_SHOT_PROMPT if self.name == "few_shot" else self.system_prompt
         backend = (self.backend_factory() if self.backend_factory
                    else HFBackend(self.model, self.tokenizer, copy_fields=self.copy_fields,
-                                  relations=store.config.relation_names if self.copy_fields else None))
+                                  relations=store.config.relation_names))
         controller = Controller(backend, store, namespace=namespace,
                                 system_prompt=prompt, max_calls=self.max_calls, max_new_tokens=self.max_new_tokens)
         return controller.run_turn(user, list(history))

@@ -259,7 +259,7 @@ def chat(model: str, db: str | Path, *, user: str = "default", max_new_tokens: i
     with TripletStore(db, MemoryConfig.load(memory_config)) as store:
         loaded, tokenizer = load_model(model, merge=True)
         backend = HFBackend(loaded, tokenizer, temperature=temperature, copy_fields=copy_fields,
-                            relations=store.config.relation_names if copy_fields else None)  # start() resets it every turn
+                            relations=store.config.relation_names)  # start() resets it every turn
 
         system_prompt = trained_system_prompt(model)
 

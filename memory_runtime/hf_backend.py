@@ -40,7 +40,8 @@ class HFBackend:
     With ``copy_fields`` (the default) the subject and object of a memory call are decoded as
     word-aligned copies of the conversation when one of the model's top candidates allows it
     (memory_runtime.field_copy): small models respell names they must copy. ``relations`` (the
-    memory's relation names) holds the relation of a call to one of them the same way.
+    memory's relation names) holds the relation of a call to one of them the same way (with
+    ``copy_fields`` only).
     """
 
     def __init__(

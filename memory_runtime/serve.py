@@ -358,7 +358,7 @@ def hf_backend_factory(model: Any, tokenizer: Any, *, copy_fields: bool = True,
 
     def make(*, temperature: float, top_p: float, seed: int | None) -> Backend:
         return HFBackend(model, tokenizer, temperature=temperature, top_p=top_p, seed=seed, copy_fields=copy_fields,
-                         relations=relations if copy_fields else None)
+                         relations=relations)
 
     return make
 

@@ -348,18 +348,20 @@ def test_names_in_calls_are_copied_from_the_conversation(tiny_model, smollm2_tok
         assert text == good.replace("Brett", "Bret", 1)
 
 
-@pytest.mark.parametrize("relations", [["employed by", "manager of"], None])
-def test_relations_in_calls_come_from_the_relation_table(tiny_model, smollm2_tokenizer, relations):
+@pytest.mark.parametrize("relations, copy_fields", [(["employed by", "manager of"], True), (None, True),
+                                                    (["employed by", "manager of"], False)])
+def test_relations_in_calls_come_from_the_relation_table(tiny_model, smollm2_tokenizer, relations, copy_fields):
     """A model that prefers "employed at" (an alias, not a relation name) writes "employed by"
-    when the backend knows the memory's relations and its runner-up allows it."""
+    when the backend knows the memory's relations and its runner-up allows it (not with
+    copy_fields off: --free-fields frees relations too)."""
     tok = smollm2_tokenizer
     good = "[MEM_WRITE{Brett Robson>>employed by>>Acme}]"
     ids = tok(good, add_special_tokens=False)["input_ids"]
     k = [tok.decode([i]) for i in ids].index(" by")
     script = ids[:k] + tok(" at", add_special_tokens=False)["input_ids"] + ids[k + 1 :]
     model = Preferring(tiny_model, script, {k: ids[k]}, tok.convert_tokens_to_ids("<|im_end|>"))
-    backend = HFBackend(model, tok, relations=relations)
+    backend = HFBackend(model, tok, relations=relations, copy_fields=copy_fields)
     backend.start([{"role": "user", "content": "Brett Robson works at Acme."}])
     model.prompt_len = len(backend.prompt_token_ids)
     text = "".join(backend.stream(40))
-    assert text == (good if relations else good.replace("employed by", "employed at"))
+    assert text == (good if relations and copy_fields else good.replace("employed by", "employed at"))
