@@ -91,3 +91,5 @@ def test_bench_train_rounds_alternate_the_modes_and_sum_them(tiny_model_dir):
     padded, packed = figures["modes"]["none"], figures["modes"]["padding_free"]
     assert padded["steps"] == packed["steps"] == 2
     assert padded["trained_tokens"] == packed["trained_tokens"] > 0
+    bad = runner.invoke(app, ["bench", "train", "--config", CPU_CONFIG, "--rounds", "0", f"model.name={tiny_model_dir}"])
+    assert bad.exit_code == 2 and "--rounds" in bad.output
