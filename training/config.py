@@ -62,6 +62,9 @@ class LoraSettings(_Strict):
     bias: Literal["none", "all", "lora_only"] = "none"
     use_rslora: bool = False
     modules_to_save: list[str] | None = None
+    layers_to_transform: list[int] | None = Field(
+        None, description="decoder layer indices that get adapters (default: all); backward stops below the lowest"
+    )
     init_from: str | None = Field(None, description="an adapter dir to continue training (its r, targets and base are kept)")
 
     @model_validator(mode="after")
@@ -70,6 +73,9 @@ class LoraSettings(_Strict):
             raise ValueError("target_modules must name at least one module (or be 'all-linear')")
         if isinstance(self.target_modules, list) and "lm_head" in self.target_modules:
             raise ValueError("target_modules: TRL computes the loss from lm_head.weight directly; an adapter on lm_head would never train")
+        layers = self.layers_to_transform
+        if layers is not None and (not layers or min(layers) < 0 or len(set(layers)) != len(layers)):
+            raise ValueError(f"layers_to_transform must list distinct layer indices >= 0 (or be null for all), got {layers}")
         return self
 
 

@@ -127,6 +127,7 @@ def build_peft_config(config: TrainConfig) -> Any:
         bias=lora.bias,
         use_rslora=lora.use_rslora,
         modules_to_save=lora.modules_to_save,
+        layers_to_transform=lora.layers_to_transform,
         task_type="CAUSAL_LM",
     )
 
@@ -371,6 +372,9 @@ def train(
 
     args = build_sft_config(config, has_eval=eval_ds is not None)  # before the model: ZeRO-3 init
     model = build_model(config)
+    layers, n_layers = config.lora.layers_to_transform, getattr(model.config, "num_hidden_layers", None)
+    if layers and n_layers is not None and max(layers) >= n_layers:
+        raise ConfigError(f"lora.layers_to_transform: {config.model.name} has layers 0..{n_layers - 1}, got {max(layers)}")
     peft_config = build_peft_config(config)
     if config.lora.init_from is not None:  # continue an adapter (self-instruct rounds): same weights, trainable
         from peft import PeftModel

@@ -38,6 +38,8 @@ def test_dotted_overrides_are_applied_before_validation():
     (["lora.r.x=1"], "lora.r is a value"),
     (["optim.max_steps"], "expected key=value"),
     (["packing.mode=bfd", "packing.block_length=64"], "must be >= data.max_length"),
+    (["lora.layers_to_transform=[3, 3]"], "lora: layers_to_transform must list distinct layer indices"),
+    (["lora.layers_to_transform=[-1]"], "lora: layers_to_transform must list distinct layer indices"),
 ])
 def test_invalid_configs_name_the_field(overrides, message):
     with pytest.raises(ConfigError) as info:

@@ -218,6 +218,22 @@ def test_padding_free_gives_the_same_logits_and_loss_as_padding(tiny_model, tiny
     assert trained(packed) == trained(padded)
 
 
+def test_adapters_only_on_the_chosen_layers(tiny_model_dir, tiny_datasets, tmp_path):
+    cfg = tiny_config(tiny_model_dir, tmp_path, "lora.layers_to_transform=[1]", "optim.max_steps=2")
+    model = train(cfg, datasets={"train": tiny_datasets["train"]}, log=lambda s: None).trainer.model
+    trainable = {n: p for n, p in model.named_parameters() if p.requires_grad}
+    assert trainable and all(".layers.1." in n for n in trainable), sorted(trainable)
+    assert all(p.abs().sum() > 0 for n, p in trainable.items() if "lora_B" in n)  # B starts at zero: it trained
+
+
+def test_layers_the_model_lacks_are_a_config_error(tiny_model_dir, tiny_datasets, tmp_path):
+    from training.config import ConfigError
+
+    cfg = tiny_config(tiny_model_dir, tmp_path, "lora.layers_to_transform=[1, 2]")
+    with pytest.raises(ConfigError, match=r"has layers 0\.\.1, got 2"):
+        train(cfg, datasets={"train": tiny_datasets["train"]}, log=lambda s: None)
+
+
 def test_padding_free_training_runs(tiny_model_dir, tiny_datasets, tmp_path):
     cfg = tiny_config(tiny_model_dir, tmp_path, "packing.mode=padding_free", "optim.max_steps=2")
     result = train(cfg, datasets={"train": tiny_datasets["train"]}, log=lambda s: None)
