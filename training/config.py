@@ -155,6 +155,7 @@ class GpuSettings(_Strict):
     tf32: bool | None = None
     gradient_checkpointing: bool = False
     use_liger_kernel: bool = False
+    torch_compile: bool = False
     deepspeed: str | None = Field(None, description="zero2 | zero3 (presets in configs/deepspeed) or a JSON path")
     use_cpu: bool = False
     dataloader_num_workers: int = Field(0, ge=0)

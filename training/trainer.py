@@ -166,6 +166,7 @@ def build_sft_config(config: TrainConfig, *, has_eval: bool, output_dir: str | N
         fp16=g.fp16,
         tf32=g.tf32,
         use_liger_kernel=g.use_liger_kernel,
+        torch_compile=g.torch_compile,
         deepspeed=resolve_deepspeed(g.deepspeed),
         use_cpu=g.use_cpu or (g.bf16 and not torch.cuda.is_available()),  # transformers wants it for CPU bf16
         dataloader_num_workers=g.dataloader_num_workers,
