@@ -88,6 +88,8 @@ def test_gpu_configs_build_a_trl_config_on_the_cpu(tmp_path):
     assert q.load_in_4bit and q.bnb_4bit_quant_type == "nf4" and q.bnb_4bit_use_double_quant
     liger = load_config(CONFIGS / "gpu-qwen2.5-7b-lora.yaml", ["gpu.use_liger_kernel=true", "gpu.tf32=null"])
     assert build_sft_config(liger, has_eval=False).use_liger_kernel
+    compiled = load_config(CONFIGS / "cpu-smollm2.yaml", ["gpu.torch_compile=true", f"output.output_dir={tmp_path}"])
+    assert build_sft_config(compiled, has_eval=False).torch_compile
 
 
 def test_packing_modes_map_to_trl(tmp_path):
