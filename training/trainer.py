@@ -108,6 +108,9 @@ def build_model(config: TrainConfig) -> Any:
             use_gradient_checkpointing=config.gpu.gradient_checkpointing,
             gradient_checkpointing_kwargs={"use_reentrant": False},
         )
+    layers, n_layers = config.lora.layers_to_transform, getattr(model.config, "num_hidden_layers", None)
+    if layers and n_layers is not None and max(layers) >= n_layers:  # the range is the model's: checked once loaded
+        raise ConfigError(f"lora.layers_to_transform: {config.model.name} has layers 0..{n_layers - 1}, got {max(layers)}")
     model.config.use_cache = False
     return model
 
@@ -373,9 +376,6 @@ def train(
 
     args = build_sft_config(config, has_eval=eval_ds is not None)  # before the model: ZeRO-3 init
     model = build_model(config)
-    layers, n_layers = config.lora.layers_to_transform, getattr(model.config, "num_hidden_layers", None)
-    if layers and n_layers is not None and max(layers) >= n_layers:
-        raise ConfigError(f"lora.layers_to_transform: {config.model.name} has layers 0..{n_layers - 1}, got {max(layers)}")
     peft_config = build_peft_config(config)
     if config.lora.init_from is not None:  # continue an adapter (self-instruct rounds): same weights, trainable
         from peft import PeftModel

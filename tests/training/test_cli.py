@@ -93,3 +93,9 @@ def test_bench_train_rounds_alternate_the_modes_and_sum_them(tiny_model_dir):
     assert padded["trained_tokens"] == packed["trained_tokens"] > 0
     bad = runner.invoke(app, ["bench", "train", "--config", CPU_CONFIG, "--rounds", "0", f"model.name={tiny_model_dir}"])
     assert bad.exit_code == 2 and "--rounds" in bad.output
+
+
+def test_bench_train_rejects_layers_the_model_lacks(tiny_model_dir):
+    result = runner.invoke(app, ["bench", "train", "--config", CPU_CONFIG, "--steps", "1", "--warmup", "0",
+                                 f"model.name={tiny_model_dir}", "model.dtype=float32", "lora.layers_to_transform=[5]"])
+    assert result.exit_code != 0 and "has layers 0..1, got 5" in result.output, result.output
