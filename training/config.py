@@ -66,6 +66,10 @@ class LoraSettings(_Strict):
         None, description="decoder layer indices that get adapters (default: all); backward stops below the lowest"
     )
     init_from: str | None = Field(None, description="an adapter dir to continue training (its r, targets and base are kept)")
+    loraplus_lr_ratio: float | None = Field(
+        None, ge=1, description="LoRA+ (PEFT's create_loraplus_optimizer): the B matrices learn at this multiple "
+        "of optim.learning_rate (null: one learning rate)"
+    )
 
     @model_validator(mode="after")
     def _targets(self) -> "LoraSettings":
@@ -212,6 +216,8 @@ class TrainConfig(_Strict):
             )
         if self.output.eval_strategy != "no" and data.eval_split is None:
             raise ValueError("output.eval_strategy needs data.eval_split (or set output.eval_strategy=no)")
+        if self.method == "full" and self.lora.loraplus_lr_ratio is not None:
+            raise ValueError("lora.loraplus_lr_ratio: LoRA+ sets the adapters' B learning rate; method=full has no adapters")
         if self.method == "qlora" and self.model.dtype == "float16" and self.gpu.bf16:
             raise ValueError("qlora with model.dtype=float16 and gpu.bf16=true mixes precisions; pick one")
         return self

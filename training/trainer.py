@@ -221,6 +221,24 @@ def sft_trainer_class() -> type:
     from trl import SFTTrainer
 
     class TrainedPositionsSFTTrainer(SFTTrainer):
+        def __init__(self, *args: Any, loraplus_lr_ratio: float | None = None, **kwargs: Any) -> None:
+            self.loraplus_lr_ratio = loraplus_lr_ratio
+            super().__init__(*args, **kwargs)
+
+        def create_optimizer(self, model=None):
+            if self.loraplus_lr_ratio is None or self.optimizer is not None:
+                return super().create_optimizer(model)
+            from peft.optimizers import create_loraplus_optimizer
+
+            opt_model = self.model if model is None else model
+            optimizer_cls, kwargs = self.get_optimizer_cls_and_kwargs(self.args, opt_model)
+            kwargs = dict(kwargs)
+            self.optimizer = create_loraplus_optimizer(
+                opt_model, optimizer_cls, lr=kwargs.pop("lr"), loraplus_lr_ratio=self.loraplus_lr_ratio,
+                loraplus_weight_decay=self.args.weight_decay, **kwargs,
+            )
+            return self.optimizer
+
         def _head_on_trained_positions(self, model: Any) -> bool:
             if self.args.device.type != "cpu" or self.aux_loss_enabled:
                 return False
@@ -390,6 +408,7 @@ def train(
         processing_class=tokenizer,
         peft_config=peft_config,
         callbacks=[ProgressLogger(log, out / LOG_FILENAME), *callbacks],
+        loraplus_lr_ratio=config.lora.loraplus_lr_ratio if config.method != "full" else None,
     )
     trainer.remove_callback(PrinterCallback)
     if config.method != "full" and trainer.is_world_process_zero():

@@ -40,6 +40,8 @@ def test_dotted_overrides_are_applied_before_validation():
     (["packing.mode=bfd", "packing.block_length=64"], "must be >= data.max_length"),
     (["lora.layers_to_transform=[3, 3]"], "lora: layers_to_transform must list distinct layer indices"),
     (["lora.layers_to_transform=[-1]"], "lora: layers_to_transform must list distinct layer indices"),
+    (["lora.loraplus_lr_ratio=0.5"], "lora.loraplus_lr_ratio: Input should be greater than or equal to 1"),
+    (["method=full", "lora.loraplus_lr_ratio=8"], "LoRA+ sets the adapters' B learning rate; method=full has no adapters"),
 ])
 def test_invalid_configs_name_the_field(overrides, message):
     with pytest.raises(ConfigError) as info:

@@ -234,6 +234,19 @@ def test_layers_the_model_lacks_are_a_config_error(tiny_model_dir, tiny_datasets
         train(cfg, datasets={"train": tiny_datasets["train"]}, log=lambda s: None)
 
 
+def test_loraplus_moves_b_matrices_ratio_times_faster(tiny_model_dir, tiny_datasets, tmp_path):
+    """Adam's first step moves each weight by ~lr: with LoRA+ the B matrices (zero at init) move
+    by lr x ratio, the A matrices by lr."""
+    lr, ratio = 1e-3, 8
+    cfg = tiny_config(tiny_model_dir, tmp_path, f"optim.learning_rate={lr}", f"lora.loraplus_lr_ratio={ratio}",
+                      "optim.lr_scheduler_type=constant", "optim.warmup=0", "optim.max_steps=1")
+    result = train(cfg, datasets={"train": tiny_datasets["train"]}, log=lambda s: None)
+    b = [p for n, p in result.trainer.model.named_parameters() if "lora_B" in n]
+    assert b and max(p.abs().max().item() for p in b) == pytest.approx(lr * ratio, rel=0.05)
+    lrs = {g["lr"] for g in result.trainer.optimizer.param_groups if g["params"]}
+    assert lrs == {lr, lr * ratio}
+
+
 @pytest.mark.slow  # compiling on 2 cores takes ~1 min
 def test_compiled_training_saves_an_adapter_that_reloads(tiny_model_dir, tiny_datasets, smollm2_tokenizer, tmp_path):
     """gpu.torch_compile: the CPU default's steps are ~1.24x faster compiled; the saved adapter must not
