@@ -214,7 +214,7 @@ def sft_trainer_class() -> type:
     model's own ``logits_to_keep`` projects just the positions whose next token is trained, and
     the loss is cross-entropy on those (same value as TRL's; steps 1.2-1.4x faster, see
     training/README.md).  GPUs, MoE auxiliary losses and callers that want all logits keep TRL's
-    path."""
+    path.  ``loraplus_lr_ratio`` builds LoRA+'s optimizer groups (PEFT) instead of one learning rate."""
     import inspect
 
     import torch.nn.functional as F
@@ -408,7 +408,7 @@ def train(
         processing_class=tokenizer,
         peft_config=peft_config,
         callbacks=[ProgressLogger(log, out / LOG_FILENAME), *callbacks],
-        loraplus_lr_ratio=config.lora.loraplus_lr_ratio if config.method != "full" else None,
+        loraplus_lr_ratio=config.lora.loraplus_lr_ratio,  # the config refuses it with method=full
     )
     trainer.remove_callback(PrinterCallback)
     if config.method != "full" and trainer.is_world_process_zero():
