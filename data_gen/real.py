@@ -2,7 +2,7 @@
 into write records so the eval can measure extraction on real text. EVAL ONLY: never train on them
 (every record has split="real_eval").
 
-Source files (shared/data/real/, see its README; the directory sits beside the repository):
+Source files (data/real/ in the repository, with their licences in its README):
 
     redocred_dev_person_org.jsonl        Re-DocRED dev sentences: {title, sent_id, sentence,
                                          triples: [{head, head_type, relation, relation_name, tail, tail_type}]}
@@ -67,14 +67,14 @@ KNOWLEDGENET_ANNOTATED = {"EMPLOYEE_OR_MEMBER_OF": ("employed by", "member of"),
 
 
 class RealDataMissing(FileNotFoundError):
-    """The shared real-text directory (or one of its files) is not there."""
+    """The real-text directory (or one of its files) is not there."""
 
 
 def default_real_dir() -> Path:
-    """$MEMLM_REAL_DIR, else <repo>/../shared/data/real."""
+    """$MEMLM_REAL_DIR, else data/real/ of this repository (shipped with it: dev data, never trained on)."""
     if os.environ.get(ENV_VAR):
         return Path(os.environ[ENV_VAR])
-    return Path(__file__).resolve().parents[1].parent / "shared" / "data" / "real"
+    return Path(__file__).resolve().parents[1] / "data" / "real"
 
 
 def detokenize(text: str) -> str:
@@ -167,8 +167,8 @@ def load_real(path: str | Path | None = None, *, detok: bool = True, replies: Re
     root = Path(path) if path is not None else default_real_dir()
     if not root.is_dir():
         raise RealDataMissing(
-            f"real-text probe data not found at {root}: expected shared/data/real beside the repository "
-            f"(pass its path, or set ${ENV_VAR})"
+            f"real-text probe data not found at {root}: the repository ships it in data/real/ "
+            f"(pass another directory, or set ${ENV_VAR})"
         )
     return load_redocred(root / REDOCRED_FILE, detok=detok, replies=replies) + load_knowledgenet(
         root / KNOWLEDGENET_FILE, replies=replies

@@ -314,7 +314,7 @@ class SelfInstructConfig(BaseModel):
     test_tasks: str | None = "paraphrase_test.jsonl"  # held-out, hand-written: measured before and after
     test_limit: int | None = Field(None, ge=1)  # an even spread of N test tasks (every kind), for quick runs
     real_limit: int | None = Field(None, ge=1)  # real-text probe before/after: N passages per source (null: off)
-    real: str | None = None  # real passages (file or dir); null = ../shared/data/real
+    real: str | None = None  # real passages (file or dir); null = data/real/ in the repository
     augment_model: str | None = None  # the model that writes the sentences (None: the model being trained)
     demos: int = Field(3, ge=1, le=10)
     augment_max_new_tokens: int = Field(48, ge=8)

@@ -1,7 +1,7 @@
 """Real-text probe: does the model write the person-organisation facts real sentences state,
 and nothing for passages that state none?
 
-Each passage of ../shared/data/real (read by data_gen's loader: Re-DocRED, KnowledgeNet, or any
+Each passage of data/real/ (read by data_gen's loader: Re-DocRED, KnowledgeNet, or any
 file in their formats) is one user turn against an empty memory. Scored per source: pair
 precision/recall/F1 (person, organisation; relation ignored), triplet F1 with the canonical
 relation, the false-write rate on passages with no gold fact, and recall over the gold facts
@@ -26,7 +26,7 @@ from memory_runtime.store import MemoryConfig, TripletStore, normalize_term
 
 
 def real_sample(path: str | None = None, limit: int | None = None, seed: int = 0) -> list[Record]:
-    """The real passages (a file in either format, a directory, or ../shared/data/real), up to
+    """The real passages (a file in either format, a directory, or the shipped data/real/), up to
     `limit` per source in a seeded sample."""
     from pathlib import Path
 

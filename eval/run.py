@@ -13,6 +13,7 @@ real-text source.
 from __future__ import annotations
 
 import json
+import os
 import random
 import time
 from collections import defaultdict
@@ -22,6 +23,7 @@ from typing import Any, Callable, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from data_gen.episodes import Episode, load_episodes
+from data_gen.real import ENV_VAR, KNOWLEDGENET_FILE, REDOCRED_FILE, default_real_dir
 from data_gen.records import Record
 from eval.episodes import evaluate_episodes
 from eval.real_probe import evaluate_real, real_sample
@@ -45,7 +47,8 @@ class EvalConfig(BaseModel):
     data: str | None = Field(None, description="a data_gen output directory (test split + episodes)")
     split: str = "test"
     episodes: str | None = Field(None, description="an episodes JSONL file (default: DATA/jsonl/episodes.jsonl)")
-    real: str | None = Field(None, description="a real-text JSONL file or directory (default: ../shared/data/real)")
+    real: str | None = Field(None, description="a real-text JSONL file or directory (default: data/real/ in the "
+                                              "repository, or $MEMLM_REAL_DIR)")
     systems: list[Literal["memlm", "few_shot", "zero_shot"]] = list(SYSTEMS)
     parts: list[Part] = list(PARTS)
     limit: int | None = Field(None, ge=1)
@@ -76,8 +79,23 @@ def _stratified(records: list[Record], limit: int | None, seed: int) -> list[Rec
     return out
 
 
+def records_path(config: EvalConfig) -> Path:
+    return Path(config.data) / "jsonl" / f"{config.split}.jsonl"
+
+
+def episodes_path(config: EvalConfig) -> Path:
+    return Path(config.episodes) if config.episodes else Path(config.data) / "jsonl" / "episodes.jsonl"
+
+
+def real_path(config: EvalConfig) -> tuple[Path, str]:
+    """The real-text file or directory the run reads, and what chose it."""
+    if config.real:
+        return Path(config.real), "--real"
+    return default_real_dir(), f"${ENV_VAR}" if os.environ.get(ENV_VAR) else "default"
+
+
 def load_records(config: EvalConfig) -> list[Record]:
-    path = Path(config.data) / "jsonl" / f"{config.split}.jsonl"
+    path = records_path(config)
     if not path.is_file():
         raise FileNotFoundError(f"{path} not found: --data must be a directory written by `memlm generate`")
     records = [Record.model_validate_json(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
@@ -85,14 +103,14 @@ def load_records(config: EvalConfig) -> list[Record]:
 
 
 def load_eval_episodes(config: EvalConfig) -> list[Episode]:
-    path = Path(config.episodes) if config.episodes else Path(config.data) / "jsonl" / "episodes.jsonl"
+    path = episodes_path(config)
     if not path.is_file():
         raise FileNotFoundError(f"episodes file {path} not found (pass --episodes FILE.jsonl)")
     return _sample(load_episodes(path), config.limit, random.Random(config.seed))
 
 
 def load_real_records(config: EvalConfig) -> list[Record]:
-    return real_sample(config.real, config.limit, config.seed)
+    return real_sample(str(real_path(config)[0]), config.limit, config.seed)
 
 
 def load_systems(config: EvalConfig) -> dict[str, System]:
@@ -135,6 +153,28 @@ def load_cases(config: EvalConfig) -> dict[str, list]:
     if "real" in config.parts:
         cases["real"] = load_real_records(config)
     return cases
+
+
+def describe_sources(config: EvalConfig, cases: dict[str, list]) -> dict:
+    """The resolved paths a run read, and how many cases it used from each (recorded in metrics.json
+    and the report's header, so a reader knows where its text came from)."""
+    sources: dict[str, Any] = {}
+    if "records" in cases:
+        sources["records"] = {"data": str(Path(config.data).resolve()), "file": str(records_path(config).resolve()),
+                              "used": len(cases["records"])}
+    if "episodes" in cases:
+        sources["episodes"] = {"file": str(episodes_path(config).resolve()), "used": len(cases["episodes"])}
+    if "real" in cases:
+        path, chosen_by = real_path(config)
+        files = [path] if path.is_file() else [path / REDOCRED_FILE, path / KNOWLEDGENET_FILE]
+        by_source: dict[str, dict[str, int]] = {}
+        for record in cases["real"]:
+            counts = by_source.setdefault(record.source or "unknown", {"passages": 0, "no_fact": 0})
+            counts["passages"] += 1
+            counts["no_fact"] += not record.gold_triplets
+        sources["real"] = {"path": str(path.resolve()), "chosen_by": chosen_by,
+                           "files": [str(f.resolve()) for f in files], "by_source": by_source}
+    return sources
 
 
 _CASES_OF = {"records": "records", "typos": "records", "episodes": "episodes", "real": "real"}
@@ -212,6 +252,6 @@ def run_eval(config: EvalConfig, out_dir: str | Path, *, systems: dict[str, Syst
                                         tick(f"{name}: {part}", n))
     summary = summarise(raw)
     meta = {**config.model_dump(), "wall_s": time.perf_counter() - start,
-            "cases": {k: len(v) for k, v in cases.items()}}
+            "cases": {k: len(v) for k, v in cases.items()}, "sources": describe_sources(config, cases)}
     write_report(summary, raw, meta, out_dir)
     return summary

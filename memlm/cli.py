@@ -31,13 +31,25 @@ RELATION = typer.Option(None, "--relation", "-r", help="Relation (aliases allowe
 OBJECT = typer.Option(None, "--object", "-o", help="Object (an organisation), or leave empty.")
 
 
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+
+
+def _find_config(path: Optional[Path]) -> Optional[Path]:
+    """A config path as given, or, when it is relative and not found from the working directory, the
+    shipped file of that name in the memlm checkout: `--config configs/train/cpu-smollm2.yaml` works
+    from any directory."""
+    if path is None or path.exists() or path.is_absolute() or not (PROJECT_ROOT / path).exists():
+        return path
+    return PROJECT_ROOT / path
+
+
 def _store(db: Path, config: Optional[Path], must_exist: bool = True):
     from memory_runtime.store import MemoryConfig, TripletStore
 
     if must_exist and not db.exists():
         raise typer.BadParameter(f"{db} does not exist", param_hint="--db")
     try:
-        return TripletStore(db, MemoryConfig.load(config))
+        return TripletStore(db, MemoryConfig.load(_find_config(config)))
     except (ValueError, OSError) as err:
         console.print(f"[red]error:[/red] {err}")
         raise typer.Exit(2) from None
@@ -69,7 +81,7 @@ def bench_memory(
     from memory_runtime.store import MemoryConfig
 
     try:
-        memory_config = MemoryConfig.load(config)
+        memory_config = MemoryConfig.load(_find_config(config))
     except ValueError as err:
         console.print(f"[red]error:[/red] {err}")
         raise typer.Exit(2) from None
@@ -104,11 +116,16 @@ def _log(line: str) -> None:
 
 
 def _train_config(config: Path, overrides: Optional[list[str]], data: Optional[str] = None,
-                  output_dir: Optional[str] = None, max_steps: Optional[int] = None):
+                  output_dir: Optional[str] = None, max_steps: Optional[int] = None,
+                  max_minutes: Optional[float] = None, fresh: bool = False):
     """Load + validate a training config (flags win over key=value overrides); exit 2 on errors."""
     from training.config import ConfigError, load_config
 
     items = list(overrides or [])
+    if max_minutes is not None:
+        items.append(f"optim.max_minutes={max_minutes}")
+    if fresh:
+        items.append("output.resume_from_checkpoint=false")
     if data is not None:
         items.append(f"data.path={json.dumps(data)}")
         items.append("data.synthetic=null")
@@ -117,7 +134,7 @@ def _train_config(config: Path, overrides: Optional[list[str]], data: Optional[s
     if max_steps is not None:
         items.append(f"optim.max_steps={max_steps}")
     try:
-        return load_config(config, items)
+        return load_config(_find_config(config), items)
     except ConfigError as err:
         _fail(err)
 
@@ -129,20 +146,27 @@ def train_command(
     data: Optional[str] = typer.Option(None, "--data", help="DatasetDict saved by data_gen (sets data.path)."),
     output_dir: Optional[str] = typer.Option(None, "--output-dir", help="Sets output.output_dir."),
     max_steps: Optional[int] = typer.Option(None, "--max-steps", help="Sets optim.max_steps."),
+    max_minutes: Optional[float] = typer.Option(None, "--max-minutes", min=0.01, help="Sets optim.max_minutes: a "
+                                                "wall-clock budget; the schedule is shortened to the steps that fit."),
+    fresh: bool = typer.Option(False, "--fresh", help="Start over, deleting the output dir's checkpoints (by default "
+                               "a run resumes from a checkpoint of the same config there)."),
 ) -> None:
-    """Fine-tune a model to emit memory calls (LoRA / QLoRA / full, as configured)."""
+    """Fine-tune a model to emit memory calls (LoRA / QLoRA / full, as configured).
+
+    Resumes by default when --output-dir holds a checkpoint of the same config; model.dtype auto
+    picks bfloat16 only where this machine multiplies it natively (the log says which and why)."""
     import logging
 
     from training.config import ConfigError
     from training.trainer import train
 
-    cfg = _train_config(config, overrides, data, output_dir, max_steps)
+    cfg = _train_config(config, overrides, data, output_dir, max_steps, max_minutes, fresh)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
         result = train(cfg, log=_log)
     except ConfigError as err:
         _fail(err)
-    keep = ("train_loss", "eval_loss", "eval_mean_token_accuracy", "train_runtime", "global_step")
+    keep = ("train_loss", "eval_loss", "eval_mean_token_accuracy", "train_runtime", "global_step", "dtype", "budget")
     print(json.dumps({"output_dir": str(result.output_dir), **{k: result.metrics.get(k) for k in keep}}))
 
 
@@ -201,6 +225,8 @@ def bench_train_command(
     rounds: int = typer.Option(1, "--rounds", min=1, help="Modes take turns this many times (A B A B ...); each "
                                "mode's figures sum its rounds, so drift in the machine's speed cancels out."),
     modes: str = typer.Option("none,padding_free", "--modes", help="Comma-separated: none (padded), grouped (padded, similar lengths), padding_free, bfd."),
+    dtypes: str = typer.Option("", "--dtypes", help="Comma-separated base-weight dtypes to time side by side, e.g. "
+                               "auto,float32,bfloat16 (default: model.dtype of the config)."),
 ) -> None:
     """Training throughput (trained and total tokens/s) and peak memory, padded vs padding-free."""
     from training.bench import bench_train
@@ -209,7 +235,7 @@ def bench_train_command(
     cfg = _train_config(config, overrides, data)
     try:
         result = bench_train(cfg, steps=steps, warmup_steps=warmup, modes=[m.strip() for m in modes.split(",") if m.strip()],
-                             rounds=rounds, log=_log)
+                             rounds=rounds, dtypes=[d.strip() for d in dtypes.split(",") if d.strip()], log=_log)
     except (ConfigError, ValueError) as err:
         _fail(err)
     rounds_note = f", {rounds} rounds" if rounds > 1 else ""
@@ -336,7 +362,7 @@ def generate(
     from data_gen.generate import generate_from_file
 
     try:
-        report = generate_from_file(config, out, seed=seed, overwrite=overwrite)
+        report = generate_from_file(_find_config(config), out, seed=seed, overwrite=overwrite)
     except (ConfigError, FileExistsError) as err:
         console.print(f"[red]error:[/red] {escape(str(err))}", highlight=False, soft_wrap=True)
         raise typer.Exit(2) from None
@@ -358,7 +384,7 @@ def eval_command(
     episodes: Optional[Path] = typer.Option(None, "--episodes", help="Episodes JSONL to run end to end (the format "
                                             "is documented in data_gen/episodes.py; default: DATA/jsonl/episodes.jsonl)."),
     real: Optional[Path] = typer.Option(None, "--real", help="Real-text JSONL (Re-DocRED or KnowledgeNet format) "
-                                        "or directory (default: ../shared/data/real)."),
+                                        "or directory (default: data/real/ in the repository, dev data never trained on)."),
     systems: str = typer.Option("memlm,few_shot,zero_shot", "--systems", help="Comma-separated: memlm (the model "
                                 "with memory), few_shot (base + memory + API examples), zero_shot (base, facts in "
                                 "the prompt, no memory)."),
@@ -396,7 +422,7 @@ def eval_command(
                          parts=[p.strip() for p in parts.split(",") if p.strip()],
                          limit=limit, seed=seed, max_new_tokens=max_new_tokens, baseline_max_new_tokens=baseline_max_new_tokens,
                          threads=threads, workers=workers, copy_fields=copy_fields)
-        memory_config = MemoryConfig.load(config)
+        memory_config = MemoryConfig.load(_find_config(config))
     except (ValidationError, ValueError) as err:
         _fail(err)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -428,10 +454,8 @@ def _serve_config(path: Path):
     """Load a serve config; the default path falls back to the copy beside this package (run from anywhere)."""
     from memory_runtime.serve import ServeConfig, ServeConfigError
 
-    if path == SERVE_CONFIG and not path.exists():
-        path = Path(__file__).resolve().parents[1] / SERVE_CONFIG
     try:
-        return ServeConfig.load(path)
+        return ServeConfig.load(_find_config(path))
     except ServeConfigError as err:
         _fail(err)
 
@@ -489,7 +513,7 @@ def chat_command(
 
     try:
         chat(model, db, user=user, max_new_tokens=max_new_tokens, max_calls=max_calls, temperature=temperature,
-             memory_config=memory_config, history_turns=history_turns, show_calls=show_calls, copy_fields=copy_fields,
+             memory_config=_find_config(memory_config), history_turns=history_turns, show_calls=show_calls, copy_fields=copy_fields,
              feedback_dir=feedback_dir or db.with_name(db.stem + "-feedback"))
     except (ValueError, FileNotFoundError) as err:
         _fail(err)
@@ -515,6 +539,24 @@ def bench_serve_command(
     print(json.dumps(result))
 
 
+@app.command("env")
+def env_command(as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of a table.")) -> None:
+    """What this machine is and has (CPU and flags, the dtype auto picks and why, CUDA devices, library
+    versions, embedded models and caches): paste it into a bug report."""
+    from memlm.env import environment, render
+
+    env = environment()
+    if as_json:
+        print(json.dumps(env, indent=2))
+        return
+    table = Table(show_header=False, box=None)
+    table.add_column(style="bold")
+    table.add_column(overflow="fold")
+    for label, value in render(env):
+        table.add_row(label, value)
+    Console().print(table)
+
+
 # ---- self-instruct and feedback
 
 
@@ -537,7 +579,7 @@ def self_instruct_command(
     from data_gen.self_instruct import SelfInstructConfig, run_rounds
 
     try:
-        cfg = SelfInstructConfig.load(config)
+        cfg = SelfInstructConfig.load(_find_config(config))
     except ValueError as err:
         _fail(err)
     if rounds is not None:

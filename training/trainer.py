@@ -23,6 +23,7 @@ import json
 import logging
 import math
 import os
+import shutil
 import sys
 import time
 from dataclasses import dataclass, field
@@ -31,7 +32,9 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from training.config import CONFIG_FILENAME, ConfigError, TrainConfig, check_init_from, preflight, resolve_deepspeed
+from memory_runtime.hardware import DtypeChoice, resolve_dtype
+from training.config import (CONFIG_FILENAME, ConfigError, TrainConfig, check_init_from, load_config, preflight,
+                             resolve_deepspeed)
 
 logger = logging.getLogger(__name__)
 
@@ -56,8 +59,14 @@ class TrainResult:
 # --------------------------------------------------------------------------- building blocks
 
 
-def _torch_dtype(name: str) -> Any:
-    return name if name == "auto" else getattr(torch, name)
+def training_device() -> str:
+    """Where the Trainer will put the model: the GPU when one is visible."""
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def model_dtype(config: TrainConfig) -> DtypeChoice:
+    """model.dtype for this machine (``auto``: memory_runtime.hardware.choose_dtype), with its reason."""
+    return resolve_dtype(config.model.dtype, training_device())
 
 
 def quantized_device() -> str:
@@ -89,7 +98,7 @@ def build_model(config: TrainConfig) -> Any:
         kwargs["attn_implementation"] = config.model.attn_implementation
     if config.model.trust_remote_code:
         kwargs["trust_remote_code"] = True
-    dtype: Any = _torch_dtype(config.model.dtype)
+    dtype: Any = model_dtype(config).torch_dtype
     device = "cpu"  # the Trainer moves the model to its device
     if config.method == "qlora":
         device = quantized_device()
@@ -213,7 +222,7 @@ def sft_trainer_class() -> type:
     default that was ~36% of a step, though only ~41% of the positions carry a label.  Here the
     model's own ``logits_to_keep`` projects just the positions whose next token is trained, and
     the loss is cross-entropy on those (same value as TRL's; steps 1.2-1.4x faster, see
-    training/README.md).  GPUs, MoE auxiliary losses and callers that want all logits keep TRL's
+    docs/training.md).  GPUs, MoE auxiliary losses and callers that want all logits keep TRL's
     path.  ``loraplus_lr_ratio`` builds LoRA+'s optimizer groups (PEFT) instead of one learning rate."""
     import inspect
 
@@ -332,20 +341,57 @@ def _progress_callback_class():
 # --------------------------------------------------------------------------- training
 
 
-def _check_resume(config: TrainConfig) -> bool | str | None:
-    resume = config.output.resume_from_checkpoint
-    if resume is None or resume is False:
-        return None
-    if resume is True or (isinstance(resume, str) and resume.lower() in ("true", "latest", "last")):
-        from transformers.trainer_utils import get_last_checkpoint
+RESUME_IGNORES = ("output.resume_from_checkpoint", "output.output_dir", "output.report_to", "output.logging_steps")
+"""Fields that may change between a run and its resumption: they do not change what is trained."""
 
-        out = Path(config.output.output_dir)
-        if not out.is_dir() or get_last_checkpoint(str(out)) is None:
+
+def plan_resume(config: TrainConfig, log: LogFn = _stderr) -> str | None:
+    """The checkpoint to resume from, or None to start from step 0 (output.resume_from_checkpoint).
+
+    By default (null) a run resumes when its output directory holds a checkpoint written with the
+    same config (train_config.yaml there), and refuses to mix runs when the config differs."""
+    from transformers.trainer_utils import get_last_checkpoint
+
+    resume, out = config.output.resume_from_checkpoint, Path(config.output.output_dir)
+    last = get_last_checkpoint(str(out)) if out.is_dir() else None
+    if resume is False:
+        if last is not None:
+            old = sorted(out.glob("checkpoint-*"))
+            for checkpoint in old:
+                shutil.rmtree(checkpoint)
+            log(f"starting over: removed {len(old)} checkpoint(s) of the earlier run in {out}")
+        return None
+    if resume is None:
+        if last is None:
+            return None
+        saved = out / CONFIG_FILENAME
+        start_over = "pass --fresh (output.resume_from_checkpoint=false) to start over, or choose another --output-dir"
+        if not saved.is_file():
+            raise ConfigError(f"{out} holds {Path(last).name} but no {CONFIG_FILENAME} to check it against: {start_over}")
+        differences = load_config(saved).differences(config, ignore=RESUME_IGNORES)
+        if differences:
+            raise ConfigError(f"{out} holds {Path(last).name} of a run with another config "
+                              f"({'; '.join(differences[:6])}): {start_over}")
+        log(f"resuming from {last}: {out} holds a checkpoint of this same config (--fresh starts over)")
+        return last
+    if resume is True or (isinstance(resume, str) and resume.lower() in ("true", "latest", "last")):
+        if last is None:
             raise ConfigError(f"output.resume_from_checkpoint: no checkpoint-* directory in {out} to resume from")
-        return True
+        return last
     if not Path(resume).is_dir():
         raise ConfigError(f"output.resume_from_checkpoint: {resume} is not a checkpoint directory")
-    return resume
+    return str(resume)
+
+
+def dtype_note(config: TrainConfig, choice: DtypeChoice) -> tuple[str, str | None]:
+    """The line that says which dtype the run uses and why, and a warning when it is a slow choice here."""
+    if config.model.dtype == "auto":
+        return f"model.dtype: auto -> {choice.dtype} on this machine: {choice.reason}", None
+    auto = resolve_dtype("auto", training_device())
+    note = f"model.dtype: {choice.dtype} (set; auto would choose {auto.dtype} here: {auto.reason})"
+    slow = choice.dtype == "bfloat16" and auto.dtype == "float32" and training_device() == "cpu"
+    return note, ("model.dtype=bfloat16 on a CPU without native bfloat16: every step may run tens of times "
+                  "slower than in float32; model.dtype=auto picks float32 here") if slow else None
 
 
 def train(
@@ -365,7 +411,15 @@ def train(
             log(f"warning: {warning}")
     else:
         check_init_from(config)
-    resume = _check_resume(config)
+    choice = model_dtype(config)
+    note, slow = dtype_note(config, choice)
+    config = config.model_copy(deep=True)
+    config.model.dtype = choice.dtype  # the saved config records what ran, its notes why
+    log(note)
+    if slow:
+        log(f"warning: {slow}")
+    notes = [note]
+    resume = plan_resume(config, log)
 
     import warnings
 
@@ -380,7 +434,7 @@ def train(
 
     out = Path(config.output.output_dir)
     out.mkdir(parents=True, exist_ok=True)
-    config.save(out / CONFIG_FILENAME)
+    config.save(out / CONFIG_FILENAME, notes)
     t0 = time.perf_counter()
 
     tokenizer = load_tokenizer(config.model.name, local_files_only=config.model.local_files_only)
@@ -400,6 +454,14 @@ def train(
 
         model = PeftModel.from_pretrained(model, config.lora.init_from, is_trainable=True)
     ProgressLogger = _progress_callback_class()
+    budget = None
+    if config.optim.max_minutes is not None:
+        from training.budget import TimeBudget, read_checkpoint_budget
+
+        before = read_checkpoint_budget(resume) if resume is not None else None
+        budget = TimeBudget(config.optim.max_minutes, log, requested_steps=config.optim.max_steps if
+                            config.optim.max_steps > 0 else None, spent_s=(before or {}).get("spent_s", 0.0),
+                            planned_steps=(before or {}).get("planned_steps"))
     trainer = sft_trainer_class()(
         model=model,
         args=args,
@@ -407,7 +469,7 @@ def train(
         eval_dataset=eval_ds,
         processing_class=tokenizer,
         peft_config=peft_config,
-        callbacks=[ProgressLogger(log, out / LOG_FILENAME), *callbacks],
+        callbacks=[ProgressLogger(log, out / LOG_FILENAME), *([budget] if budget else []), *callbacks],
         loraplus_lr_ratio=config.lora.loraplus_lr_ratio,  # the config refuses it with method=full
     )
     trainer.remove_callback(PrinterCallback)
@@ -428,11 +490,22 @@ def train(
     metrics["data"] = stats
     metrics["wall_seconds"] = time.perf_counter() - t0
     metrics["global_step"] = trainer.state.global_step
+    metrics["dtype"] = {"dtype": choice.dtype, "reason": choice.reason}
+    if budget is not None:
+        metrics["budget"] = outcome = budget.outcome(trainer.state.global_step)
+        reached = (f"optim.max_minutes {outcome['max_minutes']:g}: trained {outcome['reached_steps']} of "
+                   f"{outcome['requested_steps']} steps in {outcome['spent_minutes']:.1f} min on this machine")
+        if outcome["reached_steps"] < outcome["requested_steps"]:
+            speed = f"{outcome['step_s']:.2f} s/step; " if outcome["step_s"] else ""
+            reached += (f" ({speed}to repeat the run elsewhere: "
+                        f"optim.max_steps={outcome['reached_steps']} optim.max_minutes=null")
+        notes.append(reached)
+        log(reached)
 
     trainer.save_model(str(out))  # adapter (or full model) + tokenizer
     if trainer.is_world_process_zero():
         tokenizer.save_pretrained(str(out))
-        config.save(out / CONFIG_FILENAME)
+        config.save(out / CONFIG_FILENAME, notes)
         (out / METRICS_FILENAME).write_text(json.dumps(_jsonable(metrics), indent=2) + "\n")
         trainer.save_state()
         log(f"saved {config.method} model, tokenizer, {CONFIG_FILENAME} and {METRICS_FILENAME} to {out}")

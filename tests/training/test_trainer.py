@@ -56,7 +56,9 @@ def test_lora_run_saves_adapter_tokenizer_config_and_metrics(lora_run):
     assert (out / "checkpoint-4").is_dir()
     from training.config import load_config
 
-    assert load_config(out / "train_config.yaml") == cfg
+    saved = load_config(out / "train_config.yaml")  # the config as given, model.dtype as chosen here
+    assert saved.model.dtype in ("float32", "bfloat16") and cfg.model.dtype == "auto"
+    assert saved.model_copy(update={"model": saved.model.model_copy(update={"dtype": "auto"})}) == cfg
     assert any(line.startswith("step 4/4 | loss") for line in lines)
     assert any("eval_loss" in line for line in lines)
     adapter = json.loads((out / "adapter_config.json").read_text())
@@ -276,3 +278,70 @@ def test_bfd_packing_training_runs(tiny_model_dir, tiny_datasets, tmp_path):
                       "optim.max_steps=2", "optim.per_device_train_batch_size=1")
     result = train(cfg, datasets={"train": tiny_datasets["train"]}, log=lambda s: None)
     assert result.metrics["global_step"] == 2
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_training_records_the_choice_and_its_reason(native, tiny_model_dir, tiny_datasets, tmp_path, monkeypatch):
+    from memory_runtime import hardware
+    from memory_runtime.hardware import choose_cpu_dtype
+    from tests.memory_runtime.test_hardware import AVX2_ONLY, BF16_NATIVE
+    from training.config import load_config
+
+    cpu = BF16_NATIVE if native else AVX2_ONLY
+    monkeypatch.setattr(hardware, "choose_dtype", lambda device="cpu": choose_cpu_dtype(cpu, probe=lambda: 2.0))
+    lines: list[str] = []
+    result = train(tiny_config(tiny_model_dir, tmp_path, "optim.max_steps=1"), datasets=tiny_datasets,
+                   log=lines.append)
+    dtype = "bfloat16" if native else "float32"
+    assert next(p for p in result.trainer.model.parameters() if not p.requires_grad).dtype == getattr(torch, dtype)
+    saved = (tmp_path / "train_config.yaml").read_text()
+    assert saved.startswith(f"# model.dtype: auto -> {dtype} on this machine: CPU {cpu.model}")
+    assert load_config(tmp_path / "train_config.yaml").model.dtype == dtype
+    assert result.metrics["dtype"]["dtype"] == dtype
+    assert any(line.startswith(f"model.dtype: auto -> {dtype}") for line in lines)
+
+
+def _interrupted_run(model_dir, datasets, out, *overrides):
+    """A run of 4 steps that stops after step 2, as if killed, leaving checkpoint-2 (and its config) behind."""
+    from transformers import TrainerCallback
+
+    class Kill(TrainerCallback):
+        def on_step_end(self, args, state, control, **kwargs):
+            if state.global_step == 2:
+                control.should_training_stop = True
+
+    cfg = tiny_config(model_dir, out, "output.save_strategy=steps", "output.save_steps=2", *overrides)
+    train(cfg, datasets={"train": datasets["train"]}, callbacks=[Kill()], log=lambda s: None)
+    assert (out / "checkpoint-2").is_dir()
+    return cfg
+
+
+def test_running_the_same_command_again_resumes(tiny_model_dir, tiny_datasets, tmp_path):
+    cfg = _interrupted_run(tiny_model_dir, tiny_datasets, tmp_path)
+    lines: list[str] = []
+    result = train(cfg, datasets={"train": tiny_datasets["train"]}, log=lines.append)
+    assert "training: 4 steps (from step 2)" in lines
+    assert any(line.startswith(f"resuming from {tmp_path / 'checkpoint-2'}") and "--fresh" in line for line in lines)
+    assert result.metrics["global_step"] == 4
+
+
+def test_a_checkpoint_of_another_config_is_not_resumed_silently(tiny_model_dir, tiny_datasets, tmp_path):
+    from training.config import ConfigError
+
+    _interrupted_run(tiny_model_dir, tiny_datasets, tmp_path)
+    changed = tiny_config(tiny_model_dir, tmp_path, "output.save_strategy=steps", "output.save_steps=2",
+                          "optim.learning_rate=5e-4")
+    with pytest.raises(ConfigError, match=r"another config \(optim.learning_rate: 0.001 -> 0.0005\).*--fresh"):
+        train(changed, datasets={"train": tiny_datasets["train"]}, log=lambda s: None)
+    assert (tmp_path / "checkpoint-2").is_dir()  # nothing of the earlier run was touched
+
+
+def test_fresh_starts_over(tiny_model_dir, tiny_datasets, tmp_path):
+    _interrupted_run(tiny_model_dir, tiny_datasets, tmp_path)
+    cfg = tiny_config(tiny_model_dir, tmp_path, "output.save_strategy=steps", "output.save_steps=3",
+                      "output.resume_from_checkpoint=false")
+    lines: list[str] = []
+    train(cfg, datasets={"train": tiny_datasets["train"]}, log=lines.append)
+    assert "training: 4 steps (from step 0)" in lines
+    assert any(line.startswith("starting over: removed 1 checkpoint(s)") for line in lines)
+    assert not (tmp_path / "checkpoint-2").exists() and (tmp_path / "checkpoint-4").is_dir()

@@ -1,0 +1,104 @@
+"""`memlm env`: what this machine is and has, as a user pastes it into a bug report.
+
+The CPU and the flags that decide matmul speed, the dtype `auto` picks here and why, the CUDA
+devices, the versions of the libraries memlm runs on, and where the embedded models, caches and
+the real-text dev data are.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import os
+import platform
+import sys
+from pathlib import Path
+from typing import Any
+
+PACKAGES = ("memlm", "torch", "transformers", "trl", "peft", "accelerate", "datasets", "datasketch", "gguf",
+            "pydantic", "typer", "fastapi", "bitsandbytes", "deepspeed", "flash-attn", "liger-kernel", "vllm")
+
+
+def _version(package: str) -> str | None:
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def _embedded_models() -> list[dict[str, Any]]:
+    from memory_runtime.models import EMBEDDED_MODELS, _cache_is_valid, _source_stamp, embedded_cache_dir, embedded_gguf_path
+
+    rows = []
+    for name in EMBEDDED_MODELS:
+        row: dict[str, Any] = {"name": name, "cache": str(embedded_cache_dir(name))}
+        try:
+            gguf = embedded_gguf_path(name)
+        except FileNotFoundError as err:
+            row.update(gguf=None, problem=str(err), converted=False)
+        else:
+            row.update(gguf=str(gguf), converted=_cache_is_valid(embedded_cache_dir(name), _source_stamp(gguf)))
+        rows.append(row)
+    return rows
+
+
+def environment() -> dict[str, Any]:
+    """Everything `memlm env` reports, as one JSON-able mapping."""
+    import torch
+
+    from data_gen.real import default_real_dir
+    from memory_runtime.hardware import SHOWN_FLAGS, choose_dtype, cpu_info
+    from memory_runtime.models import cache_root
+
+    cpu = cpu_info()
+    cuda = []
+    if torch.cuda.is_available():
+        for i in range(torch.cuda.device_count()):
+            props = torch.cuda.get_device_properties(i)
+            cuda.append({"index": i, "name": props.name, "memory_gib": round(props.total_memory / 2**30, 1),
+                         "capability": f"{props.major}.{props.minor}"})
+    dtypes = {"cpu": choose_dtype("cpu").__dict__}
+    if cuda:
+        dtypes["cuda"] = choose_dtype("cuda").__dict__
+    try:
+        from huggingface_hub.constants import HF_HUB_CACHE
+    except ImportError:
+        HF_HUB_CACHE = None
+    real = default_real_dir()
+    return {
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "cpu": {"model": cpu.model, "cores": cpu.cores, "flags": [f for f in SHOWN_FLAGS if f in cpu.flags],
+                "torch_capability": torch.backends.cpu.get_cpu_capability(), "torch_threads": torch.get_num_threads()},
+        "dtype_auto": dtypes,
+        "cuda": {"available": bool(cuda), "torch_cuda": torch.version.cuda, "devices": cuda},
+        "packages": {name: _version(name) for name in PACKAGES},
+        "paths": {
+            "source": str(Path(__file__).resolve().parents[1]),
+            "memlm_cache": str(cache_root()),
+            "hf_hub_cache": HF_HUB_CACHE,
+            "hf_hub_offline": os.environ.get("HF_HUB_OFFLINE"),
+            "real_text": str(real) if real.is_dir() else f"{real} (missing)",
+        },
+        "embedded_models": _embedded_models(),
+    }
+
+
+def render(env: dict[str, Any]) -> list[tuple[str, str]]:
+    """(label, value) rows for the terminal table."""
+    cpu = env["cpu"]
+    rows = [("python", f"{env['python']} on {env['platform']}"),
+            ("cpu", f"{cpu['model']}, {cpu['cores']} cores, torch {cpu['torch_capability']} kernels, "
+                    f"{cpu['torch_threads']} threads"),
+            ("cpu flags", " ".join(cpu["flags"]) or "(none of the matmul flags)")]
+    for device, choice in env["dtype_auto"].items():
+        rows.append((f"dtype auto ({device})", f"{choice['dtype']}: {choice['reason']}"))
+    gpus = env["cuda"]["devices"]
+    rows.append(("cuda", ", ".join(f"{g['index']}: {g['name']} ({g['memory_gib']} GiB, sm {g['capability']})"
+                                   for g in gpus) if gpus else f"no GPU visible (torch CUDA {env['cuda']['torch_cuda']})"))
+    rows += [(name, version or "not installed") for name, version in env["packages"].items()]
+    rows += [(key.replace("_", " "), str(value)) for key, value in env["paths"].items()]
+    for model in env["embedded_models"]:
+        where = model["gguf"] or model["problem"]
+        rows.append((model["name"], f"{where}; cache {model['cache']} ({'converted' if model['converted'] else 'not converted yet'})"))
+    return rows
