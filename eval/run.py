@@ -56,7 +56,8 @@ class EvalConfig(BaseModel):
     max_new_tokens: int = Field(128, ge=8)
     baseline_max_new_tokens: int = Field(64, ge=8, description="the base model rambles on past its answer: "
                                                                 "a shorter cap keeps baselines affordable")
-    dtype: str = "float32"
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
+        "auto", description="auto: bfloat16 on GPUs and CPUs that multiply it natively, else float32")
     threads: int | None = Field(None, ge=1, description="torch CPU threads per process (None: torch's default; "
                                                         "1 with several workers)")
     workers: int = Field(1, ge=1, description="processes that evaluate cases in parallel, each with its own model")

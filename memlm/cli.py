@@ -409,9 +409,9 @@ def eval_command(
 ) -> None:
     """Measure calls, answers, episodes, typo robustness and real-text writes, against baselines."""
     from pydantic import ValidationError
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-    from eval.report import headline, markdown_table
+    from eval.report import headline, markdown_table, verdict_lines
     from eval.run import EvalConfig, run_eval
     from memory_runtime.store import MemoryConfig
 
@@ -426,7 +426,7 @@ def eval_command(
     except (ValidationError, ValueError) as err:
         _fail(err)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=console) as bar:
+                  TextColumn("left"), TimeRemainingColumn(), console=console) as bar:
         def progress(description: str, total: int):
             task = bar.add_task(description, total=total)
             return lambda: bar.advance(task)
@@ -436,6 +436,7 @@ def eval_command(
         except (FileNotFoundError, ValueError) as err:
             _fail(err)
     print(markdown_table(headline(summary)))
+    print("\n".join(verdict_lines(summary, cfg.model_dump())))
     console.print(f"report: {out / 'report.md'}  metrics: {out / 'metrics.json'}")
 
 

@@ -216,7 +216,7 @@ def bench_train(
                 t["peak"] = max(t["peak"], (torch.cuda.max_memory_allocated() if on_cuda else rss.peak) / 2**20)
                 step_s[key] = seconds / steps
                 log(f"bench: {key}: {trainer.bench_counts['trained'] / seconds:.0f} trained tokens/s, "
-                    f"{trainer.bench_counts['tokens'] / seconds:.0f} tokens/s, {step_s[mode]:.2f} s/step")
+                    f"{trainer.bench_counts['tokens'] / seconds:.0f} tokens/s, {step_s[key]:.2f} s/step")
                 del trainer
             if "none" in step_s and "padding_free" in step_s:
                 round_speedups.append(step_s["none"] / step_s["padding_free"])

@@ -18,7 +18,7 @@ from memory_runtime.protocol import parse_calls
 from memory_runtime.store import MemoryConfig
 
 REAL = default_real_dir()
-needs_real = pytest.mark.skipif(not REAL.is_dir(), reason=f"shared real-text data not at {REAL}")
+needs_real = pytest.mark.skipif(not REAL.is_dir(), reason=f"real-text data not at {REAL}")
 
 
 @pytest.fixture(scope="module")

@@ -99,3 +99,36 @@ def test_bench_train_rejects_layers_the_model_lacks(tiny_model_dir):
     result = runner.invoke(app, ["bench", "train", "--config", CPU_CONFIG, "--steps", "1", "--warmup", "0",
                                  f"model.name={tiny_model_dir}", "model.dtype=float32", "lora.layers_to_transform=[5]"])
     assert result.exit_code != 0 and "has layers 0..1, got 5" in result.output, result.output
+
+
+def test_bench_train_times_dtypes_side_by_side(tiny_model_dir):
+    result = runner.invoke(app, ["bench", "train", "--config", CPU_CONFIG, "--steps", "1", "--warmup", "0",
+                                 "--modes", "padding_free", "--dtypes", "auto,bfloat16", f"model.name={tiny_model_dir}",
+                                 "optim.per_device_train_batch_size=4"])
+    assert result.exit_code == 0, result.output
+    figures = json.loads(result.stdout.strip().splitlines()[-1])
+    assert set(figures["modes"]) == {"padding_free/auto", "padding_free/bfloat16"}
+    assert figures["modes"]["padding_free/auto"]["trained_tokens"] == figures["modes"]["padding_free/bfloat16"]["trained_tokens"]
+    assert figures["dtypes"]["bfloat16"]["dtype"] == "bfloat16"
+    assert figures["dtypes"]["auto"]["dtype"] in ("float32", "bfloat16") and figures["dtypes"]["auto"]["reason"]
+    assert figures["speedup_padding_free/bfloat16_vs_auto"] > 0
+
+
+def test_shipped_configs_are_found_from_any_directory(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(app, ["train", "--config", "configs/train/cpu-smollm2.yaml", "--data", "missing"])
+    assert result.exit_code == 2 and "data.path: missing does not exist" in result.output  # the config was found
+    result = runner.invoke(app, ["train", "--config", "configs/train/nope.yaml", "--data", "missing"])
+    assert result.exit_code == 2 and "nope.yaml" in result.output
+
+
+def test_env_reports_the_machine_and_the_dtype_choice():
+    result = runner.invoke(app, ["env", "--json"])
+    assert result.exit_code == 0, result.output
+    env = json.loads(result.stdout)
+    assert env["cpu"]["model"] and env["dtype_auto"]["cpu"]["dtype"] in ("float32", "bfloat16")
+    assert env["dtype_auto"]["cpu"]["reason"] and env["packages"]["torch"] and env["packages"]["trl"]
+    assert env["paths"]["real_text"].endswith("data/real")
+    assert env["embedded_models"][0]["name"] == "embedded:SmolLM2-135M-Instruct"
+    table = runner.invoke(app, ["env"])
+    assert table.exit_code == 0 and "dtype auto (cpu)" in table.output
