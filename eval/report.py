@@ -244,6 +244,21 @@ def _exact_calls(memlm: dict) -> Measured:
     return records["calls"]["exact"], records["turns"], f"{records['turns']} turns"
 
 
+def _episode_questions(memlm: dict) -> Measured:
+    episodes = memlm.get("episodes")
+    if not episodes or episodes.get("question_accuracy") is None:
+        return None, 0, "the episodes part did not run"
+    n = episodes["questions"]
+    return episodes["question_accuracy"], n, f"{n} questions in {episodes['episodes']} episodes"
+
+
+def _typo_robustness(memlm: dict) -> Measured:
+    typos = memlm.get("typos")
+    if not typos or typos.get("typo_correct") is None:
+        return None, 0, "the typos part did not run"
+    return typos["typo_correct"], typos["questions"], f"{typos['questions']} questions"
+
+
 def _real_pair_f1(memlm: dict) -> Measured:
     real = memlm.get("real", {}).get("all")
     if not real:
@@ -286,9 +301,15 @@ class Target:
 
 TARGETS = (
     Target("synthetic exact calls", 0.98, _exact_calls),
+    Target("episode questions", 0.95, _episode_questions),
+    Target("typo robustness", 0.90, _typo_robustness),
     Target("real-text pair F1", 0.5, _real_pair_f1, proportion=False),
     Target("real-text false-write rate", 0.10, _false_write_rate, at_most=True),
 )
+
+
+MIN_CASES = 50
+"""A target measured on fewer cases is shown but not judged: a smoke test passes or fails by chance."""
 
 
 def measure_targets(summary: dict) -> list[dict]:
@@ -301,19 +322,24 @@ def measure_targets(summary: dict) -> list[dict]:
         out.append({"target": target.name, "threshold": target.text(), "value": value, "cases": n,
                     "sample": sample if measured else None, "not_measured_because": None if measured else sample,
                     "interval95": _interval(value, n) if measured and target.proportion else None,
-                    "status": "not measured" if not measured else "met" if target.met(value) else "not met"})
+                    "status": "not measured" if not measured else "too few cases" if n < MIN_CASES
+                    else "met" if target.met(value) else "not met"})
     return out
 
 
 def verdict(targets: list[dict]) -> str:
-    """One line: how many of the measured targets the run meets, and which were not measured."""
-    measured = [t for t in targets if t["status"] != "not measured"]
+    """One line: how many of the judged targets the run meets; which had too few cases to judge and
+    which were not measured."""
+    judged = [t for t in targets if t["status"] in ("met", "not met")]
+    small = [t for t in targets if t["status"] == "too few cases"]
     missing = [t for t in targets if t["status"] == "not measured"]
-    if not measured:
+    if not judged and not small:
         return "Verdict: no target measured (" + "; ".join(
             f"{t['target']}: {t['not_measured_because']}" for t in missing) + ")."
-    met = sum(t["status"] == "met" for t in measured)
-    line = f"Verdict: meets {met} of {len(measured)} targets measured"
+    met = sum(t["status"] == "met" for t in judged)
+    line = f"Verdict: meets {met} of {len(judged)} targets judged" if judged else "Verdict: no target judged"
+    if small:
+        line += f"; too few cases to judge (< {MIN_CASES}): " + ", ".join(t["target"] for t in small)
     if missing:
         line += "; not measured: " + ", ".join(t["target"] for t in missing)
     return line + "."

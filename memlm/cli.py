@@ -19,6 +19,24 @@ bench_app = typer.Typer(help="Benchmarks that print their figures as one JSON li
 memory_app = typer.Typer(
     help="Inspect and edit a memory database (an SQLite file written by memlm).", no_args_is_help=True
 )
+# Warnings every run would print and no user can act on (library internals); also set in the
+# environment so that eval's worker processes inherit them.
+QUIET_WARNINGS = (("`is_gradient_checkpointing` is deprecated", FutureWarning),
+                  ("'pin_memory' argument is set as true but no accelerator", UserWarning))
+
+
+@app.callback()
+def _quiet_known_warnings() -> None:
+    import os
+    import re
+    import warnings
+
+    specs = [f"ignore:{message}:{category.__name__}" for message, category in QUIET_WARNINGS]
+    os.environ["PYTHONWARNINGS"] = ",".join(filter(None, [os.environ.get("PYTHONWARNINGS"), *specs]))
+    for message, category in QUIET_WARNINGS:
+        warnings.filterwarnings("ignore", message=re.escape(message), category=category)
+
+
 app.add_typer(bench_app, name="bench")
 app.add_typer(memory_app, name="memory")
 
@@ -115,6 +133,16 @@ def _log(line: str) -> None:
     console.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
+def _quiet_training_logs() -> None:
+    """DeepSpeed guesses the accelerator at import and warns on every CPU run; tell it instead."""
+    import os
+
+    import torch
+
+    if not torch.cuda.is_available():
+        os.environ.setdefault("DS_ACCELERATOR", "cpu")
+
+
 def _train_config(config: Path, overrides: Optional[list[str]], data: Optional[str] = None,
                   output_dir: Optional[str] = None, max_steps: Optional[int] = None,
                   max_minutes: Optional[float] = None, fresh: bool = False):
@@ -162,6 +190,7 @@ def train_command(
 
     cfg = _train_config(config, overrides, data, output_dir, max_steps, max_minutes, fresh)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    _quiet_training_logs()
     try:
         result = train(cfg, log=_log)
     except ConfigError as err:
@@ -233,6 +262,7 @@ def bench_train_command(
     from training.config import ConfigError
 
     cfg = _train_config(config, overrides, data)
+    _quiet_training_logs()
     try:
         result = bench_train(cfg, steps=steps, warmup_steps=warmup, modes=[m.strip() for m in modes.split(",") if m.strip()],
                              rounds=rounds, dtypes=[d.strip() for d in dtypes.split(",") if d.strip()], log=_log)

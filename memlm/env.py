@@ -27,7 +27,7 @@ def _version(package: str) -> str | None:
 
 
 def _embedded_models() -> list[dict[str, Any]]:
-    from memory_runtime.models import EMBEDDED_MODELS, _cache_is_valid, _source_stamp, embedded_cache_dir, embedded_gguf_path
+    from memory_runtime.models import EMBEDDED_MODELS, embedded_cache_dir, embedded_converted, embedded_gguf_path
 
     rows = []
     for name in EMBEDDED_MODELS:
@@ -37,7 +37,7 @@ def _embedded_models() -> list[dict[str, Any]]:
         except FileNotFoundError as err:
             row.update(gguf=None, problem=str(err), converted=False)
         else:
-            row.update(gguf=str(gguf), converted=_cache_is_valid(embedded_cache_dir(name), _source_stamp(gguf)))
+            row.update(gguf=str(gguf), converted=embedded_converted(name))
         rows.append(row)
     return rows
 

@@ -116,6 +116,11 @@ def embedded_cache_dir(name: str = EMBEDDED_MODEL) -> Path:
     return cache_root() / "models" / _EMBEDDED[name][2]
 
 
+def embedded_converted(name: str = EMBEDDED_MODEL) -> bool:
+    """Whether the embedded model's converted copy in the cache is there and current (no conversion due)."""
+    return _cache_is_valid(embedded_cache_dir(name), _source_stamp(embedded_gguf_path(name)))
+
+
 def is_embedded(name_or_path: str | os.PathLike[str]) -> bool:
     """True for names like ``embedded:SmolLM2-135M-Instruct``."""
     return str(name_or_path).startswith(EMBEDDED_PREFIX)

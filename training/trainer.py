@@ -498,7 +498,7 @@ def train(
         if outcome["reached_steps"] < outcome["requested_steps"]:
             speed = f"{outcome['step_s']:.2f} s/step; " if outcome["step_s"] else ""
             reached += (f" ({speed}to repeat the run elsewhere: "
-                        f"optim.max_steps={outcome['reached_steps']} optim.max_minutes=null")
+                        f"optim.max_steps={outcome['reached_steps']} optim.max_minutes=null)")
         notes.append(reached)
         log(reached)
 

@@ -86,31 +86,45 @@ def test_wilson_interval_of_known_cases():
 def test_targets_met_not_met_and_not_measured():
     # exact calls 200 of 200 (met); pairs: 40 right of 70 gold, 76 written (F1 0.55: met);
     # false writes on 6 of 50 passages stating no fact (12%: not met)
+    # episode questions 25 of 50 and typos 33 of 50 right (both not met)
     summary = summarise(raw_run())
-    assert status(summary) == {"synthetic exact calls": "met", "real-text pair F1": "met",
+    assert status(summary) == {"synthetic exact calls": "met", "episode questions": "not met",
+                               "typo robustness": "not met", "real-text pair F1": "met",
                                "real-text false-write rate": "not met"}
     lines = verdict_lines(summary, {"limit": None})
-    assert lines[0] == "Verdict: meets 2 of 3 targets measured."
+    assert lines[0] == "Verdict: meets 2 of 5 targets judged."
     assert any("false-write rate ≤ 10%: 12.0% (50 passages stating no fact" in line and line.endswith("not met")
                for line in lines)
 
     without_real = summarise(raw_run(exact=49, real=False))  # 196 of 200 exact calls: 98.0%
-    assert status(without_real) == {"synthetic exact calls": "met", "real-text pair F1": "not measured",
+    for part in ("typos", "episodes"):
+        del without_real["memlm"][part]
+    assert status(without_real) == {"synthetic exact calls": "met", "episode questions": "not measured",
+                                    "typo robustness": "not measured", "real-text pair F1": "not measured",
                                     "real-text false-write rate": "not measured"}
-    assert verdict_lines(without_real)[0] == ("Verdict: meets 1 of 1 targets measured; not measured: "
-                                              "real-text pair F1, real-text false-write rate.")
+    assert verdict_lines(without_real)[0] == ("Verdict: meets 1 of 1 targets judged; not measured: "
+                                              "episode questions, typo robustness, real-text pair F1, "
+                                              "real-text false-write rate.")
 
     just_short = summarise(raw_run(exact=48, real=False))  # 192 of 200: 96.0%
     assert status(just_short)["synthetic exact calls"] == "not met"
-    assert verdict_lines(just_short)[0].startswith("Verdict: meets 0 of 1 targets measured")
+    assert verdict_lines(just_short)[0].startswith("Verdict: meets 0 of 3 targets judged")
 
     baselines_only = summarise({"zero_shot": raw_run()["zero_shot"]})
     assert set(status(baselines_only).values()) == {"not measured"}
     assert verdict_lines(baselines_only)[0].startswith("Verdict: no target measured (")
 
 
+def test_a_smoke_test_judges_no_target_it_has_too_few_cases_for():
+    summary = summarise(raw_run(per_category=3, exact=3, correct=3, real=False))  # 12 turns, all exact
+    assert status(summary)["synthetic exact calls"] == "too few cases"
+    assert verdict_lines(summary)[0] == (
+        "Verdict: no target judged; too few cases to judge (< 50): synthetic exact calls, episode questions, "
+        "typo robustness; not measured: real-text pair F1, real-text false-write rate.")
+
+
 def test_every_target_is_listed_once_with_its_threshold():
-    assert [t.text() for t in TARGETS] == ["≥ 98%", "≥ 0.5", "≤ 10%"]
+    assert [t.text() for t in TARGETS] == ["≥ 98%", "≥ 95%", "≥ 90%", "≥ 0.5", "≤ 10%"]
     lines = verdict_lines(summarise(raw_run()))
     for target in TARGETS:
         assert sum(line.strip().startswith(f"{target.name} {target.text()}:") for line in lines) == 1

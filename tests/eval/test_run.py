@@ -180,3 +180,28 @@ def test_the_model_under_test_is_prompted_as_trained_and_decoded_as_configured(t
         with TripletStore(":memory:") as store:
             systems[name].turn("hi", store)
         assert scripted.seen[0][0] == {"role": "system", "content": prompt}
+
+
+def test_a_clone_evaluates_the_shipped_real_text_with_nothing_beside_it(tiny_model_dir, tmp_path, monkeypatch):
+    """The real dev data is part of the repository (a clone has it) and eval reads it by default,
+    from any working directory, with no ../shared and no $MEMLM_REAL_DIR."""
+    import subprocess
+
+    from typer.testing import CliRunner
+
+    from memlm.cli import app
+
+    root = Path(__file__).resolve().parents[2]
+    tracked = subprocess.run(["git", "ls-files", "data/real"], cwd=root, capture_output=True, text=True, check=True)
+    assert {"data/real/README.md", "data/real/knowledgenet_person_org_folds12.jsonl",
+            "data/real/redocred_dev_person_org.jsonl"} <= set(tracked.stdout.split())
+    monkeypatch.delenv("MEMLM_REAL_DIR", raising=False)
+    monkeypatch.chdir(tmp_path)
+    r = CliRunner().invoke(app, ["eval", "--model", str(tiny_model_dir), "--out", "out", "--systems", "memlm",
+                                 "--parts", "real", "--limit", "2", "--max-new-tokens", "8"])
+    assert r.exit_code == 0, r.output
+    meta = json.loads((tmp_path / "out" / "metrics.json").read_text())["meta"]
+    assert meta["sources"]["real"]["path"] == str(root / "data" / "real")
+    assert meta["sources"]["real"]["chosen_by"] == "default"
+    assert {source: c["passages"] for source, c in meta["sources"]["real"]["by_source"].items()} == \
+        {"knowledgenet": 2, "redocred": 2}
