@@ -5,6 +5,10 @@ stored at once; when a MEM_READ query closes ("}:") generation pauses, the store
 the rendered results are appended to the assistant text and generation resumes from there.
 Only generated text is ever parsed: calls typed by the user (or present in earlier turns)
 are never executed.
+
+:class:`TurnCalls` is that handling for one turn, fed text as it arrives; :class:`Controller`
+drives it with a streaming backend one turn at a time, memory_runtime.batching drives many at
+once. Both therefore execute the same calls the same way.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from memory_runtime.protocol import (
 from memory_runtime.store import FieldMatch, TripletStore
 
 Status = Literal["ok", "max_calls", "max_tokens"]
+Action = Literal["continue", "pause", "stop"]
 
 
 @dataclass
@@ -62,6 +67,90 @@ class TurnResult:
         return {**asdict(self), "overhead_seconds": self.overhead_seconds}
 
 
+def turn_messages(user_text: str, history: Sequence[dict[str, str]] = (),
+                  system_prompt: str | None = SYSTEM_PROMPT) -> list[dict[str, str]]:
+    """The chat messages of a turn: the system prompt, the earlier exchanges, the user's text."""
+    messages = [{"role": "system", "content": system_prompt}] if system_prompt else []
+    return messages + [*history, {"role": "user", "content": user_text}]
+
+
+class TurnCalls:
+    """The memory calls of one turn, executed as its text arrives.
+
+    :meth:`feed` takes each generated piece and says what the decoder must do next: go on
+    ("continue"), resume from :attr:`text` ("pause": a read was answered and its results appended),
+    or end the turn ("stop": the turn reached ``max_calls``). :meth:`result` closes the turn.
+    """
+
+    def __init__(self, store: TripletStore, namespace: str, max_calls: int) -> None:
+        self.store = store
+        self.namespace = namespace
+        self.max_calls = max_calls
+        self.parser = StreamParser()
+        self.text = ""
+        self.calls: list[CallRecord] = []
+        self.status: Status = "ok"
+        self.store_seconds = 0.0
+
+    def feed(self, piece: str) -> Action:
+        events = self.parser.feed(piece)
+        self.text += piece
+        for event in events:
+            if isinstance(event, ParseError):
+                self.calls.append(CallRecord("error", event.text, status=event.message))
+                continue
+            if not isinstance(event, Call):
+                continue  # results we inserted ourselves
+            if sum(c.kind != "error" for c in self.calls) >= self.max_calls:
+                self.status = "max_calls"
+                self.text = self.text[: event.start]
+                return "stop"
+            t0 = time.perf_counter()
+            if event.kind == "write":
+                self.calls.append(self._write(event))
+                self.store_seconds += time.perf_counter() - t0
+                continue
+            record = self._read(event)
+            self.calls.append(record)
+            self.text = self.text[: event.end] + render_results(record.results)
+            self.store_seconds += time.perf_counter() - t0
+            self.parser = StreamParser()
+            self.parser.feed(self.text)  # the parser restarts from the text as it now is
+            return "pause"
+        return "continue"
+
+    def result(self, *, generated_tokens: int, max_new_tokens: int, started: float,
+               model_seconds: float) -> TurnResult:
+        """The finished turn: unclosed calls reported, the status set when the token budget is spent."""
+        if self.status == "ok":
+            for error in self.parser.close():
+                self.calls.append(CallRecord("error", error.text, status=error.message))
+            if generated_tokens >= max_new_tokens:
+                self.status = "max_tokens"
+        return TurnResult(reply=strip_calls(self.text), text=self.text, calls=self.calls, status=self.status,
+                          generated_tokens=generated_tokens, wall_seconds=time.perf_counter() - started,
+                          model_seconds=model_seconds, store_seconds=self.store_seconds)
+
+    def _write(self, call: Call) -> CallRecord:
+        text = self.text[call.start : call.end]
+        try:
+            result = self.store.write(*call.fields, namespace=self.namespace)  # type: ignore[arg-type]
+        except (TypeError, ValueError) as err:
+            return CallRecord("error", text, call.fields, status=str(err))
+        return CallRecord("write", text, call.fields, status=result.status,
+                          superseded=[f.triplet for f in result.superseded])
+
+    def _read(self, call: Call) -> CallRecord:
+        text = self.text[call.start : call.end]
+        subject, relation, object_ = call.fields
+        try:
+            result = self.store.query(subject, relation, object_, namespace=self.namespace)
+        except (TypeError, ValueError) as err:
+            return CallRecord("read", text, call.fields, status=f"rejected: {err}")
+        return CallRecord("read", text, call.fields, status="found" if result.facts else "empty",
+                          results=result.triplets, fuzzy=list(result.fuzzy.values()))
+
+
 class Controller:
     """Runs turns of one namespace's conversation against a backend and a store."""
 
@@ -87,92 +176,23 @@ class Controller:
     def run_turn(self, user_text: str, history: Sequence[dict[str, str]] = ()) -> TurnResult:
         """Generate the assistant's reply to `user_text`, running its memory calls."""
         start = time.perf_counter()
-        messages = [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
-        messages += [*history, {"role": "user", "content": user_text}]
-        self.backend.start(messages)
-        parser, text, calls, store_seconds = StreamParser(), "", [], 0.0
-        status: Status = "ok"
+        self.backend.start(turn_messages(user_text, history, self.system_prompt))
+        turn = TurnCalls(self.store, self.namespace, self.max_calls)
         generated = 0
-        while status == "ok":
-            paused = False
+        while True:
+            action: Action = "continue"
             stream = self.backend.stream(self.max_new_tokens - generated)
             for piece in stream:
-                events = parser.feed(piece)
-                text += piece
-                for event in events:
-                    if isinstance(event, ParseError):
-                        calls.append(CallRecord("error", event.text, status=event.message))
-                        continue
-                    if not isinstance(event, Call):
-                        continue  # results we inserted ourselves
-                    if sum(c.kind != "error" for c in calls) >= self.max_calls:
-                        status = "max_calls"
-                        text = text[: event.start]
-                        break
-                    t0 = time.perf_counter()
-                    if event.kind == "write":
-                        calls.append(self._write(event, text))
-                    else:
-                        record = self._read(event, text)
-                        calls.append(record)
-                        text = text[: event.end] + render_results(record.results)
-                        paused = True
-                    store_seconds += time.perf_counter() - t0
-                    if paused:
-                        break
-                if paused or status != "ok":
+                action = turn.feed(piece)
+                if action != "continue":
                     break
             stream.close()
             generated = self.backend.stats.get("generated_tokens", generated)
-            if status != "ok":
+            if action != "pause" or generated >= self.max_new_tokens:
+                if action == "pause":
+                    self.backend.resume(turn.text)
+                    turn.status = "max_tokens"
                 break
-            if paused:
-                parser = StreamParser()
-                parser.feed(text)  # the parser restarts from the text as it now is
-                self.backend.resume(text)
-                if generated >= self.max_new_tokens:
-                    status = "max_tokens"
-                continue
-            for error in parser.close():
-                calls.append(CallRecord("error", error.text, status=error.message))
-            if generated >= self.max_new_tokens:
-                status = "max_tokens"
-            break
-        return TurnResult(
-            reply=strip_calls(text),
-            text=text,
-            calls=calls,
-            status=status,
-            generated_tokens=generated,
-            wall_seconds=time.perf_counter() - start,
-            model_seconds=self.backend.stats.get("forward_seconds", 0.0),
-            store_seconds=store_seconds,
-        )
-
-    def _write(self, call: Call, text: str) -> CallRecord:
-        try:
-            result = self.store.write(*call.fields, namespace=self.namespace)  # type: ignore[arg-type]
-        except (TypeError, ValueError) as err:
-            return CallRecord("error", text[call.start : call.end], call.fields, status=str(err))
-        return CallRecord(
-            "write",
-            text[call.start : call.end],
-            call.fields,
-            status=result.status,
-            superseded=[f.triplet for f in result.superseded],
-        )
-
-    def _read(self, call: Call, text: str) -> CallRecord:
-        subject, relation, object_ = call.fields
-        try:
-            result = self.store.query(subject, relation, object_, namespace=self.namespace)
-        except (TypeError, ValueError) as err:
-            return CallRecord("read", text[call.start : call.end], call.fields, status=f"rejected: {err}")
-        return CallRecord(
-            "read",
-            text[call.start : call.end],
-            call.fields,
-            status="found" if result.facts else "empty",
-            results=result.triplets,
-            fuzzy=list(result.fuzzy.values()),
-        )
+            self.backend.resume(turn.text)
+        return turn.result(generated_tokens=generated, max_new_tokens=self.max_new_tokens, started=start,
+                           model_seconds=self.backend.stats.get("forward_seconds", 0.0))
