@@ -1,0 +1,271 @@
+"""Batched decoding with the memory controller: many turns advance together through one model.
+
+Decoding a turn of a small model is mostly overhead (a forward pass for one token costs little
+more for eight), and a large model on a GPU is idle at batch one. :class:`BatchDecoder` runs up to
+``max_batch_size`` turns at once over one padded KV cache (memory_runtime.batch_cache):
+
+- every turn has its own :class:`~memory_runtime.hf_backend.TurnDecoder` (tokens, text, the
+  field-copy constraint, sampling) and :class:`~memory_runtime.controller.TurnCalls` (its store,
+  namespace and calls), the same two pieces `Controller` + `HFBackend` use one turn at a time;
+- a turn that writes ``}:`` pauses alone: its read runs against its own namespace, the results are
+  appended to its text only and fed at its next step while the others keep decoding; writes are
+  stored as each completes;
+- a turn that ends leaves at once and a waiting one joins (continuous batching): its prompt is
+  prefilled alone and its cache stacked under the others.
+
+Greedy decoding gives the same turns as one at a time (tested on the real embedded model).
+Models whose cache cannot be stacked (sliding-window attention) are run one turn at a time.
+
+Callers either submit independent turns (:meth:`BatchDecoder.run`) or sessions: generators that
+yield one :class:`TurnRequest` at a time and receive its :class:`TurnResult` (an episode's next
+statement waits for the previous one's writes): :meth:`BatchDecoder.run_sessions`.
+"""
+
+from __future__ import annotations
+
+import collections
+import time
+from collections.abc import Callable, Generator, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from memory_runtime.batch_cache import BatchCache, new_cache, supports
+from memory_runtime.controller import Controller, TurnCalls, TurnResult
+from memory_runtime.hf_backend import HFBackend, TurnDecoder, check_sampling, end_token_ids, input_device
+from memory_runtime.store import TripletStore
+
+Session = Generator["TurnRequest", TurnResult, Any]
+
+
+@dataclass
+class TurnRequest:
+    """One turn to decode: the chat messages (system prompt included: controller.turn_messages), the
+    memory it runs against, its limits and sampling, and an optional callback for streaming."""
+
+    messages: list[dict[str, str]]
+    store: TripletStore
+    namespace: str = "default"
+    max_new_tokens: int = 256
+    max_calls: int = 16
+    temperature: float = 0.0
+    top_p: float = 1.0
+    seed: int | None = None
+    on_text: Callable[[str], None] | None = None  # called with the turn's full text (calls included) as it grows
+    tag: Any = None  # the caller's own handle (not used here)
+
+
+@dataclass
+class _Turn:
+    """A turn in the batch."""
+
+    key: int
+    request: TurnRequest
+    decoder: TurnDecoder
+    calls: TurnCalls
+    started: float = field(default_factory=time.perf_counter)
+    model_seconds: float = 0.0
+    result: TurnResult | None = None
+
+
+class BatchDecoder:
+    """Decodes many turns at once (see the module docstring). Not thread-safe: one thread steps it."""
+
+    def __init__(self, model: Any, tokenizer: Any, *, max_batch_size: int = 8, copy_fields: bool = True) -> None:
+        if max_batch_size < 1:
+            raise ValueError(f"max_batch_size must be at least 1, got {max_batch_size}")
+        self.model = model
+        self.tokenizer = tokenizer
+        self.max_batch_size = max_batch_size
+        self.copy_fields = copy_fields
+        self.stackable = supports(model)
+        self.end_token_ids = end_token_ids(model, tokenizer)
+        self.device = input_device(model)
+        self.waiting: collections.deque[TurnRequest] = collections.deque()
+        self.active: dict[int, _Turn] = {}
+        self.cache = BatchCache()
+        self._keys = 0
+        self.stats = {"steps": 0, "forward_seconds": 0.0, "rows": 0, "prefills": 0, "prefill_seconds": 0.0}
+
+    # ------------------------------------------------------------------ submitting
+
+    def add(self, request: TurnRequest) -> None:
+        """Queue a turn; it joins the batch when a place is free."""
+        check_sampling(request.temperature, request.top_p)
+        if request.max_calls < 1 or request.max_new_tokens < 1:
+            raise ValueError("max_calls and max_new_tokens must be at least 1")
+        self.waiting.append(request)
+
+    @property
+    def busy(self) -> bool:
+        return bool(self.waiting or self.active)
+
+    def run(self, requests: Iterable[TurnRequest]) -> list[TurnResult]:
+        """Decode independent turns; results in the order of `requests`."""
+        def one(request: TurnRequest) -> Session:
+            return (yield request)
+
+        return self.run_sessions(one(r) for r in requests)
+
+    def run_sessions(self, sessions: Iterable[Session], on_done: Callable[[int, Any], None] | None = None) -> list[Any]:
+        """Drive sessions (generators that yield a TurnRequest and receive its TurnResult, one at a
+        time) until each returns; their return values, in order. `on_done(index, value)` is called
+        as each session ends."""
+        pending = iter(enumerate(sessions))
+        values: dict[int, Any] = {}
+        owner: dict[int, tuple[int, Session]] = {}  # id(request) -> its session
+        exhausted = False
+
+        def advance(index: int, session: Session, result: TurnResult | None) -> None:
+            try:
+                request = next(session) if result is None else session.send(result)
+            except StopIteration as stop:
+                values[index] = stop.value
+                if on_done:
+                    on_done(index, stop.value)
+                return
+            owner[id(request)] = (index, session)
+            self.add(request)
+
+        while True:
+            while not exhausted and len(self.waiting) + len(self.active) < self.max_batch_size:
+                try:
+                    index, session = next(pending)
+                except StopIteration:
+                    exhausted = True
+                    break
+                advance(index, session, None)
+            if not self.busy:
+                if exhausted:
+                    break
+                continue
+            for request, result in self.step():
+                index, session = owner.pop(id(request))
+                advance(index, session, result)
+        return [values[i] for i in sorted(values)]
+
+    # ------------------------------------------------------------------ one step
+
+    def step(self) -> list[tuple[TurnRequest, TurnResult]]:
+        """Admit waiting turns, run one forward pass for the batch, advance every turn by a token
+        (or a pause, or its end); returns the turns that finished, with their results."""
+        if not self.stackable:
+            return self._one_at_a_time()
+        finished: list[_Turn] = []
+        while self.waiting and len(self.active) < self.max_batch_size:
+            turn = self._admit(self.waiting.popleft())
+            if turn.result is not None:
+                finished.append(turn)
+        if self.active:
+            turns = [self.active[key] for key in self.cache.ids]
+            feeds = []
+            for turn in turns:
+                ids, cached = turn.decoder.all_ids, self.cache.cached(turn.key)
+                if cached >= len(ids):  # everything cached but no logits kept: re-feed the last token
+                    self.cache.crop(turn.key, len(ids) - 1)
+                feeds.append(ids[self.cache.cached(turn.key):])
+            t0 = time.perf_counter()
+            logits = self.cache.forward(self.model, feeds, self.device)
+            seconds = time.perf_counter() - t0
+            self.stats["steps"] += 1
+            self.stats["rows"] += len(turns)
+            self.stats["forward_seconds"] += seconds
+            for turn, row in zip(turns, logits):
+                turn.model_seconds += seconds
+                turn.decoder.stats["forwards"] += 1
+                turn.decoder.stats["forward_seconds"] += seconds
+                self._advance(turn, row)
+                if turn.result is not None:
+                    finished.append(turn)
+            self.cache.leave({t.key for t in finished})
+            for t in finished:
+                self.active.pop(t.key, None)
+            if self.active and self.cache.width > 2 * max(len(c) for c in self.cache.cols) + 64:
+                self.cache.compact()
+        return [(t.request, t.result) for t in finished]  # type: ignore[misc]
+
+    def _admit(self, request: TurnRequest) -> _Turn:
+        generator = None
+        if request.seed is not None:
+            generator = torch.Generator(device="cpu")
+            generator.manual_seed(int(request.seed))
+        relations = frozenset(request.store.config.relation_names) if self.copy_fields else None
+        decoder = TurnDecoder(self.tokenizer, self.end_token_ids, temperature=float(request.temperature),
+                              top_p=float(request.top_p), generator=generator, copy_fields=self.copy_fields,
+                              relations=relations)
+        decoder.start(request.messages)
+        self._keys += 1
+        turn = _Turn(self._keys, request, decoder, TurnCalls(request.store, request.namespace, request.max_calls))
+        prompt = decoder.prompt_ids
+        if len(prompt) < 2:
+            raise ValueError("a batched turn needs a prompt of at least two tokens")
+        cache = new_cache()  # all of the prompt but its last token, alone; the last is fed with the batch
+        t0 = time.perf_counter()
+        with torch.inference_mode():
+            self.model(input_ids=torch.tensor([prompt[:-1]], device=self.device), past_key_values=cache,
+                       use_cache=True, logits_to_keep=1)
+        seconds = time.perf_counter() - t0
+        turn.model_seconds += seconds
+        decoder.stats["forward_seconds"] += seconds
+        decoder.stats["forwards"] += 1
+        self.stats["prefills"] += 1
+        self.stats["prefill_seconds"] += seconds
+        self.cache.join(turn.key, cache, len(prompt) - 1)
+        self.active[turn.key] = turn
+        return turn
+
+    def _advance(self, turn: _Turn, logits: torch.Tensor) -> None:
+        """One next-token choice for `turn`, then what its calls make of the text (the loop of
+        Controller.run_turn over HFBackend.stream, one step at a time)."""
+        decoder, calls, limit = turn.decoder, turn.calls, turn.request.max_new_tokens
+        step = decoder.step(logits)
+        if step.backtracked:
+            self.cache.crop(turn.key, len(decoder.all_ids))
+            return
+        action = self._feed(turn, step.piece) if step.piece else "continue"
+        if action == "pause":
+            kept = decoder.resume(calls.text)
+            self.cache.crop(turn.key, kept)
+            if decoder.stats["generated_tokens"] >= limit:
+                calls.status = "max_tokens"
+                self._finish(turn)
+            return
+        if action == "stop" or step.done:
+            self._finish(turn)
+            return
+        if decoder.stats["generated_tokens"] >= limit:  # the turn's token budget is spent
+            piece = decoder.stop_for_length()
+            if piece and self._feed(turn, piece) == "pause":
+                self.cache.crop(turn.key, decoder.resume(calls.text))
+                calls.status = "max_tokens"
+            self._finish(turn)
+
+    def _feed(self, turn: _Turn, piece: str) -> str:
+        action = turn.calls.feed(piece)
+        if turn.request.on_text is not None:
+            turn.request.on_text(turn.calls.text)
+        return action
+
+    def _finish(self, turn: _Turn) -> None:
+        turn.result = turn.calls.result(generated_tokens=turn.decoder.stats["generated_tokens"],
+                                        max_new_tokens=turn.request.max_new_tokens, started=turn.started,
+                                        model_seconds=turn.model_seconds)
+
+    def _one_at_a_time(self) -> list[tuple[TurnRequest, TurnResult]]:
+        """Models whose cache cannot be stacked: the next waiting turn, alone (Controller + HFBackend)."""
+        if not self.waiting:
+            return []
+        request = self.waiting.popleft()
+        backend = HFBackend(self.model, self.tokenizer, temperature=request.temperature, top_p=request.top_p,
+                            seed=request.seed, copy_fields=self.copy_fields,
+                            relations=request.store.config.relation_names)
+        messages = request.messages
+        system = messages[0]["content"] if messages and messages[0]["role"] == "system" else None
+        controller = Controller(backend, request.store, namespace=request.namespace, system_prompt=system,
+                                max_calls=request.max_calls, max_new_tokens=request.max_new_tokens)
+        body = messages[1:] if system is not None else messages
+        result = controller.run_turn(body[-1]["content"], body[:-1])
+        if request.on_text is not None:
+            request.on_text(result.text)
+        return [(request, result)]
