@@ -320,6 +320,8 @@ class SelfInstructConfig(BaseModel):
     augment_max_new_tokens: int = Field(48, ge=8)
     execute_max_new_tokens: int = Field(128, ge=8)
     torch_threads: int | None = Field(None, ge=1)
+    device: str = "auto"  # where the models run: auto (a CUDA GPU when one is visible), cpu, cuda, cuda:N
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"  # auto: bfloat16 where it is native
     continue_adapter: bool = True  # a round trains on from the current adapter (--model or the last round's)
     train: TrainStep = TrainStep()
 
@@ -368,7 +370,7 @@ def run_rounds(config: SelfInstructConfig, model: str, out: Path, *, log: Callab
     seeds = load_tasks(config.seed_tasks)
     tests = spread(load_tasks(config.test_tasks), config.test_limit) if config.test_tasks else []
     real = _real_passages(config)
-    backend_for = backend_for or _hf_backend(config.torch_threads)
+    backend_for = backend_for or _hf_backend(config.torch_threads, config.device, config.dtype)
     writer = backend_for(config.augment_model) if config.augment_model else None
     train_fn = train_fn or _train
     kept_files: list[str] = []
@@ -454,16 +456,17 @@ def _dump(path: Path, rows: list[dict]) -> None:
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
 
 
-def _hf_backend(threads: int | None) -> Callable[[str], Backend]:
+def _hf_backend(threads: int | None, device: str = "auto", dtype: str = "auto") -> Callable[[str], Backend]:
     def make(model: str) -> Backend:
         import torch
 
+        from memory_runtime.hardware import resolve_device
         from memory_runtime.hf_backend import HFBackend
         from memory_runtime.models import load_model
 
         if threads:
             torch.set_num_threads(threads)
-        loaded, tokenizer = load_model(model, merge=True)
+        loaded, tokenizer = load_model(model, merge=True, device=resolve_device(device), dtype=dtype)
         return HFBackend(loaded, tokenizer, relations=MemoryConfig.load().relation_names)  # the rounds' memory
 
     return make

@@ -16,18 +16,19 @@ from typing import Callable, Iterable
 
 from data_gen.episodes import Episode
 from eval.metrics import answer_correct, names_in, triplet_prf
-from eval.systems import System
+from eval.systems import Session, System, run_sessions
 from memory_runtime.store import MemoryConfig, TripletStore
 
 
-def evaluate_episode(system: System, episode: Episode, memory_config: MemoryConfig | None = None) -> dict:
+def episode_session(system: System, episode: Episode, memory_config: MemoryConfig | None = None) -> Session:
+    """An episode turn by turn against a fresh memory (a session: each turn waits for the last)."""
     store = TripletStore(":memory:", memory_config)
     candidates = {n for t in episode.turns for f in (t.writes, t.expected_facts) for tr in f for n in (tr[0], tr[2])}
     candidates |= {n for t in episode.turns for n in t.answer_names or []}
     statements: list[str] = []
     turns = []
     for k, turn in enumerate(episode.turns):
-        result = system.turn(turn.user, store, context=" ".join(statements) or None)
+        result = yield system.request(turn.user, store, context=" ".join(statements) or None)
         row = {"turn": k, "kind": turn.kind, "user": turn.user, "reply": result.reply,
                "calls": [c.text for c in result.calls], "status": result.status,
                "tokens": result.generated_tokens, "wall_s": result.wall_seconds,
@@ -51,11 +52,10 @@ def evaluate_episode(system: System, episode: Episode, memory_config: MemoryConf
             "correct": all(q["correct"] for q in questions) if questions else None}
 
 
+def evaluate_episode(system: System, episode: Episode, memory_config: MemoryConfig | None = None) -> dict:
+    return run_sessions(system, [episode_session(system, episode, memory_config)])[0]
+
+
 def evaluate_episodes(system: System, episodes: Iterable[Episode], memory_config: MemoryConfig | None = None,
-                      progress: Callable[[], None] | None = None) -> list[dict]:
-    out = []
-    for episode in episodes:
-        out.append(evaluate_episode(system, episode, memory_config))
-        if progress:
-            progress()
-    return out
+                      progress: Callable[[], None] | None = None, batch_size: int = 1) -> list[dict]:
+    return run_sessions(system, (episode_session(system, e, memory_config) for e in episodes), batch_size, progress)

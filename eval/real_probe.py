@@ -21,7 +21,7 @@ from typing import Callable, Iterable
 from data_gen.real import is_mentioned
 from data_gen.records import Record
 from eval.metrics import PRF, pair_prf, triplet_prf
-from eval.systems import System
+from eval.systems import Session, System, run_sessions
 from memory_runtime.store import MemoryConfig, TripletStore, normalize_term
 
 
@@ -41,9 +41,10 @@ def real_sample(path: str | None = None, limit: int | None = None, seed: int = 0
             (by_source[source] if limit is None or len(by_source[source]) <= limit else rng.sample(by_source[source], limit))]
 
 
-def evaluate_passage(system: System, record: Record, memory_config: MemoryConfig | None = None) -> dict:
+def passage_session(system: System, record: Record, memory_config: MemoryConfig | None = None) -> Session:
+    """One passage against an empty memory (a session of one turn); its scores."""
     store = TripletStore(":memory:", memory_config)
-    result = system.turn(record.segments[0].text, store)
+    result = yield system.request(record.segments[0].text, store)
     writes = [tuple(c.fields) for c in result.calls if c.kind == "write"]
     scored = writes
     if record.annotated_relations is not None:
@@ -62,14 +63,13 @@ def evaluate_passage(system: System, record: Record, memory_config: MemoryConfig
     }
 
 
+def evaluate_passage(system: System, record: Record, memory_config: MemoryConfig | None = None) -> dict:
+    return run_sessions(system, [passage_session(system, record, memory_config)])[0]
+
+
 def evaluate_real(system: System, records: Iterable[Record], memory_config: MemoryConfig | None = None,
-                  progress: Callable[[], None] | None = None) -> list[dict]:
-    rows = []
-    for record in records:
-        rows.append(evaluate_passage(system, record, memory_config))
-        if progress:
-            progress()
-    return rows
+                  progress: Callable[[], None] | None = None, batch_size: int = 1) -> list[dict]:
+    return run_sessions(system, (passage_session(system, r, memory_config) for r in records), batch_size, progress)
 
 
 def summarise_real(rows: list[dict]) -> dict:

@@ -25,7 +25,7 @@ from eval.metrics import (
     token_f1,
     triplet_prf,
 )
-from eval.systems import System, verbalise
+from eval.systems import Session, System, run_sessions, verbalise
 from memory_runtime.protocol import Call, parse_calls, strip_calls
 from memory_runtime.store import MemoryConfig, TripletStore
 
@@ -89,9 +89,9 @@ def with_typo(record: Record, seed: int) -> tuple[str, str, str] | None:
     return user, user.replace(name, one_typo(name, rng)), name
 
 
-def evaluate_record(system: System, record: Record, memory_config: MemoryConfig | None = None,
-                    user_override: str | None = None) -> list[dict]:
-    """Replay one record with `system`; one result row per turn."""
+def record_session(system: System, record: Record, memory_config: MemoryConfig | None = None,
+                   user_override: str | None = None) -> Session:
+    """Replay one record with `system` (a session: yields its turns' requests); one result row per turn."""
     turns = turns_of(record)
     store = TripletStore(":memory:", memory_config)
     if record.memory:
@@ -105,7 +105,7 @@ def evaluate_record(system: System, record: Record, memory_config: MemoryConfig 
             user = user_override
         gold = gold_calls(gold_text)
         context = verbalise([f.triplet for f in store.facts()]) or None  # what zero-shot gets instead of a memory
-        result = system.turn(user, store, history=history, context=context)
+        result = yield system.request(user, store, history=history, context=context)
         got = result.calls
         got_texts = [c.text for c in got if c.kind != "error"]
         gold_texts = [gold_text[c.start:c.end] for c in gold]
@@ -145,28 +145,33 @@ def evaluate_record(system: System, record: Record, memory_config: MemoryConfig 
     return rows
 
 
+def evaluate_record(system: System, record: Record, memory_config: MemoryConfig | None = None,
+                    user_override: str | None = None) -> list[dict]:
+    """Replay one record with `system`, turn by turn; one result row per turn."""
+    return run_sessions(system, [record_session(system, record, memory_config, user_override)])[0]
+
+
 def evaluate_records(system: System, records: Iterable[Record], memory_config: MemoryConfig | None = None,
-                     progress: Callable[[], None] | None = None) -> list[dict]:
-    rows = []
-    for record in records:
-        rows += evaluate_record(system, record, memory_config)
-        if progress:
-            progress()
-    return rows
+                     progress: Callable[[], None] | None = None, batch_size: int = 1) -> list[dict]:
+    sessions = (record_session(system, record, memory_config) for record in records)
+    return [row for rows in run_sessions(system, sessions, batch_size, progress) for row in rows]
+
+
+def typo_session(system: System, record: Record, seed: int, memory_config: MemoryConfig | None = None) -> Session:
+    """The record's answerable question, clean and with a one-character typo in a given name (None
+    for records without one)."""
+    typo = with_typo(record, seed)
+    if typo is None:
+        return None
+    clean = (yield from record_session(system, record, memory_config))[-1]
+    noisy = (yield from record_session(system, record, memory_config, user_override=typo[1]))[-1]
+    return {"id": record.id, "shape": record.shape, "name": typo[2], "user": typo[1],
+            "clean_correct": clean["answer_correct"], "typo_correct": noisy["answer_correct"],
+            "typo_calls": noisy["calls"], "typo_reply": noisy["reply"]}
 
 
 def evaluate_typos(system: System, records: Iterable[Record], seed: int, memory_config: MemoryConfig | None = None,
-                   progress: Callable[[], None] | None = None) -> list[dict]:
+                   progress: Callable[[], None] | None = None, batch_size: int = 1) -> list[dict]:
     """The same answerable questions, clean and with a one-character typo in a given name."""
-    rows = []
-    for record in records:
-        typo = with_typo(record, seed)
-        if typo is not None:
-            clean = evaluate_record(system, record, memory_config)[-1]
-            noisy = evaluate_record(system, record, memory_config, user_override=typo[1])[-1]
-            rows.append({"id": record.id, "shape": record.shape, "name": typo[2], "user": typo[1],
-                         "clean_correct": clean["answer_correct"], "typo_correct": noisy["answer_correct"],
-                         "typo_calls": noisy["calls"], "typo_reply": noisy["reply"]})
-        if progress:
-            progress()
-    return rows
+    sessions = (typo_session(system, record, seed, memory_config) for record in records)
+    return [row for row in run_sessions(system, sessions, batch_size, progress) if row is not None]

@@ -115,6 +115,10 @@ def bench_memory(
 
 # ----------------------------------------------------------------------------- training
 
+DEVICE = typer.Option("auto", "--device", help="auto (a CUDA GPU when one is visible, else the CPU), cpu, cuda, cuda:N.")
+DTYPE = typer.Option("auto", "--dtype", help="auto (bfloat16 on GPUs and on CPUs that multiply it natively, else "
+                                             "float32), float32, bfloat16, float16.")
+
 TRAIN_CONFIG = typer.Option(..., "--config", help="Training config YAML (configs/train/*.yaml).")
 OVERRIDES = typer.Argument(None, help="Config overrides as dotted key=value, e.g. optim.learning_rate=1e-4.",
                            show_default=False)
@@ -429,8 +433,11 @@ def eval_command(
     threads: Optional[int] = typer.Option(None, "--threads", min=1, help="torch CPU threads per process "
                                           "(default: one per core, or 1 with --workers)."),
     workers: int = typer.Option(1, "--workers", min=1, help="Processes evaluating cases in parallel, each with its "
-                                "own copy of the model (decoding a small model is overhead-bound: 2 workers of "
-                                "1 thread do ~2x the work of 1 worker on 2 cores)."),
+                                "own copy of the model (CPU: 2 workers of 1 thread do more than 1 worker of 2)."),
+    batch_size: Optional[int] = typer.Option(None, "--batch-size", min=1, help="Turns decoded at once per process "
+                                             "(the same greedy results as 1; default: 64 on a GPU, 8 on the CPU)."),
+    device: str = DEVICE,
+    dtype: str = DTYPE,
     copy_fields: bool = typer.Option(True, "--copy-fields/--free-fields", help="Decode the names in calls "
                                      "copied from the conversation and their relations from the relation table, "
                                      "as chat and serve do (--free-fields: the model's own spelling, to measure "
@@ -451,7 +458,8 @@ def eval_command(
                          systems=[s.strip() for s in systems.split(",") if s.strip()],
                          parts=[p.strip() for p in parts.split(",") if p.strip()],
                          limit=limit, seed=seed, max_new_tokens=max_new_tokens, baseline_max_new_tokens=baseline_max_new_tokens,
-                         threads=threads, workers=workers, copy_fields=copy_fields)
+                         threads=threads, workers=workers, copy_fields=copy_fields, batch_size=batch_size,
+                         device=device, dtype=dtype)
         memory_config = MemoryConfig.load(_find_config(config))
     except (ValidationError, ValueError) as err:
         _fail(err)
@@ -536,6 +544,8 @@ def chat_command(
     feedback_dir: Optional[Path] = typer.Option(None, "--feedback-dir", help="Where /good /bad /correct are logged "
                                                 "(trajectories.jsonl: `memlm train` data via data.extra_jsonl; "
                                                 "default: DB's name + '-feedback' beside it)."),
+    device: str = DEVICE,
+    dtype: str = DTYPE,
 ) -> None:
     """Chat with a model and its memory in the terminal: /facts, /trace, /forget PATTERN, /user NAME, /help.
 
@@ -545,7 +555,7 @@ def chat_command(
     try:
         chat(model, db, user=user, max_new_tokens=max_new_tokens, max_calls=max_calls, temperature=temperature,
              memory_config=_find_config(memory_config), history_turns=history_turns, show_calls=show_calls, copy_fields=copy_fields,
-             feedback_dir=feedback_dir or db.with_name(db.stem + "-feedback"))
+             feedback_dir=feedback_dir or db.with_name(db.stem + "-feedback"), device=device, dtype=dtype)
     except (ValueError, FileNotFoundError) as err:
         _fail(err)
 
@@ -559,12 +569,18 @@ def bench_serve_command(
     max_tokens: int = typer.Option(32, "--max-tokens", min=1, help="max_tokens of every request."),
     threads: Optional[int] = typer.Option(None, "--threads", min=1, help="CPU threads of the model (default: "
                                                                          "torch's, one per core)."),
+    max_batch_size: int = typer.Option(8, "--max-batch-size", min=1, help="Turns of concurrent clients decoded "
+                                                                           "together (1: one at a time)."),
+    device: str = DEVICE,
+    dtype: str = DTYPE,
 ) -> None:
-    """The server on 127.0.0.1 under concurrent clients: requests/s, latency p50/p99, controller overhead."""
+    """The server on 127.0.0.1 under concurrent streaming clients: requests/s, latency p50/p99, time to
+    the first streamed words, controller overhead."""
     from memory_runtime.bench_serve import bench_serve
 
     try:
-        result = bench_serve(model, clients=clients, seconds=seconds, max_tokens=max_tokens, threads=threads)
+        result = bench_serve(model, clients=clients, seconds=seconds, max_tokens=max_tokens, threads=threads,
+                             max_batch_size=max_batch_size, device=device, dtype=dtype)
     except (ValueError, FileNotFoundError) as err:
         _fail(err)
     print(json.dumps(result))

@@ -14,7 +14,9 @@ more for eight), and a large model on a GPU is idle at batch one. :class:`BatchD
   prefilled alone and its cache stacked under the others.
 
 Greedy decoding gives the same turns as one at a time (tested on the real embedded model).
-Models whose cache cannot be stacked (sliding-window attention) are run one turn at a time.
+Models whose cache cannot be stacked (sliding-window attention) are run one turn at a time by
+:class:`OneAtATime`, which offers the same interface over any streaming backend (the server's
+tests drive it with scripted backends).
 
 Callers either submit independent turns (:meth:`BatchDecoder.run`) or sessions: generators that
 yield one :class:`TurnRequest` at a time and receive its :class:`TurnResult` (an episode's next
@@ -32,6 +34,7 @@ from typing import Any
 import torch
 
 from memory_runtime.batch_cache import BatchCache, new_cache, supports
+from memory_runtime.backend import Backend
 from memory_runtime.controller import Controller, TurnCalls, TurnResult
 from memory_runtime.hf_backend import HFBackend, TurnDecoder, check_sampling, end_token_ids, input_device
 from memory_runtime.store import TripletStore
@@ -69,26 +72,14 @@ class _Turn:
     result: TurnResult | None = None
 
 
-class BatchDecoder:
-    """Decodes many turns at once (see the module docstring). Not thread-safe: one thread steps it."""
+class _Decoder:
+    """What the batched and the one-at-a-time decoder share: a queue of requests, and the drivers."""
 
-    def __init__(self, model: Any, tokenizer: Any, *, max_batch_size: int = 8, copy_fields: bool = True) -> None:
-        if max_batch_size < 1:
-            raise ValueError(f"max_batch_size must be at least 1, got {max_batch_size}")
-        self.model = model
-        self.tokenizer = tokenizer
-        self.max_batch_size = max_batch_size
-        self.copy_fields = copy_fields
-        self.stackable = supports(model)
-        self.end_token_ids = end_token_ids(model, tokenizer)
-        self.device = input_device(model)
+    max_batch_size = 1
+
+    def __init__(self) -> None:
         self.waiting: collections.deque[TurnRequest] = collections.deque()
         self.active: dict[int, _Turn] = {}
-        self.cache = BatchCache()
-        self._keys = 0
-        self.stats = {"steps": 0, "forward_seconds": 0.0, "rows": 0, "prefills": 0, "prefill_seconds": 0.0}
-
-    # ------------------------------------------------------------------ submitting
 
     def add(self, request: TurnRequest) -> None:
         """Queue a turn; it joins the batch when a place is free."""
@@ -100,6 +91,14 @@ class BatchDecoder:
     @property
     def busy(self) -> bool:
         return bool(self.waiting or self.active)
+
+    @property
+    def room(self) -> int:
+        """How many more turns can be queued without waiting for a place."""
+        return max(0, self.max_batch_size - len(self.waiting) - len(self.active))
+
+    def step(self) -> list[tuple[TurnRequest, TurnResult]]:
+        raise NotImplementedError
 
     def run(self, requests: Iterable[TurnRequest]) -> list[TurnResult]:
         """Decode independent turns; results in the order of `requests`."""
@@ -129,7 +128,7 @@ class BatchDecoder:
             self.add(request)
 
         while True:
-            while not exhausted and len(self.waiting) + len(self.active) < self.max_batch_size:
+            while not exhausted and self.room:
                 try:
                     index, session = next(pending)
                 except StopIteration:
@@ -145,13 +144,60 @@ class BatchDecoder:
                 advance(index, session, result)
         return [values[i] for i in sorted(values)]
 
+
+class OneAtATime(_Decoder):
+    """The decoder interface over any streaming backend: one turn per step, through Controller."""
+
+    def __init__(self, backend_factory: Callable[[TurnRequest], Backend]) -> None:
+        super().__init__()
+        self.backend_factory = backend_factory
+
+    def step(self) -> list[tuple[TurnRequest, TurnResult]]:
+        if not self.waiting:
+            return []
+        request = self.waiting.popleft()
+        messages = request.messages
+        system = messages[0]["content"] if messages and messages[0]["role"] == "system" else None
+        body = messages[1:] if system is not None else messages
+        controller = Controller(self.backend_factory(request), request.store, namespace=request.namespace,
+                                system_prompt=system, max_calls=request.max_calls,
+                                max_new_tokens=request.max_new_tokens)
+        return [(request, controller.run_turn(body[-1]["content"], body[:-1], on_text=request.on_text))]
+
+
+class BatchDecoder(_Decoder):
+    """Decodes many turns at once (see the module docstring). Not thread-safe: one thread steps it."""
+
+    def __init__(self, model: Any, tokenizer: Any, *, max_batch_size: int = 8, copy_fields: bool = True) -> None:
+        if max_batch_size < 1:
+            raise ValueError(f"max_batch_size must be at least 1, got {max_batch_size}")
+        super().__init__()
+        self.model = model
+        self.tokenizer = tokenizer
+        self.max_batch_size = max_batch_size
+        self.copy_fields = copy_fields
+        self.stackable = supports(model)
+        self.end_token_ids = end_token_ids(model, tokenizer)
+        self.device = input_device(model)
+        self.cache = BatchCache()
+        self._keys = 0
+        self.stats = {"steps": 0, "forward_seconds": 0.0, "rows": 0, "prefills": 0, "prefill_seconds": 0.0}
+        self._alone = OneAtATime(self.backend_for)  # models whose cache cannot be stacked
+        if not self.stackable:
+            self.waiting = self._alone.waiting
+
+    def backend_for(self, request: TurnRequest) -> HFBackend:
+        """A single-turn backend over this model, for `request`'s sampling and memory."""
+        return HFBackend(self.model, self.tokenizer, temperature=request.temperature, top_p=request.top_p,
+                         seed=request.seed, copy_fields=self.copy_fields, relations=request.store.config.relation_names)
+
     # ------------------------------------------------------------------ one step
 
     def step(self) -> list[tuple[TurnRequest, TurnResult]]:
         """Admit waiting turns, run one forward pass for the batch, advance every turn by a token
         (or a pause, or its end); returns the turns that finished, with their results."""
         if not self.stackable:
-            return self._one_at_a_time()
+            return self._alone.step()
         finished: list[_Turn] = []
         while self.waiting and len(self.active) < self.max_batch_size:
             turn = self._admit(self.waiting.popleft())
@@ -196,7 +242,8 @@ class BatchDecoder:
                               relations=relations)
         decoder.start(request.messages)
         self._keys += 1
-        turn = _Turn(self._keys, request, decoder, TurnCalls(request.store, request.namespace, request.max_calls))
+        calls = TurnCalls(request.store, request.namespace, request.max_calls, request.on_text)
+        turn = _Turn(self._keys, request, decoder, calls)
         prompt = decoder.prompt_ids
         if len(prompt) < 2:
             raise ValueError("a batched turn needs a prompt of at least two tokens")
@@ -223,7 +270,7 @@ class BatchDecoder:
         if step.backtracked:
             self.cache.crop(turn.key, len(decoder.all_ids))
             return
-        action = self._feed(turn, step.piece) if step.piece else "continue"
+        action = calls.feed(step.piece) if step.piece else "continue"
         if action == "pause":
             kept = decoder.resume(calls.text)
             self.cache.crop(turn.key, kept)
@@ -236,36 +283,14 @@ class BatchDecoder:
             return
         if decoder.stats["generated_tokens"] >= limit:  # the turn's token budget is spent
             piece = decoder.stop_for_length()
-            if piece and self._feed(turn, piece) == "pause":
+            if piece and calls.feed(piece) == "pause":
                 self.cache.crop(turn.key, decoder.resume(calls.text))
                 calls.status = "max_tokens"
             self._finish(turn)
 
-    def _feed(self, turn: _Turn, piece: str) -> str:
-        action = turn.calls.feed(piece)
-        if turn.request.on_text is not None:
-            turn.request.on_text(turn.calls.text)
-        return action
-
     def _finish(self, turn: _Turn) -> None:
-        turn.result = turn.calls.result(generated_tokens=turn.decoder.stats["generated_tokens"],
+        stats = turn.decoder.stats
+        turn.result = turn.calls.result(generated_tokens=stats["generated_tokens"],
                                         max_new_tokens=turn.request.max_new_tokens, started=turn.started,
-                                        model_seconds=turn.model_seconds)
-
-    def _one_at_a_time(self) -> list[tuple[TurnRequest, TurnResult]]:
-        """Models whose cache cannot be stacked: the next waiting turn, alone (Controller + HFBackend)."""
-        if not self.waiting:
-            return []
-        request = self.waiting.popleft()
-        backend = HFBackend(self.model, self.tokenizer, temperature=request.temperature, top_p=request.top_p,
-                            seed=request.seed, copy_fields=self.copy_fields,
-                            relations=request.store.config.relation_names)
-        messages = request.messages
-        system = messages[0]["content"] if messages and messages[0]["role"] == "system" else None
-        controller = Controller(backend, request.store, namespace=request.namespace, system_prompt=system,
-                                max_calls=request.max_calls, max_new_tokens=request.max_new_tokens)
-        body = messages[1:] if system is not None else messages
-        result = controller.run_turn(body[-1]["content"], body[:-1])
-        if request.on_text is not None:
-            request.on_text(result.text)
-        return [(request, result)]
+                                        model_seconds=turn.model_seconds,
+                                        prompt_tokens=stats["prompt_tokens"] + stats["inserted_tokens"])

@@ -2,9 +2,10 @@
 
 The server runs in this process (uvicorn on a thread, port picked by the OS); each client is
 a thread with its own API key, hence its own namespace, that alternates a statement and a
-question for T seconds. Latency is what the client sees (queueing for the single generation
-thread included); the controller overhead is measured inside each turn, from the trace:
-(wall - model forward passes) / wall.
+question for T seconds, streaming each reply. Latency is what the client sees (queueing
+included); time to first token is when the first words of the reply reach it; the controller
+overhead is measured inside each turn, from the trace: (wall - model forward passes) / wall.
+Turns of concurrent clients share the model's batches (`max_batch_size`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import threading
 import time
 from pathlib import Path
 from typing import Any
+
+import json
 
 import httpx
 
@@ -40,14 +43,16 @@ def run_serve_bench(
     max_tokens: int = 32,
     model_name: str = "bench",
     system_prompt: str | None = SYSTEM_PROMPT,
+    decoder: Any = None,
 ) -> dict[str, Any]:
     """Drive a fresh server over `store` and return the figures (one JSON-able dict)."""
     keys = {f"bench-key-{i:04d}": f"bench-{i}" for i in range(clients)}
     config = ServeConfig(api_keys=keys, api_keys_env=None,
                          limits=Limits(max_tokens=max_tokens, max_queue=max(32, 2 * clients)))
     app = create_app(config, store, backend_factory, model_name=model_name, api_keys=keys,
-                     system_prompt=system_prompt)
+                     system_prompt=system_prompt, decoder=decoder)
     latencies: list[float] = []
+    first_tokens: list[float] = []
     overheads: list[float] = []
     tokens = [0]
     errors: list[str] = []
@@ -59,14 +64,26 @@ def run_serve_bench(
         with httpx.Client(base_url=url, headers=headers, timeout=max(60.0, seconds)) as http:
             n = 0
             while time.monotonic() < deadline or n == 0:
-                body = {"model": model_name, "max_tokens": max_tokens, "memlm": {"trace": True},
+                body = {"model": model_name, "max_tokens": max_tokens, "memlm": {"trace": True}, "stream": True,
+                        "stream_options": {"include_usage": True},
                         "messages": [{"role": "user", "content": prompts[n % 2]}]}
                 t0 = time.perf_counter()
+                first: float | None = None
                 try:
-                    response = http.post("/v1/chat/completions", json=body)
+                    with http.stream("POST", "/v1/chat/completions", json=body) as response:
+                        response.raise_for_status()
+                        data: dict[str, Any] = {}
+                        for line in response.iter_lines():
+                            if not line.startswith("data: {"):
+                                continue
+                            chunk = json.loads(line[len("data: "):])
+                            if "error" in chunk:
+                                raise ValueError(chunk["error"]["message"])
+                            delta = chunk["choices"][0]["delta"] if chunk["choices"] else {}
+                            if delta.get("content") and first is None:
+                                first = time.perf_counter() - t0
+                            data.update({k: chunk[k] for k in ("memlm", "usage") if k in chunk})
                     elapsed = time.perf_counter() - t0
-                    response.raise_for_status()
-                    data = response.json()
                 except (httpx.HTTPError, ValueError) as err:
                     with lock:
                         errors.append(f"{type(err).__name__}: {err}")
@@ -78,6 +95,8 @@ def run_serve_bench(
                 timings = data["memlm"]["timings"]
                 with lock:
                     latencies.append(elapsed)
+                    if first is not None:
+                        first_tokens.append(first)
                     tokens[0] += data["usage"]["completion_tokens"]
                     if timings["wall_seconds"] > 0:
                         overheads.append(timings["overhead_seconds"] / timings["wall_seconds"])
@@ -105,23 +124,31 @@ def run_serve_bench(
         "completion_tokens_per_s": round(tokens[0] / elapsed, 2),
         "p50_ms": round(percentile(latencies, 50) * 1000, 1) if latencies else None,
         "p99_ms": round(percentile(latencies, 99) * 1000, 1) if latencies else None,
+        "first_token_p50_ms": round(percentile(first_tokens, 50) * 1000, 1) if first_tokens else None,
         "overhead_fraction": round(sum(overheads) / len(overheads), 4) if overheads else None,
         **({"first_error": errors[0]} if errors else {}),
     }
 
 
 def bench_serve(model: str, *, clients: int = 4, seconds: float = 30.0, max_tokens: int = 32,
-                threads: int | None = None) -> dict[str, Any]:
+                threads: int | None = None, max_batch_size: int = 8, device: str = "auto",
+                dtype: str = "auto") -> dict[str, Any]:
     """Load `model` and benchmark it behind the server, with a fresh SQLite memory in a temp dir."""
     import torch
 
+    from memory_runtime.batching import BatchDecoder
+    from memory_runtime.hardware import resolve_device
     from memory_runtime.models import load_model, trained_system_prompt
     from memory_runtime.serve import hf_backend_factory
 
     if threads is not None:
         torch.set_num_threads(threads)
-    loaded, tokenizer = load_model(model, merge=True)
+    device = resolve_device(device)
+    loaded, tokenizer = load_model(model, merge=True, device=device, dtype=dtype)
+    decoder = BatchDecoder(loaded, tokenizer, max_batch_size=max_batch_size)
     with tempfile.TemporaryDirectory(prefix="memlm-bench-serve-") as tmp, TripletStore(Path(tmp) / "m.sqlite") as store:
         result = run_serve_bench(hf_backend_factory(loaded, tokenizer), store, clients=clients, seconds=seconds,
-                                 max_tokens=max_tokens, model_name=model, system_prompt=trained_system_prompt(model))
-    return {"model": model, "torch_threads": torch.get_num_threads(), **result}
+                                 max_tokens=max_tokens, model_name=model, system_prompt=trained_system_prompt(model),
+                                 decoder=decoder)
+    return {"model": model, "device": device, "dtype": str(loaded.dtype).removeprefix("torch."),
+            "max_batch_size": max_batch_size, "torch_threads": torch.get_num_threads(), **result}

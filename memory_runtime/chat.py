@@ -248,16 +248,18 @@ def _count(n: int) -> str:
 
 def chat(model: str, db: str | Path, *, user: str = "default", max_new_tokens: int = 256, max_calls: int = 16,
          temperature: float = 0.0, memory_config: Path | None = None, history_turns: int = 0,
-         show_calls: bool = False, feedback_dir: Path | None = None, copy_fields: bool = True) -> None:
+         show_calls: bool = False, feedback_dir: Path | None = None, copy_fields: bool = True,
+         device: str = "auto", dtype: str = "auto") -> None:
     """`memlm chat`: load the model and the memory, then run the REPL on stdin/stdout.
     `feedback_dir` keeps /good /bad /correct as JSONL (trajectories.jsonl is `memlm train` data)."""
     from memory_runtime.feedback import FeedbackLog
     from memory_runtime.hf_backend import HFBackend
+    from memory_runtime.hardware import resolve_device
     from memory_runtime.models import cache_root, load_model, trained_system_prompt
     from memory_runtime.store import MemoryConfig
 
     with TripletStore(db, MemoryConfig.load(memory_config)) as store:
-        loaded, tokenizer = load_model(model, merge=True)
+        loaded, tokenizer = load_model(model, merge=True, device=resolve_device(device), dtype=dtype)
         backend = HFBackend(loaded, tokenizer, temperature=temperature, copy_fields=copy_fields,
                             relations=store.config.relation_names)  # start() resets it every turn
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Literal, Sequence
+from typing import Callable, Literal, Sequence
 
 from memory_runtime.backend import Backend
 from memory_runtime.protocol import (
@@ -57,6 +57,7 @@ class TurnResult:
     wall_seconds: float
     model_seconds: float  # inside the model's forward passes
     store_seconds: float
+    prompt_tokens: int = 0  # tokens the model read but did not generate: the prompt and inserted results
 
     @property
     def overhead_seconds(self) -> float:
@@ -82,7 +83,9 @@ class TurnCalls:
     or end the turn ("stop": the turn reached ``max_calls``). :meth:`result` closes the turn.
     """
 
-    def __init__(self, store: TripletStore, namespace: str, max_calls: int) -> None:
+    def __init__(self, store: TripletStore, namespace: str, max_calls: int,
+                 on_text: Callable[[str], None] | None = None) -> None:
+        self.on_text = on_text  # called with the turn's text (calls included) after every piece: streaming
         self.store = store
         self.namespace = namespace
         self.max_calls = max_calls
@@ -93,6 +96,12 @@ class TurnCalls:
         self.store_seconds = 0.0
 
     def feed(self, piece: str) -> Action:
+        action = self._feed(piece)
+        if self.on_text is not None:
+            self.on_text(self.text)
+        return action
+
+    def _feed(self, piece: str) -> Action:
         events = self.parser.feed(piece)
         self.text += piece
         for event in events:
@@ -120,7 +129,7 @@ class TurnCalls:
         return "continue"
 
     def result(self, *, generated_tokens: int, max_new_tokens: int, started: float,
-               model_seconds: float) -> TurnResult:
+               model_seconds: float, prompt_tokens: int = 0) -> TurnResult:
         """The finished turn: unclosed calls reported, the status set when the token budget is spent."""
         if self.status == "ok":
             for error in self.parser.close():
@@ -129,7 +138,8 @@ class TurnCalls:
                 self.status = "max_tokens"
         return TurnResult(reply=strip_calls(self.text), text=self.text, calls=self.calls, status=self.status,
                           generated_tokens=generated_tokens, wall_seconds=time.perf_counter() - started,
-                          model_seconds=model_seconds, store_seconds=self.store_seconds)
+                          model_seconds=model_seconds, store_seconds=self.store_seconds,
+                          prompt_tokens=prompt_tokens)
 
     def _write(self, call: Call) -> CallRecord:
         text = self.text[call.start : call.end]
@@ -173,11 +183,13 @@ class Controller:
         self.max_calls = max_calls
         self.max_new_tokens = max_new_tokens
 
-    def run_turn(self, user_text: str, history: Sequence[dict[str, str]] = ()) -> TurnResult:
-        """Generate the assistant's reply to `user_text`, running its memory calls."""
+    def run_turn(self, user_text: str, history: Sequence[dict[str, str]] = (),
+                 on_text: Callable[[str], None] | None = None) -> TurnResult:
+        """Generate the assistant's reply to `user_text`, running its memory calls; `on_text` gets
+        the turn's text (calls included) as it grows."""
         start = time.perf_counter()
         self.backend.start(turn_messages(user_text, history, self.system_prompt))
-        turn = TurnCalls(self.store, self.namespace, self.max_calls)
+        turn = TurnCalls(self.store, self.namespace, self.max_calls, on_text)
         generated = 0
         while True:
             action: Action = "continue"
@@ -194,5 +206,7 @@ class Controller:
                     turn.status = "max_tokens"
                 break
             self.backend.resume(turn.text)
+        stats = self.backend.stats
         return turn.result(generated_tokens=generated, max_new_tokens=self.max_new_tokens, started=start,
-                           model_seconds=self.backend.stats.get("forward_seconds", 0.0))
+                           model_seconds=stats.get("forward_seconds", 0.0),
+                           prompt_tokens=stats.get("prompt_tokens", 0) + stats.get("inserted_tokens", 0))

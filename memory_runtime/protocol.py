@@ -264,6 +264,16 @@ class StreamParser:
         """Number of chars fed so far."""
         return self._pos
 
+    @property
+    def pending(self) -> int | None:
+        """Where the text not decided yet starts (a call head, a call, or read results that may still
+        be open); None when everything fed is plain text or finished calls."""
+        if self._state == _TEXT:
+            return None
+        if self._state == _HEAD:
+            return self._pos - len(self._head)
+        return self._start
+
     def feed(self, chunk: str) -> list[Call | ReadResults | ParseError]:
         events: list[Call | ReadResults | ParseError] = []
         base, i, n = self._pos, 0, len(chunk)
@@ -483,3 +493,14 @@ def strip_calls(text: str) -> str:
             out = out.rstrip(" \t")
         out += piece
     return out.strip()
+
+
+def visible_reply(text: str) -> str:
+    """The part of a reply still being generated that the user will see whatever comes next: the
+    text before any call that may still be open, calls and results removed, trailing whitespace held
+    back (a call cut out after it may remove it). Each value is a prefix of the next and of
+    strip_calls(final text), so a server can stream the differences."""
+    parser = StreamParser()
+    parser.feed(text)
+    cut = parser.pending
+    return strip_calls(text if cut is None else text[:cut]).rstrip()

@@ -6,10 +6,11 @@ client sees only the answer (and, when it asks with `"memlm": {"trace": true}`, 
 `/v1/memory/...` lets a user see and edit what the server remembers about them.
 
 Isolation is by construction: the namespace comes from the API key and from nothing a
-request can say, so no route can name another user's memory. Generation runs on a single
-worker thread (a Hugging Face model with its KV cache is not thread-safe; batching is not
-worth it for one small model on CPU), while the store, which is thread-safe, is shared by
-every request.
+request can say, so no route can name another user's memory. Generation runs on one model
+thread (memory_runtime.scheduler): the turns of concurrent users share batches
+(`generation.max_batch_size`, memory_runtime.batching), admitted fairly across API keys; a
+streamed reply is sent as it is generated, calls never reach the client. The store, which is
+thread-safe, is shared by every request.
 """
 
 from __future__ import annotations
@@ -20,13 +21,11 @@ import hmac
 import json
 import math
 import os
-import re
 import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import asdict
 from pathlib import Path
@@ -40,9 +39,11 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from memory_runtime.backend import Backend
-from memory_runtime.controller import Controller, TurnResult
+from memory_runtime.batching import OneAtATime, TurnRequest
+from memory_runtime.controller import Controller, TurnResult, turn_messages
 from memory_runtime.feedback import Exchange, Feedback, FeedbackLog
-from memory_runtime.protocol import SYSTEM_PROMPT
+from memory_runtime.protocol import SYSTEM_PROMPT, visible_reply
+from memory_runtime.scheduler import Overloaded, TurnScheduler
 from memory_runtime.store import TripletStore
 from memory_runtime.yaml_config import read_mapping, validate
 
@@ -66,13 +67,17 @@ class Limits(BaseModel):
 
 
 class Generation(BaseModel):
-    """Sampling used when a request does not set it: greedy, as the model was trained to call."""
+    """How the model runs: sampling used when a request does not set it (greedy, as the model was
+    trained to call), where it runs, and how many turns share a batch."""
 
     model_config = ConfigDict(extra="forbid")
 
     temperature: float = Field(0.0, ge=0, le=2)
     top_p: float = Field(1.0, gt=0, le=1)
     copy_fields: bool = True  # call names copied from the conversation, relations from the table (field_copy)
+    device: str = "auto"  # auto (a CUDA GPU when one is visible), cpu, cuda, cuda:N
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"  # auto: bfloat16 where it is native
+    max_batch_size: int = Field(8, ge=1)  # turns of concurrent users decoded together
 
 
 class ServeConfig(BaseModel):
@@ -379,27 +384,6 @@ class KeyRing:
         return found
 
 
-class _GenerationThread:
-    """The one thread that runs turns, with a bounded queue in front of it."""
-
-    def __init__(self, max_queue: int) -> None:
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memlm-generate")
-        self._max_queue = max_queue
-        self.queued = 0  # touched only on the event loop
-
-    async def run(self, fn: Callable[[], Any]) -> Any:
-        if self.queued >= self._max_queue:
-            raise APIError(503, "the server is overloaded; retry later", type="server_error", code="overloaded")
-        self.queued += 1
-        try:
-            return await asyncio.wrap_future(self._pool.submit(fn))
-        finally:
-            self.queued -= 1
-
-    def close(self) -> None:
-        self._pool.shutdown(wait=True, cancel_futures=True)
-
-
 class FactQuery(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -447,22 +431,27 @@ def create_app(
     model_name: str,
     api_keys: dict[str, str] | None = None,
     system_prompt: str | None = SYSTEM_PROMPT,
+    decoder: Any = None,
 ) -> FastAPI:
-    """The server over a store and a backend factory (tests pass a scripted one), prompting
-    the model with the system message it was trained with.
+    """The server over a store and a decoder of turns (memory_runtime.batching.BatchDecoder; by
+    default turns run one at a time over `backend_factory`, which tests give scripted backends),
+    prompting the model with the system message it was trained with. Corrections
+    (POST /v1/feedback) decode alone over `backend_factory`.
 
     `api_keys` defaults to config.resolve_api_keys() (config, environment variable, file).
     """
     keyring = KeyRing(config.resolve_api_keys() if api_keys is None else api_keys)
     feedback, last_turns = Feedback(store, FeedbackLog(config.feedback_dir)), {}  # last_turns: namespace -> Exchange
     limits, metrics = config.limits, Metrics()
-    generator = _GenerationThread(limits.max_queue)
+    if decoder is None:
+        decoder = OneAtATime(lambda r: backend_factory(temperature=r.temperature, top_p=r.top_p, seed=r.seed))
+    scheduler = TurnScheduler(decoder, limits.max_queue)
     bearer = HTTPBearer(auto_error=False)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI):
         yield
-        generator.close()
+        scheduler.close()
 
     app = FastAPI(title="memlm", summary="A language model with a read-write triplet memory.", lifespan=lifespan)
 
@@ -504,7 +493,7 @@ def create_app(
     @app.get("/metrics")
     async def get_metrics() -> dict[str, Any]:
         """Request counts and latency per route, turn timings (no key needed: nothing per user)."""
-        return metrics.snapshot(generator.queued)
+        return metrics.snapshot(scheduler.queued)
 
     @app.get("/v1/models")
     async def models(_: str = Depends(user_namespace)) -> dict[str, Any]:
@@ -525,35 +514,74 @@ def create_app(
         temperature = config.generation.temperature if request.temperature is None else request.temperature
         top_p = config.generation.top_p if request.top_p is None else request.top_p
 
-        def turn() -> tuple[TurnResult, dict[str, Any]]:
-            backend = backend_factory(temperature=temperature, top_p=top_p, seed=request.seed)
-            controller = Controller(backend, store, namespace=namespace, system_prompt=system_prompt,
-                                    max_calls=limits.max_calls, max_new_tokens=min(asked, limits.max_tokens))
-            return controller.run_turn(user_text, history), dict(backend.stats)
+        visible: asyncio.Queue[str | None] = asyncio.Queue()
+        loop = asyncio.get_running_loop()
+        shown = [""]
 
-        result, stats = await generator.run(turn)
-        metrics.record_turn(result)
-        last_turns[namespace] = Exchange(user_text, result)  # what POST /v1/feedback is about
-        repeated = feedback.repeated_wrong(namespace, user_text, result.reply)
+        def on_text(text: str) -> None:  # on the model thread: hand the visible reply to the stream
+            reply = visible_reply(text)
+            if len(reply) > len(shown[0]):
+                shown[0] = reply
+                loop.call_soon_threadsafe(visible.put_nowait, reply)
+
+        turn = TurnRequest(turn_messages(user_text, history, system_prompt), store, namespace=namespace,
+                           max_new_tokens=min(asked, limits.max_tokens), max_calls=limits.max_calls,
+                           temperature=temperature, top_p=top_p, seed=request.seed,
+                           on_text=on_text if request.stream else None)
+        try:
+            future = scheduler.submit(turn, owner=namespace)
+        except Overloaded:
+            raise APIError(503, "the server is overloaded; retry later", type="server_error",
+                           code="overloaded") from None
+        except ValueError as err:
+            raise APIError(400, str(err)) from None
         completion = {
             "id": f"chatcmpl-{uuid.uuid4().hex}",
             "created": int(time.time()),
             "model": model_name,
             "system_fingerprint": None,
         }
-        finish = "stop" if result.status == "ok" else "length"
-        prompt_tokens = stats.get("prompt_tokens", 0) + stats.get("inserted_tokens", 0)
-        usage = {"prompt_tokens": prompt_tokens, "completion_tokens": result.generated_tokens,
-                 "total_tokens": prompt_tokens + result.generated_tokens}
-        trace = _trace(result, namespace) if request.memlm.trace else None
-        if trace is not None:
-            trace["repeated_wrong"] = repeated  # the same wrong answer again: the model should ask for help
+
+        def finished(result: TurnResult) -> tuple[str, dict[str, Any], dict[str, Any] | None]:
+            metrics.record_turn(result)
+            last_turns[namespace] = Exchange(user_text, result)  # what POST /v1/feedback is about
+            repeated = feedback.repeated_wrong(namespace, user_text, result.reply)
+            usage = {"prompt_tokens": result.prompt_tokens, "completion_tokens": result.generated_tokens,
+                     "total_tokens": result.prompt_tokens + result.generated_tokens}
+            trace = _trace(result, namespace) if request.memlm.trace else None
+            if trace is not None:
+                trace["repeated_wrong"] = repeated  # the same wrong answer again: the model should ask for help
+            return ("stop" if result.status == "ok" else "length"), usage, trace
+
         if request.stream:
+            future.add_done_callback(lambda _: visible.put_nowait(None))
             include_usage = bool((request.stream_options or {}).get("include_usage"))
-            return StreamingResponse(
-                _sse(completion, result.reply, finish, usage if include_usage else None, trace),
-                media_type="text/event-stream", headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
-            )
+
+            async def events() -> AsyncIterator[str]:
+                base = {**completion, "object": "chat.completion.chunk"}
+                yield _chunk(base, {"role": "assistant", "content": ""})
+                sent = ""
+                while (reply := await visible.get()) is not None:
+                    if reply.startswith(sent) and len(reply) > len(sent):
+                        yield _chunk(base, {"content": reply[len(sent):]})
+                        sent = reply
+                try:
+                    result = await future
+                except Exception as err:  # the stream has started: the error goes in it
+                    yield f"data: {json.dumps({'error': {'message': f'internal error: {type(err).__name__}', 'type': 'server_error'}})}\n\n"
+                    return
+                finish, usage, trace = finished(result)
+                if result.reply.startswith(sent) and len(result.reply) > len(sent):
+                    yield _chunk(base, {"content": result.reply[len(sent):]})
+                yield _chunk(base, {}, finish, **({"memlm": trace} if trace is not None else {}))
+                if include_usage:
+                    yield f"data: {json.dumps({**base, 'choices': [], 'usage': usage})}\n\n"
+                yield "data: [DONE]\n\n"
+
+            return StreamingResponse(events(), media_type="text/event-stream",
+                                     headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+        result = await future
+        finish, usage, trace = finished(result)
         choice = {"index": 0, "message": {"role": "assistant", "content": result.reply, "refusal": None},
                   "logprobs": None, "finish_reason": finish}
         body = {**completion, "object": "chat.completion", "choices": [choice], "usage": usage}
@@ -631,7 +659,7 @@ def create_app(
                                         max_calls=limits.max_calls, max_new_tokens=limits.max_tokens)
                 return feedback.correct(controller, request.correction, last)
 
-            fix = await generator.run(correct)
+            fix = await scheduler.call(correct)
             out.update(writes=fix.writes, superseded=fix.superseded, ended=fix.ended,
                        record=fix.record.id if fix.record else out["record"])
         return out
@@ -653,21 +681,10 @@ def _trace(result: TurnResult, namespace: str) -> dict[str, Any]:
     }
 
 
-def _sse(completion: dict, reply: str, finish: str, usage: dict | None, trace: dict | None) -> Iterator[str]:
-    """OpenAI's chunk stream for a finished turn: role, the reply word by word, finish, [usage], [DONE]."""
-    base = {**completion, "object": "chat.completion.chunk"}
-
-    def chunk(delta: dict, finish_reason: str | None = None, **extra: Any) -> str:
-        choices = [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}]
-        return f"data: {json.dumps({**base, 'choices': choices, **extra})}\n\n"
-
-    yield chunk({"role": "assistant", "content": ""})
-    for piece in re.findall(r"\s*\S+", reply):
-        yield chunk({"content": piece})
-    yield chunk({}, finish, **({"memlm": trace} if trace is not None else {}))
-    if usage is not None:
-        yield f"data: {json.dumps({**base, 'choices': [], 'usage': usage})}\n\n"
-    yield "data: [DONE]\n\n"
+def _chunk(base: dict, delta: dict, finish_reason: str | None = None, **extra: Any) -> str:
+    """One server-sent event of OpenAI's chunk stream."""
+    choices = [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}]
+    return f"data: {json.dumps({**base, 'choices': choices, **extra})}\n\n"
 
 
 # --------------------------------------------------------------------------- running it
@@ -702,6 +719,8 @@ def serve(model: str, db: str | Path, config: ServeConfig, *, host: str = "127.0
     import torch
     import uvicorn
 
+    from memory_runtime.batching import BatchDecoder
+    from memory_runtime.hardware import resolve_device
     from memory_runtime.models import load_model, trained_system_prompt
     from memory_runtime.store import MemoryConfig
 
@@ -710,10 +729,14 @@ def serve(model: str, db: str | Path, config: ServeConfig, *, host: str = "127.0
     with TripletStore(db, memory) as store:
         if config.torch_threads is not None:
             torch.set_num_threads(config.torch_threads)
-        loaded, tokenizer = load_model(model, merge=True)
-        app = create_app(config, store, hf_backend_factory(loaded, tokenizer, copy_fields=config.generation.copy_fields,
+        generation = config.generation
+        loaded, tokenizer = load_model(model, merge=True, device=resolve_device(generation.device),
+                                       dtype=generation.dtype)
+        decoder = BatchDecoder(loaded, tokenizer, max_batch_size=generation.max_batch_size,
+                               copy_fields=generation.copy_fields)
+        app = create_app(config, store, hf_backend_factory(loaded, tokenizer, copy_fields=generation.copy_fields,
                                                             relations=memory.relation_names),
-                         model_name=config.model_name or model,
+                         model_name=config.model_name or model, decoder=decoder,
                          api_keys=keys, system_prompt=trained_system_prompt(model))
         if on_ready is not None:
             on_ready(f"serving {model} on http://{host}:{port} ({len(keys)} API keys, memory {db})")

@@ -131,22 +131,32 @@ def test_memlm_eval_rejects_an_unknown_system(tiny_data, tmp_path):
     assert r.exit_code == 2 and "gpt5" in r.output
 
 
+def _cases(path):
+    rows = [json.loads(line) for line in (path / "cases.jsonl").read_text().splitlines()]
+    for row in rows:
+        row.pop("wall_s", None)
+        for turn in row.get("turns", []):
+            turn.pop("wall_s"), turn.pop("model_s")
+    return rows
+
+
 def test_worker_processes_give_the_same_results(tiny_data, tiny_model_dir, tmp_path):
     base = dict(model=str(tiny_model_dir), data=str(tiny_data), limit=1, max_new_tokens=8,
                 systems=["memlm", "zero_shot"], parts=["records", "episodes"], threads=1)
     one = run_eval(EvalConfig(**base), tmp_path / "one")
-    two = run_eval(EvalConfig(**base, workers=2), tmp_path / "two")
-
-    def cases(path):
-        rows = [json.loads(line) for line in (path / "cases.jsonl").read_text().splitlines()]
-        for row in rows:
-            row.pop("wall_s", None)
-            for turn in row.get("turns", []):
-                turn.pop("wall_s"), turn.pop("model_s")
-        return rows
-
-    assert cases(tmp_path / "two") == cases(tmp_path / "one")
+    two = run_eval(EvalConfig(**base, workers=2, batch_size=3), tmp_path / "two")
+    assert _cases(tmp_path / "two") == _cases(tmp_path / "one")
     assert two["memlm"]["records"] == one["memlm"]["records"]
+
+
+def test_batched_decoding_gives_the_same_cases_as_one_turn_at_a_time(tiny_data, tiny_model_dir, tmp_path):
+    base = dict(model=str(tiny_model_dir), data=str(tiny_data), limit=2, max_new_tokens=12,
+                systems=["memlm", "few_shot", "zero_shot"])
+    one = run_eval(EvalConfig(**base, batch_size=1), tmp_path / "one")
+    batched = run_eval(EvalConfig(**base, batch_size=8), tmp_path / "batched")
+    assert _cases(tmp_path / "batched") == _cases(tmp_path / "one")
+    assert batched["memlm"]["records"] == one["memlm"]["records"]
+    assert json.loads((tmp_path / "batched" / "metrics.json").read_text())["meta"]["batch_size"] == 8
 
 
 def test_memlm_eval_names_a_real_file_of_unknown_format(tiny_data, tmp_path):

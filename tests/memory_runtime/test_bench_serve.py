@@ -35,6 +35,7 @@ def test_bench_reports_throughput_latency_and_overhead():
         said = {f.object for f in store.facts("bench-0")}
     assert result["errors"] == 0 and result["requests"] >= 3 and result["clients"] == 3
     assert result["requests_per_s"] > 0 and 0 < result["p50_ms"] <= result["p99_ms"]
+    assert 0 < result["first_token_p50_ms"] <= result["p50_ms"]  # the reply streams before it ends
     assert 0 <= result["overhead_fraction"] < 0.5  # mostly "model" time by construction
     assert namespaces == ["bench-0", "bench-1", "bench-2"]  # each client its own key and namespace
     assert said == {"Dorothea Altemus works for Pfizer", "Who works for Pfizer"}

@@ -390,3 +390,31 @@ def test_parse_calls_never_raises_and_spans_are_consistent(text):
                 Call(event.kind, event.fields, 0, event.end - event.start)
             ]
     assert isinstance(strip_calls(text), str)
+
+
+_PARTS = st.sampled_from([
+    "Dorothea", " works", " for", " Pfizer", ".", " ", "  ", "\n", "[", "[MEM_", "]", "}", " Noted.",
+    render_write("Ann Lee", "employed by", "Pfizer"), render_write("Bo", "founder of", "Acme"),
+    render_read(None, "employed by", "Pfizer") + render_results([("Ann Lee", "employed by", "Pfizer")]),
+    render_read("Bo", None, None) + render_results([]), "[MEM_WRITE{broken", "[MEM_READ{a>>b",
+])
+
+
+@given(st.lists(_PARTS, max_size=12), st.integers(1, 7))
+def test_the_visible_reply_only_grows_and_ends_as_the_stripped_reply(parts, chunk):
+    """What a server streams: each visible prefix extends the last, none ever shows call text, and
+    the last equals the final reply (strip_calls), for any text and any chunking."""
+    from memory_runtime.protocol import visible_reply
+
+    text = "".join(parts)
+    final = strip_calls(text)
+    shown = ""
+    for end in list(range(0, len(text), chunk)) + [len(text)]:
+        visible = visible_reply(text[:end])
+        assert visible.startswith(shown) and final.startswith(visible), (text[:end], visible, shown, final)
+        assert "[MEM_" not in visible[len(shown):] or "[MEM_" in final
+        shown = visible
+    parser = StreamParser()
+    parser.feed(text)
+    if parser.pending is None:  # nothing held back: the whole reply is visible
+        assert visible_reply(text) == final

@@ -25,7 +25,6 @@ from memory_runtime.serve import (
     Limits,
     ServeConfig,
     ServeConfigError,
-    _GenerationThread,
     background_server,
     create_app,
     hf_backend_factory,
@@ -315,20 +314,65 @@ def test_limits_and_bad_requests_get_openai_style_errors(store):
         assert body["memlm"]["status"] == "max_calls" and len(body["memlm"]["calls"]) == 2
 
 
-def test_a_full_queue_answers_503():
-    async def scenario():
-        thread, release = _GenerationThread(max_queue=1), threading.Event()
-        first = asyncio.ensure_future(thread.run(release.wait))
-        await asyncio.sleep(0.05)
-        with pytest.raises(APIError) as err:
-            await thread.run(lambda: None)
-        release.set()
-        await first
-        thread.close()
-        return err.value
+def test_a_full_queue_answers_503(store):
+    """One turn decodes (blocked), one waits: a third is refused with OpenAI's 503, not queued."""
+    release = threading.Event()
 
-    err = asyncio.run(asyncio.wait_for(scenario(), timeout=10))
-    assert (err.status, err.code) == (503, "overloaded")
+    class Blocking(MemoryEchoBackend):
+        def stream(self, max_new_tokens):
+            release.wait(10)
+            return super().stream(max_new_tokens)
+
+    async def scenario():
+        app = create_app(config(max_queue=1), store, Blocking, model_name="echo")
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as http:
+            body = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+            first = asyncio.ensure_future(http.post("/v1/chat/completions", json=body, headers=ALICE))
+            await asyncio.sleep(0.2)
+            second = asyncio.ensure_future(http.post("/v1/chat/completions", json=body, headers=BOB))
+            await asyncio.sleep(0.2)
+            third = await http.post("/v1/chat/completions", json=body, headers=BOB)
+            release.set()
+            return third, await first, await second
+
+    third, first, second = asyncio.run(asyncio.wait_for(scenario(), timeout=20))
+    assert third.status_code == 503 and third.json()["error"]["code"] == "overloaded"
+    assert first.status_code == second.status_code == 200
+
+
+def test_streaming_sends_the_reply_while_it_is_generated_and_never_a_call(store):
+    """The first words reach the client before the turn's last token exists; no call text ever does."""
+    go_on = threading.Event()
+
+    class Slow(ScriptedBackend):
+        def __init__(self, **_):
+            super().__init__([["Dorothea works [MEM_WRITE{Dorothea Altemus>>employed by>>Pfizer}] for Pfizer. "
+                               "She told me so."]], chunk=5)
+
+        def stream(self, max_new_tokens):
+            for i, piece in enumerate(super().stream(max_new_tokens)):
+                if i == 6:  # the turn stops here until the client has seen its first words
+                    assert go_on.wait(10)
+                yield piece
+
+    seen = []
+    app = create_app(config(), store, Slow, model_name="slow")
+    with background_server(app) as url:  # a real socket: the chunks arrive as they are sent
+        body = {"model": "m", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
+        with httpx.stream("POST", f"{url}/v1/chat/completions", json=body, headers=ALICE, timeout=20) as response:
+            for line in response.iter_lines():
+                if not line.startswith("data: {"):
+                    continue
+                chunk = json.loads(line[len("data: "):])
+                assert "error" not in chunk, chunk
+                content = chunk["choices"][0]["delta"].get("content") if chunk["choices"] else None
+                if content:
+                    seen.append(content)
+                    go_on.set()  # the first words arrived while the turn was still waiting
+    assert "Dorothea works".startswith(seen[0]) and len(seen) >= 3  # "Dorot" came while the turn waited
+    assert "".join(seen) == "Dorothea works for Pfizer. She told me so."
+    assert not any("[" in piece or "MEM" in piece for piece in seen)
+    assert [f.triplet for f in store.facts("alice")] == [("Dorothea Altemus", "employed by", "Pfizer")]
 
 
 def test_health_and_metrics(client):
