@@ -604,6 +604,30 @@ def env_command(as_json: bool = typer.Option(False, "--json", help="Print one JS
     Console().print(table)
 
 
+@bench_app.command("decode")
+def bench_decode_command(
+    model: str = MODEL,
+    data: Path = typer.Option(..., "--data", help="A `memlm generate` output directory: its test records are decoded."),
+    turns: int = typer.Option(64, "--turns", min=13, help="About this many teacher-forced turns, every category."),
+    batch_sizes: str = typer.Option("1,8", "--batch-sizes", help="Comma-separated; the first is the baseline."),
+    rounds: int = typer.Option(1, "--rounds", min=1, help="Sizes take turns this many times."),
+    max_new_tokens: int = typer.Option(128, "--max-new-tokens", min=8),
+    device: str = DEVICE,
+    dtype: str = DTYPE,
+) -> None:
+    """Decoding throughput: turns/s at each batch size on the same cases, side by side, and whether
+    every batch size decoded the same turns."""
+    from eval.bench_decode import bench_decode
+
+    try:
+        sizes = [int(b) for b in batch_sizes.split(",") if b.strip()]
+        result = bench_decode(model, str(data), turns=turns, batch_sizes=sizes, rounds=rounds, device=device,
+                              dtype=dtype, max_new_tokens=max_new_tokens, log=_log)
+    except (ValueError, FileNotFoundError) as err:
+        _fail(err)
+    print(json.dumps(result))
+
+
 # ---- self-instruct and feedback
 
 

@@ -215,3 +215,17 @@ def test_a_clone_evaluates_the_shipped_real_text_with_nothing_beside_it(tiny_mod
     assert meta["sources"]["real"]["chosen_by"] == "default"
     assert {source: c["passages"] for source, c in meta["sources"]["real"]["by_source"].items()} == \
         {"knowledgenet": 2, "redocred": 2}
+
+
+def test_bench_decode_prints_turns_per_second_per_batch_size(tiny_data, tiny_model_dir):
+    from typer.testing import CliRunner
+
+    from memlm.cli import app
+
+    r = CliRunner().invoke(app, ["bench", "decode", "--model", str(tiny_model_dir), "--data", str(tiny_data),
+                                 "--turns", "13", "--batch-sizes", "1,4", "--max-new-tokens", "8"])
+    assert r.exit_code == 0, r.output
+    result = json.loads(r.stdout.strip().splitlines()[-1])
+    assert result["same_results"] is True and result["turns"] >= 13
+    assert set(result["batch_sizes"]) == {"1", "4"} and result["speedup_4_vs_1"] > 0
+    assert result["exact_calls"]["1"] == result["exact_calls"]["4"]
