@@ -2,8 +2,8 @@
 
 Every row has the same number of columns; ``mask[b, c]`` says whether column ``c`` of row ``b``
 holds one of its tokens, and ``cols[b]`` lists those columns in token order. A step appends a
-block of columns to every row: a row feeds its new tokens into the first columns of the block and
-leaves the rest masked. A token taken back (a backtracked call field, a resume that rewrites the
+block of columns to every row: a row feeds its new tokens into the last columns of the block and
+leaves the first ones masked. A token taken back (a backtracked call field, a resume that rewrites the
 text) is masked out instead of removed, so no row ever moves; ``compact()`` squeezes the holes
 out when they make up most of the cache. A sequence joins with a cache of its own (its prompt,
 prefilled alone) that is padded and stacked under the others; one that ends is dropped from the
@@ -144,30 +144,56 @@ class BatchCache:
 
     # ------------------------------------------------------------------ a step
 
+    def extend(self, model: Any, key: Any, tokens: list[int], device: torch.device) -> torch.Tensor:
+        """Feed several tokens to one row alone (read results inserted into its text): its cached
+        tokens are gathered into a cache of their own, the tokens run through the model there, and
+        their keys and values come back as new columns, masked out for the other rows. Returns the
+        float32 logits after the last token. Costs the row's tokens, not the batch times them."""
+        b = self.row(key)
+        cols = torch.tensor(self.cols[b], dtype=torch.long)
+        solo = new_cache()
+        for i, layer in enumerate(_layers(self.cache)):
+            index = cols.to(layer.keys.device)
+            solo.update(layer.keys[b : b + 1].index_select(2, index), layer.values[b : b + 1].index_select(2, index), i)
+        start = len(self.cols[b])
+        with torch.inference_mode():
+            out = model(input_ids=torch.tensor([tokens], device=device), past_key_values=solo, use_cache=True,
+                        position_ids=torch.arange(start, start + len(tokens), device=device)[None],
+                        logits_to_keep=1)
+        width = self.width
+        self._pad_columns(len(tokens))
+        for mine, theirs in zip(_layers(self.cache), _layers(out.past_key_values)):
+            mine.keys[b, :, width:] = theirs.keys[0, :, -len(tokens):]
+            mine.values[b, :, width:] = theirs.values[0, :, -len(tokens):]
+        self.mask[b, width:] = 1
+        self.cols[b].extend(range(width, width + len(tokens)))
+        return out.logits[0, -1].float()
+
     def forward(self, model: Any, feeds: list[list[int]], device: torch.device) -> torch.Tensor:
-        """Append each row's `feeds[b]` (at least one token each) and return, per row, the float32
-        logits after its last fed token: ``[rows, vocab]``."""
-        if len(feeds) != len(self.ids) or any(not f for f in feeds):
-            raise ValueError("every row of the batch feeds at least one token")
+        """Append each row's `feeds[b]` and return, per row, the float32 logits after its last fed
+        token: ``[rows, vocab]`` (rows that feed nothing get a masked block and logits to ignore).
+
+        Feeds end at the block's last column (shorter ones start later, after masked columns), so
+        the LM head runs on that one column only, however wide the block."""
+        if len(feeds) != len(self.ids) or not any(feeds):
+            raise ValueError("one feed per row of the batch, and some row feeds a token")
         width, block = self.width, max(len(f) for f in feeds)
         ids = torch.zeros(len(feeds), block, dtype=torch.long)
         positions = torch.zeros(len(feeds), block, dtype=torch.long)
         block_mask = torch.zeros(len(feeds), block, dtype=torch.long)
         for b, feed in enumerate(feeds):
-            start = len(self.cols[b])
-            ids[b, : len(feed)] = torch.tensor(feed, dtype=torch.long)
-            positions[b, : len(feed)] = torch.arange(start, start + len(feed))
-            positions[b, len(feed):] = start + len(feed) - 1  # masked columns: any valid position
-            block_mask[b, : len(feed)] = 1
+            start, skip = len(self.cols[b]), block - len(feed)
+            ids[b, skip:] = torch.tensor(feed, dtype=torch.long)
+            positions[b, :skip] = max(start - 1, 0)  # masked columns: any valid position
+            positions[b, skip:] = torch.arange(start, start + len(feed))
+            block_mask[b, skip:] = 1
         mask = torch.cat([self.mask, block_mask], dim=1)
         with torch.inference_mode():
             out = model(input_ids=ids.to(device), attention_mask=mask.to(device), position_ids=positions.to(device),
                         past_key_values=self.cache, use_cache=True,
-                        cache_position=torch.arange(width, width + block, device=device),
-                        logits_to_keep=block)
+                        cache_position=torch.arange(width, width + block, device=device), logits_to_keep=1)
         self.cache = out.past_key_values
         self.mask = mask
-        last = torch.tensor([len(f) - 1 for f in feeds], device=out.logits.device)
         for b, feed in enumerate(feeds):
-            self.cols[b].extend(range(width, width + len(feed)))
-        return out.logits[torch.arange(len(feeds), device=out.logits.device), last].float()
+            self.cols[b].extend(range(width + block - len(feed), width + block))
+        return out.logits[:, -1].float()

@@ -211,17 +211,27 @@ class BatchDecoder(_Decoder):
                 if cached >= len(ids):  # everything cached but no logits kept: re-feed the last token
                     self.cache.crop(turn.key, len(ids) - 1)
                 feeds.append(ids[self.cache.cached(turn.key):])
+            # several tokens to feed (read results): that row alone; the others share one forward
+            logits: dict[int, torch.Tensor] = {}
             t0 = time.perf_counter()
-            logits = self.cache.forward(self.model, feeds, self.device)
-            seconds = time.perf_counter() - t0
+            for turn, feed in zip(turns, feeds):
+                if len(feed) > 1:
+                    logits[turn.key] = self.cache.extend(self.model, turn.key, feed, self.device)
+            extended = time.perf_counter() - t0
+            short = [feed if len(feed) == 1 else [] for feed in feeds]
+            t0 = time.perf_counter()
+            if any(short):
+                rows = self.cache.forward(self.model, short, self.device)
+                logits.update({turn.key: rows[b] for b, (turn, feed) in enumerate(zip(turns, short)) if feed})
+            seconds = time.perf_counter() - t0 + extended
             self.stats["steps"] += 1
             self.stats["rows"] += len(turns)
             self.stats["forward_seconds"] += seconds
-            for turn, row in zip(turns, logits):
+            for turn in turns:
                 turn.model_seconds += seconds
                 turn.decoder.stats["forwards"] += 1
                 turn.decoder.stats["forward_seconds"] += seconds
-                self._advance(turn, row)
+                self._advance(turn, logits[turn.key])
                 if turn.result is not None:
                     finished.append(turn)
             self.cache.leave({t.key for t in finished})

@@ -41,6 +41,16 @@ def test_rows_of_a_stacked_cache_compute_what_they_would_alone(tiny_model):
     for b, key in enumerate(("a", "b", "c")):
         torch.testing.assert_close(logits[b], alone(tiny_model, seqs[key]), atol=1e-4, rtol=1e-4)
 
+    # one row takes several tokens alone (read results); a row that feeds nothing waits a step
+    seqs["b"] += [22, 23, 24, 25]
+    torch.testing.assert_close(batch.extend(tiny_model, "b", [22, 23, 24, 25], torch.device("cpu")),
+                               alone(tiny_model, seqs["b"]), atol=1e-4, rtol=1e-4)
+    seqs["a"] += [26]
+    logits = batch.forward(tiny_model, [[26], [], [27]], torch.device("cpu"))
+    seqs["c"] += [27]
+    torch.testing.assert_close(logits[0], alone(tiny_model, seqs["a"]), atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(logits[2], alone(tiny_model, seqs["c"]), atol=1e-4, rtol=1e-4)
+
     # a row takes two tokens back and feeds others; another leaves; then the holes are squeezed out
     batch.crop("a", len(seqs["a"]) - 2)
     seqs["a"] = seqs["a"][:-2] + [17]
