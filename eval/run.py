@@ -12,7 +12,6 @@ real-text source.
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import time

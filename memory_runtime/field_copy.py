@@ -12,6 +12,7 @@ may otherwise invent "analyst with" where its training taught "employed by".
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection
 
 from memory_runtime.protocol import READ_OPEN, SEPARATOR, WRITE_OPEN
@@ -102,3 +103,30 @@ def allowed(context: str, text: str, piece: str, relations: Collection[str] | No
             return True
     start = new.rfind("[", 0, body)
     return fields_copied(new[body:], context + "\n" + new[:start], relations)
+
+
+def _spans(context: str, max_words: int) -> set[str]:
+    """Every run of up to `max_words` consecutive words of `context` (the word-aligned copies a
+    call field may hold), with their inner punctuation and spacing as written."""
+    words = list(re.finditer(r"\w[\w.'&-]*", context))
+    spans = set()
+    for i, first in enumerate(words):
+        for last in words[i : i + max_words]:
+            span = context[first.start() : last.end()].rstrip(".")
+            if span and "\n" not in span and "}" not in span and ">>" not in span:
+                spans.add(span)
+    return spans
+
+
+def calls_regex(context: str, relations: Collection[str], *, max_words: int = 8) -> str:
+    """The copy rule as one regular expression over a model's output, for engines that constrain
+    decoding with a regex (vLLM's structured outputs): free text without "[", write calls whose
+    subject and object are word-aligned copies of `context` and whose relation is one of
+    `relations`, and at most one read call at the end (generation stops at its "}:")."""
+    def alternatives(terms: Collection[str]) -> str:
+        return "(?:" + "|".join(re.escape(t) for t in sorted(terms, key=lambda t: (-len(t), t))) + ")"
+
+    name, relation = alternatives(_spans(context, max_words)), alternatives(relations)
+    write = re.escape(WRITE_OPEN) + f"{name}{re.escape(SEPARATOR)}{relation}{re.escape(SEPARATOR)}{name}" + r"\}\]"
+    read = re.escape(READ_OPEN) + f"{name}?{re.escape(SEPARATOR)}{relation}?{re.escape(SEPARATOR)}{name}?" + r"\}:"
+    return rf"(?:[^\[]|{write})*(?:{read})?"

@@ -78,6 +78,7 @@ class Generation(BaseModel):
     device: str = "auto"  # auto (a CUDA GPU when one is visible), cpu, cuda, cuda:N
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"  # auto: bfloat16 where it is native
     max_batch_size: int = Field(8, ge=1)  # turns of concurrent users decoded together
+    engine: Literal["hf", "vllm"] = "hf"  # vllm: GPU serving at scale (pip install 'memlm[vllm]'; no corrections)
 
 
 class ServeConfig(BaseModel):
@@ -426,7 +427,7 @@ class ImportRequest(BaseModel):
 def create_app(
     config: ServeConfig,
     store: TripletStore,
-    backend_factory: BackendFactory,
+    backend_factory: BackendFactory | None,
     *,
     model_name: str,
     api_keys: dict[str, str] | None = None,
@@ -653,6 +654,9 @@ def create_app(
             event = feedback.rate(namespace, last, good=request.rating == "good")
             out.update(repeated_wrong=bool(event.get("repeated_wrong")), record=event.get("record"))
         if request.correction:
+            if backend_factory is None:
+                raise APIError(501, "corrections need generation.engine=hf", param="correction")
+
             def correct() -> Any:
                 backend = backend_factory(temperature=0.0, top_p=1.0, seed=None)
                 controller = Controller(backend, store, namespace=namespace, system_prompt=system_prompt,
@@ -730,13 +734,20 @@ def serve(model: str, db: str | Path, config: ServeConfig, *, host: str = "127.0
         if config.torch_threads is not None:
             torch.set_num_threads(config.torch_threads)
         generation = config.generation
-        loaded, tokenizer = load_model(model, merge=True, device=resolve_device(generation.device),
-                                       dtype=generation.dtype)
-        decoder = BatchDecoder(loaded, tokenizer, max_batch_size=generation.max_batch_size,
-                               copy_fields=generation.copy_fields)
-        app = create_app(config, store, hf_backend_factory(loaded, tokenizer, copy_fields=generation.copy_fields,
-                                                            relations=memory.relation_names),
-                         model_name=config.model_name or model, decoder=decoder,
+        if generation.engine == "vllm":
+            from memory_runtime.vllm_backend import load_vllm_decoder
+
+            decoder, backend_factory = load_vllm_decoder(model, max_batch_size=generation.max_batch_size,
+                                                         copy_fields=generation.copy_fields,
+                                                         dtype=generation.dtype), None
+        else:
+            loaded, tokenizer = load_model(model, merge=True, device=resolve_device(generation.device),
+                                           dtype=generation.dtype)
+            decoder = BatchDecoder(loaded, tokenizer, max_batch_size=generation.max_batch_size,
+                                   copy_fields=generation.copy_fields)
+            backend_factory = hf_backend_factory(loaded, tokenizer, copy_fields=generation.copy_fields,
+                                                 relations=memory.relation_names)
+        app = create_app(config, store, backend_factory, model_name=config.model_name or model, decoder=decoder,
                          api_keys=keys, system_prompt=trained_system_prompt(model))
         if on_ready is not None:
             on_ready(f"serving {model} on http://{host}:{port} ({len(keys)} API keys, memory {db})")

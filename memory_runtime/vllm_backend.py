@@ -1,0 +1,178 @@
+"""Serving at scale on GPUs through vLLM (`pip install 'memlm[vllm]'`): the memory controller
+around vLLM's continuous batching, paged KV cache and prefix caching.
+
+Each turn is a vLLM request that stops at a read query's ``}:``. The controller's TurnCalls sees
+the text as vLLM streams it (writes are stored as they complete); at a read it appends the results
+and submits the turn again as a new request whose prompt is the token ids so far (the prompt and
+every generated token kept, only the results tokenized), so vLLM's prefix cache finds everything
+but the results already computed. A trained adapter is applied per request (a LoRARequest: one
+engine serves the base and any adapter). Names in calls are held to copies of the conversation
+and relations to the memory's table by a regular expression per request (field_copy.calls_regex,
+vLLM's structured outputs), the rule HFBackend applies token by token.
+
+:class:`VLLMDecoder` has the interface of memory_runtime.batching's decoders (add, step, busy,
+room, run, run_sessions), so eval and serve drive it the same way. The engine is anything with
+vLLM's ``LLMEngine`` methods ``add_request``, ``abort_request`` and ``step``: the tests use a fake.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from memory_runtime.batching import TurnRequest, _Decoder
+from memory_runtime.controller import TurnCalls, TurnResult
+from memory_runtime.field_copy import calls_regex
+from memory_runtime.hf_backend import TurnDecoder
+from memory_runtime.protocol import READ_QUERY_CLOSE
+
+
+@dataclass
+class _VTurn:
+    request: TurnRequest
+    decoder: TurnDecoder  # the turn's token ids and exact text (no model: vLLM chooses the tokens)
+    calls: TurnCalls
+    engine_id: str = ""
+    base: int = 0  # assistant tokens before the current vLLM request's output
+    fed: str = ""  # assistant text handed to the calls so far
+    started: float = field(default_factory=time.perf_counter)
+    generated: int = 0
+
+
+def vllm_params(request: TurnRequest, max_tokens: int, regex: str | None) -> Any:
+    """vLLM SamplingParams of one submission of a turn: stop after a read query, constrained calls."""
+    from vllm import SamplingParams
+    from vllm.sampling_params import StructuredOutputsParams
+
+    return SamplingParams(temperature=request.temperature, top_p=request.top_p, seed=request.seed,
+                          max_tokens=max_tokens, stop=[READ_QUERY_CLOSE], include_stop_str_in_output=True,
+                          structured_outputs=StructuredOutputsParams(regex=regex) if regex else None)
+
+
+def lora_request(adapter_dir: str | None) -> Any:
+    """The LoRARequest that applies a trained adapter to a request (None: the base model)."""
+    if adapter_dir is None:
+        return None
+    from vllm.lora.request import LoRARequest
+
+    return LoRARequest("memlm", 1, str(adapter_dir))
+
+
+class VLLMDecoder(_Decoder):
+    """Turns through a vLLM engine (see the module docstring)."""
+
+    def __init__(self, engine: Any, tokenizer: Any, *, adapter: str | None = None, copy_fields: bool = True,
+                 max_batch_size: int = 256, params=vllm_params, lora=lora_request) -> None:
+        super().__init__()
+        from memory_runtime.hf_backend import end_token_ids
+
+        self.engine = engine
+        self.tokenizer = tokenizer
+        self.copy_fields = copy_fields
+        self.max_batch_size = max_batch_size
+        self.end_token_ids = end_token_ids(engine, tokenizer)
+        self._params, self._lora = params, lora(adapter)
+        self._turns: dict[str, _VTurn] = {}
+        self._ids = itertools.count()
+
+    def step(self) -> list[tuple[TurnRequest, TurnResult]]:
+        while self.waiting and len(self._turns) < self.max_batch_size:
+            self._admit(self.waiting.popleft())
+        finished = []
+        for output in self.engine.step():
+            turn = self._turns.get(output.request_id)
+            if turn is None:  # an aborted submission's last words
+                continue
+            result = self._advance(turn, output)
+            if result is not None:
+                finished.append((turn.request, result))
+        return finished
+
+    @property
+    def busy(self) -> bool:
+        return bool(self.waiting or self._turns)
+
+    @property
+    def room(self) -> int:
+        return max(0, self.max_batch_size - len(self.waiting) - len(self._turns))
+
+    # ------------------------------------------------------------------ a turn
+
+    def _admit(self, request: TurnRequest) -> None:
+        decoder = TurnDecoder(self.tokenizer, self.end_token_ids, copy_fields=False)
+        decoder.start(request.messages)
+        calls = TurnCalls(request.store, request.namespace, request.max_calls, request.on_text)
+        self._submit(_VTurn(request, decoder, calls))
+
+    def _submit(self, turn: _VTurn) -> None:
+        """(Re)submit the turn from its token ids so far: the prefix cache holds all but the new ones."""
+        turn.engine_id = f"memlm-{next(self._ids)}"
+        turn.base = len(turn.decoder.ids)
+        regex = None
+        if self.copy_fields:
+            context = turn.decoder.context + "\n" + turn.calls.text
+            regex = calls_regex(context, turn.request.store.config.relation_names)
+        params = self._params(turn.request, turn.request.max_new_tokens - turn.generated, regex)
+        self.engine.add_request(turn.engine_id, {"prompt_token_ids": turn.decoder.all_ids}, params,
+                                lora_request=self._lora)
+        self._turns[turn.engine_id] = turn
+
+    def _advance(self, turn: _VTurn, output: Any) -> TurnResult | None:
+        completion = output.outputs[0]
+        new_ids = list(completion.token_ids)
+        turn.decoder.ids = turn.decoder.ids[: turn.base] + new_ids
+        generated = turn.generated + len(new_ids)
+        text = turn.decoder.assistant_text
+        action = "continue"
+        if text.startswith(turn.fed) and len(text) > len(turn.fed):
+            action = turn.calls.feed(text[len(turn.fed):])
+            turn.fed = text
+        if action == "pause":  # a read was answered: go on from its results, in a new submission
+            if not output.finished:
+                self.engine.abort_request(turn.engine_id)
+            del self._turns[turn.engine_id]
+            turn.generated = generated
+            turn.decoder.resume(turn.calls.text)
+            turn.fed = turn.decoder.assistant_text
+            if generated >= turn.request.max_new_tokens:
+                turn.calls.status = "max_tokens"
+                return self._finish(turn)
+            self._submit(turn)
+            return None
+        if action == "stop" and not output.finished:
+            self.engine.abort_request(turn.engine_id)
+        if action == "stop" or output.finished:
+            del self._turns[turn.engine_id]
+            turn.generated = generated
+            if action != "stop" and completion.finish_reason == "stop" and completion.stop_reason == READ_QUERY_CLOSE:
+                # "}:" that closed no read (inside text or a malformed call): the turn goes on
+                if generated < turn.request.max_new_tokens:
+                    self._submit(turn)
+                    return None
+            return self._finish(turn)
+        return None
+
+    def _finish(self, turn: _VTurn) -> TurnResult:
+        return turn.calls.result(generated_tokens=turn.generated, max_new_tokens=turn.request.max_new_tokens,
+                                 started=turn.started, model_seconds=0.0,
+                                 prompt_tokens=len(turn.decoder.prompt_ids) + turn.decoder.stats["inserted_tokens"])
+
+
+def load_vllm_decoder(model: str, *, max_batch_size: int = 256, copy_fields: bool = True, dtype: str = "auto",
+                      gpu_memory_utilization: float = 0.85, max_lora_rank: int = 64) -> VLLMDecoder:
+    """A VLLMDecoder for `model` (a base model, or a `memlm train` adapter on its base) on this GPU:
+    prefix caching on, the adapter applied per request, up to `max_batch_size` turns at once."""
+    try:
+        from vllm import EngineArgs, LLMEngine
+    except ImportError:
+        raise ValueError("generation.engine=vllm needs vLLM on a CUDA machine: pip install 'memlm[vllm]'") from None
+    from memory_runtime.models import is_adapter_dir, load_tokenizer, resolve_base
+
+    adapter = model if is_adapter_dir(model) else None
+    args = EngineArgs(model=resolve_base(model), enable_prefix_caching=True, max_num_seqs=max_batch_size,
+                      enable_lora=adapter is not None, max_lora_rank=max_lora_rank,
+                      dtype="bfloat16" if dtype == "auto" else dtype, gpu_memory_utilization=gpu_memory_utilization)
+    return VLLMDecoder(LLMEngine.from_engine_args(args), load_tokenizer(model), adapter=adapter,
+                       copy_fields=copy_fields, max_batch_size=max_batch_size)
