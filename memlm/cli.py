@@ -260,6 +260,9 @@ def bench_train_command(
     modes: str = typer.Option("none,padding_free", "--modes", help="Comma-separated: none (padded), grouped (padded, similar lengths), padding_free, bfd."),
     dtypes: str = typer.Option("", "--dtypes", help="Comma-separated base-weight dtypes to time side by side, e.g. "
                                "auto,float32,bfloat16 (default: model.dtype of the config)."),
+    random_init: Optional[str] = typer.Option(None, "--random-init", help="A model config.json (or its directory): "
+                                              "time that architecture with random weights and the embedded model's "
+                                              "tokenizer (e.g. configs/models/qwen2.5-7b-instruct.json)."),
 ) -> None:
     """Training throughput (trained and total tokens/s) and peak memory, padded vs padding-free."""
     from training.bench import bench_train
@@ -269,16 +272,19 @@ def bench_train_command(
     _quiet_training_logs()
     try:
         result = bench_train(cfg, steps=steps, warmup_steps=warmup, modes=[m.strip() for m in modes.split(",") if m.strip()],
-                             rounds=rounds, dtypes=[d.strip() for d in dtypes.split(",") if d.strip()], log=_log)
+                             rounds=rounds, dtypes=[d.strip() for d in dtypes.split(",") if d.strip()],
+                             random_init=str(_find_config(Path(random_init))) if random_init else None, log=_log)
     except (ConfigError, ValueError) as err:
         _fail(err)
     rounds_note = f", {rounds} rounds" if rounds > 1 else ""
     table = Table(title=f"training throughput ({result['device']}, {result['batch_records']} records/step{rounds_note})")
-    for column in ("mode", "trained tok/s", "tokens/s", "positions/s", "s/step", "peak MB"):
+    for column in ("mode", "trained tok/s", "tokens/s", "positions/s", "s/step", "peak MB", "MFU", "GPU %"):
         table.add_column(column)
     for mode, r in result["modes"].items():
+        mfu = f"{100 * r['mfu']:.1f}%" if r.get("mfu") is not None else "–"
+        util = f"{r['gpu_utilisation_pct']:.0f}" if r.get("gpu_utilisation_pct") is not None else "–"
         table.add_row(mode, f"{r['trained_tokens_per_s']:.0f}", f"{r['tokens_per_s']:.0f}",
-                      f"{r['padded_positions_per_s']:.0f}", f"{r['step_s']:.2f}", f"{r['peak_mem_mb']:.0f}")
+                      f"{r['padded_positions_per_s']:.0f}", f"{r['step_s']:.2f}", f"{r['peak_mem_mb']:.0f}", mfu, util)
     console.print(table)
     print(json.dumps(result))
 

@@ -16,6 +16,15 @@ then shifts both modes alike instead of the ratio.  Modes: ``none`` (padded), ``
 batches of similar lengths), ``padding_free``, ``bfd`` (packed rows of ``packing.block_length``
 tokens).  ``grouped`` and ``bfd`` see the same records as the others, batched differently.
 
+On CUDA the figures include MFU: model FLOPs per trained-on token (``model_flops_per_token``: the
+linear layers' 2 FLOPs per weight forward, 2 more for the input gradients backward, and 2 more for
+weight gradients only where weights train, so LoRA's frozen base costs 4 per weight, not 6; plus
+attention over each token's context), times tokens/s, over the GPU's dense bf16 peak
+(``GPU_PEAK_TFLOPS``); and the GPU's utilisation sampled during the steps. ``random_init`` (a model
+config.json) builds the model from its config with random weights and the embedded model's
+tokenizer, so any architecture, the 7B ones included, can be timed without its weights.
+``optim.max_tokens_per_step`` times token-budget batches (the modes then see different records).
+
 ``dtypes`` (e.g. ``auto,float32,bfloat16``) times each mode with the base weights in each dtype
 (one model per dtype, the variants taking turns like the modes): how much a CPU without native
 bfloat16 loses to it, in one run.
@@ -23,9 +32,11 @@ bfloat16 loses to it, in one run.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
+from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import torch
@@ -33,6 +44,87 @@ import torch
 from training.config import TrainConfig
 
 MODES = ("none", "grouped", "padding_free", "bfd")
+
+# Dense bf16 tensor-core peak (TFLOP/s, no sparsity) by a substring of torch.cuda.get_device_name().
+GPU_PEAK_TFLOPS = {"H200": 989.0, "H100 PCIe": 756.0, "H100": 989.0, "GH200": 989.0, "B200": 2250.0,
+                   "A100": 312.0, "A10G": 125.0, "A10": 125.0, "L40S": 362.0, "L40": 181.0, "L4": 121.0,
+                   "RTX 4090": 165.0, "RTX 3090": 71.0, "V100": 125.0, "T4": 65.0}
+
+
+def gpu_peak_tflops(name: str) -> float | None:
+    """The dense bf16 peak of a GPU by its name (longest matching key), None when unknown."""
+    matches = [key for key in GPU_PEAK_TFLOPS if key in name]
+    return GPU_PEAK_TFLOPS[max(matches, key=len)] if matches else None
+
+
+def model_flops_per_token(model: Any, mean_context: float) -> float:
+    """Training FLOPs per token of `model` as it trains (see the module docstring): 6 per trained
+    linear weight, 4 per frozen one (no weight gradient), and attention's scores and weighted sums
+    (fwd 4 x context x width per layer, backward twice that) over `mean_context` earlier tokens."""
+    frozen = trained = 0
+    for module in model.modules():
+        if isinstance(module, torch.nn.Linear):
+            n = module.weight.numel()
+            if module.weight.requires_grad:
+                trained += n
+            else:
+                frozen += n
+    config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+    width = getattr(config, "num_attention_heads", 0) * (getattr(config, "head_dim", None) or
+                                                        config.hidden_size // max(1, config.num_attention_heads))
+    attention = 12 * config.num_hidden_layers * width * mean_context
+    return 4 * frozen + 6 * trained + attention
+
+
+class _GpuUtilisation:
+    """Samples torch.cuda.utilization() (NVML) in a thread; mean percent, or None without NVML."""
+
+    def __init__(self, interval: float = 0.1) -> None:
+        self.samples: list[float] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.samples.append(float(torch.cuda.utilization()))
+            except Exception:  # no NVML (pynvml) here: nothing to report
+                return
+            self._stop.wait(0.1)
+
+    def __enter__(self) -> "_GpuUtilisation":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    @property
+    def mean(self) -> float | None:
+        return sum(self.samples) / len(self.samples) if self.samples else None
+
+
+def record_lengths(inputs: dict[str, Any]) -> list[int]:
+    """The real length of each record in a collated batch (padded rows, or padding-free segments)."""
+    if "attention_mask" in inputs:
+        return [int(n) for n in inputs["attention_mask"].sum(-1)]
+    positions = inputs["position_ids"].flatten().tolist()
+    starts = [i for i, p in enumerate(positions) if p == 0] + [len(positions)]
+    return [b - a for a, b in zip(starts, starts[1:])]
+
+
+def random_model(config_json: str, dtype: Any) -> Any:
+    """A model of the architecture in `config_json` (a Hugging Face config.json, or a directory
+    holding one) with random weights: for timing architectures whose weights are not here."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    path = Path(config_json)
+    if not (path / "config.json" if path.is_dir() else path).is_file():
+        raise ValueError(f"--random-init: {config_json} is not a config.json (or a directory with one)")
+    config = AutoConfig.from_pretrained(str(path))
+    torch.manual_seed(0)
+    return AutoModelForCausalLM.from_config(config, dtype=dtype)
 
 
 class _PeakRss:
@@ -86,6 +178,7 @@ def bench_train(
     modes: Sequence[str] = ("none", "padding_free"),
     rounds: int = 1,
     dtypes: Sequence[str] = (),
+    random_init: str | None = None,
     model: Any = None,
     tokenizer: Any = None,
     train_dataset: Any = None,
@@ -123,9 +216,13 @@ def bench_train(
             raw["data"]["synthetic"] = {"train": total_steps * batch * 4, "validation": 0, "seed": config.optim.seed}
         train_dataset = build_datasets(TrainConfig.model_validate(raw), tokenizer)["train"]
     need = total_steps * batch
-    if len(train_dataset) < need:
+    budget = config.optim.max_tokens_per_step
+    if budget is None and len(train_dataset) < need:
         raise ValueError(f"the bench needs {need} records ({total_steps} steps x {batch}); the data has {len(train_dataset)}")
-    train_dataset = train_dataset.shuffle(seed=config.optim.seed).select(range(need))
+    train_dataset = train_dataset.shuffle(seed=config.optim.seed)
+    if budget is None:
+        train_dataset = train_dataset.select(range(need))
+    vocab = getattr(tokenizer, "vocab_size", None)
 
     from memory_runtime.hardware import resolve_dtype
     from training.trainer import model_dtype, training_device
@@ -150,7 +247,13 @@ def bench_train(
         else:
             variant = config.model_copy(deep=True)
             variant.model.dtype = name
-            models[name] = ready(build_model(variant))
+            if random_init is not None:
+                built = random_model(random_init, chosen[name].torch_dtype)
+                if vocab and built.get_input_embeddings().num_embeddings < len(tokenizer):
+                    raise ValueError(f"--random-init: the model's vocabulary is smaller than the tokenizer's ({len(tokenizer)})")
+                models[name] = ready(built)
+            else:
+                models[name] = ready(build_model(variant))
     variants = {(mode if len(dtype_names) == 1 else f"{mode}/{name}"): (mode, models[name])
                 for mode in modes for name in dtype_names}
     on_cuda = torch.cuda.is_available() and not config.gpu.use_cpu
@@ -164,6 +267,9 @@ def bench_train(
             else:
                 self.bench_counts["tokens"] += int(inputs["input_ids"].numel())
             self.bench_counts["positions"] += int(inputs["input_ids"].numel())
+            lengths = record_lengths(inputs)
+            self.bench_counts["records"] += len(lengths)
+            self.bench_counts["context"] += sum(n * (n + 1) // 2 for n in lengths)
             return super().training_step(model, inputs, *args, **kwargs)
 
     class Timer(TrainerCallback):
@@ -174,7 +280,7 @@ def bench_train(
         def on_step_begin(self, args, state, control, **kwargs):
             if state.global_step == warmup_steps:
                 trainer = self.ref[0]
-                trainer.bench_counts = {"trained": 0, "tokens": 0, "positions": 0}
+                trainer.bench_counts = {"trained": 0, "tokens": 0, "positions": 0, "records": 0, "context": 0}
                 if on_cuda:
                     torch.cuda.synchronize()
                     torch.cuda.reset_peak_memory_stats()
@@ -186,7 +292,8 @@ def bench_train(
                     torch.cuda.synchronize()
                 self.ref[0].bench_seconds = time.perf_counter() - self.t0
 
-    totals = {key: {"seconds": 0.0, "trained": 0, "tokens": 0, "positions": 0, "peak": 0.0} for key in variants}
+    totals = {key: {"seconds": 0.0, "trained": 0, "tokens": 0, "positions": 0, "records": 0, "context": 0,
+                   "peak": 0.0} for key in variants}
     round_speedups: list[float] = []
     with tempfile.TemporaryDirectory(prefix="memlm-bench-") as tmp:
         for r in range(rounds):
@@ -200,20 +307,24 @@ def bench_train(
                     train_dataset=train_dataset,
                     processing_class=tokenizer,
                     callbacks=[Timer(ref)],
+                    max_tokens_per_step=budget,
                 )
                 trainer.remove_callback(PrinterCallback)
-                trainer.bench_counts = {"trained": 0, "tokens": 0, "positions": 0}
+                trainer.bench_counts = {"trained": 0, "tokens": 0, "positions": 0, "records": 0, "context": 0}
                 ref.append(trainer)
                 log(f"bench: {key}: {total_steps} steps of {batch} records ({warmup_steps} warm-up)"
                     + (f", round {r + 1}/{rounds}" if rounds > 1 else ""))
-                with _PeakRss() as rss:
+                with _PeakRss() as rss, _GpuUtilisation() if on_cuda else contextlib.nullcontext() as util:
                     trainer.train()
                 seconds = getattr(trainer, "bench_seconds", None) or float("nan")
                 t = totals[key]
                 t["seconds"] += seconds
-                for count in ("trained", "tokens", "positions"):
+                for count in ("trained", "tokens", "positions", "records", "context"):
                     t[count] += trainer.bench_counts[count]
                 t["peak"] = max(t["peak"], (torch.cuda.max_memory_allocated() if on_cuda else rss.peak) / 2**20)
+                if on_cuda and util.mean is not None:
+                    t.setdefault("utilisation", []).append(util.mean)
+                t["model"] = model
                 step_s[key] = seconds / steps
                 log(f"bench: {key}: {trainer.bench_counts['trained'] / seconds:.0f} trained tokens/s, "
                     f"{trainer.bench_counts['tokens'] / seconds:.0f} tokens/s, {step_s[key]:.2f} s/step")
@@ -233,6 +344,14 @@ def bench_train(
             "padded_positions_per_s": t["positions"] / t["seconds"],
             "peak_mem_mb": t["peak"],
         }
+        if on_cuda:
+            flops = model_flops_per_token(t["model"], t["context"] / max(1, t["tokens"]))
+            peak = gpu_peak_tflops(torch.cuda.get_device_name())
+            achieved = flops * t["tokens"] / t["seconds"] / 1e12
+            results[key].update(model_tflops=round(achieved, 2), gpu_peak_tflops=peak,
+                                mfu=round(achieved / peak, 4) if peak else None)
+            if t.get("utilisation"):
+                results[key]["gpu_utilisation_pct"] = sum(t["utilisation"]) / len(t["utilisation"])
     out: dict[str, Any] = {
         "model": config.model.name,
         "method": config.method,
@@ -241,6 +360,9 @@ def bench_train(
         "batch_records": batch,
         "rounds": rounds,
         "dtypes": {name: {"dtype": c.dtype, "reason": c.reason} for name, c in chosen.items()},
+        **({"random_init": random_init} if random_init else {}),
+        **({"max_tokens_per_step": budget} if budget else {}),
+        **({"gpu": torch.cuda.get_device_name()} if on_cuda else {}),
         "modes": results,
     }
     if rounds > 1 and round_speedups:

@@ -124,6 +124,9 @@ class OptimSettings(_Strict):
     max_grad_norm: float = Field(1.0, ge=0)
     optim: str = "adamw_torch"
     per_device_train_batch_size: int = Field(8, ge=1)
+    max_tokens_per_step: int | None = Field(
+        None, ge=8, description="token-budget micro-batches: records in random order up to this many tokens "
+        "computed per device and micro-batch (training/token_budget.py); replaces per_device_train_batch_size")
     per_device_eval_batch_size: int = Field(8, ge=1)
     gradient_accumulation_steps: int = Field(1, ge=1)
     num_train_epochs: float = Field(1.0, gt=0)
@@ -223,6 +226,13 @@ class TrainConfig(_Strict):
             )
         if self.output.eval_strategy != "no" and data.eval_split is None:
             raise ValueError("output.eval_strategy needs data.eval_split (or set output.eval_strategy=no)")
+        budget = self.optim.max_tokens_per_step
+        if budget is not None and packing.mode == "bfd":
+            raise ValueError("optim.max_tokens_per_step: bfd packing makes rows of its own (packing.block_length); "
+                             "use packing.mode padding_free or none with a token budget")
+        if budget is not None and budget < data.max_length:
+            raise ValueError(f"optim.max_tokens_per_step ({budget}) must be at least data.max_length "
+                             f"({data.max_length}): a record must fit a batch")
         if self.method == "full" and self.lora.loraplus_lr_ratio is not None:
             raise ValueError("lora.loraplus_lr_ratio: LoRA+ sets the adapters' B learning rate; method=full has no adapters")
         if self.method == "qlora" and self.model.dtype == "float16" and self.gpu.bf16:

@@ -230,9 +230,27 @@ def sft_trainer_class() -> type:
     from trl import SFTTrainer
 
     class TrainedPositionsSFTTrainer(SFTTrainer):
-        def __init__(self, *args: Any, loraplus_lr_ratio: float | None = None, **kwargs: Any) -> None:
+        def __init__(self, *args: Any, loraplus_lr_ratio: float | None = None,
+                     max_tokens_per_step: int | None = None, **kwargs: Any) -> None:
             self.loraplus_lr_ratio = loraplus_lr_ratio
+            self.max_tokens_per_step = max_tokens_per_step
             super().__init__(*args, **kwargs)
+
+        def get_train_dataloader(self):
+            """Token-budget micro-batches when optim.max_tokens_per_step is set (training/token_budget.py)."""
+            if self.max_tokens_per_step is None:
+                return super().get_train_dataloader()
+            from torch.utils.data import DataLoader
+
+            from training.token_budget import TokenBudgetSampler
+
+            dataset = self._remove_unused_columns(self.train_dataset, description="Training")
+            lengths = [len(ids) for ids in dataset["input_ids"]]
+            padded = not (self.args.padding_free or self.args.packing)
+            sampler = TokenBudgetSampler(lengths, self.max_tokens_per_step, padded=padded, seed=self.args.seed)
+            loader = DataLoader(dataset, batch_sampler=sampler, collate_fn=self.data_collator,
+                                num_workers=self.args.dataloader_num_workers, pin_memory=self.args.dataloader_pin_memory)
+            return self.accelerator.prepare(loader)
 
         def create_optimizer(self, model=None):
             if self.loraplus_lr_ratio is None or self.optimizer is not None:
@@ -471,6 +489,7 @@ def train(
         peft_config=peft_config,
         callbacks=[ProgressLogger(log, out / LOG_FILENAME), *([budget] if budget else []), *callbacks],
         loraplus_lr_ratio=config.lora.loraplus_lr_ratio,  # the config refuses it with method=full
+        max_tokens_per_step=config.optim.max_tokens_per_step,
     )
     trainer.remove_callback(PrinterCallback)
     if config.method != "full" and trainer.is_world_process_zero():

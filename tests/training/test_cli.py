@@ -132,3 +132,26 @@ def test_env_reports_the_machine_and_the_dtype_choice():
     assert env["embedded_models"][0]["name"] == "embedded:SmolLM2-135M-Instruct"
     table = runner.invoke(app, ["env"])
     assert table.exit_code == 0 and "dtype auto (cpu)" in table.output
+
+
+def test_bench_train_times_an_architecture_from_its_config_alone(tiny_model_dir):
+    """--random-init: the architecture from a config.json, random weights, the embedded tokenizer."""
+    result = runner.invoke(app, ["bench", "train", "--config", CPU_CONFIG, "--steps", "1", "--warmup", "0",
+                                 "--modes", "padding_free", "--random-init", str(tiny_model_dir / "config.json"),
+                                 "optim.per_device_train_batch_size=4", "model.dtype=float32"])
+    assert result.exit_code == 0, result.output
+    figures = json.loads(result.stdout.strip().splitlines()[-1])
+    assert figures["random_init"].endswith("config.json") and figures["modes"]["padding_free"]["tokens"] > 0
+    bad = runner.invoke(app, ["bench", "train", "--config", CPU_CONFIG, "--random-init", "nowhere.json"])
+    assert bad.exit_code == 2 and "is not a config.json" in bad.output
+
+
+def test_bench_train_with_a_token_budget(tiny_model_dir):
+    result = runner.invoke(app, ["bench", "train", "--config", CPU_CONFIG, "--steps", "2", "--warmup", "0",
+                                 "--modes", "none,padding_free", f"model.name={tiny_model_dir}", "model.dtype=float32",
+                                 "optim.max_tokens_per_step=600", "data.synthetic.train=200"])
+    assert result.exit_code == 0, result.output
+    figures = json.loads(result.stdout.strip().splitlines()[-1])
+    assert figures["max_tokens_per_step"] == 600
+    padded, packed = figures["modes"]["none"], figures["modes"]["padding_free"]
+    assert padded["padded_positions"] <= 2 * 600 and packed["padded_positions"] <= 2 * 600
