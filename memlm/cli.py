@@ -190,7 +190,7 @@ def train_command(
     import logging
 
     from training.config import ConfigError
-    from training.trainer import train
+    from training.trainer import is_main_process, train
 
     cfg = _train_config(config, overrides, data, output_dir, max_steps, max_minutes, fresh)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
@@ -199,8 +199,10 @@ def train_command(
         result = train(cfg, log=_log)
     except ConfigError as err:
         _fail(err)
-    keep = ("train_loss", "eval_loss", "eval_mean_token_accuracy", "train_runtime", "global_step", "dtype", "budget")
-    print(json.dumps({"output_dir": str(result.output_dir), **{k: result.metrics.get(k) for k in keep}}))
+    keep = ("train_loss", "eval_loss", "eval_mean_token_accuracy", "train_runtime", "global_step", "dtype", "budget",
+            "distributed")
+    if is_main_process():
+        print(json.dumps({"output_dir": str(result.output_dir), **{k: result.metrics.get(k) for k in keep}}))
 
 
 @app.command("inspect")
@@ -260,6 +262,9 @@ def bench_train_command(
     modes: str = typer.Option("none,padding_free", "--modes", help="Comma-separated: none (padded), grouped (padded, similar lengths), padding_free, bfd."),
     dtypes: str = typer.Option("", "--dtypes", help="Comma-separated base-weight dtypes to time side by side, e.g. "
                                "auto,float32,bfloat16 (default: model.dtype of the config)."),
+    batches: str = typer.Option("", "--batches", help="Comma-separated batchings to time side by side: a record "
+                                "count per step (16) or a token budget per step (tokens=2048), e.g. 4,16,tokens=2048 "
+                                "(default: the config's)."),
     random_init: Optional[str] = typer.Option(None, "--random-init", help="A model config.json (or its directory): "
                                               "time that architecture with random weights and the embedded model's "
                                               "tokenizer (e.g. configs/models/qwen2.5-7b-instruct.json)."),
@@ -273,17 +278,19 @@ def bench_train_command(
     try:
         result = bench_train(cfg, steps=steps, warmup_steps=warmup, modes=[m.strip() for m in modes.split(",") if m.strip()],
                              rounds=rounds, dtypes=[d.strip() for d in dtypes.split(",") if d.strip()],
+                             batches=[b.strip() for b in batches.split(",") if b.strip()],
                              random_init=str(_find_config(Path(random_init))) if random_init else None, log=_log)
     except (ConfigError, ValueError) as err:
         _fail(err)
     rounds_note = f", {rounds} rounds" if rounds > 1 else ""
-    table = Table(title=f"training throughput ({result['device']}, {result['batch_records']} records/step{rounds_note})")
-    for column in ("mode", "trained tok/s", "tokens/s", "positions/s", "s/step", "peak MB", "MFU", "GPU %"):
+    table = Table(title=f"training throughput ({result['device']}{rounds_note})")
+    for column in ("mode", "records/step", "trained tok/s", "tokens/s", "positions/s", "s/step", "peak MB", "MFU",
+                   "GPU %"):
         table.add_column(column)
     for mode, r in result["modes"].items():
         mfu = f"{100 * r['mfu']:.1f}%" if r.get("mfu") is not None else "–"
         util = f"{r['gpu_utilisation_pct']:.0f}" if r.get("gpu_utilisation_pct") is not None else "–"
-        table.add_row(mode, f"{r['trained_tokens_per_s']:.0f}", f"{r['tokens_per_s']:.0f}",
+        table.add_row(mode, f"{r['records_per_step']:.1f}", f"{r['trained_tokens_per_s']:.0f}", f"{r['tokens_per_s']:.0f}",
                       f"{r['padded_positions_per_s']:.0f}", f"{r['step_s']:.2f}", f"{r['peak_mem_mb']:.0f}", mfu, util)
     console.print(table)
     print(json.dumps(result))

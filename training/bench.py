@@ -24,6 +24,8 @@ attention over each token's context), times tokens/s, over the GPU's dense bf16 
 config.json) builds the model from its config with random weights and the embedded model's
 tokenizer, so any architecture, the 7B ones included, can be timed without its weights.
 ``optim.max_tokens_per_step`` times token-budget batches (the modes then see different records).
+``batches`` (e.g. ``4,16,tokens=2048``) times several batchings side by side: N records a step, or a
+token budget of N tokens a step (token-budget batches see records in their own order).
 
 ``dtypes`` (e.g. ``auto,float32,bfloat16``) times each mode with the base weights in each dtype
 (one model per dtype, the variants taking turns like the modes): how much a CPU without native
@@ -124,7 +126,9 @@ def random_model(config_json: str, dtype: Any) -> Any:
         raise ValueError(f"--random-init: {config_json} is not a config.json (or a directory with one)")
     config = AutoConfig.from_pretrained(str(path))
     torch.manual_seed(0)
-    return AutoModelForCausalLM.from_config(config, dtype=dtype)
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    with torch.device(device):  # initialise 7B weights where they will run, not on the CPU first
+        return AutoModelForCausalLM.from_config(config, dtype=dtype)
 
 
 class _PeakRss:
@@ -155,8 +159,26 @@ class _PeakRss:
         self.peak = max(self.peak, self._proc.memory_info().rss)
 
 
-def _mode_config(config: TrainConfig, mode: str, steps: int, output_dir: str) -> TrainConfig:
+def parse_batches(spec: Sequence[str]) -> list[tuple[str, int | None, int | None]]:
+    """``["4", "tokens=2048"]`` -> ``[("4rec", 4, None), ("2048tok", None, 2048)]``: (label, records, token budget)."""
+    out = []
+    for item in spec:
+        item = item.strip()
+        key, _, value = item.partition("=") if "=" in item else ("records", "", item)
+        if key not in ("records", "tokens") or not value.isdigit() or int(value) < 1:
+            raise ValueError(f"bench batches: {item!r} is neither a record count (16) nor a token budget (tokens=2048)")
+        n = int(value)
+        out.append((f"{n}rec", n, None) if key == "records" else (f"{n}tok", None, n))
+    return out
+
+
+def _mode_config(config: TrainConfig, mode: str, steps: int, output_dir: str,
+                 records: int | None = None, tokens: int | None = None) -> TrainConfig:
     data = config.model_dump()
+    if records is not None:
+        data["optim"].update(per_device_train_batch_size=records, max_tokens_per_step=None)
+    if tokens is not None:
+        data["optim"]["max_tokens_per_step"] = tokens
     data["packing"] = {
         "mode": "none" if mode == "grouped" else mode,
         "block_length": config.packing.block_length if mode == "bfd" else None,
@@ -178,6 +200,7 @@ def bench_train(
     modes: Sequence[str] = ("none", "padding_free"),
     rounds: int = 1,
     dtypes: Sequence[str] = (),
+    batches: Sequence[str] = (),
     random_init: str | None = None,
     model: Any = None,
     tokenizer: Any = None,
@@ -204,7 +227,11 @@ def bench_train(
     if steps < 1 or warmup_steps < 0 or rounds < 1:
         raise ValueError("steps and rounds must be >= 1 and warmup_steps >= 0")
     total_steps = steps + warmup_steps
-    batch = config.optim.per_device_train_batch_size * config.optim.gradient_accumulation_steps
+    batchings = parse_batches(batches) or [("", None, None)]
+    accumulate = config.optim.gradient_accumulation_steps
+    batch = max(n or config.optim.per_device_train_batch_size for _, n, _ in batchings) * accumulate
+    budgets = [t for _, _, t in batchings if t] or ([config.optim.max_tokens_per_step] if
+                                                    config.optim.max_tokens_per_step and not batches else [])
 
     if tokenizer is None:
         tokenizer = load_tokenizer(config.model.name, local_files_only=config.model.local_files_only)
@@ -216,11 +243,10 @@ def bench_train(
             raw["data"]["synthetic"] = {"train": total_steps * batch * 4, "validation": 0, "seed": config.optim.seed}
         train_dataset = build_datasets(TrainConfig.model_validate(raw), tokenizer)["train"]
     need = total_steps * batch
-    budget = config.optim.max_tokens_per_step
-    if budget is None and len(train_dataset) < need:
+    if not budgets and len(train_dataset) < need:
         raise ValueError(f"the bench needs {need} records ({total_steps} steps x {batch}); the data has {len(train_dataset)}")
     train_dataset = train_dataset.shuffle(seed=config.optim.seed)
-    if budget is None:
+    if not budgets:
         train_dataset = train_dataset.select(range(need))
     vocab = getattr(tokenizer, "vocab_size", None)
 
@@ -254,8 +280,10 @@ def bench_train(
                 models[name] = ready(built)
             else:
                 models[name] = ready(build_model(variant))
-    variants = {(mode if len(dtype_names) == 1 else f"{mode}/{name}"): (mode, models[name])
-                for mode in modes for name in dtype_names}
+    # variant name -> (mode, model, records, token budget): "mode", "mode/dtype", "mode/4rec", "mode/2048tok"
+    variants = {"/".join([mode, *([name] if len(dtype_names) > 1 else []), *([label] if len(batchings) > 1 else [])]):
+                (mode, models[name], records, tokens)
+                for mode in modes for name in dtype_names for label, records, tokens in batchings}
     on_cuda = torch.cuda.is_available() and not config.gpu.use_cpu
 
     class Counting(sft_trainer_class()):
@@ -298,8 +326,8 @@ def bench_train(
     with tempfile.TemporaryDirectory(prefix="memlm-bench-") as tmp:
         for r in range(rounds):
             step_s: dict[str, float] = {}
-            for key, (mode, model) in variants.items():
-                cfg = _mode_config(config, mode, total_steps, os.path.join(tmp, key.replace("/", "-")))
+            for key, (mode, model, records, tokens) in variants.items():
+                cfg = _mode_config(config, mode, total_steps, os.path.join(tmp, key.replace("/", "-")), records, tokens)
                 ref: list = []
                 trainer = Counting(
                     model=model,
@@ -307,12 +335,14 @@ def bench_train(
                     train_dataset=train_dataset,
                     processing_class=tokenizer,
                     callbacks=[Timer(ref)],
-                    max_tokens_per_step=budget,
+                    max_tokens_per_step=cfg.optim.max_tokens_per_step,
                 )
                 trainer.remove_callback(PrinterCallback)
                 trainer.bench_counts = {"trained": 0, "tokens": 0, "positions": 0, "records": 0, "context": 0}
                 ref.append(trainer)
-                log(f"bench: {key}: {total_steps} steps of {batch} records ({warmup_steps} warm-up)"
+                size = (f"up to {cfg.optim.max_tokens_per_step} tokens" if cfg.optim.max_tokens_per_step
+                        else f"{cfg.optim.per_device_train_batch_size * accumulate} records")
+                log(f"bench: {key}: {total_steps} steps of {size} ({warmup_steps} warm-up)"
                     + (f", round {r + 1}/{rounds}" if rounds > 1 else ""))
                 with _PeakRss() as rss, _GpuUtilisation() if on_cuda else contextlib.nullcontext() as util:
                     trainer.train()
@@ -336,6 +366,7 @@ def bench_train(
         results[key] = {
             "steps": steps * rounds,
             "step_s": t["seconds"] / (steps * rounds),
+            "records_per_step": t["records"] / (steps * rounds),
             "trained_tokens": t["trained"],
             "tokens": t["tokens"],
             "padded_positions": t["positions"],
@@ -361,7 +392,8 @@ def bench_train(
         "rounds": rounds,
         "dtypes": {name: {"dtype": c.dtype, "reason": c.reason} for name, c in chosen.items()},
         **({"random_init": random_init} if random_init else {}),
-        **({"max_tokens_per_step": budget} if budget else {}),
+        **({"max_tokens_per_step": budgets[0]} if len(budgets) == 1 and len(batchings) == 1 else {}),
+        **({"batches": [label for label, _, _ in batchings]} if len(batchings) > 1 else {}),
         **({"gpu": torch.cuda.get_device_name()} if on_cuda else {}),
         "modes": results,
     }
@@ -372,6 +404,12 @@ def bench_train(
         for mode in results:
             if mode != "none":
                 out[f"speedup_{mode}_vs_padded"] = results[mode]["trained_tokens_per_s"] / base
+    if len(batchings) > 1:  # each batching against the first, mode by mode
+        first = batchings[0][0]
+        for mode in modes:
+            for label, _, _ in batchings[1:]:
+                out[f"speedup_{mode}/{label}_vs_{first}"] = (results[f"{mode}/{label}"]["trained_tokens_per_s"]
+                                                             / results[f"{mode}/{first}"]["trained_tokens_per_s"])
     if len(dtype_names) > 1:  # each dtype against the first, mode by mode
         first = dtype_names[0]
         for mode in modes:

@@ -48,6 +48,10 @@ def _stderr(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
+def _silent(line: str) -> None:
+    """The log of a data-parallel run's other processes: rank 0 says it once."""
+
+
 @dataclass
 class TrainResult:
     output_dir: Path
@@ -57,6 +61,12 @@ class TrainResult:
 
 
 # --------------------------------------------------------------------------- building blocks
+
+
+def is_main_process() -> bool:
+    """Rank 0 of a launched run (torchrun / accelerate launch set RANK), or a run of one process:
+    the one that prints, so a data-parallel run logs each line once."""
+    return int(os.environ.get("RANK", "0")) == 0
 
 
 def training_device() -> str:
@@ -100,6 +110,12 @@ def build_model(config: TrainConfig) -> Any:
         kwargs["trust_remote_code"] = True
     dtype: Any = model_dtype(config).torch_dtype
     device = "cpu"  # the Trainer moves the model to its device
+    if config.gpu.deepspeed is not None and torch.distributed.is_initialized():
+        import deepspeed
+
+        # ZeRO-3 shards the weights as they load and asks DeepSpeed's own process group for the world
+        # size: join the group accelerate made (on GPUs transformers already has; a no-op then)
+        deepspeed.init_distributed()
     if config.method == "qlora":
         device = quantized_device()
         kwargs["quantization_config"] = build_quantization_config(config)
@@ -180,7 +196,10 @@ def build_sft_config(config: TrainConfig, *, has_eval: bool, output_dir: str | N
         use_liger_kernel=g.use_liger_kernel,
         torch_compile=g.torch_compile,
         deepspeed=resolve_deepspeed(g.deepspeed),
-        use_cpu=g.use_cpu or (g.bf16 and not torch.cuda.is_available()),  # transformers wants it for CPU bf16
+        ddp_find_unused_parameters=False,  # every trainable parameter (LoRA or full) is used in each forward
+        # on a machine without CUDA train on the CPU (as training_device() and the dtype choice assume):
+        # transformers needs it for CPU bf16, and accelerate for data parallel across CPU processes (gloo)
+        use_cpu=g.use_cpu or training_device() == "cpu",
         dataloader_num_workers=g.dataloader_num_workers,
         logging_steps=o.logging_steps,
         logging_first_step=True,
@@ -373,7 +392,7 @@ def plan_resume(config: TrainConfig, log: LogFn = _stderr) -> str | None:
     resume, out = config.output.resume_from_checkpoint, Path(config.output.output_dir)
     last = get_last_checkpoint(str(out)) if out.is_dir() else None
     if resume is False:
-        if last is not None:
+        if last is not None and is_main_process():
             old = sorted(out.glob("checkpoint-*"))
             for checkpoint in old:
                 shutil.rmtree(checkpoint)
@@ -424,6 +443,8 @@ def train(
     ``metrics.json``, ``train_log.jsonl`` and ``checkpoint-*`` directories.
 
     ``datasets`` ({"train": ..., "validation": ...} tokenised) skips data loading (tests)."""
+    if not is_main_process():
+        log = _silent
     if datasets is None:  # configuration problems surface before anything heavy is imported or loaded
         for warning in preflight(config):
             log(f"warning: {warning}")
@@ -452,7 +473,8 @@ def train(
 
     out = Path(config.output.output_dir)
     out.mkdir(parents=True, exist_ok=True)
-    config.save(out / CONFIG_FILENAME, notes)
+    if is_main_process():
+        config.save(out / CONFIG_FILENAME, notes)
     t0 = time.perf_counter()
 
     tokenizer = load_tokenizer(config.model.name, local_files_only=config.model.local_files_only)
@@ -510,6 +532,7 @@ def train(
     metrics["wall_seconds"] = time.perf_counter() - t0
     metrics["global_step"] = trainer.state.global_step
     metrics["dtype"] = {"dtype": choice.dtype, "reason": choice.reason}
+    metrics["distributed"] = distributed_summary(trainer)
     if budget is not None:
         metrics["budget"] = outcome = budget.outcome(trainer.state.global_step)
         reached = (f"optim.max_minutes {outcome['max_minutes']:g}: trained {outcome['reached_steps']} of "
@@ -529,6 +552,14 @@ def train(
         trainer.save_state()
         log(f"saved {config.method} model, tokenizer, {CONFIG_FILENAME} and {METRICS_FILENAME} to {out}")
     return TrainResult(out, metrics, list(trainer.state.log_history), trainer)
+
+
+def distributed_summary(trainer: Any) -> dict[str, Any]:
+    """How the run was spread: processes, accelerate's distributed type, the ZeRO stage if DeepSpeed ran."""
+    accelerator = trainer.accelerator
+    plugin = accelerator.state.deepspeed_plugin if trainer.is_deepspeed_enabled else None
+    return {"processes": accelerator.num_processes, "type": accelerator.distributed_type.value,
+            "zero_stage": plugin.zero_stage if plugin is not None else None}
 
 
 def _jsonable(value: Any) -> Any:

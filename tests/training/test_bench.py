@@ -41,3 +41,13 @@ def test_the_shipped_7b_architecture_is_qwen2_5_7b_sized():
     with torch.device("meta"):
         model = AutoModelForCausalLM.from_config(config)
     assert sum(p.numel() for p in model.parameters()) / 1e9 == pytest.approx(7.62, abs=0.02)
+
+
+def test_batches_parse_into_record_counts_and_token_budgets():
+    from training.bench import parse_batches
+
+    assert parse_batches(["4", "records=16", "tokens=2048"]) == [("4rec", 4, None), ("16rec", 16, None),
+                                                                  ("2048tok", None, 2048)]
+    for bad in ("0", "tokens=", "words=5", "many"):
+        with pytest.raises(ValueError, match="neither a record count"):
+            parse_batches([bad])

@@ -155,3 +155,17 @@ def test_bench_train_with_a_token_budget(tiny_model_dir):
     assert figures["max_tokens_per_step"] == 600
     padded, packed = figures["modes"]["none"], figures["modes"]["padding_free"]
     assert padded["padded_positions"] <= 2 * 600 and packed["padded_positions"] <= 2 * 600
+
+
+def test_bench_train_compares_record_counts_and_token_budgets_side_by_side(tiny_model_dir):
+    result = runner.invoke(app, ["bench", "train", "--config", CPU_CONFIG, "--steps", "2", "--warmup", "0",
+                                 "--modes", "padding_free", "--batches", "2,tokens=600", f"model.name={tiny_model_dir}",
+                                 "model.dtype=float32", "data.synthetic.train=200"])
+    assert result.exit_code == 0, result.output
+    figures = json.loads(result.stdout.strip().splitlines()[-1])
+    two, budget = figures["modes"]["padding_free/2rec"], figures["modes"]["padding_free/600tok"]
+    assert two["records_per_step"] == 2 and two["tokens"] < budget["tokens"] <= 2 * 600
+    assert budget["records_per_step"] > 2
+    assert figures["speedup_padding_free/600tok_vs_2rec"] > 0
+    bad = runner.invoke(app, ["bench", "train", "--config", CPU_CONFIG, "--batches", "tokens=lots"])
+    assert bad.exit_code == 2 and "neither a record count" in bad.output
