@@ -6,8 +6,9 @@ spelling ("Bret", "Michele"). While the model writes a subject or object field, 
 keeps, among its top candidates, only tokens that leave the field a word-aligned substring of
 what the model has seen (messages, the assistant text before the call, inserted results);
 when none qualifies the model's own choice stands. Relations, when the caller gives the memory's
-relation names, are held to those names the same way: a model that read "an analyst with AT&T"
-may otherwise invent "analyst with" where its training taught "employed by".
+relation names, are held to those names or to words copied from the conversation: a relation the
+table does not know ("X coaches Y") is stored as stated rather than forced into one it does, and
+a relation is never spelled in words nobody wrote.
 """
 
 from __future__ import annotations
@@ -54,13 +55,16 @@ def _occurs(field: str, context: str, *, closed: bool) -> bool:
     return False
 
 
-def _names_relation(field: str, relations: Collection[str], *, closed: bool) -> bool:
-    return field in relations if closed else any(r.startswith(field) for r in relations)
+def _names_relation(field: str, relations: Collection[str], context: str, *, closed: bool) -> bool:
+    """`field` is (on the way to) one of the table's `relations`, or words copied from `context`."""
+    named = field in relations if closed else any(r.startswith(field) for r in relations)
+    return named or (not field[0].isspace() and not (closed and field[-1].isspace())
+                     and _occurs(field, context, closed=closed))
 
 
 def fields_copied(body: str, context: str, relations: Collection[str] | None = None) -> bool:
     """Whether a (possibly unfinished) call body keeps its subject and object copied from `context`
-    (and its relation, when `relations` is given, one of those names or on the way to one), in
+    (and its relation, when `relations` is given, one of those names or a copy from `context`), in
     the protocol's three fields: no fourth separator, no call closed with fewer.
 
     `body` runs from just after "[MEM_WRITE{" / "[MEM_READ{" to, and including, the closing "}"
@@ -79,7 +83,7 @@ def fields_copied(body: str, context: str, relations: Collection[str] | None = N
         if is_open and field.endswith(">"):
             field = field[:-1]  # the first half of a separator
         if k == 1 and relations is not None and field:
-            if not _names_relation(field, relations, closed=not is_open):
+            if not _names_relation(field, relations, context, closed=not is_open):
                 return False
             continue
         if k not in _CHECKED or not field:
@@ -94,7 +98,7 @@ def fields_copied(body: str, context: str, relations: Collection[str] | None = N
 def allowed(context: str, text: str, piece: str, relations: Collection[str] | None = None) -> bool:
     """Whether appending `piece` to the assistant `text` keeps the subject and object of the call
     it touches copied from `context` (the messages) or the assistant text before that call, and
-    its relation one of `relations` (when given)."""
+    its relation one of `relations` or a copy (when `relations` is given)."""
     new = text + piece
     body = open_call(new)
     if body is None:
@@ -103,6 +107,42 @@ def allowed(context: str, text: str, piece: str, relations: Collection[str] | No
             return True
     start = new.rfind("[", 0, body)
     return fields_copied(new[body:], context + "\n" + new[:start], relations)
+
+
+_RESULTS = re.compile(r"\}:(.*?)\]", re.DOTALL)  # what a read returned, as the controller inserts it
+
+
+def returned_names(text: str) -> set[str]:
+    """The capitalised words of the read results in an assistant `text`: the names an answer copies."""
+    return {w for results in _RESULTS.findall(text) for w in re.findall(r"\w+", results) if w[0].isupper()}
+
+
+def answer_word_in_progress(text: str) -> str:
+    """The capitalised word `text` ends in, when an answer name could be respelled from here (three
+    letters or more, outside calls, after a read returned something); else ""."""
+    i = len(text)
+    while i > 0 and text[i - 1].isalnum():
+        i -= 1
+    word = text[i:]
+    if len(word) < 3 or not word[0].isupper() or open_call(text) is not None or "}:" not in text:
+        return ""
+    return word
+
+
+def answer_names_copied(text: str, piece: str) -> bool:
+    """Whether `piece` keeps the name the answer is writing a copy of a name the reads returned:
+    "Gustav" once "Gust" was written, not "Gustavo". A word that copies no returned name is free."""
+    word = answer_word_in_progress(text)
+    if not word:
+        return True
+    names = [n for n in returned_names(text) if n.startswith(word)]
+    if not names:
+        return True
+    match = re.match(r"\w*", piece)
+    extended = word + match.group()
+    if match.end() < len(piece):  # the piece ends the word
+        return extended in names
+    return any(n.startswith(extended) for n in names)
 
 
 def _spans(context: str, max_words: int) -> set[str]:
@@ -122,11 +162,14 @@ def calls_regex(context: str, relations: Collection[str], *, max_words: int = 8)
     """The copy rule as one regular expression over a model's output, for engines that constrain
     decoding with a regex (vLLM's structured outputs): free text without "[", write calls whose
     subject and object are word-aligned copies of `context` and whose relation is one of
-    `relations`, and at most one read call at the end (generation stops at its "}:")."""
+    `relations` or a copy of up to four words, and at most one read call at the end (generation
+    stops at its "}:")."""
     def alternatives(terms: Collection[str]) -> str:
         return "(?:" + "|".join(re.escape(t) for t in sorted(terms, key=lambda t: (-len(t), t))) + ")"
 
-    name, relation = alternatives(_spans(context, max_words)), alternatives(relations)
+    spans = _spans(context, max_words)
+    name = alternatives(spans)
+    relation = alternatives(set(relations) | {s for s in spans if len(s.split()) <= 4})
     write = re.escape(WRITE_OPEN) + f"{name}{re.escape(SEPARATOR)}{relation}{re.escape(SEPARATOR)}{name}" + r"\}\]"
     read = re.escape(READ_OPEN) + f"{name}?{re.escape(SEPARATOR)}{relation}?{re.escape(SEPARATOR)}{name}?" + r"\}:"
     return rf"(?:[^\[]|{write})*(?:{read})?"

@@ -32,7 +32,7 @@ from typing import Any, NamedTuple
 
 import torch
 
-from memory_runtime.field_copy import allowed, open_call
+from memory_runtime.field_copy import allowed, answer_names_copied, answer_word_in_progress, open_call
 
 _REPLACEMENT = "\ufffd"  # what decode() shows for an incomplete UTF-8 sequence
 _DECODE_CONTEXT = 3  # tokens decoded before an anchor so leading-space rules apply
@@ -249,14 +249,18 @@ class TurnDecoder:
         return masked, False
 
     def _copies(self, text: str, token: int, in_call: bool) -> bool:
-        if not in_call:  # free text: only a token with "{" (or a raw byte) can start a field
+        naming = not in_call and bool(answer_word_in_progress(text))  # an answer copying a returned name
+        if not in_call and not naming:  # free text: only a token with "{" (or a raw byte) can start a field
             piece = str(self.tokenizer.convert_ids_to_tokens(token))
             if "{" not in piece and not piece.startswith("<0x"):
                 return True
         self.ids.append(token)
         new = self.text().rstrip(_REPLACEMENT)
         self.ids.pop()
-        return not new.startswith(text) or allowed(self.context, text, new[len(text):], self.relations)
+        if not new.startswith(text):
+            return True
+        piece = new[len(text):]
+        return allowed(self.context, text, piece, self.relations) and (not naming or answer_names_copied(text, piece))
 
     def _backtrack(self) -> bool:
         """Take back the last generated token of a call field that led to a dead end ("Bre" +

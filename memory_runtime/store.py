@@ -29,7 +29,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from memory_runtime.yaml_config import read_mapping, validate
-from memory_runtime.fuzzy import FuzzyConfig, FuzzyIndex
+from memory_runtime.fuzzy import FuzzyConfig, FuzzyIndex, FuzzyMatch
 from memory_runtime.protocol import Triplet
 
 APPLICATION_ID = int.from_bytes(b"meml", "big")  # PRAGMA application_id of our database files
@@ -198,6 +198,25 @@ def normalize_term(term: str) -> str:
     return " ".join(unicodedata.normalize("NFKC", term).casefold().translate(_NORMALISING_TABLE).split())
 
 
+_RELATION_FILLER = frozenset("a an the is are was were be been being as of at in on for by to with its their".split())
+
+
+def _stem(word: str) -> str:
+    """A crude English stem, enough to meet "coaches", "coach" and "coached" at "coach"."""
+    for suffix in ("ing", "es", "ed", "s"):
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            return word[: -len(suffix)]
+    return word
+
+
+def relation_words(norm: str) -> frozenset[str]:
+    """The content words of a normalised relation, stemmed: "is the coach of" and "coaches" both
+    give {"coach"}. Reads meet relations the table does not know through these (MinHash, tuned to
+    names, does not see that "coach of" is "coaches")."""
+    words = [w for w in norm.split() if w not in _RELATION_FILLER] or norm.split()
+    return frozenset(_stem(w) for w in words)
+
+
 def _checked_term(value: object, what: str) -> tuple[str, str]:
     if not isinstance(value, str):
         raise TypeError(f"{what} must be a string, got {type(value).__name__}")
@@ -244,9 +263,14 @@ class TripletStore:
         self._canonical: dict[str, str] = {}  # normalised alias -> canonical relation name
         self._functional: dict[str, str] = {}  # normalised canonical name -> "subject"/"object"/"both"
         self._relation_cache: dict[str, tuple[str, str]] = {}
+        # content words of every name and alias -> canonical name ("customer" -> "customer of"); None: ambiguous
+        self._canonical_words: dict[frozenset[str], str | None] = {}
         for spec in self.config.relations:
             for surface in [spec.name, *spec.aliases]:
                 self._canonical[normalize_term(surface)] = spec.name
+                words = relation_words(normalize_term(surface))
+                owner = self._canonical_words.get(words, spec.name)
+                self._canonical_words[words] = spec.name if owner == spec.name else None
             if spec.functional:
                 self._functional[normalize_term(spec.name)] = spec.functional
 
@@ -290,7 +314,8 @@ class TripletStore:
     # ------------------------------------------------------------------ normalising input
 
     def canonical_relation(self, relation: str) -> str:
-        """The canonical name of a relation (aliases resolved), or the relation as written."""
+        """The canonical name of a relation (an alias, or the same content words as a name or alias:
+        "customer" -> "customer of"), or the relation as written when the table does not know it."""
         return self._relation_terms(relation)[0]
 
     def _relation_terms(self, relation: object) -> tuple[str, str]:
@@ -298,7 +323,7 @@ class TripletStore:
         cached = self._relation_cache.get(relation) if isinstance(relation, str) else None
         if cached is None:
             display, norm = _checked_term(relation, "relation")
-            display = self._canonical.get(norm, display)
+            display = self._canonical.get(norm) or self._canonical_words.get(relation_words(norm)) or display
             cached = (display, normalize_term(display))
             if len(self._relation_cache) < 10_000:
                 self._relation_cache[relation] = cached  # type: ignore[index]
@@ -398,7 +423,11 @@ class TripletStore:
             for name, value in given.items():
                 norm = self._relation_terms(value)[1] if name == "relation" else _checked_term(value, name)[1]
                 if not self._has_term(namespace, name, norm):
-                    match = self.fuzzy_index(namespace, name).search(norm) if fuzzy else None
+                    match = None
+                    if fuzzy and name == "relation":
+                        match = self._relation_word_match(namespace, norm)
+                    if fuzzy and match is None:
+                        match = self.fuzzy_index(namespace, name).search(norm)
                     if match is None:
                         return QueryResult([], matches)
                     norm = match.term
@@ -511,6 +540,15 @@ class TripletStore:
             ).fetchone()
             is not None
         )
+
+    def _relation_word_match(self, namespace: str, norm: str) -> FuzzyMatch | None:
+        """The stored relation with the same content words as `norm` ("coach of" -> "coaches"), the
+        most used one if several have them; a namespace holds few relations, so they are scanned."""
+        words = relation_words(norm)
+        rows = self._conn.execute("SELECT relation_norm, COUNT(*) AS n FROM triplets WHERE namespace = ? "
+                                  "GROUP BY relation_norm ORDER BY n DESC, relation_norm", (namespace,))
+        found = next((row[0] for row in rows if relation_words(row[0]) == words), None)
+        return FuzzyMatch(norm, found, 1.0) if found is not None else None
 
     def _display(self, namespace: str, name: str, norm: str) -> str:
         row = self._conn.execute(

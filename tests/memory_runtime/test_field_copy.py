@@ -53,15 +53,26 @@ RELATIONS = {"customer of", "manager of", "employed by"}
     [
         ("[MEM_READ{Brett Robson>>", "customer", True),  # on the way to a relation name
         ("[MEM_READ{Brett Robson>>customer", " of>>", True),
-        ("[MEM_READ{Brett Robson>>", "buys at", False),  # not a relation of the table
-        ("[MEM_READ{Brett Robson>>customer", ">>", False),  # "customer" alone is no relation
-        ("[MEM_READ{Brett Robson>>employed at", ">>", False),  # an alias: the model writes names
+        ("[MEM_READ{Brett Robson>>", "buys at", False),  # neither a relation of the table nor a copy
+        ("[MEM_READ{Brett Robson>>customer", ">>", True),  # copied from the question (the store reads it
+                                                           # as "customer of": test_store)
+        ("[MEM_READ{Brett Robson>>employed at", ">>", False),  # an alias nobody wrote
         ("[MEM_READ{Brett Robson>>", ">>}:", True),  # reads may leave the relation empty
         ("[MEM_WRITE{Brett Robson>>manager of>>Suzuki", "}]", True),
+        ("[MEM_WRITE{Brett Robson>>", "manages", True),  # the relation as stated (a copy)
+        ("[MEM_WRITE{Brett Robson>>manages", ">>", True),
+        ("[MEM_WRITE{Brett Robson>>manag", "ing>>", False),  # a respelling of what was stated
+        ("[MEM_WRITE{Brett Robson>>", " manages", False),  # no space after the separator
     ],
 )
-def test_relations_must_be_names_of_the_table(text, piece, ok):
+def test_relations_are_names_of_the_table_or_copies(text, piece, ok):
     assert allowed(CONTEXT + " Suzuki", text, piece, RELATIONS) is ok
+
+
+def test_a_relation_the_table_does_not_know_is_written_as_stated():
+    context = "Gianna Russo coaches Bayern Munich."
+    assert allowed(context, "[MEM_WRITE{Gianna Russo>>coaches>>Bayern Munich", "}]", RELATIONS)
+    assert not allowed(context, "[MEM_WRITE{Gianna Russo>>trains>>Bayern Munich", "}]", RELATIONS)
 
 
 def test_results_and_earlier_text_count_as_seen():
@@ -80,3 +91,28 @@ def test_a_sentence_start_capital_does_not_hide_a_lowercase_name():
 def test_a_lowercase_name_is_not_capitalised_mid_sentence():
     assert not fields_copied(">>employed by>>Den Haag & Vos}", "Who works at den Haag & Vos?")
     assert fields_copied(">>employed by>>den Haag & Vos}", "Who works at den Haag & Vos?")
+
+
+def test_the_regex_form_of_the_rule_accepts_relations_as_stated():
+    import re
+
+    from memory_runtime.field_copy import calls_regex
+
+    pattern = calls_regex("Gianna Russo coaches Bayern Munich.", RELATIONS)
+    assert re.fullmatch(pattern, " [MEM_WRITE{Gianna Russo>>coaches>>Bayern Munich}] Noted.")
+    assert re.fullmatch(pattern, " [MEM_WRITE{Gianna Russo>>employed by>>Bayern Munich}]")
+    assert not re.fullmatch(pattern, " [MEM_WRITE{Gianna Russo>>trains>>Bayern Munich}]")
+
+
+@pytest.mark.parametrize("before, piece, ok", [
+    ("Gust", "av", True), ("Gust", "avo", False), ("Gustav", " works", True), ("Gustav", "o works", False),
+    ("Gustav", "'s", True), ("Klei", "n.", True), ("Klei", "ne.", False),
+    ("Noted", "x", True),  # a word that copies no returned name is free
+    ("Gu", "sto", True),  # two letters: too early to tell
+])
+def test_answer_names_are_copies_of_returned_names(before, piece, ok):
+    from memory_runtime.field_copy import answer_names_copied
+
+    text = "[MEM_READ{>>employed by>>Pfizer}: {Gustav Klein>>employed by>>Pfizer}] " + before
+    assert answer_names_copied(text, piece) is ok
+    assert answer_names_copied("No read here. " + before, piece)  # nothing returned: free

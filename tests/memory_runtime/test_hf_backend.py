@@ -365,3 +365,18 @@ def test_relations_in_calls_come_from_the_relation_table(tiny_model, smollm2_tok
     model.prompt_len = len(backend.prompt_token_ids)
     text = "".join(backend.stream(40))
     assert text == (good if relations and copy_fields else good.replace("employed by", "employed at"))
+
+
+@pytest.mark.parametrize("copy_fields", [True, False])
+def test_answer_names_stay_copies_of_what_the_read_returned(tiny_model, smollm2_tokenizer, copy_fields):
+    """A model that would write "Gustavo" for the "Gustav" its read returned writes "Gustav" when its
+    runner-up allows it (not with copy_fields off)."""
+    tok = smollm2_tokenizer
+    backend = HFBackend(tiny_model, tok, copy_fields=copy_fields)
+    backend.start([{"role": "user", "content": "Who works for Pfizer?"}])
+    backend.resume("[MEM_READ{>>employed by>>Pfizer}: {Gustav Klein>>employed by>>Pfizer}] Gustav")
+    o, works = tok.convert_tokens_to_ids("o"), tok(" works", add_special_tokens=False)["input_ids"][0]
+    logits = torch.full((len(tok),), -10.0)
+    logits[o], logits[works] = 5.0, 4.0  # prefers "Gustavo"
+    backend.turn.step(logits)
+    assert backend.turn.assistant_text.endswith("Gustav works" if copy_fields else "Gustavo")

@@ -56,6 +56,23 @@ def test_unknown_relation_is_stored_as_written(store):
     assert store.query(relation="collaborator of").facts[0].relation == "collaborator of"
 
 
+def test_a_relation_with_a_table_relation_s_words_is_canonical(store):
+    store.write("Dorothea Altemus", "customer", "Pfizer")  # "customer of" without its "of"
+    store.write("Tia Batres", "is the president", "Acme Rockets")
+    assert {f.relation for f in store.facts()} == {"customer of", "president of"}
+    assert store.canonical_relation("coaches") == "coaches"  # no table relation has these words
+
+
+def test_reads_meet_a_relation_outside_the_table_by_its_words(store):
+    store.write("Gianna Russo", "coaches", "Bayern Munich")
+    for asked in ("coaches", "coach", "is the coach of", "coached"):
+        result = store.query(relation=asked, object="Bayern Munich")
+        assert [f.subject for f in result.facts] == ["Gianna Russo"], asked
+    assert store.query(relation="coach").fuzzy["relation"].matched == "coaches"
+    assert len(store.query(relation="trains", object="Bayern Munich")) == 0
+    assert len(store.query(relation="coach", fuzzy=False)) == 0
+
+
 def test_fuzzy_fallback_on_one_typo_says_what_it_matched(store):
     store.write("Dorothea Altemus", "employed by", "Pfizer")
     store.write("Pasquale Ballif", "employed by", "Siemens")
