@@ -19,6 +19,9 @@ from collections.abc import Collection
 from memory_runtime.protocol import READ_OPEN, SEPARATOR, WRITE_OPEN
 
 _CHECKED = (0, 2)  # subject and object; the relation (1) is checked against `relations` when given
+PRONOUNS = frozenset("i me my you your he him his she her hers it its we us our they them their this that these "
+                     "those who whom which someone somebody".split())
+"""Words a subject or object never is: a pronoun names nobody the memory could find again ("She>>manager of>>")."""
 
 
 def open_call(text: str) -> int | None:
@@ -91,6 +94,8 @@ def fields_copied(body: str, context: str, relations: Collection[str] | None = N
         if field[0].isspace() or (not is_open and field[-1].isspace()):
             return False
         if not _occurs(field, context, closed=not is_open):
+            return False
+        if not is_open and field.casefold() in PRONOUNS:
             return False
     return True
 

@@ -4,7 +4,9 @@ Every operation is scoped to a namespace (a user or a session) and nothing cross
 namespaces. A query tries an exact match of each given field (after normalising case,
 whitespace, punctuation and relation aliases); a field with no exact match falls back to the
 most similar stored term of that field (see fuzzy.py). Writes of functional relations
-supersede the older fact, which stays in history with its validity interval.
+supersede the older fact, which stays in history with its validity interval; a relation's `ends`
+lets a new fact end others of the same subject at other objects (a new employer ends the roles
+held at the old one).
 
 The fuzzy indexes are rebuilt from SQLite, never persisted: one per (namespace, field),
 built the first time a fuzzy lookup needs it and kept in sync by every later write and
@@ -72,6 +74,8 @@ class RelationSpec(BaseModel):
     name: str = Field(min_length=1)
     aliases: list[str] = []
     functional: Literal["subject", "object", "both"] | None = None
+    ends: list[str] = Field(default_factory=list, description="relations of the same subject that a new fact of "
+                            "this one ends at every other object (a new employer ends the roles at the old one)")
 
 
 class MemoryConfig(BaseModel):
@@ -92,6 +96,11 @@ class MemoryConfig(BaseModel):
                 if owner.get(key, spec.name) != spec.name:
                     raise ValueError(f"relation alias {surface!r} is claimed by both {owner[key]!r} and {spec.name!r}")
                 owner[key] = spec.name
+        names = {spec.name for spec in self.relations}
+        for spec in self.relations:
+            unknown = [name for name in spec.ends if name not in names]
+            if unknown:
+                raise ValueError(f"relation {spec.name!r}: ends {unknown}, which are not relation names of the table")
         return self
 
     @property
@@ -262,6 +271,7 @@ class TripletStore:
         self._indexes: OrderedDict[tuple[str, str], FuzzyIndex] = OrderedDict()
         self._canonical: dict[str, str] = {}  # normalised alias -> canonical relation name
         self._functional: dict[str, str] = {}  # normalised canonical name -> "subject"/"object"/"both"
+        self._ends: dict[str, list[str]] = {}  # normalised canonical name -> the relations its new facts end
         self._relation_cache: dict[str, tuple[str, str]] = {}
         # content words of every name and alias -> canonical name ("customer" -> "customer of"); None: ambiguous
         self._canonical_words: dict[frozenset[str], str | None] = {}
@@ -273,6 +283,8 @@ class TripletStore:
                 self._canonical_words[words] = spec.name if owner == spec.name else None
             if spec.functional:
                 self._functional[normalize_term(spec.name)] = spec.functional
+            if spec.ends:
+                self._ends[normalize_term(spec.name)] = [normalize_term(name) for name in spec.ends]
 
     @staticmethod
     def _connect(path: str) -> sqlite3.Connection:
@@ -386,11 +398,14 @@ class TripletStore:
         # One query per functional side, so each is answered by its own index.
         sides = {"subject": [("subject", s_norm, "object", o_norm)], "object": [("object", o_norm, "subject", s_norm)]}
         sides["both"] = sides["subject"] + sides["object"]
-        for held, held_norm, other, other_norm in sides.get(functional, []):
+        ending = [(held, held_norm, r_norm, other, other_norm) for held, held_norm, other, other_norm
+                  in sides.get(functional, [])]
+        ending += [("subject", s_norm, ended, "object", o_norm) for ended in self._ends.get(r_norm, [])]
+        for held, held_norm, relation_norm, other, other_norm in ending:
             for row in cur.execute(
                 f"SELECT {_COLUMNS} FROM triplets WHERE namespace = ? AND {held}_norm = ? AND relation_norm = ?"
                 f" AND valid_to IS NULL AND {other}_norm != ?",
-                (namespace, held_norm, r_norm, other_norm),
+                (namespace, held_norm, relation_norm, other_norm),
             ).fetchall():
                 old = _fact(row)
                 ended = replace(old, valid_to=max(when, old.valid_from), ended_by="superseded", superseded_by=new_id)

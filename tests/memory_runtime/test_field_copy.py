@@ -116,3 +116,10 @@ def test_answer_names_are_copies_of_returned_names(before, piece, ok):
     text = "[MEM_READ{>>employed by>>Pfizer}: {Gustav Klein>>employed by>>Pfizer}] " + before
     assert answer_names_copied(text, piece) is ok
     assert answer_names_copied("No read here. " + before, piece)  # nothing returned: free
+
+
+@pytest.mark.parametrize("field, ok", [("She", False), ("they", False), ("Shelby", True)])
+def test_a_pronoun_is_never_a_subject_or_object(field, ok):
+    context = "Shelby Ortiz joined Acme in 2010. She manages Acme. Shelby they said."
+    assert allowed(context, f"[MEM_WRITE{{{field}", ">>", RELATIONS) is ok
+    assert allowed(context, f"[MEM_WRITE{{Shelby Ortiz>>manager of>>{field}", "}]", RELATIONS) is ok

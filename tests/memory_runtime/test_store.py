@@ -310,3 +310,21 @@ def test_config_file_without_relations_keeps_the_shipped_table(tmp_path):
         MemoryConfig.load(path)
     with pytest.raises(ValueError, match="cannot read"):
         MemoryConfig.load(tmp_path / "missing.yaml")
+
+
+def test_a_new_employer_ends_the_roles_at_the_old_one(store):
+    store.write("Lena Vogt", "CEO of", "Novartis")
+    store.write("Lena Vogt", "investor in", "Novartis")  # not a role: stays
+    store.write("Lena Vogt", "manager of", "Roche")  # a role at the new employer: stays
+    result = store.write("Lena Vogt", "works for", "Roche")
+    assert [(f.relation, f.object) for f in result.superseded] == [("CEO of", "Novartis")]
+    current = {(f.relation, f.object) for f in store.facts()}
+    assert current == {("investor in", "Novartis"), ("manager of", "Roche"), ("employed by", "Roche")}
+    assert [f.ended_by for f in store.history(subject="Lena Vogt", relation="CEO of")] == ["superseded"]
+
+
+def test_ends_must_name_relations_of_the_table():
+    from memory_runtime.store import MemoryConfig
+
+    with pytest.raises(ValueError, match="not relation names"):
+        MemoryConfig.model_validate({"relations": [{"name": "employed by", "ends": ["boss of"]}]})
