@@ -232,11 +232,12 @@ class TurnDecoder:
         banned = self.banned.get(len(self.ids), set())
         top = torch.topk(logits, min(_COPY_TOP_K, logits.shape[-1])).indices.tolist()
         in_call = open_call(text) is not None
+        naming = not in_call and bool(answer_word_in_progress(text))  # an answer copying a returned name
         ok = []
         for token in top:
             if token in banned:
                 continue
-            if token in self.end_token_ids or self._copies(text, token, in_call):
+            if token in self.end_token_ids or self._copies(text, token, in_call, naming):
                 if token == top[0] and self.temperature == 0:
                     return logits, False  # the model's own choice stands
                 ok.append(token)
@@ -248,8 +249,7 @@ class TurnDecoder:
         masked[ok] = logits[ok]
         return masked, False
 
-    def _copies(self, text: str, token: int, in_call: bool) -> bool:
-        naming = not in_call and bool(answer_word_in_progress(text))  # an answer copying a returned name
+    def _copies(self, text: str, token: int, in_call: bool, naming: bool) -> bool:
         if not in_call and not naming:  # free text: only a token with "{" (or a raw byte) can start a field
             piece = str(self.tokenizer.convert_ids_to_tokens(token))
             if "{" not in piece and not piece.startswith("<0x"):
