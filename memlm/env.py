@@ -1,8 +1,8 @@
 """`memlm env`: what this machine is and has, as a user pastes it into a bug report.
 
 The CPU and the flags that decide matmul speed, the dtype `auto` picks here and why, the CUDA
-devices, the versions of the libraries memlm runs on, and where the embedded models, caches and
-the real-text dev data are.
+devices, the versions of the libraries memlm runs on, which embedded base models are installed, and
+where their files, the caches and the real-text dev data are.
 """
 
 from __future__ import annotations
@@ -27,19 +27,9 @@ def _version(package: str) -> str | None:
 
 
 def _embedded_models() -> list[dict[str, Any]]:
-    from memory_runtime.models import EMBEDDED_MODELS, embedded_cache_dir, embedded_converted, embedded_gguf_path
+    from memory_runtime.models import EMBEDDED_MODELS, embedded_status
 
-    rows = []
-    for name in EMBEDDED_MODELS:
-        row: dict[str, Any] = {"name": name, "cache": str(embedded_cache_dir(name))}
-        try:
-            gguf = embedded_gguf_path(name)
-        except FileNotFoundError as err:
-            row.update(gguf=None, problem=str(err), converted=False)
-        else:
-            row.update(gguf=str(gguf), converted=embedded_converted(name))
-        rows.append(row)
-    return rows
+    return [embedded_status(name) for name in EMBEDDED_MODELS]
 
 
 def environment() -> dict[str, Any]:
@@ -99,6 +89,9 @@ def render(env: dict[str, Any]) -> list[tuple[str, str]]:
     rows += [(name, version or "not installed") for name, version in env["packages"].items()]
     rows += [(key.replace("_", " "), str(value)) for key, value in env["paths"].items()]
     for model in env["embedded_models"]:
-        where = model["gguf"] or model["problem"]
-        rows.append((model["name"], f"{where}; cache {model['cache']} ({'converted' if model['converted'] else 'not converted yet'})"))
+        if not model["installed"]:
+            rows.append((model["name"], f"not installed: {model['problem']}"))
+            continue
+        state = "converted" if model["converted"] else "not converted yet"
+        rows.append((model["name"], f"{model['package']} {model['version']}: {model['gguf']}; cache {model['cache']} ({state})"))
     return rows

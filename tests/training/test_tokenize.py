@@ -68,13 +68,14 @@ def _expected_trained(record: Record, eot: str) -> str:
     return out
 
 
-@pytest.mark.parametrize("which", ["smollm2", "llama3", "gemma"])
-def test_labels_decode_to_exactly_the_trained_segments(which, records, smollm2_tokenizer, llama3_tokenizer, gemma_tokenizer):
-    tok, eot, system = {
-        "smollm2": (smollm2_tokenizer, "<|im_end|>", SYSTEM_PROMPT),
-        "llama3": (llama3_tokenizer, "<|eot_id|>", SYSTEM_PROMPT),
-        "gemma": (gemma_tokenizer, "<end_of_turn>", None),
-    }[which]
+@pytest.mark.parametrize(("which", "eot", "system"), [
+    ("smollm2_tokenizer", "<|im_end|>", SYSTEM_PROMPT),
+    ("llama3_tokenizer", "<|eot_id|>", SYSTEM_PROMPT),
+    ("gemma_tokenizer", "<end_of_turn>", None),
+    ("gemma3_tokenizer", "<end_of_turn>", SYSTEM_PROMPT),  # the real one: the system prompt joins the user turn
+])
+def test_labels_decode_to_exactly_the_trained_segments(which, eot, system, records, request):
+    tok = request.getfixturevalue(which)  # only the tokenizers this case needs (gemma3's may skip)
     for record in records:
         enc = tokenize_record(record, tok, system_prompt=system)
         assert len(enc["input_ids"]) == len(enc["labels"]) == len(enc["attention_mask"])
@@ -83,8 +84,9 @@ def test_labels_decode_to_exactly_the_trained_segments(which, records, smollm2_t
         assert all(lab in (IGNORE_INDEX, tid) for tid, lab in zip(enc["input_ids"], enc["labels"]))
 
 
-def test_every_chunk_is_tokenised_on_its_own(records, smollm2_tokenizer):
-    tok = smollm2_tokenizer
+@pytest.mark.parametrize("which", ["smollm2_tokenizer", "gemma3_tokenizer"])
+def test_every_chunk_is_tokenised_on_its_own(which, records, request):
+    tok = request.getfixturevalue(which)
     for record in records:
         enc = tokenize_record(record, tok, with_spans=True)
         chunks = record_chunks(record, tok)
@@ -107,9 +109,10 @@ def _messages(record):
     return [(m["role"], m["content"]) for m in messages(record)]
 
 
-def test_prompt_tokens_are_what_the_backend_sends(records, smollm2_tokenizer):
+@pytest.mark.parametrize("which", ["smollm2_tokenizer", "gemma3_tokenizer"])
+def test_prompt_tokens_are_what_the_backend_sends(which, records, request):
     """Up to the first assistant token, training sees exactly HFBackend.start's prompt ids."""
-    tok = smollm2_tokenizer
+    tok = request.getfixturevalue(which)
     record = records[1]
     enc = tokenize_record(record, tok, with_spans=True)
     start, end, kind, train = enc["spans"][0]
@@ -217,3 +220,52 @@ def test_adjacent_trained_segments_are_one_run(smollm2_tokenizer):
     assert kinds == ["prompt", "assistant", "end", "template"]
     s, e, _, _ = enc["spans"][1]
     assert enc["input_ids"][s:e] == tok(calls + " Noted.", add_special_tokens=False)["input_ids"]
+
+
+# ------------------------------------------------------------------ the real Gemma 3 tokenizer (embedded:gemma-3-270m)
+
+
+def test_gemma3_trains_the_model_turn_and_its_end_only(records, gemma3_tokenizer):
+    """Gemma turns: BOS, <start_of_turn> headers, the system prompt folded into the user turn and
+    the controller's results are context; the calls, the answer and <end_of_turn> are trained."""
+    tok = gemma3_tokenizer
+    record = records[1]  # a read that finds its fact: call, results, answer
+    enc = tokenize_record(record, tok, with_spans=True)
+    ids, labels = enc["input_ids"], enc["labels"]
+    prompt_end = enc["spans"][0][1]
+    assert _decode(tok, ids[:prompt_end]) == (
+        f"<bos><start_of_turn>user\n{SYSTEM_PROMPT}\n\n{record.segments[0].text}<end_of_turn>\n<start_of_turn>model\n"
+    )
+    assert labels[:prompt_end] == [IGNORE_INDEX] * prompt_end
+    for start, end, kind, train in enc["spans"]:
+        assert train == (kind in ("assistant", "end")), kind
+        if kind == "memory":
+            assert labels[start:end] == [IGNORE_INDEX] * (end - start)
+            assert _decode(tok, ids[start:end]) == record.segments[2].text
+    end_of_turn = tok.convert_tokens_to_ids("<end_of_turn>")
+    assert ids[-2:] == [end_of_turn, tok.convert_tokens_to_ids("\n")]
+    assert labels[-2:] == [end_of_turn, IGNORE_INDEX]  # the model learns to stop; the newline after is template
+    assert _decode(tok, _labelled(enc)) == record.segments[1].text + record.segments[3].text + "<end_of_turn>"
+
+
+def test_gemma3_given_first_turn_is_context_only(records, gemma3_tokenizer):
+    tok = gemma3_tokenizer
+    record = next(r for r in records if r.id == "two-turns")
+    enc = tokenize_record(record, tok)
+    text = _decode(tok, enc["input_ids"])
+    assert text.count("<start_of_turn>model\n") == 2 and text.count("<end_of_turn>") == 4
+    assert _decode(tok, _labelled(enc)) == render_write("Ansel Quigg", "employed by", "Tessellate") + " Fixed.<end_of_turn>"
+
+
+def test_gemma3_call_delimiters_end_trained_spans(gemma3_tokenizer):
+    """'}:' closes the trained read query (the controller takes over), as with SmolLM2."""
+    tok = gemma3_tokenizer
+    rec = Record(id="q", type="read", segments=[
+        Segment(role="user", text="Where does Tia work?", train=False),
+        Segment(role="assistant", text=render_read("Tia", "employed by", None), train=True),
+        Segment(role="memory", text=" NONE]", train=False),
+        Segment(role="assistant", text=" I don't know.", train=True)])
+    enc = tokenize_record(rec, tok, with_spans=True)
+    (s, e, kind, train) = enc["spans"][1]
+    assert kind == "assistant" and train and _decode(tok, enc["input_ids"][e - 1 : e]) == "}:"
+    assert enc["labels"][e] == IGNORE_INDEX
