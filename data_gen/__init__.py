@@ -7,9 +7,7 @@
     episodes.py   Episode (the eval's --episodes JSONL format), build_episodes, load/dump_episodes
     generate.py   generate / generate_from_file: the whole `memlm generate` run and its files
     real.py       load_real: Re-DocRED and KnowledgeNet passages as eval-only write records
-    records.py    Record / Segment: the schema shared with training and eval
-    reward.py     reward: 0/1 score of a turn against a task's gold (self-instruct's filter)
-    self_instruct.py  `memlm self-instruct`: model-phrased tasks, executed, rewarded, kept, trained on
 
-Every call and result text is rendered with memory_runtime.protocol.
+Every call and result text is rendered with memory_runtime.protocol, every record is a
+memory_runtime.records.Record.
 """

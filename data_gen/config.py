@@ -19,18 +19,22 @@ functional, because only those are superseded by a newer write.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Literal, Sequence
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from data_gen.text import placeholders
-from memory_runtime.yaml_config import read_mapping, validate
+from memory_runtime.protocol import ACK
+from memory_runtime.yaml_config import apply_overrides, read_mapping, validate
 
 SPLITS = ("train", "validation", "test")
 READ_SHAPES = ("per", "per_org", "per_rel", "org", "rel", "rel_org", "per_rel_org")
 RECORD_KINDS = ("write", "read", "unanswerable", "update", "two_hop", "negative", "passage")
 
+
+DATA_CONFIGS_DIR = Path(__file__).resolve().parents[1] / "configs" / "data"
+TINY_CONFIG = DATA_CONFIGS_DIR / "tiny.yaml"  # small worlds, the default mix: tests, smoke runs, benches
 
 class ConfigError(ValueError):
     """An invalid data config; the message names the offending field(s)."""
@@ -275,7 +279,7 @@ class PassagesConfig(_Strict):
 class RepliesConfig(_Strict):
     """The assistant's fixed short texts (kept short and identical: the model is small)."""
 
-    ack: str = Field("Noted.", min_length=1)  # after the write calls of a statement
+    ack: str = Field(ACK, min_length=1)  # after the write calls of a statement
     nothing: str = Field("Nothing to store.", min_length=1)  # a statement with no fact to store
     unknown: str = Field("I don't know.", min_length=1)  # a read that found nothing
     confirm: str = "Yes, {fact}"  # existence check (per_rel_org) that found the fact
@@ -365,14 +369,15 @@ class DataConfig(_Strict):
         return config
 
     @classmethod
-    def load(cls, path: str | Path, *, seed: int | None = None) -> "DataConfig":
-        """Read a YAML config (`seed` overrides the file's). Raises ConfigError naming the field.
+    def load(cls, path: str | Path, *, seed: int | None = None, overrides: Sequence[str] = ()) -> "DataConfig":
+        """Read a YAML config, apply dotted ``key=value`` overrides, then `seed` (overrides the
+        file's). Raises ConfigError naming the field.
 
         A top-level `base: other.yaml` (relative to the file) starts from that config: mappings are
         merged key by key, anything else (lists included) is replaced.
         """
         path = Path(path)
-        data = _read_yaml(path)
+        data = apply_overrides(_read_yaml(path), overrides, ConfigError)
         if seed is not None:
             data = {**data, "seed": seed}
         return cls.from_dict(data, base_dir=path.parent, source=str(path))
@@ -432,10 +437,7 @@ def check_against_memory(config: DataConfig) -> None:
         table = memory_table(config)
     except (OSError, ValueError) as err:
         raise ValueError(f"memory_config: {err}") from None
-    canonical = {}
-    for spec in table.relations:
-        for surface in [spec.name, *spec.aliases]:
-            canonical[normalize_term(surface)] = spec.name
+    canonical = table.canonical_names
     functional = functional_of(config)
     for i, rel in enumerate(config.relations):
         owner = canonical.get(normalize_term(rel.name))

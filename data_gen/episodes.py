@@ -39,9 +39,10 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from data_gen.config import READ_SHAPES, DataConfig
 from data_gen.examples import Builder, Group, Scene, query_of
-from data_gen.oracle import MemoryOracle, Session, TripletT
+from data_gen.oracle import MemoryOracle, Session
 from data_gen.text import fill
 from data_gen.world import Pool, derive_seed
+from memory_runtime.protocol import Triplet
 
 
 class EpisodeTurn(BaseModel):
@@ -49,9 +50,9 @@ class EpisodeTurn(BaseModel):
 
     user: str = Field(min_length=1)
     kind: Literal["statement", "update", "question"]
-    writes: list[TripletT] = []
+    writes: list[Triplet] = []
     answer_names: list[str] | None = None
-    expected_facts: list[TripletT] = []
+    expected_facts: list[Triplet] = []
 
     @model_validator(mode="after")
     def _fields_fit_kind(self) -> "EpisodeTurn":

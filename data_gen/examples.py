@@ -38,9 +38,9 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from data_gen.config import READ_SHAPES, RECORD_KINDS, DataConfig, RelationConfig
-from data_gen.oracle import MemoryOracle, Session, TripletT
+from data_gen.oracle import MemoryOracle, Session
 from data_gen.passages import PassageBank, PassageMaker
-from data_gen.records import Record, Segment
+from memory_runtime.records import Record, Segment
 from data_gen.text import fill, oxford
 from data_gen.world import Pool, derive_seed
 from memory_runtime.protocol import Triplet, render_read, render_results, render_write
@@ -61,7 +61,7 @@ def allot(weights: dict[str, float], n: int) -> list[str]:
     return [k for k in weights for _ in range(counts[k])]
 
 
-def query_of(shape: str, fact: TripletT) -> Query:
+def query_of(shape: str, fact: Triplet) -> Query:
     """The read query of a shape, taken from a fact (None = wildcard)."""
     s, r, o = fact
     return {
@@ -132,7 +132,7 @@ class Scene:
         if group.org not in self.orgs:
             self.orgs.append(group.org)
 
-    def memory(self) -> list[TripletT]:
+    def memory(self) -> list[Triplet]:
         return [(p, g.rel.name, g.org) for g in self.groups for p in g.people]
 
     def people(self) -> list[str]:
@@ -367,7 +367,7 @@ class Builder:
         if self._memory is not None:
             self._memory.uses = 0
 
-    def chains(self, facts: list[TripletT]) -> list[tuple[TripletT, Rel, Rel]]:
+    def chains(self, facts: list[Triplet]) -> list[tuple[Triplet, Rel, Rel]]:
         """Two-hop chains in current facts: (person's only `first` fact, first, second) such that the
         organisation has `second` holders and the person is not one of them."""
         holders = Counter((r, o) for _, r, o in facts)
@@ -451,7 +451,7 @@ class Builder:
             self._retire()
         raise RuntimeError(f"{rid}: could not find an unanswerable {shape} question")
 
-    def change(self, scene: Scene, fact: TripletT) -> tuple[TripletT, str, list[tuple[str, Query]]]:
+    def change(self, scene: Scene, fact: Triplet) -> tuple[Triplet, str, list[tuple[str, Query]]]:
         """How a stored fact of a functional relation changes: (new fact, {old}, question options)."""
         person, relation, org = fact
         rel = self.by_name[relation]
@@ -558,7 +558,7 @@ class Memory:
     """A sampled memory and its store namespace, shared by up to `memory.reuse` records."""
 
     scene: Scene
-    facts: list[TripletT]
+    facts: list[Triplet]
     session: Session
     uses: int
     asked: set = field(default_factory=set)  # queries already asked of it (no record repeats another)

@@ -22,7 +22,6 @@ from memory_runtime.fuzzy import jaccard, shingles
 from memory_runtime.protocol import Triplet
 from memory_runtime.store import MemoryConfig, TripletStore, normalize_term
 
-TripletT = tuple[str, str, str]
 _norm = functools.lru_cache(maxsize=1 << 16)(normalize_term)  # our own bookkeeping only; the store normalises itself
 NEAR_MISS_MARGIN = 0.1  # refuse reads whose unstored term comes within this of the fuzzy threshold
 
@@ -43,7 +42,7 @@ class MemoryOracle:
             norm = self._relation_norms[relation] = _norm(self._store.canonical_relation(relation))
         return norm
 
-    def open(self, memory: list[TripletT] | tuple = ()) -> "Session":
+    def open(self, memory: list[Triplet] | tuple = ()) -> "Session":
         """A fresh memory (a new namespace) holding `memory`, written in order."""
         if self._opened and self._opened % self.reset_every == 0:
             # A new store; sessions still in use keep the old one alive until they are dropped.
@@ -68,18 +67,18 @@ class Session:
         self._clock = 0.0
         self._terms: tuple[set[str], set[str], set[str]] = (set(), set(), set())  # every norm ever written
 
-    def _norms(self, triplet: TripletT) -> tuple[str, str, str]:
+    def _norms(self, triplet: Triplet) -> tuple[str, str, str]:
         s, r, o = triplet
         return _norm(s), self._oracle.relation_norm(r), _norm(o)
 
-    def write_many(self, triplets: list[TripletT]) -> None:
+    def write_many(self, triplets: list[Triplet]) -> None:
         self._clock += 1.0
         self._store.write_many(triplets, namespace=self.namespace, at=self._clock)
         for t in triplets:
             for terms, norm in zip(self._terms, self._norms(t)):
                 terms.add(norm)
 
-    def write(self, triplet: TripletT) -> None:
+    def write(self, triplet: Triplet) -> None:
         self.write_many([triplet])
 
     def facts(self) -> list[Triplet]:

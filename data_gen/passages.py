@@ -31,8 +31,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from data_gen.config import _check_templates
 from data_gen.text import placeholders
+from memory_runtime.protocol import Triplet
 
-TripletT = tuple[str, str, str]
 ORG_KINDS = ("company", "university", "party", "club", "agency", "ngo", "media")
 NAME_FORMS = ("plain", "middle_initial", "middle_name", "title", "suffix")
 _FACT_SLOTS = {"per", "org", "job", "job_a", "year", "city"}
@@ -315,7 +315,7 @@ class PassageMaker:
 
     # ------------------------------------------------------------------ passages
 
-    def passage(self) -> tuple[str, list[TripletT]]:
+    def passage(self) -> tuple[str, list[Triplet]]:
         """A passage and the facts it states, in the order they appear."""
         rng, people, orgs = self.rng, set(), set()
         frames = [f for f in FRAME_WEIGHTS if self.max_facts >= 2 or f not in ("two_facts", "two_people", "surname")]

@@ -40,8 +40,8 @@ import re
 from pathlib import Path
 
 from data_gen.config import RepliesConfig
-from data_gen.records import Record, Segment
-from memory_runtime.protocol import render_write
+from memory_runtime.records import Record, Segment
+from memory_runtime.protocol import Triplet, render_write
 
 REAL_SPLIT = "real_eval"
 REDOCRED_FILE = "redocred_dev_person_org.jsonl"
@@ -87,7 +87,7 @@ def detokenize(text: str) -> str:
     return text.strip()
 
 
-def _dedupe(triplets: list[tuple[str, str, str]]) -> list[tuple[str, str, str]]:
+def _dedupe(triplets: list[Triplet]) -> list[Triplet]:
     return list(dict.fromkeys(triplets))
 
 
@@ -193,7 +193,7 @@ def load_real_file(path: str | Path, *, detok: bool = True, replies: RepliesConf
                      f"triples) nor data_gen records (segments)")
 
 
-def is_mentioned(record: Record, triplet: tuple[str, str, str]) -> bool:
+def is_mentioned(record: Record, triplet: Triplet) -> bool:
     """Whether both names of a gold triplet occur in the passage (after the memory's normalisation).
 
     KnowledgeNet gold often names a person the passage only calls "He"/"She" (76 of its 457

@@ -18,6 +18,8 @@ from pathlib import Path
 import numpy as np
 
 from memory_runtime.fuzzy import jaccard, shingles, signatures
+from memory_runtime.protocol import Triplet
+from memory_runtime.stats import percentile
 from memory_runtime.store import MemoryConfig, TripletStore, normalize_term
 
 RELATIONS = ["employed by", "manager of", "investor in", "founder of", "customer of"]
@@ -63,7 +65,7 @@ class BenchWorld:
         first, last = divmod(int(self.codes[i]), len(self.last))
         return f"{self.first[first]} {self.last[last]}"
 
-    def fact(self, i: int) -> tuple[str, str, str]:
+    def fact(self, i: int) -> Triplet:
         return self.person(i), RELATIONS[self.relation_ids[i]], self.orgs[self.org_ids[i]]
 
     def people_of(self, k: int) -> range:
@@ -82,7 +84,7 @@ def one_typo(term: str, rng: random.Random) -> str:
 
 
 def _ms(samples: list[float], q: float) -> float:
-    return round(float(np.percentile(samples, q)) * 1000, 4)
+    return round(percentile(samples, q) * 1000, 4)
 
 
 def run_memory_bench(

@@ -13,9 +13,8 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
+from memory_runtime.protocol import Triplet
 from memory_runtime.store import normalize_term
-
-Triplet = tuple[str, str, str]
 
 _ABSTAIN = re.compile(r"\b(i\s+don'?t\s+know|i\s+do\s+not\s+know|no\s+information|not\s+(?:in\s+)?(?:my\s+)?memory)\b", re.I)
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
@@ -57,7 +56,7 @@ def prf(predicted: Iterable, gold: Iterable) -> PRF:
 def triplet_key(triplet: Sequence[str], canonical=lambda r: r) -> Triplet:
     """The comparison key of a triplet: normalised terms, relation through `canonical`."""
     s, r, o = triplet
-    return normalize_term(s), normalize_term(canonical(r)), normalize_term(o)
+    return Triplet(normalize_term(s), normalize_term(canonical(r)), normalize_term(o))
 
 
 def triplet_prf(predicted: Iterable[Sequence[str]], gold: Iterable[Sequence[str]], canonical=lambda r: r) -> PRF:

@@ -19,7 +19,7 @@ from collections import defaultdict
 from typing import Callable, Iterable
 
 from data_gen.real import is_mentioned
-from data_gen.records import Record
+from memory_runtime.records import Record
 from eval.metrics import PRF, pair_prf, triplet_prf
 from eval.systems import Session, System, run_sessions
 from memory_runtime.store import MemoryConfig, TripletStore, normalize_term

@@ -15,7 +15,7 @@ from __future__ import annotations
 import random
 from typing import Callable, Iterable, Sequence
 
-from data_gen.records import Record
+from memory_runtime.records import Record, turns
 from eval.metrics import (
     abstains,
     answer_correct,
@@ -30,17 +30,6 @@ from memory_runtime.protocol import Call, parse_calls, strip_calls
 from memory_runtime.store import MemoryConfig, TripletStore
 
 _LETTERS = "abcdefghijklmnopqrstuvwxyz"
-
-
-def turns_of(record: Record) -> list[tuple[str, str]]:
-    """(user text, gold assistant text with calls and inserted results) per turn."""
-    turns: list[list[str]] = []
-    for seg in record.segments:
-        if seg.role == "user":
-            turns.append([seg.text, ""])
-        else:
-            turns[-1][1] += seg.text
-    return [(u, a) for u, a in turns]
 
 
 def gold_calls(assistant_text: str) -> list[Call]:
@@ -76,10 +65,10 @@ def one_typo(term: str, rng: random.Random) -> str:
 def with_typo(record: Record, seed: int) -> tuple[str, str, str] | None:
     """(original user text, typo'd user text, the name that got the typo) for an answerable
     one-turn question whose read names a person or organisation given in the text, else None."""
-    turns = turns_of(record)
-    if record.type != "read" or len(turns) != 1:
+    record_turns = turns(record)
+    if record.type != "read" or len(record_turns) != 1:
         return None
-    user, assistant = turns[0]
+    user, assistant = record_turns[0]
     reads = [c for c in gold_calls(assistant) if c.kind == "read"]
     names = [f for c in reads for f in (c.fields[0], c.fields[2]) if f and f in user and len(f) > 3]
     if not names:
@@ -92,7 +81,7 @@ def with_typo(record: Record, seed: int) -> tuple[str, str, str] | None:
 def record_session(system: System, record: Record, memory_config: MemoryConfig | None = None,
                    user_override: str | None = None) -> Session:
     """Replay one record with `system` (a session: yields its turns' requests); one result row per turn."""
-    turns = turns_of(record)
+    record_turns = turns(record)
     store = TripletStore(":memory:", memory_config)
     if record.memory:
         store.write_many(record.memory, at=1.0)
@@ -100,8 +89,8 @@ def record_session(system: System, record: Record, memory_config: MemoryConfig |
     candidates |= {t[0] for t in record.gold_triplets} | {t[2] for t in record.gold_triplets}
     history: list[dict] = []
     rows = []
-    for k, (user, gold_text) in enumerate(turns):
-        if user_override is not None and k == len(turns) - 1:
+    for k, (user, gold_text) in enumerate(record_turns):
+        if user_override is not None and k == len(record_turns) - 1:
             user = user_override
         gold = gold_calls(gold_text)
         context = verbalise([f.triplet for f in store.facts()]) or None  # what zero-shot gets instead of a memory
@@ -124,7 +113,7 @@ def record_session(system: System, record: Record, memory_config: MemoryConfig |
         }
         if any(c.kind == "read" for c in gold):
             gold_answer = strip_calls(gold_text)
-            names = list(record.gold_names) if k == len(turns) - 1 else []
+            names = list(record.gold_names) if k == len(record_turns) - 1 else []
             # names the answer may repeat: the question's, and those of the facts the gold reads return
             context = names_in(user, candidates) | {n for c in gold for t in c.results or [] for n in (t[0], t[2])}
             row.update({

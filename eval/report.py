@@ -18,6 +18,7 @@ from typing import Callable
 from eval.metrics import PRF
 from eval.real_probe import summarise_real
 from eval.systems import SYSTEMS
+from memory_runtime.stats import percentile
 
 CATEGORY_ORDER = ["write", "passage", "update", "update_question", "negative", "read/per", "read/per_org", "read/per_rel", "read/org",
                   "read/rel", "read/rel_org", "read/per_rel_org", "unanswerable", "two_hop"]
@@ -35,13 +36,6 @@ def _sum_prf(dicts) -> PRF:
 def _frac(values) -> float | None:
     values = list(values)
     return sum(map(bool, values)) / len(values) if values else None
-
-
-def _percentile(values: list[float], q: float) -> float | None:
-    if not values:
-        return None
-    values = sorted(values)
-    return values[min(len(values) - 1, int(round(q / 100 * (len(values) - 1))))]
 
 
 def wilson_interval(successes: int, n: int, z: float = 1.959964) -> tuple[float, float]:
@@ -123,8 +117,8 @@ def summarise_episodes(results: list[dict]) -> dict:
         "statement_accuracy": _frac(t["correct"] for t in statements),
         "memory_exact_after_statements": _frac(t["memory_matches"] for t in statements),
         "tokens_per_turn": mean(t["tokens"] for t in turns) if turns else None,
-        "wall_s_per_turn_p50": _percentile(walls, 50),
-        "wall_s_per_turn_p90": _percentile(walls, 90),
+        "wall_s_per_turn_p50": percentile(walls, 50) if walls else None,
+        "wall_s_per_turn_p90": percentile(walls, 90) if walls else None,
         "by_kind": by_kind,
     }
 

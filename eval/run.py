@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from data_gen.episodes import Episode, load_episodes
 from data_gen.real import ENV_VAR, KNOWLEDGENET_FILE, REDOCRED_FILE, default_real_dir
-from data_gen.records import Record
+from memory_runtime.records import Record
 from eval.episodes import evaluate_episodes
 from eval.real_probe import evaluate_real, real_sample
 from eval.records import evaluate_records, evaluate_typos

@@ -21,6 +21,7 @@ from memory_runtime.batching import BatchDecoder, TurnRequest
 from memory_runtime.controller import Controller, TurnResult, turn_messages
 from memory_runtime.hf_backend import HFBackend
 from memory_runtime.protocol import (
+    ACK,
     READ_OPEN,
     READ_QUERY_CLOSE,
     SEPARATOR,
@@ -39,7 +40,7 @@ ZERO_SHOT_PROMPT = "Answer the question from the facts given. If they do not say
 # not from any data_gen pool.
 _DEMOS = [
     ("Quentin Marlow works for Halvorsen Shipping.",
-     render_write("Quentin Marlow", "employed by", "Halvorsen Shipping") + " Noted."),
+     render_write("Quentin Marlow", "employed by", "Halvorsen Shipping") + " " + ACK),
     ("Who works for Halvorsen Shipping?",
      render_read(None, "employed by", "Halvorsen Shipping")
      + render_results([("Quentin Marlow", "employed by", "Halvorsen Shipping")]) + " Quentin Marlow."),

@@ -504,7 +504,7 @@ SERVE_DB = typer.Option(..., "--db", help="Memory database (SQLite file), create
 
 def _serve_config(path: Path):
     """Load a serve config; the default path falls back to the copy beside this package (run from anywhere)."""
-    from memory_runtime.serve import ServeConfig, ServeConfigError
+    from memory_runtime.serving.config import ServeConfig, ServeConfigError
 
     try:
         return ServeConfig.load(_find_config(path))
@@ -528,7 +528,8 @@ def serve_command(
 ) -> None:
     """Serve a model with its memory behind an OpenAI-compatible API (POST /v1/chat/completions),
     with per-user memory endpoints (/v1/memory/...), /health and /metrics."""
-    from memory_runtime.serve import ServeConfigError, serve
+    from memory_runtime.serving.config import ServeConfigError
+    from memory_runtime.serving.launch import serve
 
     cfg = _serve_config(config)
     try:
@@ -660,7 +661,7 @@ def self_instruct_command(
 
     Logs per round how many tasks were drafted, generated and kept, and the held-out paraphrase test
     (configs/self_instruct/paraphrase_test.jsonl) before and after."""
-    from data_gen.self_instruct import SelfInstructConfig, run_rounds
+    from learning_loop.self_instruct import SelfInstructConfig, run_rounds
 
     try:
         cfg = SelfInstructConfig.load(_find_config(config))

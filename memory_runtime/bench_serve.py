@@ -21,7 +21,10 @@ import json
 import httpx
 
 from memory_runtime.protocol import SYSTEM_PROMPT
-from memory_runtime.serve import BackendFactory, Limits, ServeConfig, background_server, create_app, percentile
+from memory_runtime.serving.app import BackendFactory, create_app
+from memory_runtime.serving.config import Limits, ServeConfig
+from memory_runtime.serving.launch import background_server
+from memory_runtime.stats import percentile
 from memory_runtime.store import TripletStore
 
 _PEOPLE = ["Dorothea Altemus", "Tia Batres", "Cyrus Alfred", "Marta Quinlan", "Ivo Renner", "Aiko Sato"]
@@ -139,7 +142,7 @@ def bench_serve(model: str, *, clients: int = 4, seconds: float = 30.0, max_toke
     from memory_runtime.batching import BatchDecoder
     from memory_runtime.hardware import resolve_device
     from memory_runtime.models import load_model, trained_system_prompt
-    from memory_runtime.serve import hf_backend_factory
+    from memory_runtime.serving.app import hf_backend_factory
 
     if threads is not None:
         torch.set_num_threads(threads)

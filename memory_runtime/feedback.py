@@ -28,12 +28,11 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from data_gen.records import Record, Segment
+from memory_runtime.records import Record, Segment, turn_segments
 from memory_runtime.controller import Controller, TurnResult
-from memory_runtime.protocol import render_write
+from memory_runtime.protocol import ACK, Triplet, render_write
 from memory_runtime.store import TripletStore, normalize_term
 
-ACK = " Noted."  # what a statement's writes are followed by in training data (data_gen replies.ack)
 
 
 @dataclass
@@ -46,9 +45,9 @@ class Exchange:
 
 @dataclass
 class Correction:
-    writes: list[tuple[str, str, str]]  # as stored (names completed from memory)
-    ended: list[tuple[str, str, str]] = field(default_factory=list)  # contradicted facts ended by the correction
-    superseded: list[tuple[str, str, str]] = field(default_factory=list)  # replaced by a functional write
+    writes: list[Triplet]  # as stored (names completed from memory)
+    ended: list[Triplet] = field(default_factory=list)  # contradicted facts ended by the correction
+    superseded: list[Triplet] = field(default_factory=list)  # replaced by a functional write
     turn: TurnResult | None = None  # the model's turn on the correction
     record: Record | None = None  # the feedback trajectory (None when nothing was written)
 
@@ -173,7 +172,7 @@ class Feedback:
                         out.ended.append(tuple(t))
             segments = (_turn_segments(exchange.user, exchange.result.text, train=False) if exchange else [])
             segments += [Segment(role="user", text=text, train=False),
-                         Segment(role="assistant", text=" ".join(render_write(*w) for w in writes) + ACK, train=True)]
+                         Segment(role="assistant", text=" ".join(render_write(*w) for w in writes) + " " + ACK, train=True)]
             out.record = Record(id=f"feedback-{uuid.uuid4().hex[:12]}", type="feedback", source="feedback",
                                 split="train", segments=segments, gold_triplets=writes,
                                 memory=[f.triplet for f in current])
@@ -188,9 +187,7 @@ class Feedback:
 
 def _turn_segments(user: str, assistant_text: str, *, train: bool) -> list[Segment]:
     """A turn as segments (inserted read results never trained)."""
-    from data_gen.self_instruct import trajectory_segments
-
-    segments = trajectory_segments(user, assistant_text)
+    segments = turn_segments(user, assistant_text)
     if not train:
         segments = [s.model_copy(update={"train": False}) for s in segments]
     return segments

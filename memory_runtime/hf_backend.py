@@ -315,7 +315,6 @@ class HFBackend:
         self.turn = TurnDecoder(tokenizer, self.end_token_ids, temperature=float(temperature), top_p=float(top_p),
                                 generator=generator, copy_fields=copy_fields,
                                 relations=frozenset(relations) if relations is not None else None)
-        self._use_logits_to_keep = True
         self._reset_cache()
 
     # ------------------------------------------------------------------ public API
@@ -424,11 +423,7 @@ class HFBackend:
     def _new_cache(self) -> Any:
         from transformers import DynamicCache
 
-        config = getattr(self.model, "config", None)
-        try:
-            return DynamicCache(config=config) if config is not None else DynamicCache()
-        except (TypeError, ValueError, AttributeError):
-            return DynamicCache()
+        return DynamicCache(config=self.model.config)  # sliding-window layers where the model has them
 
     def _crop(self, keep: int) -> None:
         """Drop cached positions >= ``keep`` (recompute from scratch if the cache cannot crop)."""
@@ -474,15 +469,7 @@ class HFBackend:
         return self._logits
 
     def _forward(self, input_ids: torch.Tensor) -> Any:
-        kwargs: dict[str, Any] = {"input_ids": input_ids, "past_key_values": self._cache, "use_cache": True}
-        if self._use_logits_to_keep:
-            try:
-                return self.model(**kwargs, logits_to_keep=1)
-            except TypeError as exc:
-                if "logits_to_keep" not in str(exc):
-                    raise
-                self._use_logits_to_keep = False
-        return self.model(**kwargs)
+        return self.model(input_ids=input_ids, past_key_values=self._cache, use_cache=True, logits_to_keep=1)
 
 
 def check_sampling(temperature: float, top_p: float) -> None:

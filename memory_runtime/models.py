@@ -399,36 +399,23 @@ def convert_gguf(
     generation config, so that training learns it and decoding stops at it (Gemma ends a turn with ``<end_of_turn>``, not
     with its ``<eos>``).
     """
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM, AutoTokenizer, GgufConfig
 
     gguf_path = Path(gguf_path)
     out_dir = Path(out_dir)
     directory, filename = str(gguf_path.parent), gguf_path.name
 
     tokenizer = AutoTokenizer.from_pretrained(directory, gguf_file=filename)
-    if not getattr(tokenizer, "chat_template", None):
-        # transformers 5.x copies the GGUF's template into the tokenizer; older ones did not.
-        template = gguf_chat_template(gguf_path) or chat_template
-        if template:
-            tokenizer.chat_template = template
+    if not tokenizer.chat_template and chat_template:  # transformers copies the GGUF's own template, if any
+        tokenizer.chat_template = chat_template
     if end_of_turn is not None:
         if end_of_turn not in tokenizer.get_vocab():
             raise ValueError(f"end-of-turn token {end_of_turn!r} is not in the vocabulary of {gguf_path}")
         tokenizer.eos_token = end_of_turn
 
-    model_kwargs: dict[str, Any] = {"dtype": torch.float32}
-    try:  # ask for a plain dense model: a model with packed GGUF blocks cannot be saved
-        from transformers import GgufConfig
-
-        model_kwargs["quantization_config"] = GgufConfig(dequantize=True)
-    except ImportError:
-        pass
-    model = AutoModelForCausalLM.from_pretrained(directory, gguf_file=filename, **model_kwargs)
-    quantizer = getattr(model, "hf_quantizer", None)
-    if quantizer is not None:  # older transformers: weights are dense already, drop the marker
-        quantizer.remove_quantization_config(model)
-    if getattr(model.config, "quantization_config", None) is not None:
-        del model.config.quantization_config
+    # a plain dense model: one with packed GGUF blocks (and a quantization config) cannot be saved
+    model = AutoModelForCausalLM.from_pretrained(directory, gguf_file=filename, dtype=torch.float32,
+                                                 quantization_config=GgufConfig(dequantize=True))
     if end_of_turn is not None:  # both configs list both ids, as Gemma's instruction-tuned release does
         end_id = tokenizer.convert_tokens_to_ids(end_of_turn)
         for config in (model.config, model.generation_config):

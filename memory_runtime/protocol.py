@@ -38,6 +38,10 @@ READ_QUERY_CLOSE = "}:"
 # the CPU recipe's tokens).
 SYSTEM_PROMPT = "You have a memory."
 
+# What the model says after the write calls of a statement (data_gen's default replies.ack; feedback
+# trajectories end their writes with it).
+ACK = "Noted."
+
 _CALL_PREFIX = "[MEM_"  # '[' + this prefix + verb chars + '{' starts a call
 _VERB_CHARS = frozenset(string.ascii_letters + "_")
 _MAX_HEAD = 48  # longer "[MEM_XXXX..." runs are treated as text (keeps the head buffer bounded)

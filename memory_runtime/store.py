@@ -89,6 +89,17 @@ class MemoryConfig(BaseModel):
 
     @model_validator(mode="after")
     def _aliases_unique(self) -> "MemoryConfig":
+        self.canonical_names  # raises on an alias claimed by two relations
+        names = {spec.name for spec in self.relations}
+        for spec in self.relations:
+            unknown = [name for name in spec.ends if name not in names]
+            if unknown:
+                raise ValueError(f"relation {spec.name!r}: ends {unknown}, which are not relation names of the table")
+        return self
+
+    @property
+    def canonical_names(self) -> dict[str, str]:
+        """The table's alias map: every name and alias, normalised -> its canonical relation name."""
         owner: dict[str, str] = {}
         for spec in self.relations:
             for surface in [spec.name, *spec.aliases]:
@@ -96,12 +107,7 @@ class MemoryConfig(BaseModel):
                 if owner.get(key, spec.name) != spec.name:
                     raise ValueError(f"relation alias {surface!r} is claimed by both {owner[key]!r} and {spec.name!r}")
                 owner[key] = spec.name
-        names = {spec.name for spec in self.relations}
-        for spec in self.relations:
-            unknown = [name for name in spec.ends if name not in names]
-            if unknown:
-                raise ValueError(f"relation {spec.name!r}: ends {unknown}, which are not relation names of the table")
-        return self
+        return owner
 
     @property
     def relation_names(self) -> list[str] | None:
@@ -269,7 +275,7 @@ class TripletStore:
         self._lock = threading.RLock()
         self._conn = self._connect(self.path)
         self._indexes: OrderedDict[tuple[str, str], FuzzyIndex] = OrderedDict()
-        self._canonical: dict[str, str] = {}  # normalised alias -> canonical relation name
+        self._canonical = self.config.canonical_names  # normalised alias -> canonical relation name
         self._functional: dict[str, str] = {}  # normalised canonical name -> "subject"/"object"/"both"
         self._ends: dict[str, list[str]] = {}  # normalised canonical name -> the relations its new facts end
         self._relation_cache: dict[str, tuple[str, str]] = {}
@@ -277,7 +283,6 @@ class TripletStore:
         self._canonical_words: dict[frozenset[str], str | None] = {}
         for spec in self.config.relations:
             for surface in [spec.name, *spec.aliases]:
-                self._canonical[normalize_term(surface)] = spec.name
                 words = relation_words(normalize_term(surface))
                 owner = self._canonical_words.get(words, spec.name)
                 self._canonical_words[words] = spec.name if owner == spec.name else None

@@ -1,13 +1,15 @@
-"""Reading YAML configs: one way to load a mapping and to name the fields that are wrong.
+"""Reading YAML configs: one way to load a mapping, to apply ``key=value`` overrides, and to name
+the fields that are wrong.
 
-The memory, data, training and serve configs all go through here, so a user sees the same
-kind of message whichever file is bad: the file, then one line per bad field by dotted path.
+The memory, data, training, eval, serve and self-instruct configs all go through here, so a user
+sees the same kind of message whichever file is bad: the file, then one line per bad field by
+dotted path; and every command that takes ``--config FILE`` takes ``a.b=value`` overrides too.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, Sequence, TypeVar
 
 import yaml
 from pydantic import BaseModel, ValidationError
@@ -29,6 +31,39 @@ def read_mapping(path: str | Path, what: str, error: type[Exception] = ValueErro
     if not isinstance(data, dict):
         raise error(f"invalid {what} {path}: expected a mapping at the top level, got {type(data).__name__}")
     return data
+
+
+def parse_override(item: str, error: type[Exception] = ValueError) -> tuple[list[str], Any]:
+    """``a.b.c=value`` -> (["a", "b", "c"], YAML-parsed value)."""
+    if "=" not in item:
+        raise error(f"override {item!r}: expected key=value (dotted key, e.g. optim.learning_rate=1e-4)")
+    key, _, raw = item.partition("=")
+    parts = [p for p in key.strip().split(".")]
+    if not key.strip() or any(not p for p in parts):
+        raise error(f"override {item!r}: bad key {key!r}")
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError as err:
+        raise error(f"override {item!r}: cannot parse value: {err}") from None
+    return parts, value
+
+
+def apply_overrides(raw: dict[str, Any], overrides: Sequence[str], error: type[Exception] = ValueError) -> dict[str, Any]:
+    """Apply ``key=value`` overrides (dotted paths) to a raw config mapping, in place, before it is
+    validated: an override goes through the same checks as the file."""
+    for item in overrides:
+        parts, value = parse_override(item, error)
+        node = raw
+        for i, part in enumerate(parts[:-1]):
+            child = node.get(part)
+            if child is None:
+                child = node[part] = {}
+            elif not isinstance(child, dict):
+                where = ".".join(parts[: i + 1])
+                raise error(f"override {item!r}: {where} is a value ({child!r}), not a group")
+            node = child
+        node[parts[-1]] = value
+    return raw
 
 
 def describe(err: ValidationError) -> str:

@@ -31,7 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from memory_runtime.models import EMBEDDED_MODEL, TRAIN_CONFIG_FILENAME
 from memory_runtime.protocol import SYSTEM_PROMPT
-from memory_runtime.yaml_config import read_mapping, validate
+from memory_runtime.yaml_config import apply_overrides, read_mapping, validate
 
 CONFIG_FILENAME = TRAIN_CONFIG_FILENAME
 DEEPSPEED_PRESETS_DIR = Path(__file__).resolve().parent.parent / "configs" / "deepspeed"
@@ -92,7 +92,8 @@ class QLoraSettings(_Strict):
 
 
 class SyntheticData(_Strict):
-    """A small templated write/read set (training.synthetic) for smoke runs and benches."""
+    """A small set generated in memory from data_gen's tiny config (configs/data/tiny.yaml), for smoke
+    runs, benches and tests before (and without) a `memlm generate` directory."""
 
     train: int = Field(2000, ge=1)
     validation: int = Field(100, ge=0)
@@ -278,38 +279,6 @@ class TrainConfig(_Strict):
 # ---------------------------------------------------------------------- loading
 
 
-def parse_override(item: str) -> tuple[list[str], Any]:
-    """``a.b.c=value`` -> (["a", "b", "c"], YAML-parsed value)."""
-    if "=" not in item:
-        raise ConfigError(f"override {item!r}: expected key=value (dotted key, e.g. optim.learning_rate=1e-4)")
-    key, _, raw = item.partition("=")
-    parts = [p for p in key.strip().split(".")]
-    if not key.strip() or any(not p for p in parts):
-        raise ConfigError(f"override {item!r}: bad key {key!r}")
-    try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
-    except yaml.YAMLError as err:
-        raise ConfigError(f"override {item!r}: cannot parse value: {err}") from None
-    return parts, value
-
-
-def apply_overrides(raw: dict[str, Any], overrides: Sequence[str]) -> dict[str, Any]:
-    """Apply ``key=value`` overrides (dotted paths) to a raw config mapping, in place."""
-    for item in overrides:
-        parts, value = parse_override(item)
-        node = raw
-        for i, part in enumerate(parts[:-1]):
-            child = node.get(part)
-            if child is None:
-                child = node[part] = {}
-            elif not isinstance(child, dict):
-                where = ".".join(parts[: i + 1])
-                raise ConfigError(f"override {item!r}: {where} is a value ({child!r}), not a group")
-            node = child
-        node[parts[-1]] = value
-    return raw
-
-
 def validate_config(raw: dict[str, Any], source: str = "config") -> TrainConfig:
     return validate(TrainConfig, raw, "training config", source, ConfigError)
 
@@ -321,7 +290,7 @@ def load_config(path: str | Path | None = None, overrides: Sequence[str] = ()) -
     if path is not None:
         source = str(path)
         raw = read_mapping(path, "training config", ConfigError)
-    apply_overrides(raw, overrides)
+    apply_overrides(raw, overrides, ConfigError)
     return validate_config(raw, source)
 
 

@@ -2,7 +2,7 @@
 
 The source is a ``datasets.DatasetDict`` saved by data_gen (``save_to_disk``; splits train /
 validation / test and "episodes"), whose rows carry the fields of
-:class:`data_gen.records.Record`, or the templated set of :mod:`training.synthetic`.  Each row
+:class:`memory_runtime.records.Record`, or a small set from data_gen's tiny config (``data.synthetic``).  Each row
 is validated as a Record and tokenised with :func:`training.tokenize.tokenize_record`; the
 result has the two columns the TRL trainer uses as is: ``input_ids`` and ``labels``.
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from data_gen.records import Record
+from memory_runtime.records import Record
 from training.config import TrainConfig
 from training.tokenize import RecordError, RecordTooLong, tokenize_record
 
@@ -30,9 +30,9 @@ def load_record_splits(config: TrainConfig) -> dict[str, Any]:
 
         return {"train": Dataset.from_list(load_extra_records(data.extra_jsonl)), "validation": None}
     if data.synthetic is not None:
-        from training.synthetic import synthetic_dataset_dict
+        from data_gen.generate import tiny_dataset_dict
 
-        dd = synthetic_dataset_dict(data.synthetic.train, data.synthetic.validation, seed=data.synthetic.seed)
+        dd = tiny_dataset_dict(data.synthetic.train, data.synthetic.validation, seed=data.synthetic.seed)
     else:
         from datasets import DatasetDict, load_from_disk
 

@@ -35,7 +35,7 @@ from typing import Any, Mapping
 
 from pydantic import ValidationError
 
-from data_gen.records import Record
+from memory_runtime.records import Record, message_groups
 from memory_runtime.protocol import SYSTEM_PROMPT
 
 IGNORE_INDEX = -100
@@ -170,14 +170,7 @@ def _as_record(record: Record | Mapping[str, Any]) -> Record:
 def record_chunks(record: Record | Mapping[str, Any], tokenizer: Any, *, system_prompt: str | None = SYSTEM_PROMPT) -> list[Chunk]:
     """The record as the chunks :func:`tokenize_record` tokenises one by one (see module doc)."""
     rec = _as_record(record)
-    # messages: (role, [segments]) grouped exactly like data_gen.records.messages
-    groups: list[tuple[str, list]] = []
-    for seg in rec.segments:
-        role = "user" if seg.role == "user" else "assistant"
-        if groups and groups[-1][0] == role:
-            groups[-1][1].append(seg)
-        else:
-            groups.append((role, [seg]))
+    groups = message_groups(rec)  # chat messages: (role, [segments])
     roles = (("system",) if system_prompt is not None else ()) + tuple(r for r, _ in groups)
     layout = _layout(tokenizer, roles)
     offset = 1 if system_prompt is not None else 0

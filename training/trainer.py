@@ -218,14 +218,9 @@ def build_sft_config(config: TrainConfig, *, has_eval: bool, output_dir: str | N
     if eval_strategy == "steps":
         kwargs["eval_steps"] = o.eval_steps or o.logging_steps * 5
     if config.packing.group_by_length:
-        if "train_sampling_strategy" in SFTConfig.__dataclass_fields__:
-            kwargs["train_sampling_strategy"] = "group_by_length"
-        else:  # older transformers
-            kwargs["group_by_length"] = True
-    # transformers >= 5.x renamed gradient_checkpointing* to activation_checkpointing* (old names still mirrored)
-    prefix = "activation" if "activation_checkpointing" in SFTConfig.__dataclass_fields__ else "gradient"
-    kwargs[f"{prefix}_checkpointing"] = g.gradient_checkpointing
-    kwargs[f"{prefix}_checkpointing_kwargs"] = {"use_reentrant": False} if g.gradient_checkpointing else None
+        kwargs["train_sampling_strategy"] = "group_by_length"
+    kwargs["activation_checkpointing"] = g.gradient_checkpointing
+    kwargs["activation_checkpointing_kwargs"] = {"use_reentrant": False} if g.gradient_checkpointing else None
     return SFTConfig(**kwargs)
 
 

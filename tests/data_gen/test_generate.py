@@ -8,7 +8,7 @@ from typer.testing import CliRunner
 
 from data_gen.config import DataConfig
 from data_gen.episodes import load_episodes
-from data_gen.records import Record
+from memory_runtime.records import Record
 from memlm.cli import app
 
 from .conftest import REPO, TINY
@@ -94,7 +94,7 @@ def test_every_trained_call_passes_the_runtime_copy_constraint(tiny_records):
     """The runtime keeps call subjects and objects copied from what the model saw and relations
     to the relation table or copies (memory_runtime.field_copy); a record that names something
     else could never be generated."""
-    from data_gen.records import messages
+    from memory_runtime.records import messages
     from memory_runtime.field_copy import allowed
     from memory_runtime.store import MemoryConfig
 

@@ -13,7 +13,7 @@ from data_gen.real import (
     load_real,
     write_real_jsonl,
 )
-from data_gen.records import Record
+from memory_runtime.records import Record
 from memory_runtime.protocol import parse_calls
 from memory_runtime.store import MemoryConfig
 

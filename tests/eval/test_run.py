@@ -8,7 +8,7 @@ import pytest
 
 from data_gen.config import DataConfig
 from data_gen.generate import generate
-from eval.records import evaluate_records, turns_of, with_typo
+from eval.records import evaluate_records, with_typo
 from eval.report import summarise_records
 from eval.run import EvalConfig, load_records, run_eval
 from eval.systems import System

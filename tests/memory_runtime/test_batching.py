@@ -48,7 +48,7 @@ def caller(tiny_model, smollm2_tokenizer):
     model = copy.deepcopy(tiny_model).train()
     tok = smollm2_tokenizer
     from training.tokenize import tokenize_record
-    from data_gen.records import Record, Segment
+    from memory_runtime.records import Record, Segment
 
     def record(user, assistant, results=None, answer=""):
         segments = [Segment(role="user", text=user, train=False), Segment(role="assistant", text=assistant, train=True)]

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from data_gen.records import Record
+from memory_runtime.records import Record
 from memory_runtime.backend import ScriptedBackend
 from memory_runtime.controller import Controller
 from memory_runtime.feedback import Exchange, Feedback, FeedbackLog, complete_name
@@ -129,7 +129,8 @@ def test_chat_commands_rate_correct_and_flag_repeats(tmp_path):
 def test_serve_feedback_endpoint(tmp_path):
     from fastapi.testclient import TestClient
 
-    from memory_runtime.serve import ServeConfig, create_app
+    from memory_runtime.serving.app import create_app
+    from memory_runtime.serving.config import ServeConfig
     from tests.memory_runtime.test_serve import ALICE, BOB, KEYS, MemoryEchoBackend, say
 
     config = ServeConfig(api_keys=KEYS, api_keys_env=None, feedback_dir=tmp_path)

@@ -19,16 +19,10 @@ from typer.testing import CliRunner
 from memlm.cli import app as cli_app
 from memory_runtime.backend import ScriptedBackend
 from memory_runtime.protocol import SYSTEM_PROMPT, parse_calls
-from memory_runtime.serve import (
-    APIError,
-    KeyRing,
-    Limits,
-    ServeConfig,
-    ServeConfigError,
-    background_server,
-    create_app,
-    hf_backend_factory,
-)
+from memory_runtime.serving.app import create_app, hf_backend_factory
+from memory_runtime.serving.config import Limits, ServeConfig, ServeConfigError
+from memory_runtime.serving.keys import KeyRing
+from memory_runtime.serving.launch import background_server
 from memory_runtime.store import TripletStore
 
 KEYS = {"alice-key-0001": "alice", "bob-key-000002": "bob"}

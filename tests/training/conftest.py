@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from data_gen.records import Record, Segment
+from memory_runtime.records import Record, Segment
 from memory_runtime.protocol import render_read, render_results, render_write
 
 

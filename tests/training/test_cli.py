@@ -35,7 +35,7 @@ def test_inspect_prints_tokens_with_their_labels(tiny_model_dir):
     result = runner.invoke(app, ["inspect", "--config", CPU_CONFIG, "--n", "2", f"model.name={tiny_model_dir}",
                                  "data.synthetic.train=50"])
     assert result.exit_code == 0, result.output
-    assert result.output.count("record synthetic-train-0-") == 2
+    assert result.output.count("record train-") == 2
     assert "<|im_start|>(-100, 1)" in result.output  # untrained prompt token: (label, id)
     assert "<|im_end|>(2, 2)" in result.output  # the trained end of turn
     assert "trained text: '[MEM_" in result.output or 'trained text: "[MEM_' in result.output
@@ -43,9 +43,9 @@ def test_inspect_prints_tokens_with_their_labels(tiny_model_dir):
 
 def test_train_on_a_data_gen_style_dataset_dir_and_merge(tiny_model_dir, tmp_path):
     """--data DIR loads a DatasetDict saved with save_to_disk (what data_gen writes), extra columns ignored."""
-    from training.synthetic import synthetic_dataset_dict
+    from data_gen.generate import tiny_dataset_dict
 
-    dd = synthetic_dataset_dict(12, 4, seed=3)
+    dd = tiny_dataset_dict(12, 4, seed=3)
     dd["train"] = dd["train"].add_column("episode", list(range(12)))
     dd.save_to_disk(str(tmp_path / "data"))
     out = tmp_path / "run"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from data_gen.records import Record, Segment
+from memory_runtime.records import Record, Segment
 from training.config import ConfigError, load_config, preflight
 from training.data import load_record_splits
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from data_gen.records import Record, Segment
+from memory_runtime.records import Record, Segment
 from memory_runtime.models import EMBEDDED_MODEL, load_tokenizer
 from memory_runtime.protocol import SYSTEM_PROMPT, render_read, render_write
 from training import tokenize_record
@@ -104,7 +104,7 @@ def test_every_chunk_is_tokenised_on_its_own(which, records, request):
 
 
 def _messages(record):
-    from data_gen.records import messages
+    from memory_runtime.records import messages
 
     return [(m["role"], m["content"]) for m in messages(record)]
 

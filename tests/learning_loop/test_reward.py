@@ -6,7 +6,7 @@ from memory_runtime.controller import CallRecord
 from memory_runtime.protocol import Triplet
 from memory_runtime.store import TripletStore
 
-from data_gen.reward import reward
+from learning_loop.reward import reward
 
 W = [("Ada Lin", "employed by", "Pfizer"), ("Bo Ek", "employed by", "Pfizer")]
 canonical = TripletStore(":memory:").canonical_relation

@@ -16,10 +16,11 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from memory_runtime.protocol import Call, Triplet, parse_calls
+
 Role = Literal["user", "assistant", "memory"]
 RecordType = Literal["write", "read", "unanswerable", "update", "two_hop", "negative", "passage", "feedback"]
 QueryShape = Literal["per", "per_org", "per_rel", "org", "rel", "rel_org", "per_rel_org"]
-TripletT = tuple[str, str, str]
 
 
 class Segment(BaseModel):
@@ -47,9 +48,9 @@ class Record(BaseModel):
     type: RecordType
     shape: QueryShape | None = None
     segments: list[Segment] = Field(min_length=1)
-    gold_triplets: list[TripletT] = []
+    gold_triplets: list[Triplet] = []
     gold_names: list[str] = []
-    memory: list[TripletT] = []
+    memory: list[Triplet] = []
     split: str | None = None  # train / validation / test, or real_eval (real text: never train on it)
     source: str | None = None  # "synthetic", or where a real passage comes from ("redocred", "knowledgenet")
     annotated_relations: list[str] | None = None  # real text: the relations its gold was annotated for (None = all)
@@ -63,13 +64,44 @@ class Record(BaseModel):
         return self
 
 
+def message_groups(record: Record) -> list[tuple[Literal["user", "assistant"], list[Segment]]]:
+    """The record's segments grouped into chat messages: a user segment is a user message, and
+    consecutive assistant and memory segments are one assistant message (the controller appends
+    read results inside the model's turn). The one grouping that training, eval and chat share."""
+    groups: list[tuple[Literal["user", "assistant"], list[Segment]]] = []
+    for seg in record.segments:
+        role: Literal["user", "assistant"] = "user" if seg.role == "user" else "assistant"
+        if groups and groups[-1][0] == role:
+            groups[-1][1].append(seg)
+        else:
+            groups.append((role, [seg]))
+    return groups
+
+
 def messages(record: Record) -> list[dict[str, str]]:
     """The chat messages of a record (assistant and memory segments merged into one turn)."""
-    out: list[dict[str, str]] = []
-    for seg in record.segments:
-        role = "user" if seg.role == "user" else "assistant"
-        if out and out[-1]["role"] == role:
-            out[-1]["content"] += seg.text
-        else:
-            out.append({"role": role, "content": seg.text})
-    return out
+    return [{"role": role, "content": "".join(s.text for s in segs)} for role, segs in message_groups(record)]
+
+
+def turns(record: Record) -> list[tuple[str, str]]:
+    """(user text, assistant text with calls and inserted results; "" if none) per user message."""
+    groups = message_groups(record)
+    return [(("".join(s.text for s in segs)), "".join(s.text for s in groups[i + 1][1]) if i + 1 < len(groups) else "")
+            for i, (role, segs) in enumerate(groups) if role == "user"]
+
+
+def turn_segments(user: str, assistant_text: str) -> list[Segment]:
+    """A turn the model ran as segments: the user's text and the model's text, the read results
+    the controller inserted (after each read's ``}:``, up to its ``]``) as untrained memory
+    segments. How self-instruct and feedback trajectories become Records."""
+    segments = [Segment(role="user", text=user, train=False)]
+    cursor = 0
+    for call in parse_calls(assistant_text):
+        if isinstance(call, Call) and call.kind == "read" and call.results_end is not None:
+            if assistant_text[cursor:call.end]:
+                segments.append(Segment(role="assistant", text=assistant_text[cursor:call.end], train=True))
+            segments.append(Segment(role="memory", text=assistant_text[call.end:call.results_end], train=False))
+            cursor = call.results_end
+    if assistant_text[cursor:]:
+        segments.append(Segment(role="assistant", text=assistant_text[cursor:], train=True))
+    return segments

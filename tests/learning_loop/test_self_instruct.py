@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from data_gen.records import Record
-from data_gen.self_instruct import (
+from memory_runtime.records import Record
+from learning_loop.self_instruct import (
     SelfInstructConfig,
     Task,
     augment,
@@ -18,8 +18,6 @@ from data_gen.self_instruct import (
     rejection,
     run_rounds,
     run_tasks,
-    score_tasks,
-    trajectory_segments,
 )
 from memory_runtime.backend import ScriptedBackend
 from memory_runtime.protocol import render_read, render_write
@@ -101,13 +99,6 @@ def test_run_tasks_keeps_reward_one_trajectories_as_records():
                                                           ("assistant", True)]
     assert read.segments[2].text == " {Ada Lin>>employed by>>Pfizer}; {Bo Ek>>employed by>>Pfizer}]"
     Record.model_validate_json(read.model_dump_json())
-
-
-def test_trajectory_segments_split_two_reads():
-    text = "[MEM_READ{A>>r>>}: {A>>r>>O}] [MEM_READ{>>s>>O}: NONE] I don't know."
-    segs = trajectory_segments("q?", text)
-    assert [s.role for s in segs] == ["user", "assistant", "memory", "assistant", "memory", "assistant"]
-    assert "".join(s.text for s in segs[1:]) == text
 
 
 def test_a_round_logs_counts_and_trains_on_the_kept_trajectories(tmp_path, monkeypatch):
@@ -216,7 +207,7 @@ def test_one_real_round_with_the_embedded_model(tmp_path):
 
 
 def test_spread_takes_every_kind():
-    from data_gen.self_instruct import spread
+    from learning_loop.self_instruct import spread
 
     tests = load_tasks(CONFIGS / "paraphrase_test.jsonl")
     assert {t.type for t in spread(tests, 12)} == {"write", "read", "unanswerable", "two_hop"}
@@ -224,7 +215,7 @@ def test_spread_takes_every_kind():
 
 
 def test_clean_generation_takes_the_sentence_not_an_echoed_spec():
-    from data_gen.self_instruct import clean_generation
+    from learning_loop.self_instruct import clean_generation
 
     assert clean_generation("Spec: ask: X >> ?\nSentence: Remind me of X.\n\nSpec: ...") == "Remind me of X."
     assert clean_generation("Spec: state: X >> founder of Y\n\nSpec: state: Z") == ""

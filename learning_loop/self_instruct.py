@@ -11,7 +11,7 @@ One round:
               leaves out a name the spec gives, gives away an answer, or copies a seed is dropped.
     execute   each task runs through the controller with the model and a fresh store holding
               the task's memory.
-    reward    data_gen.reward: 1 only for exactly the gold writes / gold reads and names.
+    reward    learning_loop.reward: 1 only for exactly the gold writes / gold reads and names.
     keep      reward-1 trajectories become data_gen Records (user untrained, the model's calls
               and answer trained, inserted results untrained), written as JSONL that
               `memlm train` includes through data.extra_jsonl.
@@ -33,17 +33,16 @@ from typing import Callable, Iterable, Literal, Sequence
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from data_gen.records import Record, Segment
-from data_gen.reward import Reward, reward
+from memory_runtime.records import Record, turn_segments
+from learning_loop.reward import Reward, reward
 from eval.metrics import names_in
 from memory_runtime.backend import Backend
 from memory_runtime.controller import Controller, TurnResult
-from memory_runtime.protocol import SYSTEM_PROMPT, Call, parse_calls
+from memory_runtime.protocol import SYSTEM_PROMPT, Call, Triplet, parse_calls
 from memory_runtime.store import MemoryConfig, TripletStore, normalize_term
 
 TaskType = Literal["write", "read", "unanswerable", "two_hop"]
 Query = tuple[str | None, str | None, str | None]
-TripletT = tuple[str, str, str]
 
 
 class Task(BaseModel):
@@ -58,10 +57,10 @@ class Task(BaseModel):
     type: TaskType
     shape: str | None = None
     text: str = ""
-    gold_triplets: list[TripletT] = []
+    gold_triplets: list[Triplet] = []
     gold_names: list[str] = []
     reads: list[Query] = []
-    memory: list[TripletT] = []
+    memory: list[Triplet] = []
 
     @property
     def kind(self) -> Literal["statement", "question"]:
@@ -252,25 +251,10 @@ def execute(task: Task, backend: Backend, memory_config: MemoryConfig | None = N
     return result, score
 
 
-def trajectory_segments(user: str, assistant_text: str) -> list[Segment]:
-    """A turn as segments: the model's text trained, the results the controller inserted not."""
-    segments = [Segment(role="user", text=user, train=False)]
-    cursor = 0
-    for call in parse_calls(assistant_text):
-        if isinstance(call, Call) and call.kind == "read" and call.results_end is not None:
-            if assistant_text[cursor:call.end]:
-                segments.append(Segment(role="assistant", text=assistant_text[cursor:call.end], train=True))
-            segments.append(Segment(role="memory", text=assistant_text[call.end:call.results_end], train=False))
-            cursor = call.results_end
-    if assistant_text[cursor:]:
-        segments.append(Segment(role="assistant", text=assistant_text[cursor:], train=True))
-    return segments
-
-
 def trajectory_record(task: Task, result: TurnResult, *, source: str = "self_instruct") -> Record:
     """A kept trajectory as a training Record (gold fields from the task)."""
     return Record(id=f"{source}-{task.id}", type=task.type, shape=task.shape,
-                  segments=trajectory_segments(task.text, result.text), gold_triplets=task.gold_triplets,
+                  segments=turn_segments(task.text, result.text), gold_triplets=task.gold_triplets,
                   gold_names=task.gold_names, memory=task.memory, split="train", source=source)
 
 

@@ -20,7 +20,6 @@ from typing import Callable, Iterable, Literal, Sequence
 from eval.metrics import answer_correct, names_in, triplet_key, triplet_prf
 
 TaskKind = Literal["statement", "question"]
-TripletT = tuple[str, str, str]
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,25 @@
+"""memlm serve: one model behind the controller, one memory namespace per API key.
+
+The server: one model behind the controller, one memory namespace per API key.
+
+`POST /v1/chat/completions` speaks the OpenAI chat API (plain and `stream: true`), so any
+OpenAI client works unchanged; the controller runs the memory calls server-side and the
+client sees only the answer (and, when it asks with `"memlm": {"trace": true}`, the calls).
+`/v1/memory/...` lets a user see and edit what the server remembers about them.
+
+Isolation is by construction: the namespace comes from the API key and from nothing a
+request can say, so no route can name another user's memory. Generation runs on one model
+thread (memory_runtime.scheduler): the turns of concurrent users share batches
+(`generation.max_batch_size`, memory_runtime.batching), admitted fairly across API keys; a
+streamed reply is sent as it is generated, calls never reach the client. The store, which is
+thread-safe, is shared by every request.
+
+    config.py      ServeConfig (configs/serve/*.yaml): API keys, limits, generation settings
+    keys.py        KeyRing: API key -> namespace, and the bearer dependency every route uses
+    schemas.py     the request bodies and the OpenAI-shaped APIError
+    metrics.py     Metrics: request counts and latencies per route, turn timings (/metrics)
+    middleware.py  Instrumented: body-size limit and request metrics, outermost
+    sse.py         the OpenAI chunk stream of a streamed reply
+    app.py         create_app: the routes over a store and a turn decoder
+    launch.py      serve (load the model, run uvicorn), background_server (tests, benches)
+"""

@@ -1,0 +1,290 @@
+"""The routes: OpenAI's chat completions over the controller, the caller's memory, feedback, health."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import asdict
+from typing import Annotated, Any, Protocol
+
+from fastapi import Depends, FastAPI, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, StreamingResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from memory_runtime.backend import Backend
+from memory_runtime.batching import OneAtATime, TurnRequest
+from memory_runtime.controller import Controller, TurnResult, turn_messages
+from memory_runtime.feedback import Exchange, Feedback, FeedbackLog
+from memory_runtime.protocol import SYSTEM_PROMPT, visible_reply
+from memory_runtime.scheduler import Overloaded, TurnScheduler
+from memory_runtime.serving.config import ServeConfig
+from memory_runtime.serving.keys import KeyRing, namespace_dependency
+from memory_runtime.serving.metrics import Metrics
+from memory_runtime.serving.middleware import Instrumented
+from memory_runtime.serving.schemas import (
+    APIError,
+    ChatRequest,
+    FactQuery,
+    FeedbackRequest,
+    ForgetQuery,
+    ImportRequest,
+    split_messages,
+)
+from memory_runtime.serving.sse import chat_chunks
+from memory_runtime.store import TripletStore
+
+
+class BackendFactory(Protocol):
+    def __call__(self, *, temperature: float, top_p: float, seed: int | None) -> Backend:
+        """A fresh backend for one turn (the server calls it on the generation thread)."""
+
+
+def hf_backend_factory(model: Any, tokenizer: Any, *, copy_fields: bool = True,
+                       relations: Sequence[str] | None = None) -> BackendFactory:
+    """Backends over one loaded model: each turn gets its own HFBackend (its own KV cache)."""
+    from memory_runtime.hf_backend import HFBackend
+
+    def make(*, temperature: float, top_p: float, seed: int | None) -> Backend:
+        return HFBackend(model, tokenizer, temperature=temperature, top_p=top_p, seed=seed, copy_fields=copy_fields,
+                         relations=relations)
+
+    return make
+
+
+def create_app(
+    config: ServeConfig,
+    store: TripletStore,
+    backend_factory: BackendFactory | None,
+    *,
+    model_name: str,
+    api_keys: dict[str, str] | None = None,
+    system_prompt: str | None = SYSTEM_PROMPT,
+    decoder: Any = None,
+) -> FastAPI:
+    """The server over a store and a decoder of turns (memory_runtime.batching.BatchDecoder; by
+    default turns run one at a time over `backend_factory`, which tests give scripted backends),
+    prompting the model with the system message it was trained with. Corrections
+    (POST /v1/feedback) decode alone over `backend_factory`.
+
+    `api_keys` defaults to config.resolve_api_keys() (config, environment variable, file).
+    """
+    keyring = KeyRing(config.resolve_api_keys() if api_keys is None else api_keys)
+    feedback, last_turns = Feedback(store, FeedbackLog(config.feedback_dir)), {}  # last_turns: namespace -> Exchange
+    limits, metrics = config.limits, Metrics()
+    if decoder is None:
+        decoder = OneAtATime(lambda r: backend_factory(temperature=r.temperature, top_p=r.top_p, seed=r.seed))
+    scheduler = TurnScheduler(decoder, limits.max_queue)
+    user_namespace = namespace_dependency(keyring)
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI):
+        yield
+        scheduler.close()
+
+    app = FastAPI(title="memlm", summary="A language model with a read-write triplet memory.", lifespan=lifespan)
+
+    @app.exception_handler(APIError)
+    async def _api_error(_: Request, err: APIError) -> JSONResponse:
+        return err.response()
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(_: Request, err: RequestValidationError) -> JSONResponse:
+        first = err.errors()[0]
+        loc = [str(p) for p in first["loc"] if p != "body"]
+        param = ".".join(loc) or None
+        message = f"{param}: {first['msg']}" if param else first["msg"]
+        return APIError(400, message, param=param).response()
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(_: Request, err: StarletteHTTPException) -> JSONResponse:
+        code = {404: "not_found", 405: "method_not_allowed"}.get(err.status_code)
+        return APIError(err.status_code, str(err.detail), code=code).response()
+
+    @app.exception_handler(Exception)
+    async def _crash(_: Request, err: Exception) -> JSONResponse:
+        return APIError(500, f"internal error: {type(err).__name__}", type="server_error").response()
+
+    # ------------------------------------------------------------------ service
+
+    @app.get("/health")
+    async def health() -> dict[str, Any]:
+        """Liveness, no key needed."""
+        return {"status": "ok", "model": model_name}
+
+    @app.get("/metrics")
+    async def get_metrics() -> dict[str, Any]:
+        """Request counts and latency per route, turn timings (no key needed: nothing per user)."""
+        return metrics.snapshot(scheduler.queued)
+
+    @app.get("/v1/models")
+    async def models(_: str = Depends(user_namespace)) -> dict[str, Any]:
+        return {"object": "list", "data": [{"id": model_name, "object": "model", "created": int(metrics.started),
+                                           "owned_by": "memlm"}]}
+
+    @app.post("/v1/chat/completions")
+    async def chat_completions(request: ChatRequest, namespace: str = Depends(user_namespace)) -> Any:
+        """One user turn: the model answers, its memory calls run against the caller's namespace."""
+        if request.n != 1:
+            raise APIError(400, "only n=1 is supported", param="n")
+        if request.tools:
+            raise APIError(400, "tools are not supported: memlm's tool is its memory", param="tools")
+        if len(request.messages) > limits.max_messages:
+            raise APIError(400, f"at most {limits.max_messages} messages per request", param="messages")
+        user_text, history = split_messages(request.messages)
+        asked = request.max_completion_tokens or request.max_tokens or limits.max_tokens
+        temperature = config.generation.temperature if request.temperature is None else request.temperature
+        top_p = config.generation.top_p if request.top_p is None else request.top_p
+
+        visible: asyncio.Queue[str | None] = asyncio.Queue()
+        loop = asyncio.get_running_loop()
+        shown = [""]
+
+        def on_text(text: str) -> None:  # on the model thread: hand the visible reply to the stream
+            reply = visible_reply(text)
+            if len(reply) > len(shown[0]):
+                shown[0] = reply
+                loop.call_soon_threadsafe(visible.put_nowait, reply)
+
+        turn = TurnRequest(turn_messages(user_text, history, system_prompt), store, namespace=namespace,
+                           max_new_tokens=min(asked, limits.max_tokens), max_calls=limits.max_calls,
+                           temperature=temperature, top_p=top_p, seed=request.seed,
+                           on_text=on_text if request.stream else None)
+        try:
+            future = scheduler.submit(turn, owner=namespace)
+        except Overloaded:
+            raise APIError(503, "the server is overloaded; retry later", type="server_error",
+                           code="overloaded") from None
+        except ValueError as err:
+            raise APIError(400, str(err)) from None
+        completion = {
+            "id": f"chatcmpl-{uuid.uuid4().hex}",
+            "created": int(time.time()),
+            "model": model_name,
+            "system_fingerprint": None,
+        }
+
+        def finished(result: TurnResult) -> tuple[str, dict[str, Any], dict[str, Any] | None]:
+            metrics.record_turn(result)
+            last_turns[namespace] = Exchange(user_text, result)  # what POST /v1/feedback is about
+            repeated = feedback.repeated_wrong(namespace, user_text, result.reply)
+            usage = {"prompt_tokens": result.prompt_tokens, "completion_tokens": result.generated_tokens,
+                     "total_tokens": result.prompt_tokens + result.generated_tokens}
+            trace = _trace(result, namespace) if request.memlm.trace else None
+            if trace is not None:
+                trace["repeated_wrong"] = repeated  # the same wrong answer again: the model should ask for help
+            return ("stop" if result.status == "ok" else "length"), usage, trace
+
+        if request.stream:
+            future.add_done_callback(lambda _: visible.put_nowait(None))
+            include_usage = bool((request.stream_options or {}).get("include_usage"))
+
+            events = chat_chunks({**completion, "object": "chat.completion.chunk"}, visible, future, finished,
+                                 include_usage=include_usage)
+            return StreamingResponse(events, media_type="text/event-stream",
+                                     headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+        result = await future
+        finish, usage, trace = finished(result)
+        choice = {"index": 0, "message": {"role": "assistant", "content": result.reply, "refusal": None},
+                  "logprobs": None, "finish_reason": finish}
+        body = {**completion, "object": "chat.completion", "choices": [choice], "usage": usage}
+        if trace is not None:
+            body["memlm"] = trace
+        return body
+
+    # ------------------------------------------------------------------ the caller's memory
+
+    def _guarded(fn: Callable[[], Any]) -> Any:
+        try:
+            return fn()
+        except (TypeError, ValueError) as err:
+            raise APIError(400, str(err)) from None
+
+    @app.get("/v1/memory/facts")
+    def list_facts(namespace: str = Depends(user_namespace), limit: int = Query(1000, ge=1, le=100_000),
+                   offset: int = Query(0, ge=0)) -> dict[str, Any]:
+        """The caller's current facts, oldest first."""
+        facts = store.facts(namespace)
+        return {"object": "list", "total": len(facts), "data": [asdict(f) for f in facts[offset:offset + limit]]}
+
+    @app.get("/v1/memory/search")
+    def search_facts(query: Annotated[FactQuery, Query()], namespace: str = Depends(user_namespace)) -> dict[str, Any]:
+        """Ask the memory as the model's MEM_READ does: exact first, then fuzzy per field."""
+        result = _guarded(lambda: store.query(query.subject, query.relation, query.object, namespace=namespace))
+        return {"object": "list", "data": [asdict(f) for f in result.facts],
+                "fuzzy": [asdict(m) for m in result.fuzzy.values()]}
+
+    @app.get("/v1/memory/history")
+    def fact_history(query: Annotated[FactQuery, Query()], namespace: str = Depends(user_namespace)) -> dict[str, Any]:
+        """Every version of the matching facts (exact match), superseded and forgotten ones too."""
+        facts = _guarded(lambda: store.history(query.subject, query.relation, query.object, namespace=namespace))
+        return {"object": "list", "data": [asdict(f) for f in facts]}
+
+    @app.delete("/v1/memory/facts")
+    def forget_facts(query: Annotated[ForgetQuery, Query()],
+                     namespace: str = Depends(user_namespace)) -> dict[str, Any]:
+        """End the facts that match exactly (they stay in history); purge=true erases every version."""
+        n = _guarded(lambda: store.forget(query.subject, query.relation, query.object, namespace=namespace,
+                                          purge=query.purge))
+        return {"forgotten": n, "purged": query.purge}
+
+    @app.get("/v1/memory/export")
+    def export_memory(namespace: str = Depends(user_namespace)) -> dict[str, Any]:
+        """The caller's whole memory: current facts (importable as is) and every version."""
+        return {"namespace": namespace, "exported_at": time.time(),
+                "facts": [asdict(f) for f in store.facts(namespace)],
+                "history": [asdict(f) for f in store.history(namespace=namespace)]}
+
+    @app.post("/v1/memory/import")
+    def import_memory(request: ImportRequest, namespace: str = Depends(user_namespace)) -> dict[str, Any]:
+        """Write facts in one transaction (all or nothing), timestamped now; an export's `facts` fit as is."""
+        results = _guarded(lambda: store.write_many([(f.subject, f.relation, f.object) for f in request.facts],
+                                                    namespace=namespace))
+        return {"stored": sum(r.status == "stored" for r in results),
+                "duplicate": sum(r.status == "duplicate" for r in results),
+                "superseded": sum(len(r.superseded) for r in results)}
+
+    @app.post("/v1/feedback")
+    async def post_feedback(request: FeedbackRequest, namespace: str = Depends(user_namespace)) -> dict[str, Any]:
+        """Feedback on the caller's last reply: a rating (good / bad) and/or a correction in words,
+        which the model turns into memory writes (superseding the wrong fact, kept in history)."""
+        last = last_turns.get(namespace)
+        out: dict[str, Any] = {"rating": request.rating, "repeated_wrong": False, "record": None}
+        if request.rating is not None:
+            if last is None:
+                raise APIError(400, "no reply to rate yet: rate after a chat completion", param="rating")
+            event = feedback.rate(namespace, last, good=request.rating == "good")
+            out.update(repeated_wrong=bool(event.get("repeated_wrong")), record=event.get("record"))
+        if request.correction:
+            if backend_factory is None:
+                raise APIError(501, "corrections need generation.engine=hf", param="correction")
+
+            def correct() -> Any:
+                backend = backend_factory(temperature=0.0, top_p=1.0, seed=None)
+                controller = Controller(backend, store, namespace=namespace, system_prompt=system_prompt,
+                                        max_calls=limits.max_calls, max_new_tokens=limits.max_tokens)
+                return feedback.correct(controller, request.correction, last)
+
+            fix = await scheduler.call(correct)
+            out.update(writes=fix.writes, superseded=fix.superseded, ended=fix.ended,
+                       record=fix.record.id if fix.record else out["record"])
+        return out
+
+    app.add_middleware(Instrumented, max_bytes=limits.max_request_bytes, metrics=metrics,
+                       routes={route.path for route in app.routes})
+    return app
+
+
+def _trace(result: TurnResult, namespace: str) -> dict[str, Any]:
+    data = result.to_dict()
+    return {
+        "namespace": namespace,
+        "status": result.status,
+        "calls": data["calls"],
+        "text": result.text,
+        "generated_tokens": result.generated_tokens,
+        "timings": {k: data[k] for k in ("wall_seconds", "model_seconds", "store_seconds", "overhead_seconds")},
+    }

@@ -1,0 +1,75 @@
+"""Running the server: `memlm serve` (load the model, then uvicorn) and a background server for
+tests and benchmarks."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from memory_runtime.serving.app import create_app, hf_backend_factory
+from memory_runtime.serving.config import ServeConfig
+from memory_runtime.store import TripletStore
+
+
+@contextmanager
+def background_server(app: Any, host: str = "127.0.0.1", port: int = 0, timeout: float = 30.0) -> Iterator[str]:
+    """Run `app` under uvicorn on a thread of this process; yields its base URL (port 0 = a free one)."""
+    import uvicorn
+
+    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on"))
+    thread = threading.Thread(target=server.run, name="memlm-server", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + timeout
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            server.should_exit = True
+            raise RuntimeError(f"the server did not start on {host}:{port}")
+        time.sleep(0.01)
+    bound = server.servers[0].sockets[0].getsockname()[1]
+    try:
+        yield f"http://{host}:{bound}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout)
+
+
+def serve(model: str, db: str | Path, config: ServeConfig, *, host: str = "127.0.0.1", port: int = 8000,
+          log_level: str = "info", on_ready: Callable[[str], None] | None = None) -> None:
+    """Load the model and serve it until interrupted. Config, keys and DB are checked before
+    the model loads, so a mistake fails in a second, not after the load."""
+    import torch
+    import uvicorn
+
+    from memory_runtime.batching import BatchDecoder
+    from memory_runtime.hardware import resolve_device
+    from memory_runtime.models import load_model, trained_system_prompt
+    from memory_runtime.store import MemoryConfig
+
+    keys = config.resolve_api_keys()
+    memory = MemoryConfig.load(config.memory_config)
+    with TripletStore(db, memory) as store:
+        if config.torch_threads is not None:
+            torch.set_num_threads(config.torch_threads)
+        generation = config.generation
+        if generation.engine == "vllm":
+            from memory_runtime.vllm_backend import load_vllm_decoder
+
+            decoder, backend_factory = load_vllm_decoder(model, max_batch_size=generation.max_batch_size,
+                                                         copy_fields=generation.copy_fields,
+                                                         dtype=generation.dtype), None
+        else:
+            loaded, tokenizer = load_model(model, merge=True, device=resolve_device(generation.device),
+                                           dtype=generation.dtype)
+            decoder = BatchDecoder(loaded, tokenizer, max_batch_size=generation.max_batch_size,
+                                   copy_fields=generation.copy_fields)
+            backend_factory = hf_backend_factory(loaded, tokenizer, copy_fields=generation.copy_fields,
+                                                 relations=memory.relation_names)
+        app = create_app(config, store, backend_factory, model_name=config.model_name or model, decoder=decoder,
+                         api_keys=keys, system_prompt=trained_system_prompt(model))
+        if on_ready is not None:
+            on_ready(f"serving {model} on http://{host}:{port} ({len(keys)} API keys, memory {db})")
+        uvicorn.run(app, host=host, port=port, log_level=log_level)

@@ -1,0 +1,121 @@
+"""What requests carry (OpenAI's chat fields memlm uses, the memory routes' queries and bodies)
+and the errors they get back, in OpenAI's JSON shape."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class MemlmOptions(BaseModel):
+    """The `memlm` field of a chat request (the openai client sends it through extra_body)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    trace: bool = False
+
+
+class ChatMessage(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    role: Literal["system", "developer", "user", "assistant", "tool", "function"]
+    content: str | list[dict[str, Any]] | None = None
+
+
+class ChatRequest(BaseModel):
+    """The OpenAI chat request fields memlm uses; other OpenAI fields are accepted and ignored."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    model: str | None = None  # any name is accepted; responses report the served model
+    messages: list[ChatMessage] = Field(min_length=1)
+    max_tokens: int | None = Field(None, ge=1)
+    max_completion_tokens: int | None = Field(None, ge=1)
+    temperature: float | None = Field(None, ge=0, le=2)
+    top_p: float | None = Field(None, gt=0, le=1)
+    seed: int | None = None
+    n: int = 1
+    stream: bool = False
+    stream_options: dict[str, Any] | None = None
+    tools: list[Any] | None = None
+    memlm: MemlmOptions = MemlmOptions()
+
+
+class APIError(Exception):
+    """An error answered in OpenAI's JSON shape: {"error": {message, type, param, code}}."""
+
+    def __init__(self, status: int, message: str, *, type: str = "invalid_request_error",
+                 param: str | None = None, code: str | None = None) -> None:
+        super().__init__(message)
+        self.status, self.message, self.type, self.param, self.code = status, message, type, param, code
+
+    def response(self) -> JSONResponse:
+        body = {"message": self.message, "type": self.type, "param": self.param, "code": self.code}
+        headers = {"WWW-Authenticate": "Bearer"} if self.status == 401 else None
+        return JSONResponse({"error": body}, status_code=self.status, headers=headers)
+
+
+def _text_of(message: ChatMessage, index: int) -> str:
+    if message.content is None or isinstance(message.content, str):
+        return message.content or ""
+    parts = []
+    for part in message.content:
+        if part.get("type") != "text" or not isinstance(part.get("text"), str):
+            raise APIError(400, "only text content parts are supported", param=f"messages.{index}.content")
+        parts.append(part["text"])
+    return "".join(parts)
+
+
+def split_messages(messages: list[ChatMessage]) -> tuple[str, list[dict[str, str]]]:
+    """(last user text, earlier user/assistant turns). System messages are dropped: the model
+    was trained with memlm's own system prompt, which the controller always sends."""
+    roles = [m.role for m in messages]
+    for i, role in enumerate(roles):
+        if role in ("tool", "function"):
+            raise APIError(400, "tool messages are not supported", param=f"messages.{i}.role")
+    if roles[-1] != "user":
+        raise APIError(400, "the last message must be the user's", param=f"messages.{len(roles) - 1}.role")
+    history = [{"role": m.role, "content": _text_of(m, i)} for i, m in enumerate(messages[:-1])
+               if m.role in ("user", "assistant")]
+    return _text_of(messages[-1], len(messages) - 1), history
+
+
+class FactQuery(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    subject: str | None = None
+    relation: str | None = None
+    object: str | None = None
+
+
+class ForgetQuery(FactQuery):
+    purge: bool = False  # erase every version for good instead of ending the current ones
+
+
+class ImportedFact(BaseModel):
+    model_config = ConfigDict(extra="ignore")  # an export's facts carry ids and intervals: ignored
+
+    subject: str
+    relation: str
+    object: str
+
+
+class FeedbackRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    rating: Literal["good", "bad"] | None = None
+    correction: str | None = Field(None, min_length=1, max_length=2000)  # "No, Dorothea works for BMW now."
+
+    @model_validator(mode="after")
+    def _something(self) -> "FeedbackRequest":
+        if self.rating is None and not self.correction:
+            raise ValueError("give a rating (good / bad) and/or a correction")
+        return self
+
+
+class ImportRequest(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    facts: list[ImportedFact]
