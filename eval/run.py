@@ -17,8 +17,9 @@ import random
 import time
 from collections import defaultdict
 from pathlib import Path
-from typing import Any, Callable, Literal
+from typing import Any, Callable, Literal, Sequence
 
+import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 from data_gen.episodes import Episode, load_episodes
@@ -30,6 +31,7 @@ from eval.records import evaluate_records, evaluate_typos
 from eval.report import summarise, write_report
 from eval.systems import SYSTEMS, System
 from memory_runtime.store import MemoryConfig
+from memory_runtime.yaml_config import apply_overrides, read_mapping, validate
 
 Part = Literal["records", "typos", "episodes", "real"]
 PARTS: tuple[str, ...] = ("records", "typos", "episodes", "real")
@@ -66,6 +68,23 @@ class EvalConfig(BaseModel):
     copy_fields: bool = Field(True, description="decode call subjects and objects copied from the conversation "
                                                 "and relations from the relation table "
                                                 "(memory_runtime.field_copy), as chat and serve do")
+    memory_config: str | None = Field(None, description="a memory config YAML (relation table, fuzzy settings); "
+                                                        "None: the shipped one")
+
+    def save(self, path: str | Path) -> Path:
+        """The resolved config as YAML (what `--config` reads back to run the same evaluation)."""
+        path = Path(path)
+        path.write_text(yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False, allow_unicode=True))
+        return path
+
+
+EVAL_CONFIG_FILENAME = "eval_config.yaml"  # an eval run's resolved config, saved beside its report
+
+
+def load_eval_config(path: str | Path | None = None, overrides: Sequence[str] = ()) -> EvalConfig:
+    """Read an eval config YAML (None: defaults only), apply dotted ``key=value`` overrides, validate."""
+    raw = read_mapping(path, "eval config") if path is not None else {}
+    return validate(EvalConfig, apply_overrides(raw, overrides), "eval config", str(path or "flags"))
 
 
 def _sample(items: list, limit: int | None, rng: random.Random) -> list:
@@ -239,6 +258,8 @@ def run_eval(config: EvalConfig, out_dir: str | Path, *, systems: dict[str, Syst
              memory_config: MemoryConfig | None = None, progress: Progress | None = None) -> dict:
     """Run every part for every system, write the report to `out_dir`; returns the summary."""
     start = time.perf_counter()
+    if memory_config is None:
+        memory_config = MemoryConfig.load(config.memory_config)
     cases = load_cases(config)
     tick = progress or (lambda description, total: (lambda: None))
     raw: dict[str, dict[str, Any]] = {name: {"uses_memory": name != "zero_shot"} for name in config.systems}
@@ -269,6 +290,8 @@ def run_eval(config: EvalConfig, out_dir: str | Path, *, systems: dict[str, Syst
             raw[name][part] = _evaluate(systems[name], part, cases[_CASES_OF[part]], config, memory_config,
                                         tick(f"{name}: {part}", n))
     summary = summarise(raw)
+    Path(out_dir).mkdir(parents=True, exist_ok=True)
+    config.save(Path(out_dir) / EVAL_CONFIG_FILENAME)
     meta = {**config.model_dump(), "wall_s": time.perf_counter() - start,
             "cases": {k: len(v) for k, v in cases.items()}, "sources": describe_sources(config, cases)}
     write_report(summary, raw, meta, out_dir)

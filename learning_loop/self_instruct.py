@@ -16,7 +16,7 @@ One round:
               and answer trained, inserted results untrained), written as JSONL that
               `memlm train` includes through data.extra_jsonl.
 
-`run_rounds` repeats this, training on templates + every trajectory kept so far after each
+`run_rounds` saves the resolved config (`self_instruct_config.yaml`) and repeats this, training on templates + every trajectory kept so far after each
 round, continuing the current adapter (`--model` when it is a trained run, then each round's;
 `continue_adapter: false` trains a fresh one each round); the next round generates and executes
 with the new adapter.
@@ -40,6 +40,7 @@ from memory_runtime.backend import Backend
 from memory_runtime.controller import Controller, TurnResult
 from memory_runtime.protocol import SYSTEM_PROMPT, Call, Triplet, parse_calls
 from memory_runtime.store import MemoryConfig, TripletStore, normalize_term
+from memory_runtime.yaml_config import apply_overrides, read_mapping, validate
 
 TaskType = Literal["write", "read", "unanswerable", "two_hop"]
 Query = tuple[str | None, str | None, str | None]
@@ -310,23 +311,24 @@ class SelfInstructConfig(BaseModel):
     train: TrainStep = TrainStep()
 
     @classmethod
-    def load(cls, path: str | Path) -> "SelfInstructConfig":
+    def load(cls, path: str | Path, overrides: Sequence[str] = ()) -> "SelfInstructConfig":
+        """Read a YAML config, apply dotted ``key=value`` overrides, validate; relative paths are
+        made absolute, relative to the file."""
         path = Path(path)
-        try:
-            data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-        except (OSError, yaml.YAMLError) as err:
-            raise ValueError(f"cannot read self-instruct config {path}: {err}") from None
-        try:
-            config = cls.model_validate(data)
-        except ValidationError as err:
-            fields = "\n".join(f"  {'.'.join(map(str, e['loc']))}: {e['msg']}" for e in err.errors())
-            raise ValueError(f"invalid self-instruct config {path}:\n{fields}") from None
+        raw = apply_overrides(read_mapping(path, "self-instruct config"), overrides)
+        config = validate(cls, raw, "self-instruct config", str(path))
         base = path.resolve().parent
         resolve = lambda p: str((base / p).resolve()) if p and not Path(p).is_absolute() else p  # noqa: E731
         config.world, config.seed_tasks = resolve(config.world), resolve(config.seed_tasks)
         config.test_tasks, config.real = resolve(config.test_tasks), resolve(config.real)
         config.train.config, config.train.templates = resolve(config.train.config), resolve(config.train.templates)
         return config
+
+    def save(self, path: str | Path) -> Path:
+        """The resolved config as YAML (paths absolute): what `--config` reads back to run it again."""
+        path = Path(path)
+        path.write_text(yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False, allow_unicode=True))
+        return path
 
 
 def score_tasks(tasks: Sequence[Task], backend: Backend, memory_config: MemoryConfig | None = None, *,
@@ -351,6 +353,7 @@ def run_rounds(config: SelfInstructConfig, model: str, out: Path, *, log: Callab
     from memory_runtime.models import trained_system_prompt
 
     out.mkdir(parents=True, exist_ok=True)
+    config.save(out / "self_instruct_config.yaml")
     seeds = load_tasks(config.seed_tasks)
     tests = spread(load_tasks(config.test_tasks), config.test_limit) if config.test_tasks else []
     real = _real_passages(config)

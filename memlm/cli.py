@@ -398,83 +398,104 @@ def memory_forget(
 @app.command("generate")
 def generate(
     config: Path = typer.Option(Path("configs/data/default.yaml"), "--config", help="Data config YAML."),
-    out: Path = typer.Option(..., "--out", help="Output directory (DatasetDict, JSONL, README.md card)."),
+    overrides: Optional[list[str]] = OVERRIDES,
+    out: Path = typer.Option(..., "--out", help="Output directory (DatasetDict, JSONL, README.md card, config.yaml: "
+                             "the resolved config)."),
     seed: Optional[int] = typer.Option(None, "--seed", help="Override the config's seed."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an earlier output in --out."),
 ) -> None:
     """Generate synthetic memory training data: train/validation/test records and episodes."""
-    from rich.markup import escape
-
     from data_gen.config import ConfigError
     from data_gen.generate import generate_from_file
 
     try:
-        report = generate_from_file(_find_config(config), out, seed=seed, overwrite=overwrite)
+        report = generate_from_file(_find_config(config), out, seed=seed, overrides=overrides or [], overwrite=overwrite)
     except (ConfigError, FileExistsError) as err:
-        console.print(f"[red]error:[/red] {escape(str(err))}", highlight=False, soft_wrap=True)
-        raise typer.Exit(2) from None
+        _fail(err)
     console.print(report.summary(), markup=False, highlight=False, soft_wrap=True)
 
 
 # ----------------------------------------------------------------------------- eval
 
 
+def _flag_overrides(**flags: object) -> list[str]:
+    """``key=value`` overrides for the flags that were given (None: not given), as YAML values."""
+    return [f"{key}={json.dumps(value)}" for key, value in flags.items() if value is not None]
+
+
+def _csv(value: Optional[str]) -> Optional[list[str]]:
+    return None if value is None else [item.strip() for item in value.split(",") if item.strip()]
+
+
 @app.command("eval")
 def eval_command(
-    model: str = typer.Option(..., "--model", help="A training run directory (adapter), or a base model "
-                              "(embedded:SmolLM2-135M-Instruct, a hub id, a local path)."),
+    model: Optional[str] = typer.Option(None, "--model", help="A training run directory (adapter), or a base model "
+                                        "(embedded:SmolLM2-135M-Instruct, a hub id, a local path). Required, here "
+                                        "or in the config."),
     data: Optional[Path] = typer.Option(None, "--data", help="A `memlm generate` output directory: its test "
                                         "records and episodes are evaluated."),
-    out: Path = typer.Option(..., "--out", help="Report directory: metrics.json, report.md, PNG plots, cases.jsonl."),
+    out: Path = typer.Option(..., "--out", help="Report directory: metrics.json, report.md, PNG plots, cases.jsonl, "
+                             "eval_config.yaml (the resolved config)."),
+    config: Optional[Path] = typer.Option(None, "--config", help="Eval config YAML (configs/eval/default.yaml lists "
+                                          "every field); flags and key=value overrides win over it."),
+    overrides: Optional[list[str]] = OVERRIDES,
     base: Optional[str] = typer.Option(None, "--base", help="Base model of the baselines (default: the adapter's "
                                        "base, run with the adapter switched off)."),
     episodes: Optional[Path] = typer.Option(None, "--episodes", help="Episodes JSONL to run end to end (the format "
                                             "is documented in data_gen/episodes.py; default: DATA/jsonl/episodes.jsonl)."),
     real: Optional[Path] = typer.Option(None, "--real", help="Real-text JSONL (Re-DocRED or KnowledgeNet format) "
                                         "or directory (default: data/real/ in the repository, dev data never trained on)."),
-    systems: str = typer.Option("memlm,few_shot,zero_shot", "--systems", help="Comma-separated: memlm (the model "
-                                "with memory), few_shot (base + memory + API examples), zero_shot (base, facts in "
-                                "the prompt, no memory)."),
-    parts: str = typer.Option("records,typos,episodes,real", "--parts", help="Comma-separated subset of "
-                              "records,typos,episodes,real."),
+    systems: Optional[str] = typer.Option(None, "--systems", help="Comma-separated: memlm (the model with memory), "
+                                          "few_shot (base + memory + API examples), zero_shot (base, facts in the "
+                                          "prompt, no memory). Default: all three."),
+    parts: Optional[str] = typer.Option(None, "--parts", help="Comma-separated subset of records,typos,episodes,real "
+                                        "(default: all)."),
     limit: Optional[int] = typer.Option(None, "--limit", min=1, help="At most N records per category, N episodes, "
                                         "N passages per real source (quick runs)."),
-    seed: int = typer.Option(0, "--seed", help="Sampling seed (decoding is greedy)."),
-    max_new_tokens: int = typer.Option(128, "--max-new-tokens", min=8, help="Generated tokens per turn."),
-    baseline_max_new_tokens: int = typer.Option(64, "--baseline-max-new-tokens", min=8, help="Generated tokens per "
-                                                "turn of the baselines (the base model rambles past its answer)."),
+    seed: Optional[int] = typer.Option(None, "--seed", help="Sampling seed (default 0; decoding is greedy)."),
+    max_new_tokens: Optional[int] = typer.Option(None, "--max-new-tokens", min=8, help="Generated tokens per turn "
+                                                 "(default 128)."),
+    baseline_max_new_tokens: Optional[int] = typer.Option(None, "--baseline-max-new-tokens", min=8, help="Generated "
+                                                          "tokens per turn of the baselines (default 64: the base "
+                                                          "model rambles past its answer)."),
     threads: Optional[int] = typer.Option(None, "--threads", min=1, help="torch CPU threads per process "
                                           "(default: one per core, or 1 with --workers)."),
-    workers: int = typer.Option(1, "--workers", min=1, help="Processes evaluating cases in parallel, each with its "
-                                "own copy of the model (CPU: 2 workers of 1 thread do more than 1 worker of 2)."),
+    workers: Optional[int] = typer.Option(None, "--workers", min=1, help="Processes evaluating cases in parallel, "
+                                          "each with its own copy of the model (default 1; CPU: 2 workers of 1 "
+                                          "thread do more than 1 worker of 2)."),
     batch_size: Optional[int] = typer.Option(None, "--batch-size", min=1, help="Turns decoded at once per process "
                                              "(the same greedy results as 1; default: 64 on a GPU, 8 on the CPU)."),
-    device: str = DEVICE,
-    dtype: str = DTYPE,
-    copy_fields: bool = typer.Option(True, "--copy-fields/--free-fields", help="Decode the names in calls "
-                                     "copied from the conversation and their relations from the relation table, "
-                                     "as chat and serve do (--free-fields: the model's own spelling, to measure "
-                                     "the model alone)."),
-    config: Optional[Path] = CONFIG,
+    device: Optional[str] = typer.Option(None, "--device", help="auto (default: a CUDA GPU when one is visible, else "
+                                         "the CPU), cpu, cuda, cuda:N."),
+    dtype: Optional[str] = typer.Option(None, "--dtype", help="auto (default: bfloat16 on GPUs and on CPUs that "
+                                        "multiply it natively, else float32), float32, bfloat16, float16."),
+    copy_fields: Optional[bool] = typer.Option(None, "--copy-fields/--free-fields", help="Decode the names in calls "
+                                               "copied from the conversation and their relations from the relation "
+                                               "table, as chat and serve do (the default; --free-fields: the "
+                                               "model's own spelling, to measure the model alone)."),
+    memory_config: Optional[Path] = typer.Option(None, "--memory-config", help="Memory config YAML (relation "
+                                                 "table, fuzzy settings; default: the shipped one)."),
 ) -> None:
     """Measure calls, answers, episodes, typo robustness and real-text writes, against baselines."""
-    from pydantic import ValidationError
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
     from eval.report import headline, markdown_table, verdict_lines
-    from eval.run import EvalConfig, run_eval
+    from eval.run import load_eval_config, run_eval
     from memory_runtime.store import MemoryConfig
 
+    def path(value: Optional[Path]) -> Optional[str]:
+        return None if value is None else str(_find_config(value))
+
+    items = [*(overrides or []), *_flag_overrides(
+        model=model, base=base, data=None if data is None else str(data), episodes=None if episodes is None else str(episodes),
+        real=None if real is None else str(real), systems=_csv(systems), parts=_csv(parts), limit=limit, seed=seed,
+        max_new_tokens=max_new_tokens, baseline_max_new_tokens=baseline_max_new_tokens, threads=threads,
+        workers=workers, batch_size=batch_size, device=device, dtype=dtype, copy_fields=copy_fields,
+        memory_config=path(memory_config))]
     try:
-        cfg = EvalConfig(model=model, base=base, data=str(data) if data else None,
-                         episodes=str(episodes) if episodes else None, real=str(real) if real else None,
-                         systems=[s.strip() for s in systems.split(",") if s.strip()],
-                         parts=[p.strip() for p in parts.split(",") if p.strip()],
-                         limit=limit, seed=seed, max_new_tokens=max_new_tokens, baseline_max_new_tokens=baseline_max_new_tokens,
-                         threads=threads, workers=workers, copy_fields=copy_fields, batch_size=batch_size,
-                         device=device, dtype=dtype)
-        memory_config = MemoryConfig.load(_find_config(config))
-    except (ValidationError, ValueError) as err:
+        cfg = load_eval_config(_find_config(config), items)
+        memory = MemoryConfig.load(cfg.memory_config)
+    except ValueError as err:
         _fail(err)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   TextColumn("left"), TimeRemainingColumn(), console=console) as bar:
@@ -483,7 +504,7 @@ def eval_command(
             return lambda: bar.advance(task)
 
         try:
-            summary = run_eval(cfg, out, memory_config=memory_config, progress=progress)
+            summary = run_eval(cfg, out, memory_config=memory, progress=progress)
         except (FileNotFoundError, ValueError) as err:
             _fail(err)
     print(markdown_table(headline(summary)))
@@ -502,12 +523,12 @@ MODEL = typer.Option(
 SERVE_DB = typer.Option(..., "--db", help="Memory database (SQLite file), created if missing.")
 
 
-def _serve_config(path: Path):
+def _serve_config(path: Path, overrides: Optional[list[str]] = None):
     """Load a serve config; the default path falls back to the copy beside this package (run from anywhere)."""
     from memory_runtime.serving.config import ServeConfig, ServeConfigError
 
     try:
-        return ServeConfig.load(_find_config(path))
+        return ServeConfig.load(_find_config(path), overrides or [])
     except ServeConfigError as err:
         _fail(err)
 
@@ -525,13 +546,14 @@ def serve_command(
                                                                "default sampling; see its comments."),
     log_level: str = typer.Option("info", "--log-level", help="uvicorn's log level: critical, error, warning, "
                                                               "info, debug, trace."),
+    overrides: Optional[list[str]] = OVERRIDES,
 ) -> None:
     """Serve a model with its memory behind an OpenAI-compatible API (POST /v1/chat/completions),
     with per-user memory endpoints (/v1/memory/...), /health and /metrics."""
     from memory_runtime.serving.config import ServeConfigError
     from memory_runtime.serving.launch import serve
 
-    cfg = _serve_config(config)
+    cfg = _serve_config(config, overrides)
     try:
         serve(model, db, cfg, host=host, port=port, log_level=log_level, on_ready=_log)
     except (ServeConfigError, ValueError, FileNotFoundError) as err:
@@ -655,6 +677,7 @@ def self_instruct_command(
                                                 "kept.jsonl, adapter/), templates/, rounds.jsonl."),
     rounds: Optional[int] = typer.Option(None, "--rounds", min=1, help="Override the config's rounds."),
     tasks: Optional[int] = typer.Option(None, "--tasks", min=1, help="Override the config's tasks_per_round."),
+    overrides: Optional[list[str]] = OVERRIDES,
 ) -> None:
     """Self-instructed trajectories: the model phrases tasks with known gold, runs them with its memory,
     keeps the exactly right runs (reward 1) and trains on templates + kept runs; repeat with the new adapter.
@@ -663,14 +686,11 @@ def self_instruct_command(
     (configs/self_instruct/paraphrase_test.jsonl) before and after."""
     from learning_loop.self_instruct import SelfInstructConfig, run_rounds
 
+    items = [*(overrides or []), *_flag_overrides(rounds=rounds, tasks_per_round=tasks)]
     try:
-        cfg = SelfInstructConfig.load(_find_config(config))
+        cfg = SelfInstructConfig.load(_find_config(config), items)
     except ValueError as err:
         _fail(err)
-    if rounds is not None:
-        cfg.rounds = rounds
-    if tasks is not None:
-        cfg.tasks_per_round = tasks
     try:
         rows = run_rounds(cfg, model, out, log=_log)
     except (ValueError, FileNotFoundError) as err:

@@ -110,3 +110,16 @@ def test_every_trained_call_passes_the_runtime_copy_constraint(tiny_records):
             for ch in turn["content"]:  # one character at a time: the finest a token can be
                 assert allowed(context, text, ch, relations), (record.id, text + ch)
                 text += ch
+
+
+def test_key_value_overrides_reach_the_config_and_its_record(tmp_path):
+    out = tmp_path / "small"
+    result = runner.invoke(app, ["generate", "--config", str(TINY), "--out", str(out), "splits.train=10",
+                                 "episodes.count=2"])
+    assert result.exit_code == 0, result.output
+    assert len((out / "jsonl" / "train.jsonl").read_text().splitlines()) == 10
+    saved = DataConfig.load(out / "config.yaml")
+    assert saved.splits.train == 10 and saved.episodes.count == 2
+    bad = runner.invoke(app, ["generate", "--config", str(TINY), "--out", str(tmp_path / "bad"), "splits.trian=10"])
+    assert bad.exit_code == 2 and "splits.trian" in bad.output and "unknown field" in bad.output
+    assert not (tmp_path / "bad").exists()

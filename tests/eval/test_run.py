@@ -229,3 +229,29 @@ def test_bench_decode_prints_turns_per_second_per_batch_size(tiny_data, tiny_mod
     assert result["same_results"] is True and result["turns"] >= 13
     assert set(result["batch_sizes"]) == {"1", "4"} and result["speedup_4_vs_1"] > 0
     assert result["exact_calls"]["1"] == result["exact_calls"]["4"]
+
+
+def test_eval_reads_a_config_with_overrides_and_saves_the_resolved_one(tiny_data, tiny_model_dir, tmp_path):
+    """--config FILE, then key=value overrides, then flags; OUT/eval_config.yaml runs it again."""
+    import yaml
+    from typer.testing import CliRunner
+
+    from memlm.cli import app
+
+    config = tmp_path / "eval.yaml"
+    config.write_text(f"model: {tiny_model_dir}\ndata: {tiny_data}\nsystems: [memlm]\nparts: [records]\nlimit: 5\n")
+    runner = CliRunner()
+    r = runner.invoke(app, ["eval", "--config", str(config), "--out", str(tmp_path / "a"), "limit=1",
+                            "max_new_tokens=8", "--seed", "3"])
+    assert r.exit_code == 0, r.output
+    saved = yaml.safe_load((tmp_path / "a" / "eval_config.yaml").read_text())
+    assert (saved["limit"], saved["max_new_tokens"], saved["seed"], saved["systems"]) == (1, 8, 3, ["memlm"])
+    again = runner.invoke(app, ["eval", "--config", str(tmp_path / "a" / "eval_config.yaml"), "--out", str(tmp_path / "b")])
+    assert again.exit_code == 0, again.output
+    assert _cases(tmp_path / "b") == _cases(tmp_path / "a")
+
+    bad = runner.invoke(app, ["eval", "--config", str(config), "--out", str(tmp_path / "c"), "limt=2"])
+    assert bad.exit_code == 2 and "limt: unknown field" in bad.output
+    missing = runner.invoke(app, ["eval", "--out", str(tmp_path / "d"), "--data", str(tiny_data)])
+    assert missing.exit_code == 2 and "model: Field required" in missing.output
+    assert not (tmp_path / "c").exists() and not (tmp_path / "d").exists()

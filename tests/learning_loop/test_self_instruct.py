@@ -127,6 +127,7 @@ def test_a_round_logs_counts_and_trains_on_the_kept_trajectories(tmp_path, monke
                       train_fn=seen_configs.append)
     assert len(rows) == 1 and rows[0]["drafts"] == 3 and rows[0]["kept"] == 0
     assert json.loads((tmp_path / "rounds.jsonl").read_text())["kept_ratio"] == rows[0]["kept_ratio"]
+    assert SelfInstructConfig.load(tmp_path / "self_instruct_config.yaml") == config  # the resolved config, kept
     train = seen_configs[0]
     assert train.data.path.endswith("templates") and train.data.extra_jsonl == []
     assert train.output.output_dir == str(tmp_path / "round-1" / "adapter") and train.optim.max_steps == 60
@@ -221,3 +222,12 @@ def test_clean_generation_takes_the_sentence_not_an_echoed_spec():
     assert clean_generation("Spec: state: X >> founder of Y\n\nSpec: state: Z") == ""
     assert clean_generation('  "Who runs Pfizer?"\nmore') == "Who runs Pfizer?"
     assert rejection(STATEMENT, "Ada Lin >> Bo Ek >> Pfizer", set()) == "not a plain sentence"
+
+
+def test_config_overrides_and_bad_fields(tmp_path):
+    config = SelfInstructConfig.load(CONFIGS / "default.yaml", ["rounds=3", "train.overrides=[optim.max_steps=5]"])
+    assert config.rounds == 3 and config.train.overrides == ["optim.max_steps=5"]
+    with pytest.raises(ValueError, match=r"invalid self-instruct config .*\n  round: unknown field"):
+        SelfInstructConfig.load(CONFIGS / "default.yaml", ["round=3"])
+    with pytest.raises(ValueError, match="rounds"):
+        SelfInstructConfig.load(CONFIGS / "default.yaml", ["rounds=0"])

@@ -97,6 +97,20 @@ def test_a_bad_config_names_the_field(tmp_path, text, field):
         ServeConfig.load(path)
 
 
+def test_key_value_overrides_are_validated_like_the_file(tmp_path):
+    path = tmp_path / "serve.yaml"
+    path.write_text("limits: {max_tokens: 64}\n")
+    cfg = ServeConfig.load(path, ["generation.max_batch_size=16", "limits.max_calls=4"])
+    assert (cfg.generation.max_batch_size, cfg.limits.max_calls, cfg.limits.max_tokens) == (16, 4, 64)
+    with pytest.raises(ServeConfigError, match=r"limits\.max_calls"):
+        ServeConfig.load(path, ["limits.max_calls=0"])
+    with pytest.raises(ServeConfigError, match="limits.max_tokens=5=6|expected key=value"):
+        ServeConfig.load(path, ["limits"])
+    r = CliRunner().invoke(cli_app, ["serve", "--db", str(tmp_path / "m.sqlite"), "--config", str(path),
+                                     "limits.max_queue=0"])
+    assert r.exit_code == 2 and "limits.max_queue" in r.output and not (tmp_path / "m.sqlite").exists()
+
+
 def test_keys_come_from_config_environment_and_file_without_being_echoed(tmp_path):
     keys_file = tmp_path / "keys.yaml"
     keys_file.write_text("file-key-0003: carol\n")
