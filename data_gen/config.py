@@ -18,8 +18,9 @@ functional, because only those are superseded by a newer write.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Literal, Sequence
+from typing import Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -35,6 +36,7 @@ RECORD_KINDS = ("write", "read", "unanswerable", "update", "two_hop", "negative"
 
 DATA_CONFIGS_DIR = Path(__file__).resolve().parents[1] / "configs" / "data"
 TINY_CONFIG = DATA_CONFIGS_DIR / "tiny.yaml"  # small worlds, the default mix: tests, smoke runs, benches
+
 
 class ConfigError(ValueError):
     """An invalid data config; the message names the offending field(s)."""
@@ -187,7 +189,7 @@ class MixConfig(_Strict):
     passage: float = Field(0, ge=0)  # a realistic statement (data_gen/passages.py) -> its write calls
 
     @model_validator(mode="after")
-    def _something(self) -> "MixConfig":
+    def _something(self) -> MixConfig:
         if not any(getattr(self, k) for k in RECORD_KINDS):
             raise ValueError("mix: every weight is 0")
         return self
@@ -205,7 +207,7 @@ class ShapeWeights(_Strict):
     per_rel_org: float = Field(0, ge=0)
 
     @model_validator(mode="after")
-    def _something(self) -> "ShapeWeights":
+    def _something(self) -> ShapeWeights:
         if not any(getattr(self, s) for s in READ_SHAPES):
             raise ValueError("shapes: every weight is 0")
         return self
@@ -225,7 +227,7 @@ class MemoryContextConfig(_Strict):
     reuse: int = Field(4, ge=1, le=100)  # records (reads, unanswerable, two-hop, one last update) sharing one memory
 
     @model_validator(mode="after")
-    def _ordered(self) -> "MemoryContextConfig":
+    def _ordered(self) -> MemoryContextConfig:
         if self.min_facts > self.max_facts:
             raise ValueError(f"memory.min_facts ({self.min_facts}) > memory.max_facts ({self.max_facts})")
         return self
@@ -246,7 +248,7 @@ class Range(_Strict):
     max: int = Field(ge=0)
 
     @model_validator(mode="after")
-    def _ordered(self) -> "Range":
+    def _ordered(self) -> Range:
         if self.min > self.max:
             raise ValueError(f"min ({self.min}) > max ({self.max})")
         return self
@@ -262,7 +264,7 @@ class EpisodeConfig(_Strict):
     two_hop: float = Field(0.1, ge=0, le=1)
 
     @model_validator(mode="after")
-    def _some_statement(self) -> "EpisodeConfig":
+    def _some_statement(self) -> EpisodeConfig:
         if self.statements.min < 1:
             raise ValueError("episodes.statements.min must be at least 1")
         return self
@@ -313,7 +315,7 @@ class DataConfig(_Strict):
     _negatives = field_validator("negatives")(_templates({"per", "org"}, required=set()))
 
     @model_validator(mode="after")
-    def _consistent(self) -> "DataConfig":
+    def _consistent(self) -> DataConfig:
         names = [r.name for r in self.relations]
         for i, name in enumerate(names):
             if name in names[:i]:
@@ -348,13 +350,17 @@ class DataConfig(_Strict):
     def two_hop_pairs(self) -> list[tuple[str, str]]:
         if self.two_hop.pairs is not None:
             return [tuple(p) for p in self.two_hop.pairs]  # type: ignore[misc]
-        return [(a.name, b.name) for a in self.relations for b in self.relations
-                if a.name != b.name and a.org_clause and a.weight and b.weight]
+        return [
+            (a.name, b.name)
+            for a in self.relations
+            for b in self.relations
+            if a.name != b.name and a.org_clause and a.weight and b.weight
+        ]
 
     # -- loading
 
     @classmethod
-    def from_dict(cls, data: dict, *, base_dir: str | Path | None = None, source: str = "<dict>") -> "DataConfig":
+    def from_dict(cls, data: dict, *, base_dir: str | Path | None = None, source: str = "<dict>") -> DataConfig:
         """Validate a config mapping; checks relations against the memory's relation table too."""
         if not isinstance(data, dict):
             raise ConfigError(f"invalid data config {source}: expected a mapping at the top level")
@@ -369,7 +375,7 @@ class DataConfig(_Strict):
         return config
 
     @classmethod
-    def load(cls, path: str | Path, *, seed: int | None = None, overrides: Sequence[str] = ()) -> "DataConfig":
+    def load(cls, path: str | Path, *, seed: int | None = None, overrides: Sequence[str] = ()) -> DataConfig:
         """Read a YAML config, apply dotted ``key=value`` overrides, then `seed` (overrides the
         file's). Raises ConfigError naming the field.
 

@@ -32,8 +32,9 @@ Every expected value is computed with the runtime's TripletStore.
 from __future__ import annotations
 
 import random
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Callable, Iterable, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -55,7 +56,7 @@ class EpisodeTurn(BaseModel):
     expected_facts: list[Triplet] = []
 
     @model_validator(mode="after")
-    def _fields_fit_kind(self) -> "EpisodeTurn":
+    def _fields_fit_kind(self) -> EpisodeTurn:
         if self.kind == "question":
             if self.writes:
                 raise ValueError("a question turn has no writes")
@@ -108,8 +109,14 @@ class EpisodeBuilder:
             scene.add(group)
             writes = [(p, group.rel.name, group.org) for p in group.people]
             session.write_many(writes)
-            turns.append(EpisodeTurn(user=b.statement(group.rel, group.org, group.people), kind="statement",
-                                     writes=writes, expected_facts=session.facts()))
+            turns.append(
+                EpisodeTurn(
+                    user=b.statement(group.rel, group.org, group.people),
+                    kind="statement",
+                    writes=writes,
+                    expected_facts=session.facts(),
+                )
+            )
         events = ["question"] * rng.randint(cfg.questions.min, cfg.questions.max)
         events += ["update"] * rng.randint(cfg.updates.min, cfg.updates.max)
         rng.shuffle(events)
@@ -130,8 +137,11 @@ class EpisodeBuilder:
         if rel.one_object:  # the person moves to another organisation
             new_org = b.fresh_org(scene)
             new, old_value = (person, relation, new_org), org
-            options = [("per_rel", (person, relation, None)), ("rel_org", (None, relation, new_org)),
-                       ("per", (person, None, None))]
+            options = [
+                ("per_rel", (person, relation, None)),
+                ("rel_org", (None, relation, new_org)),
+                ("per", (person, None, None)),
+            ]
         else:  # someone new takes the organisation's role
             new_person = b.fresh_person(scene)
             new, old_value = (new_person, relation, org), person
@@ -148,8 +158,9 @@ class EpisodeBuilder:
         results = session.read(*query)
         assert results, f"an episode question about a current fact found nothing: {query}"
         _, names = self.b.answer(query, results)
-        return EpisodeTurn(user=self.b.question(shape, query, rel), kind="question", answer_names=names,
-                           expected_facts=results)
+        return EpisodeTurn(
+            user=self.b.question(shape, query, rel), kind="question", answer_names=names, expected_facts=results
+        )
 
     def question(self, scene: Scene, session: Session) -> EpisodeTurn:
         b, rng, cfg = self.b, self.rng, self.cfg
@@ -183,8 +194,9 @@ class EpisodeBuilder:
             rel = b.pick_rel(rels)
             query = query_of(shape, (b.fresh_person(scene), rel.name, b.fresh_org(scene)))
             if session.read(*query) == []:
-                return EpisodeTurn(user=b.question(shape, query, rel), kind="question", answer_names=[],
-                                   expected_facts=[])
+                return EpisodeTurn(
+                    user=b.question(shape, query, rel), kind="question", answer_names=[], expected_facts=[]
+                )
         return None
 
     def two_hop(self, session: Session) -> EpisodeTurn | None:
@@ -199,8 +211,10 @@ class EpisodeBuilder:
             (f, first, second)
             for f in facts
             for first, second in b.pairs
-            if f.relation == first.name and first_count[(f.subject, f.relation)] == 1
-            and holders.get((second.name, f.object)) and (f.subject, second.name, f.object) not in facts
+            if f.relation == first.name
+            and first_count[(f.subject, f.relation)] == 1
+            and holders.get((second.name, f.object))
+            and (f.subject, second.name, f.object) not in facts
         ]
         if not chains:
             return None
@@ -208,8 +222,12 @@ class EpisodeBuilder:
         hop1 = session.read(fact.subject, first.name, None)
         hop2 = session.read(None, second.name, fact.object)
         _, names = b.answer((None, second.name, fact.object), hop2)
-        return EpisodeTurn(user=b.two_hop_question(first, second, fact.subject), kind="question",
-                           answer_names=names, expected_facts=[*hop1, *hop2])
+        return EpisodeTurn(
+            user=b.two_hop_question(first, second, fact.subject),
+            kind="question",
+            answer_names=names,
+            expected_facts=[*hop1, *hop2],
+        )
 
 
 def build_episodes(
@@ -229,4 +247,3 @@ def build_episodes(
         if progress is not None:
             progress(1)
     return episodes
-

@@ -34,16 +34,16 @@ from __future__ import annotations
 
 import random
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from data_gen.config import READ_SHAPES, RECORD_KINDS, DataConfig, RelationConfig
 from data_gen.oracle import MemoryOracle, Session
 from data_gen.passages import PassageBank, PassageMaker
-from memory_runtime.records import Record, Segment
 from data_gen.text import fill, oxford
 from data_gen.world import Pool, derive_seed
 from memory_runtime.protocol import Triplet, render_read, render_results, render_write
+from memory_runtime.records import Record, Segment
 
 Query = tuple[str | None, str | None, str | None]
 
@@ -170,8 +170,9 @@ class Builder:
     def passages(self) -> PassageMaker:
         if self._passages is None:
             bank = PassageBank.load(self.config.passages.bank)
-            self._passages = PassageMaker(bank, self.pool.people, self.pool.orgs, list(bank.relations), self.rng,
-                                          self.config.passages.max_facts)
+            self._passages = PassageMaker(
+                bank, self.pool.people, self.pool.orgs, list(bank.relations), self.rng, self.config.passages.max_facts
+            )
         return self._passages
 
     # ------------------------------------------------------------------ sampling
@@ -198,9 +199,13 @@ class Builder:
         if self.config.world.relations_per_person > 1 and self.rng.random() < 0.5:
             limit = self.config.world.relations_per_person
             candidates = [
-                p for p in scene.facts_of
-                if scene.facts_of[p] < limit and p not in scene.locked and p not in taken
-                and (p, rel.name, org) not in scene.facts and not (rel.one_object and (p, rel.name) in scene.held)
+                p
+                for p in scene.facts_of
+                if scene.facts_of[p] < limit
+                and p not in scene.locked
+                and p not in taken
+                and (p, rel.name, org) not in scene.facts
+                and not (rel.one_object and (p, rel.name) in scene.held)
             ]
             if candidates:
                 return self.rng.choice(candidates)
@@ -347,7 +352,7 @@ class Builder:
 
     # ------------------------------------------------------------------ shared memories
 
-    def memory_context(self) -> "Memory":
+    def memory_context(self) -> Memory:
         """The current shared memory (a new one when the last is used up): a two-hop chain planted
         among random statements. Reads, unanswerable and two-hop questions share it; an update
         changes it, so it is its last use."""
@@ -384,7 +389,7 @@ class Builder:
 
     def read(self, rid: str, shape: str) -> Record:
         names = {r.name for r in self.question_rels(shape)}
-        for attempt in range(4):
+        for _ in range(4):
             m = self.memory_context()
             options = [f for f in m.facts if f[1] in names and query_of(shape, f) not in m.asked]
             if options:
@@ -411,8 +416,9 @@ class Builder:
             Segment(role="user", text=self.question(shape, query, self.by_name[anchor[1]]), train=False),
             *self.read_segments(query, results, answer),
         ]
-        return self.record(rid, "read", segments, shape=shape, gold_triplets=list(results), gold_names=gold_names,
-                           memory=m.facts)
+        return self.record(
+            rid, "read", segments, shape=shape, gold_triplets=list(results), gold_names=gold_names, memory=m.facts
+        )
 
     def unanswerable_query(self, shape: str, scene: Scene, rel: Rel) -> Query:
         """A query of the shape over this memory that may well find nothing (the store decides)."""
@@ -461,12 +467,19 @@ class Builder:
                 new_org = self.fresh_org(scene)
             else:
                 new_org = self.rng.choice(others)
-            options = [("per", (person, None, None)), ("per_rel", (person, relation, None)),
-                       ("rel_org", (None, relation, new_org)), ("per_org", (person, None, new_org))]
+            options = [
+                ("per", (person, None, None)),
+                ("per_rel", (person, relation, None)),
+                ("rel_org", (None, relation, new_org)),
+                ("per_org", (person, None, new_org)),
+            ]
             return (person, relation, new_org), org, options
         new_person = self.fresh_person(scene)  # someone new takes the organisation's role
-        options = [("rel_org", (None, relation, org)), ("per", (new_person, None, None)),
-                   ("per_rel", (new_person, relation, None))]
+        options = [
+            ("rel_org", (None, relation, org)),
+            ("per", (new_person, None, None)),
+            ("per_rel", (new_person, relation, None)),
+        ]
         return (new_person, relation, org), person, options
 
     def update(self, rid: str) -> Record:
@@ -496,15 +509,17 @@ class Builder:
         answer, names = self.answer(query, results)
         person, _, org = new
         segments = [
-            Segment(role="user", text=fill(self.rng.choice(rel.cfg.updates), per=person, old=old_value, org=org),
-                    train=False),
+            Segment(
+                role="user",
+                text=fill(self.rng.choice(rel.cfg.updates), per=person, old=old_value, org=org),
+                train=False,
+            ),
             Segment(role="assistant", text=render_write(*new), train=True),
             Segment(role="assistant", text=" " + self.replies.ack, train=True),
             Segment(role="user", text=self.question(shape, query, rel), train=False),
             *self.read_segments(query, results, answer),
         ]
-        return self.record(rid, "update", segments, shape=shape, gold_triplets=[new], gold_names=names,
-                           memory=m.facts)
+        return self.record(rid, "update", segments, shape=shape, gold_triplets=[new], gold_names=names, memory=m.facts)
 
     def two_hop_question(self, first: Rel, second: Rel, person: str) -> str:
         clause = self.rng.choice(first.cfg.org_clause)
@@ -549,8 +564,7 @@ class Builder:
             Segment(role="memory", text=render_results(hop1), train=False),
             *self.read_segments(q2, hop2, answer, lead=" "),
         ]
-        return self.record(rid, "two_hop", segments, gold_triplets=[*hop1, *hop2], gold_names=names,
-                           memory=m.facts)
+        return self.record(rid, "two_hop", segments, gold_triplets=[*hop1, *hop2], gold_names=names, memory=m.facts)
 
 
 @dataclass

@@ -26,8 +26,8 @@ from data_gen.config import READ_SHAPES, RECORD_KINDS, SPLITS, TINY_CONFIG, Data
 from data_gen.episodes import Episode, build_episodes, dump_episodes
 from data_gen.examples import build_records
 from data_gen.oracle import MemoryOracle
-from memory_runtime.records import Record
 from data_gen.world import World, build_world
+from memory_runtime.records import Record
 
 
 @dataclass
@@ -54,7 +54,9 @@ class Report:
     def summary(self) -> str:
         lines = [f"wrote {self.out_dir}  (seed {self.seed})"]
         for split, counts in self.counts.items():
-            lines.append(f"  {split:<10} {sum(counts.values()):>7}  " + "  ".join(f"{k}={v}" for k, v in counts.items()))
+            lines.append(
+                f"  {split:<10} {sum(counts.values()):>7}  " + "  ".join(f"{k}={v}" for k, v in counts.items())
+            )
         lines.append(f"  {'episodes':<10} {self.episodes:>7}")
         lines.append(
             f"generated {self.examples} examples in {self.generate_seconds:.1f} s ({self.rate:,.0f} examples/s; "
@@ -71,28 +73,34 @@ def _features():
     from datasets import Features, List, Value
 
     triplets = List(List(Value("string")))
-    records = Features({
-        "id": Value("string"),
-        "type": Value("string"),
-        "shape": Value("string"),
-        "segments": List({"role": Value("string"), "text": Value("string"), "train": Value("bool")}),
-        "gold_triplets": triplets,
-        "gold_names": List(Value("string")),
-        "memory": triplets,
-        "split": Value("string"),
-        "source": Value("string"),
-        "annotated_relations": List(Value("string")),
-    })
-    episodes = Features({
-        "id": Value("string"),
-        "turns": List({
-            "user": Value("string"),
-            "kind": Value("string"),
-            "writes": triplets,
-            "answer_names": List(Value("string")),
-            "expected_facts": triplets,
-        }),
-    })
+    records = Features(
+        {
+            "id": Value("string"),
+            "type": Value("string"),
+            "shape": Value("string"),
+            "segments": List({"role": Value("string"), "text": Value("string"), "train": Value("bool")}),
+            "gold_triplets": triplets,
+            "gold_names": List(Value("string")),
+            "memory": triplets,
+            "split": Value("string"),
+            "source": Value("string"),
+            "annotated_relations": List(Value("string")),
+        }
+    )
+    episodes = Features(
+        {
+            "id": Value("string"),
+            "turns": List(
+                {
+                    "user": Value("string"),
+                    "kind": Value("string"),
+                    "writes": triplets,
+                    "answer_names": List(Value("string")),
+                    "expected_facts": triplets,
+                }
+            ),
+        }
+    )
     return records, episodes
 
 
@@ -121,14 +129,20 @@ def tiny_dataset_dict(train: int, validation: int = 0, *, seed: int = 0):
     benches and tests train on before, and without, a `memlm generate` directory."""
     from datasets import Dataset, DatasetDict, DatasetInfo
 
-    config = DataConfig.load(TINY_CONFIG, seed=seed, overrides=[
-        f"splits.train={train}", f"splits.validation={validation}", "splits.test=0", "episodes.count=0"])
+    config = DataConfig.load(
+        TINY_CONFIG,
+        seed=seed,
+        overrides=[f"splits.train={train}", f"splits.validation={validation}", "splits.test=0", "episodes.count=0"],
+    )
     _, splits, _ = generate_records(config)
     features, _ = _features()
-    return DatasetDict({
-        split: Dataset.from_list([r.model_dump(mode="json") for r in records], info=DatasetInfo(features=features))
-        for split, records in splits.items() if records
-    })
+    return DatasetDict(
+        {
+            split: Dataset.from_list([r.model_dump(mode="json") for r in records], info=DatasetInfo(features=features))
+            for split, records in splits.items()
+            if records
+        }
+    )
 
 
 # ----------------------------------------------------------------------------- the run
@@ -151,12 +165,14 @@ def generate_records(config: DataConfig, world: World | None = None, *, progress
     functional = functional_of(config)
     try:
         splits = {
-            split: build_records(config, world.pools[split], oracle, functional, getattr(config.splits, split),
-                                 progress=progress)
+            split: build_records(
+                config, world.pools[split], oracle, functional, getattr(config.splits, split), progress=progress
+            )
             for split in SPLITS
         }
-        episodes = build_episodes(config, world.pools[config.episodes.pool], oracle, functional,
-                                  config.episodes.count, progress=progress)
+        episodes = build_episodes(
+            config, world.pools[config.episodes.pool], oracle, functional, config.episodes.count, progress=progress
+        )
     finally:
         oracle.close()
     return world, splits, episodes
@@ -176,8 +192,15 @@ def generate(config: DataConfig, out_dir: str | Path, *, overwrite: bool = False
     gc.disable()
     try:
         start, start_cpu = time.perf_counter(), time.process_time()
-        with Progress(TextColumn("generating"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-                      console=Console(stderr=True), transient=True, disable=not show_progress) as bar:
+        with Progress(
+            TextColumn("generating"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeRemainingColumn(),
+            console=Console(stderr=True),
+            transient=True,
+            disable=not show_progress,
+        ) as bar:
             task = bar.add_task("generate", total=total)
             world, splits, episodes = generate_records(config, progress=lambda n: bar.advance(task, n))
         generated, generated_cpu = time.perf_counter(), time.process_time()
@@ -200,16 +223,22 @@ def generate(config: DataConfig, out_dir: str | Path, *, overwrite: bool = False
 
 
 def generate_from_file(
-    config_path: str | Path, out_dir: str | Path, *, seed: int | None = None, overrides: Sequence[str] = (),
-    overwrite: bool = False, show_progress: bool = True,
+    config_path: str | Path,
+    out_dir: str | Path,
+    *,
+    seed: int | None = None,
+    overrides: Sequence[str] = (),
+    overwrite: bool = False,
+    show_progress: bool = True,
 ) -> Report:
     """Load a YAML config (``key=value`` overrides, then `seed`) and generate (what `memlm generate` runs)."""
     config = DataConfig.load(config_path, seed=seed, overrides=overrides)
     return generate(config, out_dir, overwrite=overwrite, show_progress=show_progress)
 
 
-def write_outputs(config: DataConfig, out_dir: Path, world: World, splits: dict[str, list[Record]],
-                  episodes: list[Episode]) -> None:
+def write_outputs(
+    config: DataConfig, out_dir: Path, world: World, splits: dict[str, list[Record]], episodes: list[Episode]
+) -> None:
     import datasets
 
     jsonl = out_dir / "jsonl"
@@ -225,8 +254,9 @@ def write_outputs(config: DataConfig, out_dir: Path, world: World, splits: dict[
     finally:
         if was_enabled:
             datasets.enable_progress_bars()
-    (out_dir / "world.json").write_text(json.dumps(world.to_dict(), ensure_ascii=False, indent=1) + "\n",
-                                        encoding="utf-8")
+    (out_dir / "world.json").write_text(
+        json.dumps(world.to_dict(), ensure_ascii=False, indent=1) + "\n", encoding="utf-8"
+    )
     (out_dir / "config.yaml").write_text(config.to_yaml(), encoding="utf-8")
     (out_dir / "README.md").write_text(dataset_card(config, world, splits, episodes), encoding="utf-8")
 
@@ -259,8 +289,13 @@ def dataset_card(config: DataConfig, world: World, splits: dict[str, list[Record
     for split, records in splits.items():
         counts = Counter(r.type for r in records)
         type_rows.append([split, len(records), *(counts[k] for k in types)])
-    type_rows.append(["all", sum(len(r) for r in splits.values()),
-                      *(sum(1 for rs in splits.values() for r in rs if r.type == k) for k in types)])
+    type_rows.append(
+        [
+            "all",
+            sum(len(r) for r in splits.values()),
+            *(sum(1 for rs in splits.values() for r in rs if r.type == k) for k in types),
+        ]
+    )
     shape_rows = []
     for split, records in splits.items():
         for kind in ("read", "unanswerable", "update"):

@@ -42,7 +42,7 @@ class MemoryOracle:
             norm = self._relation_norms[relation] = _norm(self._store.canonical_relation(relation))
         return norm
 
-    def open(self, memory: list[Triplet] | tuple = ()) -> "Session":
+    def open(self, memory: list[Triplet] | tuple = ()) -> Session:
         """A fresh memory (a new namespace) holding `memory`, written in order."""
         if self._opened and self._opened % self.reset_every == 0:
             # A new store; sessions still in use keep the old one alive until they are dropped.
@@ -99,4 +99,3 @@ class Session:
                 return None
         result = self._store.query(q1, q2, q3, namespace=self.namespace, fuzzy=False)
         return result.triplets
-

@@ -41,8 +41,17 @@ _NEGATIVE_SLOTS = {"per", "per2", "org", "org2", "city", "year", "pron", "produc
 _ORG_NAME_SLOTS = {"city", "country", "field", "surname", "adjective"}
 _INITIALS = "ABCDEFGHJKLMNPRSTW"
 # frame -> relative weight (the last three need max_facts >= 2: two facts, or two sentences)
-FRAME_WEIGHTS = {"simple": 1, "sentence": 1, "apposition": 1.5, "prefix": 1, "relative": 1, "dated": 0.7,
-                 "two_facts": 0.8, "two_people": 0.8, "surname": 0.7}
+FRAME_WEIGHTS = {
+    "simple": 1,
+    "sentence": 1,
+    "apposition": 1.5,
+    "prefix": 1,
+    "relative": 1,
+    "dated": 0.7,
+    "two_facts": 0.8,
+    "two_people": 0.8,
+    "surname": 0.7,
+}
 
 
 class BankError(ValueError):
@@ -138,7 +147,7 @@ class PassageBank(_Strict):
     _negatives = field_validator("negatives")(lambda cls, v: _check(v, _NEGATIVE_SLOTS))
 
     @model_validator(mode="after")
-    def _consistent(self) -> "PassageBank":
+    def _consistent(self) -> PassageBank:
         for kind, spec in self.organisations.items():
             if kind not in ORG_KINDS:
                 raise ValueError(f"organisations.{kind}: unknown kind; known: {', '.join(ORG_KINDS)}")
@@ -154,12 +163,14 @@ class PassageBank(_Strict):
                         for template in getattr(group, slot):
                             other = stated.setdefault((slot, template, kind), name)
                             if other != name:  # the same text would be trained as two different facts
-                                raise ValueError(f"relations.{name}.groups[{i}].{slot}: {template!r} also states "
-                                                 f"{other!r} for kind {kind!r}")
+                                raise ValueError(
+                                    f"relations.{name}.groups[{i}].{slot}: {template!r} also states "
+                                    f"{other!r} for kind {kind!r}"
+                                )
         return self
 
     @classmethod
-    def load(cls, path: str | Path | None = None) -> "PassageBank":
+    def load(cls, path: str | Path | None = None) -> PassageBank:
         """The bank at `path` (None: the one shipped with data_gen)."""
         from memory_runtime.yaml_config import read_mapping, validate
 
@@ -213,8 +224,15 @@ def _tidy(text: str) -> str:
 class PassageMaker:
     """Makes realistic passages and hard negatives from one split's people and companies."""
 
-    def __init__(self, bank: PassageBank, people: tuple[str, ...], companies: tuple[str, ...],
-                 relations: list[str], rng: random.Random, max_facts: int = 2) -> None:
+    def __init__(
+        self,
+        bank: PassageBank,
+        people: tuple[str, ...],
+        companies: tuple[str, ...],
+        relations: list[str],
+        rng: random.Random,
+        max_facts: int = 2,
+    ) -> None:
         self.bank = bank
         self.people = people
         self.companies = companies
@@ -277,8 +295,12 @@ class PassageMaker:
     def _slots(self, fact: Fact | None) -> dict[str, str]:
         """Fresh words for a template: a job, a year, a city, and the fact's organisation."""
         job = self.rng.choice(self.bank.words.jobs)
-        slots = {"job": job, "job_a": _article(job), "year": str(self.rng.randint(1975, 2024)),
-                 "city": self.rng.choice(self.bank.words.cities)}
+        slots = {
+            "job": job,
+            "job_a": _article(job),
+            "year": str(self.rng.randint(1975, 2024)),
+            "city": self.rng.choice(self.bank.words.cities),
+        }
         if fact is not None:
             slots["org"] = fact.org_mention
         return slots
@@ -305,8 +327,9 @@ class PassageMaker:
         d = self.bank.distractors
         return self._fill(self.rng.choice(d.plural_vp if plural else d.vp), self._slots(None), orgs)
 
-    def fact(self, taken_people: set[str], orgs: set[str], person: Person | None = None,
-             exclude: tuple[str, ...] = ()) -> Fact:
+    def fact(
+        self, taken_people: set[str], orgs: set[str], person: Person | None = None, exclude: tuple[str, ...] = ()
+    ) -> Fact:
         rels = [r for r in self.relations if r not in exclude]
         relation = self.rng.choices(rels, weights=[self.bank.relations[r].weight for r in rels])[0]
         kinds = sorted({k for g in self.bank.relations[relation].groups for k in g.kinds})
@@ -382,14 +405,15 @@ class PassageMaker:
     def _two_people(self, people, orgs):
         f1, f2 = self.fact(people, orgs), self.fact(people, orgs)
         joiner = self.rng.choice([", while", ", and", "; meanwhile,"])
-        return (f"{f1.person.mention} {self._piece(f1, 'vp', orgs)}{joiner} {f2.person.mention} "
-                f"{self._piece(f2, 'vp', orgs)}."), [f1, f2]
+        return (
+            f"{f1.person.mention} {self._piece(f1, 'vp', orgs)}{joiner} {f2.person.mention} "
+            f"{self._piece(f2, 'vp', orgs)}."
+        ), [f1, f2]
 
     def _surname(self, people, orgs):
         f = self.fact(people, orgs)
         surname = f.person.surname[:1].upper() + f.person.surname[1:]  # "van der Berg" starts a sentence
-        return (f"{f.person.mention} {self.distractor(orgs)}. "
-                f"{surname} {self._piece(f, 'vp', orgs)}."), [f]
+        return (f"{f.person.mention} {self.distractor(orgs)}. {surname} {self._piece(f, 'vp', orgs)}."), [f]
 
     # ------------------------------------------------------------------ negatives
 

@@ -40,8 +40,8 @@ import re
 from pathlib import Path
 
 from data_gen.config import RepliesConfig
-from memory_runtime.records import Record, Segment
 from memory_runtime.protocol import Triplet, render_write
+from memory_runtime.records import Record, Segment
 
 REAL_SPLIT = "real_eval"
 REDOCRED_FILE = "redocred_dev_person_org.jsonl"
@@ -62,8 +62,11 @@ KNOWLEDGENET_RELATIONS = {
 }
 # What a passage annotated for a KnowledgeNet relation was checked for, in canonical relations: its
 # "employee or member of" covers membership too, so a "member of" write there is scored, not ignored.
-KNOWLEDGENET_ANNOTATED = {"EMPLOYEE_OR_MEMBER_OF": ("employed by", "member of"), "FOUNDED_BY": ("founder of",),
-                          "CEO": ("CEO of",)}
+KNOWLEDGENET_ANNOTATED = {
+    "EMPLOYEE_OR_MEMBER_OF": ("employed by", "member of"),
+    "FOUNDED_BY": ("founder of",),
+    "CEO": ("CEO of",),
+}
 
 
 class RealDataMissing(FileNotFoundError):
@@ -113,8 +116,16 @@ def _record(rid: str, source: str, passage: str, triplets, annotated: list[str],
     else:
         segments.append(Segment(role="assistant", text=replies.nothing, train=True))
     names = list(dict.fromkeys([t[0] for t in triplets] + [t[2] for t in triplets]))
-    return Record(id=rid, type="write" if triplets else "negative", segments=segments, gold_triplets=triplets,
-                  gold_names=names, split=REAL_SPLIT, source=source, annotated_relations=annotated)
+    return Record(
+        id=rid,
+        type="write" if triplets else "negative",
+        segments=segments,
+        gold_triplets=triplets,
+        gold_names=names,
+        split=REAL_SPLIT,
+        source=source,
+        annotated_relations=annotated,
+    )
 
 
 def load_redocred(path: Path, *, detok: bool = True, replies: RepliesConfig | None = None) -> list[Record]:
@@ -126,15 +137,20 @@ def load_redocred(path: Path, *, detok: bool = True, replies: RepliesConfig | No
         for t in row["triples"]:
             relation = REDOCRED_RELATIONS.get(t["relation"])
             if relation is None:
-                raise ValueError(f"{path}:{n}: unmapped relation {t['relation']} ({t['relation_name']}); "
-                                 f"add it to data_gen.real.REDOCRED_RELATIONS")
+                raise ValueError(
+                    f"{path}:{n}: unmapped relation {t['relation']} ({t['relation_name']}); "
+                    f"add it to data_gen.real.REDOCRED_RELATIONS"
+                )
             sides = {t["head_type"]: t["head"], t["tail_type"]: t["tail"]}
             if set(sides) != {"PER", "ORG"}:
-                raise ValueError(f"{path}:{n}: expected one PER and one ORG side, got {t['head_type']}/{t['tail_type']}")
+                raise ValueError(
+                    f"{path}:{n}: expected one PER and one ORG side, got {t['head_type']}/{t['tail_type']}"
+                )
             triplets.append((clean(sides["PER"]), relation, clean(sides["ORG"])))
         annotated = sorted(set(REDOCRED_RELATIONS.values()))
-        records.append(_record(f"{REAL_SPLIT}-redocred-{i:04d}", "redocred", clean(row["sentence"]), triplets,
-                               annotated, replies))
+        records.append(
+            _record(f"{REAL_SPLIT}-redocred-{i:04d}", "redocred", clean(row["sentence"]), triplets, annotated, replies)
+        )
     return records
 
 
@@ -146,19 +162,25 @@ def load_knowledgenet(path: Path, *, replies: RepliesConfig | None = None) -> li
         for t in row["triples"]:
             relation = KNOWLEDGENET_RELATIONS.get(t["relation"])
             if relation is None:
-                raise ValueError(f"{path}:{n}: unmapped relation {t['relation']!r}; "
-                                 f"add it to data_gen.real.KNOWLEDGENET_RELATIONS")
+                raise ValueError(
+                    f"{path}:{n}: unmapped relation {t['relation']!r}; add it to data_gen.real.KNOWLEDGENET_RELATIONS"
+                )
             triplets.append((t["person"].strip(), relation, t["organization"].strip()))
         try:
             annotated = sorted({r for a in row["annotated"] for r in KNOWLEDGENET_ANNOTATED[a]})
         except KeyError as err:
             raise ValueError(f"{path}:{n}: unknown annotated relation {err}") from None
-        records.append(_record(f"{REAL_SPLIT}-knowledgenet-{i:04d}", "knowledgenet", row["text"].strip(), triplets,
-                               annotated, replies))
+        records.append(
+            _record(
+                f"{REAL_SPLIT}-knowledgenet-{i:04d}", "knowledgenet", row["text"].strip(), triplets, annotated, replies
+            )
+        )
     return records
 
 
-def load_real(path: str | Path | None = None, *, detok: bool = True, replies: RepliesConfig | None = None) -> list[Record]:
+def load_real(
+    path: str | Path | None = None, *, detok: bool = True, replies: RepliesConfig | None = None
+) -> list[Record]:
     """Every real passage as a write (or no-fact) record: Re-DocRED first, then KnowledgeNet.
 
     `path` is the directory holding both files (default: default_real_dir()). Raises RealDataMissing
@@ -189,8 +211,10 @@ def load_real_file(path: str | Path, *, detok: bool = True, replies: RepliesConf
         return load_redocred(path, detok=detok, replies=replies)
     if "text" in first:
         return load_knowledgenet(path, replies=replies)
-    raise ValueError(f"{path}: rows are neither Re-DocRED (sentence, triples), KnowledgeNet (text, annotated, "
-                     f"triples) nor data_gen records (segments)")
+    raise ValueError(
+        f"{path}: rows are neither Re-DocRED (sentence, triples), KnowledgeNet (text, annotated, "
+        f"triples) nor data_gen records (segments)"
+    )
 
 
 def is_mentioned(record: Record, triplet: Triplet) -> bool:
@@ -203,7 +227,9 @@ def is_mentioned(record: Record, triplet: Triplet) -> bool:
     from memory_runtime.store import normalize_term
 
     text = normalize_term(record.segments[0].text)  # a possessive "ASEAN's" normalises to "aseans"
-    return all(re.search(rf"(?<!\w){re.escape(normalize_term(name))}s?(?!\w)", text) for name in (triplet[0], triplet[2]))
+    return all(
+        re.search(rf"(?<!\w){re.escape(normalize_term(name))}s?(?!\w)", text) for name in (triplet[0], triplet[2])
+    )
 
 
 def write_real_jsonl(records: list[Record], path: str | Path) -> None:

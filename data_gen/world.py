@@ -23,7 +23,7 @@ from faker import Faker
 from data_gen.config import SPLITS, DataConfig
 from memory_runtime.store import normalize_term
 
-_BAD_CHARS = set("{}[]<>;\\,\"()")  # keep names plain: no protocol characters, no list commas
+_BAD_CHARS = set('{}[]<>;\\,"()')  # keep names plain: no protocol characters, no list commas
 
 
 def derive_seed(*parts: object) -> int:

@@ -10,7 +10,8 @@ answers. Sizes take turns over `rounds`, so a machine that speeds up or slows do
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from eval.records import evaluate_records
 from eval.report import summarise_records
@@ -18,9 +19,18 @@ from eval.run import EvalConfig, load_records
 from eval.systems import System
 
 
-def bench_decode(model: str, data: str, *, turns: int = 64, batch_sizes: Sequence[int] = (1, 8), rounds: int = 1,
-                 device: str = "auto", dtype: str = "auto", max_new_tokens: int = 128,
-                 log: Callable[[str], None] = lambda line: None) -> dict[str, Any]:
+def bench_decode(
+    model: str,
+    data: str,
+    *,
+    turns: int = 64,
+    batch_sizes: Sequence[int] = (1, 8),
+    rounds: int = 1,
+    device: str = "auto",
+    dtype: str = "auto",
+    max_new_tokens: int = 128,
+    log: Callable[[str], None] = lambda line: None,
+) -> dict[str, Any]:
     """Decode `turns` test turns at each batch size; turns/s, tokens/s and whether results agree."""
     import torch
 
@@ -33,8 +43,10 @@ def bench_decode(model: str, data: str, *, turns: int = 64, batch_sizes: Sequenc
     device = resolve_device(device)
     loaded, tokenizer = load_model(model, dtype=dtype, device=device, merge=True)
     system = System("memlm", loaded, tokenizer, max_new_tokens, system_prompt=trained_system_prompt(model))
-    log(f"bench decode: {len(records)} records on {device} ({str(loaded.dtype).removeprefix('torch.')}), "
-        f"batch sizes {list(batch_sizes)}, {rounds} round(s)")
+    log(
+        f"bench decode: {len(records)} records on {device} ({str(loaded.dtype).removeprefix('torch.')}), "
+        f"batch sizes {list(batch_sizes)}, {rounds} round(s)"
+    )
     evaluate_records(system, records[:4], batch_size=max(batch_sizes))  # warm-up: first forwards are slow
     totals = {size: {"seconds": 0.0, "turns": 0, "tokens": 0} for size in batch_sizes}
     rows_by_size: dict[int, list[dict]] = {}
@@ -53,12 +65,24 @@ def bench_decode(model: str, data: str, *, turns: int = 64, batch_sizes: Sequenc
     first = batch_sizes[0]
     same = all(_decoded(rows_by_size[size]) == _decoded(rows_by_size[first]) for size in batch_sizes)
     out: dict[str, Any] = {
-        "model": model, "device": device, "dtype": str(loaded.dtype).removeprefix("torch."),
-        "threads": torch.get_num_threads(), "turns": len(rows_by_size[first]), "rounds": rounds,
+        "model": model,
+        "device": device,
+        "dtype": str(loaded.dtype).removeprefix("torch."),
+        "threads": torch.get_num_threads(),
+        "turns": len(rows_by_size[first]),
+        "rounds": rounds,
         "same_results": same,
-        "exact_calls": {str(size): summarise_records(rows_by_size[size], True)["calls"]["exact"] for size in batch_sizes},
-        "batch_sizes": {str(size): {"seconds": round(t["seconds"], 2), "turns_per_s": round(t["turns"] / t["seconds"], 3),
-                                    "tokens_per_s": round(t["tokens"] / t["seconds"], 1)} for size, t in totals.items()},
+        "exact_calls": {
+            str(size): summarise_records(rows_by_size[size], True)["calls"]["exact"] for size in batch_sizes
+        },
+        "batch_sizes": {
+            str(size): {
+                "seconds": round(t["seconds"], 2),
+                "turns_per_s": round(t["turns"] / t["seconds"], 3),
+                "tokens_per_s": round(t["tokens"] / t["seconds"], 1),
+            }
+            for size, t in totals.items()
+        },
     }
     base = totals[first]["turns"] / totals[first]["seconds"]
     for size in batch_sizes[1:]:

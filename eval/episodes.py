@@ -12,7 +12,7 @@ exactly the expected facts (which stays false once an earlier turn went wrong).
 
 from __future__ import annotations
 
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 from data_gen.episodes import Episode
 from eval.metrics import answer_correct, names_in, triplet_prf
@@ -29,10 +29,17 @@ def episode_session(system: System, episode: Episode, memory_config: MemoryConfi
     turns = []
     for k, turn in enumerate(episode.turns):
         result = yield system.request(turn.user, store, context=" ".join(statements) or None)
-        row = {"turn": k, "kind": turn.kind, "user": turn.user, "reply": result.reply,
-               "calls": [c.text for c in result.calls], "status": result.status,
-               "tokens": result.generated_tokens, "wall_s": result.wall_seconds,
-               "model_s": result.model_seconds}
+        row = {
+            "turn": k,
+            "kind": turn.kind,
+            "user": turn.user,
+            "reply": result.reply,
+            "calls": [c.text for c in result.calls],
+            "status": result.status,
+            "tokens": result.generated_tokens,
+            "wall_s": result.wall_seconds,
+            "model_s": result.model_seconds,
+        }
         if turn.kind == "question":
             row["expected_names"] = turn.answer_names
             context = names_in(turn.user, candidates) | {n for t in turn.expected_facts for n in (t[0], t[2])}
@@ -48,14 +55,18 @@ def episode_session(system: System, episode: Episode, memory_config: MemoryConfi
                 row["memory_matches"] = triplet_prf(held, turn.expected_facts, store.canonical_relation).f1 == 1.0
         turns.append(row)
     questions = [t for t in turns if t["kind"] == "question"]
-    return {"id": episode.id, "turns": turns,
-            "correct": all(q["correct"] for q in questions) if questions else None}
+    return {"id": episode.id, "turns": turns, "correct": all(q["correct"] for q in questions) if questions else None}
 
 
 def evaluate_episode(system: System, episode: Episode, memory_config: MemoryConfig | None = None) -> dict:
     return run_sessions(system, [episode_session(system, episode, memory_config)])[0]
 
 
-def evaluate_episodes(system: System, episodes: Iterable[Episode], memory_config: MemoryConfig | None = None,
-                      progress: Callable[[], None] | None = None, batch_size: int = 1) -> list[dict]:
+def evaluate_episodes(
+    system: System,
+    episodes: Iterable[Episode],
+    memory_config: MemoryConfig | None = None,
+    progress: Callable[[], None] | None = None,
+    batch_size: int = 1,
+) -> list[dict]:
     return run_sessions(system, (episode_session(system, e, memory_config) for e in episodes), batch_size, progress)

@@ -10,13 +10,15 @@ from __future__ import annotations
 import re
 import string
 from collections import Counter
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence
 
 from memory_runtime.protocol import Triplet
 from memory_runtime.store import normalize_term
 
-_ABSTAIN = re.compile(r"\b(i\s+don'?t\s+know|i\s+do\s+not\s+know|no\s+information|not\s+(?:in\s+)?(?:my\s+)?memory)\b", re.I)
+_ABSTAIN = re.compile(
+    r"\b(i\s+don'?t\s+know|i\s+do\s+not\s+know|no\s+information|not\s+(?:in\s+)?(?:my\s+)?memory)\b", re.I
+)
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 
 
@@ -39,12 +41,18 @@ class PRF:
         p, r = self.precision, self.recall
         return 2 * p * r / (p + r) if p + r else 0.0
 
-    def __add__(self, other: "PRF") -> "PRF":
+    def __add__(self, other: PRF) -> PRF:
         return PRF(self.tp + other.tp, self.n_pred + other.n_pred, self.n_gold + other.n_gold)
 
     def to_dict(self) -> dict:
-        return {"precision": self.precision, "recall": self.recall, "f1": self.f1,
-                "tp": self.tp, "predicted": self.n_pred, "gold": self.n_gold}
+        return {
+            "precision": self.precision,
+            "recall": self.recall,
+            "f1": self.f1,
+            "tp": self.tp,
+            "predicted": self.n_pred,
+            "gold": self.n_gold,
+        }
 
 
 def prf(predicted: Iterable, gold: Iterable) -> PRF:
@@ -65,8 +73,10 @@ def triplet_prf(predicted: Iterable[Sequence[str]], gold: Iterable[Sequence[str]
 
 def pair_prf(predicted: Iterable[Sequence[str]], gold: Iterable[Sequence[str]]) -> PRF:
     """(subject, object) pairs, relation ignored: did the model link the right person and organisation."""
+
     def pairs(ts):
         return {(normalize_term(t[0]), normalize_term(t[2])) for t in ts}
+
     return prf(pairs(predicted), pairs(gold))
 
 
@@ -125,7 +135,9 @@ def name_prf(answer: str, gold_names: Iterable[str], candidates: Iterable[str], 
     return prf(listed_names(answer, [*candidates, *gold_names], allowed), gold)
 
 
-def answer_correct(answer: str, gold_names: Sequence[str], candidates: Iterable[str], context: Iterable[str] = ()) -> bool:
+def answer_correct(
+    answer: str, gold_names: Sequence[str], candidates: Iterable[str], context: Iterable[str] = ()
+) -> bool:
     """A question is answered correctly when the answer lists exactly the gold names, or, when
     there are none, abstains and lists no name (context names aside)."""
     gold = {normalize_term(n) for n in gold_names}

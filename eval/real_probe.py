@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import random
 from collections import defaultdict
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 from data_gen.real import is_mentioned
-from memory_runtime.records import Record
 from eval.metrics import PRF, pair_prf, triplet_prf
 from eval.systems import Session, System, run_sessions
+from memory_runtime.records import Record
 from memory_runtime.store import MemoryConfig, TripletStore, normalize_term
 
 
@@ -37,8 +37,15 @@ def real_sample(path: str | None = None, limit: int | None = None, seed: int = 0
     for r in records:
         by_source[r.source or "unknown"].append(r)
     rng = random.Random(seed)
-    return [r for source in sorted(by_source) for r in
-            (by_source[source] if limit is None or len(by_source[source]) <= limit else rng.sample(by_source[source], limit))]
+    return [
+        r
+        for source in sorted(by_source)
+        for r in (
+            by_source[source]
+            if limit is None or len(by_source[source]) <= limit
+            else rng.sample(by_source[source], limit)
+        )
+    ]
 
 
 def passage_session(system: System, record: Record, memory_config: MemoryConfig | None = None) -> Session:
@@ -53,13 +60,19 @@ def passage_session(system: System, record: Record, memory_config: MemoryConfig 
     gold = [tuple(t) for t in record.gold_triplets]
     mentioned = [t for t in gold if is_mentioned(record, t)]
     return {
-        "id": record.id, "source": record.source, "has_fact": bool(gold), "writes": writes,
+        "id": record.id,
+        "source": record.source,
+        "has_fact": bool(gold),
+        "writes": writes,
         # a false write: a write in a relation the passage was checked for, where it states none
-        "gold": gold, "false_write": not gold and bool(scored), "any_write": not gold and bool(writes),
+        "gold": gold,
+        "false_write": not gold and bool(scored),
+        "any_write": not gold and bool(writes),
         "pairs": pair_prf(scored, gold).to_dict(),
         "pairs_mentioned": pair_prf(scored, mentioned).to_dict(),
         "triplets": triplet_prf(scored, gold, store.canonical_relation).to_dict(),
-        "tokens": result.generated_tokens, "wall_s": result.wall_seconds,
+        "tokens": result.generated_tokens,
+        "wall_s": result.wall_seconds,
     }
 
 
@@ -67,8 +80,13 @@ def evaluate_passage(system: System, record: Record, memory_config: MemoryConfig
     return run_sessions(system, [passage_session(system, record, memory_config)])[0]
 
 
-def evaluate_real(system: System, records: Iterable[Record], memory_config: MemoryConfig | None = None,
-                  progress: Callable[[], None] | None = None, batch_size: int = 1) -> list[dict]:
+def evaluate_real(
+    system: System,
+    records: Iterable[Record],
+    memory_config: MemoryConfig | None = None,
+    progress: Callable[[], None] | None = None,
+    batch_size: int = 1,
+) -> list[dict]:
     return run_sessions(system, (passage_session(system, r, memory_config) for r in records), batch_size, progress)
 
 
@@ -80,8 +98,10 @@ def summarise_real(rows: list[dict]) -> dict:
         groups["all"].append(row)
     out = {}
     for source, group in groups.items():
-        def total(key: str) -> PRF:
+
+        def total(key: str, group: list = group) -> PRF:
             return sum((PRF(r[key]["tp"], r[key]["predicted"], r[key]["gold"]) for r in group), PRF(0, 0, 0))
+
         no_fact = [r for r in group if not r["has_fact"]]
         out[source] = {
             "passages": len(group),

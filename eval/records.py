@@ -13,9 +13,8 @@ question gives; the fuzzy fallback of the memory must carry it.
 from __future__ import annotations
 
 import random
-from typing import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
-from memory_runtime.records import Record, turns
 from eval.metrics import (
     abstains,
     answer_correct,
@@ -27,6 +26,7 @@ from eval.metrics import (
 )
 from eval.systems import Session, System, run_sessions, verbalise
 from memory_runtime.protocol import Call, parse_calls, strip_calls
+from memory_runtime.records import Record, turns
 from memory_runtime.store import MemoryConfig, TripletStore
 
 _LETTERS = "abcdefghijklmnopqrstuvwxyz"
@@ -56,10 +56,10 @@ def one_typo(term: str, rng: random.Random) -> str:
     op = rng.choice("sid")
     if op == "s":
         alternatives = [c for c in _LETTERS if c != term[i].lower()]
-        return term[:i] + rng.choice(alternatives) + term[i + 1:]
+        return term[:i] + rng.choice(alternatives) + term[i + 1 :]
     if op == "i":
         return term[:i] + rng.choice(_LETTERS) + term[i:]
-    return term[:i] + term[i + 1:]
+    return term[:i] + term[i + 1 :]
 
 
 def with_typo(record: Record, seed: int) -> tuple[str, str, str] | None:
@@ -78,8 +78,9 @@ def with_typo(record: Record, seed: int) -> tuple[str, str, str] | None:
     return user, user.replace(name, one_typo(name, rng)), name
 
 
-def record_session(system: System, record: Record, memory_config: MemoryConfig | None = None,
-                   user_override: str | None = None) -> Session:
+def record_session(
+    system: System, record: Record, memory_config: MemoryConfig | None = None, user_override: str | None = None
+) -> Session:
     """Replay one record with `system` (a session: yields its turns' requests); one result row per turn."""
     record_turns = turns(record)
     store = TripletStore(":memory:", memory_config)
@@ -97,34 +98,43 @@ def record_session(system: System, record: Record, memory_config: MemoryConfig |
         result = yield system.request(user, store, history=history, context=context)
         got = result.calls
         got_texts = [c.text for c in got if c.kind != "error"]
-        gold_texts = [gold_text[c.start:c.end] for c in gold]
+        gold_texts = [gold_text[c.start : c.end] for c in gold]
         gold_writes = [c.fields for c in gold if c.kind == "write"]
         pred_writes = [c.fields for c in got if c.kind == "write"]
         row = {
-            "id": record.id, "type": record.type, "shape": record.shape, "turn": k,
-            "category": category(record, gold), "user": user,
+            "id": record.id,
+            "type": record.type,
+            "shape": record.shape,
+            "turn": k,
+            "category": category(record, gold),
+            "user": user,
             "gold_calls": gold_texts,
             "calls": [c.text for c in got],
             "calls_exact": got_texts == gold_texts and len(got_texts) == len(got),
-            "malformed": sum(c.kind == "error" for c in got), "n_calls": len(got),
+            "malformed": sum(c.kind == "error" for c in got),
+            "n_calls": len(got),
             "writes": triplet_prf(pred_writes, gold_writes, store.canonical_relation).to_dict(),
-            "reply": result.reply, "status": result.status,
-            "tokens": result.generated_tokens, "wall_s": result.wall_seconds,
+            "reply": result.reply,
+            "status": result.status,
+            "tokens": result.generated_tokens,
+            "wall_s": result.wall_seconds,
         }
         if any(c.kind == "read" for c in gold):
             gold_answer = strip_calls(gold_text)
             names = list(record.gold_names) if k == len(record_turns) - 1 else []
             # names the answer may repeat: the question's, and those of the facts the gold reads return
             context = names_in(user, candidates) | {n for c in gold for t in c.results or [] for n in (t[0], t[2])}
-            row.update({
-                "gold_answer": gold_answer,
-                "answer_exact": answer_exact(result.reply, gold_answer),
-                "answer_f1": token_f1(result.reply, gold_answer),
-                "names": name_prf(result.reply, names, candidates, context).to_dict(),
-                "answer_correct": answer_correct(result.reply, names, candidates, context),
-                "unanswerable": not names,
-                "abstained": abstains(result.reply),
-            })
+            row.update(
+                {
+                    "gold_answer": gold_answer,
+                    "answer_exact": answer_exact(result.reply, gold_answer),
+                    "answer_f1": token_f1(result.reply, gold_answer),
+                    "names": name_prf(result.reply, names, candidates, context).to_dict(),
+                    "answer_correct": answer_correct(result.reply, names, candidates, context),
+                    "unanswerable": not names,
+                    "abstained": abstains(result.reply),
+                }
+            )
         rows.append(row)
         # Teacher forcing: the next turn starts from the gold conversation and the gold writes.
         for call in gold:
@@ -134,14 +144,20 @@ def record_session(system: System, record: Record, memory_config: MemoryConfig |
     return rows
 
 
-def evaluate_record(system: System, record: Record, memory_config: MemoryConfig | None = None,
-                    user_override: str | None = None) -> list[dict]:
+def evaluate_record(
+    system: System, record: Record, memory_config: MemoryConfig | None = None, user_override: str | None = None
+) -> list[dict]:
     """Replay one record with `system`, turn by turn; one result row per turn."""
     return run_sessions(system, [record_session(system, record, memory_config, user_override)])[0]
 
 
-def evaluate_records(system: System, records: Iterable[Record], memory_config: MemoryConfig | None = None,
-                     progress: Callable[[], None] | None = None, batch_size: int = 1) -> list[dict]:
+def evaluate_records(
+    system: System,
+    records: Iterable[Record],
+    memory_config: MemoryConfig | None = None,
+    progress: Callable[[], None] | None = None,
+    batch_size: int = 1,
+) -> list[dict]:
     sessions = (record_session(system, record, memory_config) for record in records)
     return [row for rows in run_sessions(system, sessions, batch_size, progress) for row in rows]
 
@@ -154,13 +170,26 @@ def typo_session(system: System, record: Record, seed: int, memory_config: Memor
         return None
     clean = (yield from record_session(system, record, memory_config))[-1]
     noisy = (yield from record_session(system, record, memory_config, user_override=typo[1]))[-1]
-    return {"id": record.id, "shape": record.shape, "name": typo[2], "user": typo[1],
-            "clean_correct": clean["answer_correct"], "typo_correct": noisy["answer_correct"],
-            "typo_calls": noisy["calls"], "typo_reply": noisy["reply"]}
+    return {
+        "id": record.id,
+        "shape": record.shape,
+        "name": typo[2],
+        "user": typo[1],
+        "clean_correct": clean["answer_correct"],
+        "typo_correct": noisy["answer_correct"],
+        "typo_calls": noisy["calls"],
+        "typo_reply": noisy["reply"],
+    }
 
 
-def evaluate_typos(system: System, records: Iterable[Record], seed: int, memory_config: MemoryConfig | None = None,
-                   progress: Callable[[], None] | None = None, batch_size: int = 1) -> list[dict]:
+def evaluate_typos(
+    system: System,
+    records: Iterable[Record],
+    seed: int,
+    memory_config: MemoryConfig | None = None,
+    progress: Callable[[], None] | None = None,
+    batch_size: int = 1,
+) -> list[dict]:
     """The same answerable questions, clean and with a one-character typo in a given name."""
     sessions = (typo_session(system, record, seed, memory_config) for record in records)
     return [row for row in run_sessions(system, sessions, batch_size, progress) if row is not None]

@@ -9,19 +9,33 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 from math import sqrt
 from pathlib import Path
 from statistics import mean, median
-from typing import Callable
 
 from eval.metrics import PRF
 from eval.real_probe import summarise_real
 from eval.systems import SYSTEMS
 from memory_runtime.stats import percentile
 
-CATEGORY_ORDER = ["write", "passage", "update", "update_question", "negative", "read/per", "read/per_org", "read/per_rel", "read/org",
-                  "read/rel", "read/rel_org", "read/per_rel_org", "unanswerable", "two_hop"]
+CATEGORY_ORDER = [
+    "write",
+    "passage",
+    "update",
+    "update_question",
+    "negative",
+    "read/per",
+    "read/per_org",
+    "read/per_rel",
+    "read/org",
+    "read/rel",
+    "read/rel_org",
+    "read/per_rel_org",
+    "unanswerable",
+    "two_hop",
+]
 
 
 def _order(categories) -> list[str]:
@@ -105,9 +119,12 @@ def summarise_episodes(results: list[dict]) -> dict:
     for kind in ("statement", "update", "question"):
         group = [t for t in turns if t["kind"] == kind]
         if group:
-            by_kind[kind] = {"turns": len(group), "correct": _frac(t.get("correct") for t in group if "correct" in t),
-                             "tokens_mean": mean(t["tokens"] for t in group),
-                             "wall_s_p50": median(t["wall_s"] for t in group)}
+            by_kind[kind] = {
+                "turns": len(group),
+                "correct": _frac(t.get("correct") for t in group if "correct" in t),
+                "tokens_mean": mean(t["tokens"] for t in group),
+                "wall_s_p50": median(t["wall_s"] for t in group),
+            }
     return {
         "episodes": len(results),
         "questions": len(questions),
@@ -189,8 +206,10 @@ def sample_groups(summary: dict) -> list[tuple[str, int]]:
         groups += [("episodes", episodes["episodes"]), ("episode questions", episodes["questions"])]
     for source, r in (_first(summary, "real") or {}).items():
         if source != "all":
-            groups += [(f"{source} passages", r["passages"]),
-                       (f"{source} passages stating no fact", r["no_fact_passages"])]
+            groups += [
+                (f"{source} passages", r["passages"]),
+                (f"{source} passages stating no fact", r["no_fact_passages"]),
+            ]
     return [(label, n) for label, n in groups if n > 0]
 
 
@@ -205,8 +224,10 @@ def small_sample_line(summary: dict, meta: dict | None = None) -> str | None:
         return None
     step = f"a difference of one case is {100 / n:.1f} points (smallest group: {label}, {n})"
     if limit is not None and limit < SMALL_SAMPLE:
-        return (f"A smoke test of the pipeline, not a measurement: --limit {limit}, so at most {limit} cases "
-                f"per category; {step}.")
+        return (
+            f"A smoke test of the pipeline, not a measurement: --limit {limit}, so at most {limit} cases "
+            f"per category; {step}."
+        )
     return f"Small sample: {step}; under {SMALL_SAMPLE} cases a figure is a smoke test, not a measurement."
 
 
@@ -221,8 +242,10 @@ def _cases_line(summary: dict) -> str:
         parts.append(f"{episodes['episodes']} episodes with {episodes['questions']} questions")
     real = {k: v for k, v in (_first(summary, "real") or {}).items() if k != "all"}
     if real:
-        parts.append("real text: " + "; ".join(f"{source} {_passages(r['passages'], r['no_fact_passages'])}"
-                                               for source, r in real.items()))
+        parts.append(
+            "real text: "
+            + "; ".join(f"{source} {_passages(r['passages'], r['no_fact_passages'])}" for source, r in real.items())
+        )
     return "Cases: " + " · ".join(parts) + "." if parts else ""
 
 
@@ -313,11 +336,24 @@ def measure_targets(summary: dict) -> list[dict]:
     for target in TARGETS:
         value, n, sample = target.measure(memlm) if memlm is not None else (None, 0, "the memlm system did not run")
         measured = value is not None
-        out.append({"target": target.name, "threshold": target.text(), "value": value, "cases": n,
-                    "sample": sample if measured else None, "not_measured_because": None if measured else sample,
-                    "interval95": _interval(value, n) if measured and target.proportion else None,
-                    "status": "not measured" if not measured else "too few cases" if n < MIN_CASES
-                    else "met" if target.met(value) else "not met"})
+        out.append(
+            {
+                "target": target.name,
+                "threshold": target.text(),
+                "value": value,
+                "cases": n,
+                "sample": sample if measured else None,
+                "not_measured_because": None if measured else sample,
+                "interval95": _interval(value, n) if measured and target.proportion else None,
+                "status": "not measured"
+                if not measured
+                else "too few cases"
+                if n < MIN_CASES
+                else "met"
+                if target.met(value)
+                else "not met",
+            }
+        )
     return out
 
 
@@ -328,8 +364,11 @@ def verdict(targets: list[dict]) -> str:
     small = [t for t in targets if t["status"] == "too few cases"]
     missing = [t for t in targets if t["status"] == "not measured"]
     if not judged and not small:
-        return "Verdict: no target measured (" + "; ".join(
-            f"{t['target']}: {t['not_measured_because']}" for t in missing) + ")."
+        return (
+            "Verdict: no target measured ("
+            + "; ".join(f"{t['target']}: {t['not_measured_because']}" for t in missing)
+            + ")."
+        )
     met = sum(t["status"] == "met" for t in judged)
     line = f"Verdict: meets {met} of {len(judged)} targets judged" if judged else "Verdict: no target judged"
     if small:
@@ -351,8 +390,11 @@ def verdict_lines(summary: dict, meta: dict | None = None) -> list[str]:
     the verdict, a warning when the sample is small, and each target with its measured value."""
     targets = measure_targets(summary)
     small = small_sample_line(summary, meta)
-    return [verdict(targets)] + ([small] if small else []) + [
-        "  " + _target_line(target, t) for target, t in zip(TARGETS, targets)]
+    return (
+        [verdict(targets)]
+        + ([small] if small else [])
+        + ["  " + _target_line(target, t) for target, t in zip(TARGETS, targets)]
+    )
 
 
 def _targets_table(summary: dict) -> str:
@@ -361,8 +403,16 @@ def _targets_table(summary: dict) -> str:
         if t["status"] == "not measured":
             rows.append([target.name, target.text(), "–", "", t["not_measured_because"], "not measured"])
         else:
-            rows.append([target.name, target.text(), target.value_text(t["value"]), _span(t["interval95"]),
-                         t["sample"], t["status"]])
+            rows.append(
+                [
+                    target.name,
+                    target.text(),
+                    target.value_text(t["value"]),
+                    _span(t["interval95"]),
+                    t["sample"],
+                    t["status"],
+                ]
+            )
     return markdown_table(rows)
 
 
@@ -371,8 +421,20 @@ def _targets_table(summary: dict) -> str:
 
 def headline(summary: dict) -> list[list[str]]:
     """One row per system: the figures the README quotes; exact calls with their 95% interval."""
-    rows = [["system", "exact calls (95% CI)", "answers correct", "answer F1", "episode questions", "episodes",
-             "typo robustness", "real pair F1", "false writes", "s/turn"]]
+    rows = [
+        [
+            "system",
+            "exact calls (95% CI)",
+            "answers correct",
+            "answer F1",
+            "episode questions",
+            "episodes",
+            "typo robustness",
+            "real pair F1",
+            "false writes",
+            "s/turn",
+        ]
+    ]
     for system, s in summary.items():
         rec, ep, ty = s.get("records", {}), s.get("episodes", {}), s.get("typos", {})
         real = s.get("real", {}).get("all", {})
@@ -380,17 +442,20 @@ def headline(summary: dict) -> list[list[str]]:
         exact = _pct(calls.get("exact")) if calls else "–"
         if calls.get("exact_interval95"):
             exact += f" ({_span(calls['exact_interval95'])})"
-        rows.append([
-            system,
-            exact,
-            _pct(rec.get("answers", {}).get("correct")) if rec else "–",
-            _num(rec.get("answers", {}).get("token_f1")) if rec else "–",
-            _pct(ep.get("question_accuracy")), _pct(ep.get("episode_accuracy")),
-            _pct(ty.get("typo_correct")),
-            _num(real.get("pair", {}).get("f1")) if real else "–",
-            _pct(real.get("false_write_rate")) if real else "–",
-            _num(ep.get("wall_s_per_turn_p50")),
-        ])
+        rows.append(
+            [
+                system,
+                exact,
+                _pct(rec.get("answers", {}).get("correct")) if rec else "–",
+                _num(rec.get("answers", {}).get("token_f1")) if rec else "–",
+                _pct(ep.get("question_accuracy")),
+                _pct(ep.get("episode_accuracy")),
+                _pct(ty.get("typo_correct")),
+                _num(real.get("pair", {}).get("f1")) if real else "–",
+                _pct(real.get("false_write_rate")) if real else "–",
+                _num(ep.get("wall_s_per_turn_p50")),
+            ]
+        )
     return rows
 
 
@@ -418,13 +483,38 @@ def _category_table(summary: dict) -> str:
 
 
 def _real_table(summary: dict) -> str:
-    rows = [["system", "source", "passages", "stating no fact", "pair P", "pair R", "pair F1", "pair R (mentioned)",
-             "triplet F1", "false-write rate", "any write (no-fact)"]]
+    rows = [
+        [
+            "system",
+            "source",
+            "passages",
+            "stating no fact",
+            "pair P",
+            "pair R",
+            "pair F1",
+            "pair R (mentioned)",
+            "triplet F1",
+            "false-write rate",
+            "any write (no-fact)",
+        ]
+    ]
     for system, s in summary.items():
         for source, r in s.get("real", {}).items():
-            rows.append([system, source, str(r["passages"]), str(r["no_fact_passages"]), _num(r["pair"]["precision"]),
-                         _num(r["pair"]["recall"]), _num(r["pair"]["f1"]), _num(r["pair_mentioned"]["recall"]),
-                         _num(r["triplet"]["f1"]), _pct(r["false_write_rate"]), _pct(r["any_write_rate"])])
+            rows.append(
+                [
+                    system,
+                    source,
+                    str(r["passages"]),
+                    str(r["no_fact_passages"]),
+                    _num(r["pair"]["precision"]),
+                    _num(r["pair"]["recall"]),
+                    _num(r["pair"]["f1"]),
+                    _num(r["pair_mentioned"]["recall"]),
+                    _num(r["triplet"]["f1"]),
+                    _pct(r["false_write_rate"]),
+                    _pct(r["any_write_rate"]),
+                ]
+            )
     return markdown_table(rows) if len(rows) > 1 else ""
 
 
@@ -439,8 +529,9 @@ def _source_lines(meta: dict) -> list[str]:
     if episodes := sources.get("episodes"):
         lines.append(f"- episodes: `{episodes['file']}` ({episodes['used']} used)")
     if real := sources.get("real"):
-        counts = "; ".join(f"{source} {_passages(c['passages'], c['no_fact'])}"
-                           for source, c in real["by_source"].items())
+        counts = "; ".join(
+            f"{source} {_passages(c['passages'], c['no_fact'])}" for source, c in real["by_source"].items()
+        )
         lines.append(f"- real text: `{real['path']}` ({real['chosen_by']}): {counts or 'none'}")
     return ["Sources:", ""] + lines
 
@@ -469,8 +560,14 @@ def accuracy_figure(summary: dict):
     """Answers correct per category, one bar per system, the value on every bar, the legend
     outside the axes (it covers no bar); None without answered categories."""
     systems = [s for s in summary if "records" in summary[s]]
-    cats = _order({c for s in systems for c in summary[s]["records"]["by_category"]
-                   if "answer_correct" in summary[s]["records"]["by_category"][c]})
+    cats = _order(
+        {
+            c
+            for s in systems
+            for c in summary[s]["records"]["by_category"]
+            if "answer_correct" in summary[s]["records"]["by_category"][c]
+        }
+    )
     if not systems or not cats:
         return None
     plt = _pyplot()
@@ -478,14 +575,26 @@ def accuracy_figure(summary: dict):
     width = 0.8 / len(systems)
     for i, system in enumerate(systems):
         by_cat = summary[system]["records"]["by_category"]
-        values = [None if by_cat.get(c, {}).get("answer_correct") is None else 100 * by_cat[c]["answer_correct"]
-                  for c in cats]
-        bars = ax.bar([x + (i - (len(systems) - 1) / 2) * width for x in range(len(cats))], [v or 0 for v in values],
-                      width, label=system, color=_COLOURS.get(system))
+        values = [
+            None if by_cat.get(c, {}).get("answer_correct") is None else 100 * by_cat[c]["answer_correct"] for c in cats
+        ]
+        bars = ax.bar(
+            [x + (i - (len(systems) - 1) / 2) * width for x in range(len(cats))],
+            [v or 0 for v in values],
+            width,
+            label=system,
+            color=_COLOURS.get(system),
+        )
         label_bars(ax, bars, values, "{:.0f}")
     turns = {c: max(summary[s]["records"]["by_category"].get(c, {}).get("turns", 0) for s in systems) for c in cats}
-    ax.set_xticks(range(len(cats)), [f"{c} ({turns[c]})" for c in cats], rotation=35, ha="right",
-                  rotation_mode="anchor", fontsize=8)
+    ax.set_xticks(
+        range(len(cats)),
+        [f"{c} ({turns[c]})" for c in cats],
+        rotation=35,
+        ha="right",
+        rotation_mode="anchor",
+        fontsize=8,
+    )
     ax.set_xlabel("query shape (questions)")
     ax.set_ylim(0, 112)  # room for the label of a 100% bar
     ax.set_yticks(range(0, 101, 20))
@@ -529,8 +638,11 @@ def latency_figure(raw: dict):
 
 def plot(summary: dict, raw: dict, out_dir: Path) -> list[Path]:
     """accuracy per category per system, answer F1 per system, latency per turn per system."""
-    figures = {"accuracy_by_shape": accuracy_figure(summary), "answer_f1": answer_f1_figure(summary),
-               "latency_per_turn": latency_figure(raw)}
+    figures = {
+        "accuracy_by_shape": accuracy_figure(summary),
+        "answer_f1": answer_f1_figure(summary),
+        "latency_per_turn": latency_figure(raw),
+    }
     paths = []
     for name, fig in figures.items():
         if fig is not None:
@@ -549,8 +661,14 @@ def write_report(summary: dict, raw: dict, meta: dict, out_dir: str | Path) -> d
     out.mkdir(parents=True, exist_ok=True)
     files = {"metrics": out / "metrics.json", "report": out / "report.md", "cases": out / "cases.jsonl"}
     targets = measure_targets(summary)
-    files["metrics"].write_text(json.dumps({"meta": meta, "verdict": verdict(targets), "targets": targets,
-                                            "systems": summary}, indent=2, ensure_ascii=False) + "\n")
+    files["metrics"].write_text(
+        json.dumps(
+            {"meta": meta, "verdict": verdict(targets), "targets": targets, "systems": summary},
+            indent=2,
+            ensure_ascii=False,
+        )
+        + "\n"
+    )
     with open(files["cases"], "w", encoding="utf-8") as f:
         for system, parts in raw.items():
             for part, rows in parts.items():
@@ -562,25 +680,50 @@ def write_report(summary: dict, raw: dict, meta: dict, out_dir: str | Path) -> d
     lines = [f"# memlm eval: {meta.get('model')}", "", f"**{verdict(targets)}**", ""]
     if small:
         lines += [f"> {small}", ""]
-    lines += _source_lines(meta) + ["", f"Seed {meta.get('seed')} · limit {meta.get('limit')} · "
-                                        f"{meta.get('wall_s', 0):.0f} s", "",
-                                    "## Headline", "", markdown_table(headline(summary)), ""]
+    lines += _source_lines(meta) + [
+        "",
+        f"Seed {meta.get('seed')} · limit {meta.get('limit')} · {meta.get('wall_s', 0):.0f} s",
+        "",
+        "## Headline",
+        "",
+        markdown_table(headline(summary)),
+        "",
+    ]
     cases = _cases_line(summary)
     if cases:
         lines += [cases + " Exact calls: in brackets the 95% Wilson interval over the turns.", ""]
-    lines += ["## Targets", "", "Of the memlm system (the model under test), defined in `eval/report.py` (TARGETS).",
-              "", _targets_table(summary), ""]
+    lines += [
+        "## Targets",
+        "",
+        "Of the memlm system (the model under test), defined in `eval/report.py` (TARGETS).",
+        "",
+        _targets_table(summary),
+        "",
+    ]
     table = _category_table(summary)
     if table:
         turns = _first(summary, "records")["turns"]
-        lines += ["## Per category (teacher-forced records)", "",
-                  f"{turns} turns in all; `turns`: per category. "
-                  "`calls`: every call of the turn exactly as gold; `answers`: the answer lists exactly the gold names "
-                  "(or abstains when there are none).", "", table, ""]
+        lines += [
+            "## Per category (teacher-forced records)",
+            "",
+            f"{turns} turns in all; `turns`: per category. "
+            "`calls`: every call of the turn exactly as gold; `answers`: the answer lists exactly the gold names "
+            "(or abstains when there are none).",
+            "",
+            table,
+            "",
+        ]
     table = _real_table(summary)
     if table:
-        lines += ["## Real-text probe", "", "False-write rate: the share of the passages stating no fact (its cases) "
-                  "where the model wrote a fact in a relation the passage was checked for.", "", table, ""]
+        lines += [
+            "## Real-text probe",
+            "",
+            "False-write rate: the share of the passages stating no fact (its cases) "
+            "where the model wrote a fact in a relation the passage was checked for.",
+            "",
+            table,
+            "",
+        ]
     if plots:
         lines += ["## Plots", ""] + [f"![{p.stem}]({p.name})" for p in plots] + [""]
     files["report"].write_text("\n".join(lines))

@@ -16,20 +16,21 @@ import os
 import random
 import time
 from collections import defaultdict
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Literal, Sequence
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 from data_gen.episodes import Episode, load_episodes
 from data_gen.real import ENV_VAR, KNOWLEDGENET_FILE, REDOCRED_FILE, default_real_dir
-from memory_runtime.records import Record
 from eval.episodes import evaluate_episodes
 from eval.real_probe import evaluate_real, real_sample
 from eval.records import evaluate_records, evaluate_typos
 from eval.report import summarise, write_report
 from eval.systems import SYSTEMS, System
+from memory_runtime.records import Record
 from memory_runtime.store import MemoryConfig
 from memory_runtime.yaml_config import apply_overrides, read_mapping, validate
 
@@ -48,28 +49,41 @@ class EvalConfig(BaseModel):
     data: str | None = Field(None, description="a data_gen output directory (test split + episodes)")
     split: str = "test"
     episodes: str | None = Field(None, description="an episodes JSONL file (default: DATA/jsonl/episodes.jsonl)")
-    real: str | None = Field(None, description="a real-text JSONL file or directory (default: data/real/ in the "
-                                              "repository, or $MEMLM_REAL_DIR)")
+    real: str | None = Field(
+        None,
+        description="a real-text JSONL file or directory (default: data/real/ in the repository, or $MEMLM_REAL_DIR)",
+    )
     systems: list[Literal["memlm", "few_shot", "zero_shot"]] = list(SYSTEMS)
     parts: list[Part] = list(PARTS)
     limit: int | None = Field(None, ge=1)
     seed: int = 0
     max_new_tokens: int = Field(128, ge=8)
-    baseline_max_new_tokens: int = Field(64, ge=8, description="the base model rambles on past its answer: "
-                                                                "a shorter cap keeps baselines affordable")
+    baseline_max_new_tokens: int = Field(
+        64, ge=8, description="the base model rambles on past its answer: a shorter cap keeps baselines affordable"
+    )
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
-        "auto", description="auto: bfloat16 on GPUs and CPUs that multiply it natively, else float32")
-    threads: int | None = Field(None, ge=1, description="torch CPU threads per process (None: torch's default; "
-                                                        "1 with several workers)")
+        "auto", description="auto: bfloat16 on GPUs and CPUs that multiply it natively, else float32"
+    )
+    threads: int | None = Field(
+        None, ge=1, description="torch CPU threads per process (None: torch's default; 1 with several workers)"
+    )
     workers: int = Field(1, ge=1, description="processes that evaluate cases in parallel, each with its own model")
     device: str = Field("auto", description="auto (a CUDA GPU when one is visible, else the CPU), cpu, cuda, cuda:N")
-    batch_size: int | None = Field(None, ge=1, description="turns decoded at once per process (memory_runtime."
-                                   "batching; same greedy results as 1); None: 64 on a GPU, 8 on the CPU")
-    copy_fields: bool = Field(True, description="decode call subjects and objects copied from the conversation "
-                                                "and relations from the relation table "
-                                                "(memory_runtime.field_copy), as chat and serve do")
-    memory_config: str | None = Field(None, description="a memory config YAML (relation table, fuzzy settings); "
-                                                        "None: the shipped one")
+    batch_size: int | None = Field(
+        None,
+        ge=1,
+        description="turns decoded at once per process (memory_runtime."
+        "batching; same greedy results as 1); None: 64 on a GPU, 8 on the CPU",
+    )
+    copy_fields: bool = Field(
+        True,
+        description="decode call subjects and objects copied from the conversation "
+        "and relations from the relation table "
+        "(memory_runtime.field_copy), as chat and serve do",
+    )
+    memory_config: str | None = Field(
+        None, description="a memory config YAML (relation table, fuzzy settings); None: the shipped one"
+    )
 
     def save(self, path: str | Path) -> Path:
         """The resolved config as YAML (what `--config` reads back to run the same evaluation)."""
@@ -120,7 +134,9 @@ def load_records(config: EvalConfig) -> list[Record]:
     path = records_path(config)
     if not path.is_file():
         raise FileNotFoundError(f"{path} not found: --data must be a directory written by `memlm generate`")
-    records = [Record.model_validate_json(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    records = [
+        Record.model_validate_json(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()
+    ]
     return _stratified(records, config.limit, config.seed)
 
 
@@ -151,8 +167,14 @@ def load_systems(config: EvalConfig) -> dict[str, System]:
     systems: dict[str, System] = {}
     if "memlm" in config.systems:
         model, tokenizer = load_model(config.model, dtype=config.dtype, device=device, merge=True)
-        systems["memlm"] = System("memlm", model, tokenizer, config.max_new_tokens, copy_fields=config.copy_fields,
-                                   system_prompt=trained_system_prompt(config.model))
+        systems["memlm"] = System(
+            "memlm",
+            model,
+            tokenizer,
+            config.max_new_tokens,
+            copy_fields=config.copy_fields,
+            system_prompt=trained_system_prompt(config.model),
+        )
     baselines = [name for name in config.systems if name != "memlm"]
     if baselines:
         base_name = config.base or (adapter_base(config.model) if adapter else config.model)
@@ -161,14 +183,14 @@ def load_systems(config: EvalConfig) -> dict[str, System]:
         else:
             base, base_tok = load_model(base_name, dtype=config.dtype, device=device)
         for name in baselines:
-            systems[name] = System(name, base, base_tok, config.baseline_max_new_tokens,
-                                   copy_fields=config.copy_fields)
+            systems[name] = System(name, base, base_tok, config.baseline_max_new_tokens, copy_fields=config.copy_fields)
     return systems
 
 
 def load_cases(config: EvalConfig) -> dict[str, list]:
-    if config.data is None and ({"records", "typos"} & set(config.parts) or
-                                ("episodes" in config.parts and not config.episodes)):
+    if config.data is None and (
+        {"records", "typos"} & set(config.parts) or ("episodes" in config.parts and not config.episodes)
+    ):
         raise ValueError("--data is needed for records, typos and episodes (or pass --episodes and --parts)")
     cases: dict[str, list] = {}
     if {"records", "typos"} & set(config.parts):
@@ -185,8 +207,11 @@ def describe_sources(config: EvalConfig, cases: dict[str, list]) -> dict:
     and the report's header, so a reader knows where its text came from)."""
     sources: dict[str, Any] = {}
     if "records" in cases:
-        sources["records"] = {"data": str(Path(config.data).resolve()), "file": str(records_path(config).resolve()),
-                              "used": len(cases["records"])}
+        sources["records"] = {
+            "data": str(Path(config.data).resolve()),
+            "file": str(records_path(config).resolve()),
+            "used": len(cases["records"]),
+        }
     if "episodes" in cases:
         sources["episodes"] = {"file": str(episodes_path(config).resolve()), "used": len(cases["episodes"])}
     if "real" in cases:
@@ -197,8 +222,12 @@ def describe_sources(config: EvalConfig, cases: dict[str, list]) -> dict:
             counts = by_source.setdefault(record.source or "unknown", {"passages": 0, "no_fact": 0})
             counts["passages"] += 1
             counts["no_fact"] += not record.gold_triplets
-        sources["real"] = {"path": str(path.resolve()), "chosen_by": chosen_by,
-                           "files": [str(f.resolve()) for f in files], "by_source": by_source}
+        sources["real"] = {
+            "path": str(path.resolve()),
+            "chosen_by": chosen_by,
+            "files": [str(f.resolve()) for f in files],
+            "by_source": by_source,
+        }
     return sources
 
 
@@ -214,8 +243,14 @@ def batch_size(config: EvalConfig) -> int:
     return 64 if resolve_device(config.device).startswith("cuda") else 8
 
 
-def _evaluate(system: System, part: str, cases: list, config: EvalConfig, memory_config: MemoryConfig | None,
-              progress: Callable[[], None] | None = None) -> list[dict]:
+def _evaluate(
+    system: System,
+    part: str,
+    cases: list,
+    config: EvalConfig,
+    memory_config: MemoryConfig | None,
+    progress: Callable[[], None] | None = None,
+) -> list[dict]:
     size = batch_size(config)
     if part == "records":
         return evaluate_records(system, cases, memory_config, progress, size)
@@ -244,8 +279,12 @@ _WORKER: dict[str, Any] = {}
 
 def _init_worker(config_json: str, memory_json: str | None) -> None:
     config = EvalConfig.model_validate_json(config_json)
-    _WORKER.update(config=config, cases=load_cases(config), systems=load_systems(config),
-                   memory=MemoryConfig.model_validate_json(memory_json) if memory_json else None)
+    _WORKER.update(
+        config=config,
+        cases=load_cases(config),
+        systems=load_systems(config),
+        memory=MemoryConfig.model_validate_json(memory_json) if memory_json else None,
+    )
 
 
 def _worker_task(task: tuple[str, str, list[int]]) -> tuple[int, list[dict]]:
@@ -254,14 +293,20 @@ def _worker_task(task: tuple[str, str, list[int]]) -> tuple[int, list[dict]]:
     return len(indices), _evaluate(_WORKER["systems"][name], part, cases, _WORKER["config"], _WORKER["memory"])
 
 
-def run_eval(config: EvalConfig, out_dir: str | Path, *, systems: dict[str, System] | None = None,
-             memory_config: MemoryConfig | None = None, progress: Progress | None = None) -> dict:
+def run_eval(
+    config: EvalConfig,
+    out_dir: str | Path,
+    *,
+    systems: dict[str, System] | None = None,
+    memory_config: MemoryConfig | None = None,
+    progress: Progress | None = None,
+) -> dict:
     """Run every part for every system, write the report to `out_dir`; returns the summary."""
     start = time.perf_counter()
     if memory_config is None:
         memory_config = MemoryConfig.load(config.memory_config)
     cases = load_cases(config)
-    tick = progress or (lambda description, total: (lambda: None))
+    tick = progress or (lambda description, total: lambda: None)
     raw: dict[str, dict[str, Any]] = {name: {"uses_memory": name != "zero_shot"} for name in config.systems}
     if config.workers > 1 and systems is None:
         import multiprocessing
@@ -270,8 +315,12 @@ def run_eval(config: EvalConfig, out_dir: str | Path, *, systems: dict[str, Syst
         if config.threads is None:
             config = config.model_copy(update={"threads": 1})  # the workers share the cores
         memory_json = memory_config.model_dump_json() if memory_config else None
-        with ProcessPoolExecutor(config.workers, mp_context=multiprocessing.get_context("spawn"),
-                                 initializer=_init_worker, initargs=(config.model_dump_json(), memory_json)) as pool:
+        with ProcessPoolExecutor(
+            config.workers,
+            mp_context=multiprocessing.get_context("spawn"),
+            initializer=_init_worker,
+            initargs=(config.model_dump_json(), memory_json),
+        ) as pool:
             for name, part in _jobs(config, config.systems):
                 n, size = len(cases[_CASES_OF[part]]), batch_size(config)
                 advance = tick(f"{name}: {part}", n)
@@ -287,12 +336,17 @@ def run_eval(config: EvalConfig, out_dir: str | Path, *, systems: dict[str, Syst
         raw = {name: {"uses_memory": system.uses_memory} for name, system in systems.items()}
         for name, part in _jobs(config, list(systems)):
             n = len(cases[_CASES_OF[part]])
-            raw[name][part] = _evaluate(systems[name], part, cases[_CASES_OF[part]], config, memory_config,
-                                        tick(f"{name}: {part}", n))
+            raw[name][part] = _evaluate(
+                systems[name], part, cases[_CASES_OF[part]], config, memory_config, tick(f"{name}: {part}", n)
+            )
     summary = summarise(raw)
     Path(out_dir).mkdir(parents=True, exist_ok=True)
     config.save(Path(out_dir) / EVAL_CONFIG_FILENAME)
-    meta = {**config.model_dump(), "wall_s": time.perf_counter() - start,
-            "cases": {k: len(v) for k, v in cases.items()}, "sources": describe_sources(config, cases)}
+    meta = {
+        **config.model_dump(),
+        "wall_s": time.perf_counter() - start,
+        "cases": {k: len(v) for k, v in cases.items()},
+        "sources": describe_sources(config, cases),
+    }
     write_report(summary, raw, meta, out_dir)
     return summary

@@ -12,9 +12,9 @@ nothing.
 
 from __future__ import annotations
 
-from collections.abc import Generator, Iterable
+from collections.abc import Callable, Generator, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from memory_runtime.backend import Backend
 from memory_runtime.batching import BatchDecoder, TurnRequest
@@ -39,13 +39,20 @@ ZERO_SHOT_PROMPT = "Answer the question from the facts given. If they do not say
 # The few-shot demonstrations: a write, a read with results, an unanswerable read. Names are
 # not from any data_gen pool.
 _DEMOS = [
-    ("Quentin Marlow works for Halvorsen Shipping.",
-     render_write("Quentin Marlow", "employed by", "Halvorsen Shipping") + " " + ACK),
-    ("Who works for Halvorsen Shipping?",
-     render_read(None, "employed by", "Halvorsen Shipping")
-     + render_results([("Quentin Marlow", "employed by", "Halvorsen Shipping")]) + " Quentin Marlow."),
-    ("Who founded Brightwater Mills?",
-     render_read(None, "founder of", "Brightwater Mills") + render_results([]) + " I don't know."),
+    (
+        "Quentin Marlow works for Halvorsen Shipping.",
+        render_write("Quentin Marlow", "employed by", "Halvorsen Shipping") + " " + ACK,
+    ),
+    (
+        "Who works for Halvorsen Shipping?",
+        render_read(None, "employed by", "Halvorsen Shipping")
+        + render_results([("Quentin Marlow", "employed by", "Halvorsen Shipping")])
+        + " Quentin Marlow.",
+    ),
+    (
+        "Who founded Brightwater Mills?",
+        render_read(None, "founder of", "Brightwater Mills") + render_results([]) + " I don't know.",
+    ),
 ]
 FEW_SHOT_PROMPT = (
     SYSTEM_PROMPT
@@ -81,8 +88,15 @@ class System:
     def uses_memory(self) -> bool:
         return self.name != "zero_shot"
 
-    def request(self, user: str, store: TripletStore, *, history: Sequence[dict] = (),
-                context: str | None = None, namespace: str = "default") -> TurnRequest:
+    def request(
+        self,
+        user: str,
+        store: TripletStore,
+        *,
+        history: Sequence[dict] = (),
+        context: str | None = None,
+        namespace: str = "default",
+    ) -> TurnRequest:
         """One user turn as this system asks it. `context` (zero-shot only) is prepended to the
         user's text: the statements or facts the memory would otherwise hold."""
         if self.name == "zero_shot":
@@ -91,37 +105,61 @@ class System:
             prompt: str | None = ZERO_SHOT_PROMPT
         else:
             prompt = FEW_SHOT_PROMPT if self.name == "few_shot" else self.system_prompt
-        return TurnRequest(turn_messages(user, history, prompt), store, namespace=namespace,
-                           max_new_tokens=self.max_new_tokens, max_calls=self.max_calls)
+        return TurnRequest(
+            turn_messages(user, history, prompt),
+            store,
+            namespace=namespace,
+            max_new_tokens=self.max_new_tokens,
+            max_calls=self.max_calls,
+        )
 
     def run(self, request: TurnRequest) -> TurnResult:
         """One request, alone (Controller over a streaming backend)."""
         messages = request.messages
         prompt = messages[0]["content"] if messages[0]["role"] == "system" else None
         body = messages[1:] if prompt is not None else messages
-        backend = (self.backend_factory() if self.backend_factory
-                   else HFBackend(self.model, self.tokenizer, copy_fields=self.copy_fields,
-                                  relations=request.store.config.relation_names))
-        controller = Controller(backend, request.store, namespace=request.namespace, system_prompt=prompt,
-                                max_calls=request.max_calls, max_new_tokens=request.max_new_tokens)
+        backend = (
+            self.backend_factory()
+            if self.backend_factory
+            else HFBackend(
+                self.model, self.tokenizer, copy_fields=self.copy_fields, relations=request.store.config.relation_names
+            )
+        )
+        controller = Controller(
+            backend,
+            request.store,
+            namespace=request.namespace,
+            system_prompt=prompt,
+            max_calls=request.max_calls,
+            max_new_tokens=request.max_new_tokens,
+        )
         return controller.run_turn(body[-1]["content"], body[:-1])
 
-    def turn(self, user: str, store: TripletStore, *, history: Sequence[dict] = (),
-             context: str | None = None, namespace: str = "default") -> TurnResult:
+    def turn(
+        self,
+        user: str,
+        store: TripletStore,
+        *,
+        history: Sequence[dict] = (),
+        context: str | None = None,
+        namespace: str = "default",
+    ) -> TurnResult:
         return self.run(self.request(user, store, history=history, context=context, namespace=namespace))
 
 
 Session = Generator[TurnRequest, TurnResult, Any]
 
 
-def run_sessions(system: System, sessions: Iterable[Session], batch_size: int = 1,
-                 progress: Callable[[], None] | None = None) -> list[Any]:
+def run_sessions(
+    system: System, sessions: Iterable[Session], batch_size: int = 1, progress: Callable[[], None] | None = None
+) -> list[Any]:
     """Drive eval sessions (generators that yield the system's requests and get their results):
     one turn at a time, or `batch_size` turns at once through a BatchDecoder (same greedy results)."""
     tick = progress or (lambda: None)
     if batch_size > 1 and system.backend_factory is None:
-        decoder = BatchDecoder(system.model, system.tokenizer, max_batch_size=batch_size,
-                               copy_fields=system.copy_fields)
+        decoder = BatchDecoder(
+            system.model, system.tokenizer, max_batch_size=batch_size, copy_fields=system.copy_fields
+        )
         return decoder.run_sessions(sessions, on_done=lambda index, value: tick())
     out = []
     for session in sessions:

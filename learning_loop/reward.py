@@ -14,8 +14,9 @@ A reward is all or nothing on purpose: partially right turns would teach their m
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Iterable, Literal, Sequence
+from typing import Literal
 
 from eval.metrics import answer_correct, names_in, triplet_key, triplet_prf
 

@@ -16,10 +16,10 @@ One round:
               and answer trained, inserted results untrained), written as JSONL that
               `memlm train` includes through data.extra_jsonl.
 
-`run_rounds` saves the resolved config (`self_instruct_config.yaml`) and repeats this, training on templates + every trajectory kept so far after each
-round, continuing the current adapter (`--model` when it is a trained run, then each round's;
-`continue_adapter: false` trains a fresh one each round); the next round generates and executes
-with the new adapter.
+`run_rounds` saves the resolved config (`self_instruct_config.yaml`) and repeats this, training on
+templates + every trajectory kept so far after each round, continuing the current adapter
+(`--model` when it is a trained run, then each round's; `continue_adapter: false` trains a fresh
+one each round); the next round generates and executes with the new adapter.
 """
 
 from __future__ import annotations
@@ -27,18 +27,19 @@ from __future__ import annotations
 import json
 import random
 import time
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Callable, Iterable, Literal, Sequence
+from typing import Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from memory_runtime.records import Record, turn_segments
-from learning_loop.reward import Reward, reward
 from eval.metrics import names_in
+from learning_loop.reward import Reward, reward
 from memory_runtime.backend import Backend
 from memory_runtime.controller import Controller, TurnResult
 from memory_runtime.protocol import SYSTEM_PROMPT, Call, Triplet, parse_calls
+from memory_runtime.records import Record, turn_segments
 from memory_runtime.store import MemoryConfig, TripletStore, normalize_term
 from memory_runtime.yaml_config import apply_overrides, read_mapping, validate
 
@@ -121,12 +122,18 @@ def task_of_record(record: Record) -> Task | None:
         return None
     gold = "".join(s.text for s in record.segments if s.role != "user")
     reads = [c.fields for c in parse_calls(gold) if isinstance(c, Call) and c.kind == "read"]
-    return Task(id=record.id, type=record.type, shape=record.shape, gold_triplets=record.gold_triplets,
-                gold_names=record.gold_names, reads=reads, memory=record.memory)
+    return Task(
+        id=record.id,
+        type=record.type,
+        shape=record.shape,
+        gold_triplets=record.gold_triplets,
+        gold_names=record.gold_names,
+        reads=reads,
+        memory=record.memory,
+    )
 
 
-def draft_tasks(data_config: Path | str, n: int, *, seed: int = 0,
-                mix: dict[str, float] | None = None) -> list[Task]:
+def draft_tasks(data_config: Path | str, n: int, *, seed: int = 0, mix: dict[str, float] | None = None) -> list[Task]:
     """`n` drafts over the train pool of the data config's world (its people and organisations)."""
     from data_gen.config import DataConfig, MixConfig, functional_of, memory_table
     from data_gen.examples import build_records
@@ -174,7 +181,7 @@ def clean_generation(text: str) -> str:
     lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
     labelled = [line for line in lines if line.lower().startswith("sentence:")]
     if labelled:
-        lines = [labelled[0][len("sentence:"):]]
+        lines = [labelled[0][len("sentence:") :]]
     for line in lines:
         line = line.strip().strip("\"'` ")
         if line and not line.lower().startswith("spec:"):
@@ -238,36 +245,74 @@ def augment(
 # ----------------------------------------------------------------------------- execute, reward, keep
 
 
-def execute(task: Task, backend: Backend, memory_config: MemoryConfig | None = None, *,
-            max_new_tokens: int = 128, system_prompt: str | None = SYSTEM_PROMPT) -> tuple[TurnResult, Reward]:
+def execute(
+    task: Task,
+    backend: Backend,
+    memory_config: MemoryConfig | None = None,
+    *,
+    max_new_tokens: int = 128,
+    system_prompt: str | None = SYSTEM_PROMPT,
+) -> tuple[TurnResult, Reward]:
     """Run the task through the controller with a fresh store holding its memory; score the turn."""
     with TripletStore(":memory:", memory_config) as store:
         if task.memory:
             store.write_many(task.memory, at=1.0)
-        result = Controller(backend, store, system_prompt=system_prompt, max_calls=8,
-                            max_new_tokens=max_new_tokens).run_turn(task.text)
-        score = reward(task.kind, result.calls, result.reply, gold_triplets=task.gold_triplets,
-                       gold_names=task.gold_names, question=task.text, candidates=task.names(),
-                       canonical=store.canonical_relation, status=result.status)
+        result = Controller(
+            backend, store, system_prompt=system_prompt, max_calls=8, max_new_tokens=max_new_tokens
+        ).run_turn(task.text)
+        score = reward(
+            task.kind,
+            result.calls,
+            result.reply,
+            gold_triplets=task.gold_triplets,
+            gold_names=task.gold_names,
+            question=task.text,
+            candidates=task.names(),
+            canonical=store.canonical_relation,
+            status=result.status,
+        )
     return result, score
 
 
 def trajectory_record(task: Task, result: TurnResult, *, source: str = "self_instruct") -> Record:
     """A kept trajectory as a training Record (gold fields from the task)."""
-    return Record(id=f"{source}-{task.id}", type=task.type, shape=task.shape,
-                  segments=turn_segments(task.text, result.text), gold_triplets=task.gold_triplets,
-                  gold_names=task.gold_names, memory=task.memory, split="train", source=source)
+    return Record(
+        id=f"{source}-{task.id}",
+        type=task.type,
+        shape=task.shape,
+        segments=turn_segments(task.text, result.text),
+        gold_triplets=task.gold_triplets,
+        gold_names=task.gold_names,
+        memory=task.memory,
+        split="train",
+        source=source,
+    )
 
 
-def run_tasks(tasks: Sequence[Task], backend: Backend, memory_config: MemoryConfig | None = None, *,
-              max_new_tokens: int = 128, system_prompt: str | None = SYSTEM_PROMPT) -> tuple[list[Record], list[dict]]:
+def run_tasks(
+    tasks: Sequence[Task],
+    backend: Backend,
+    memory_config: MemoryConfig | None = None,
+    *,
+    max_new_tokens: int = 128,
+    system_prompt: str | None = SYSTEM_PROMPT,
+) -> tuple[list[Record], list[dict]]:
     """(records of the reward-1 trajectories, a log row per task)."""
     kept, log = [], []
     for task in tasks:
-        result, score = execute(task, backend, memory_config, max_new_tokens=max_new_tokens,
-                                system_prompt=system_prompt)
-        log.append({"id": task.id, "type": task.type, "text": task.text, "assistant": result.text,
-                    "reward": score.value, "reason": score.reason})
+        result, score = execute(
+            task, backend, memory_config, max_new_tokens=max_new_tokens, system_prompt=system_prompt
+        )
+        log.append(
+            {
+                "id": task.id,
+                "type": task.type,
+                "text": task.text,
+                "assistant": result.text,
+                "reward": score.value,
+                "reason": score.reason,
+            }
+        )
         if score.value:
             kept.append(trajectory_record(task, result))
     return kept, log
@@ -311,7 +356,7 @@ class SelfInstructConfig(BaseModel):
     train: TrainStep = TrainStep()
 
     @classmethod
-    def load(cls, path: str | Path, overrides: Sequence[str] = ()) -> "SelfInstructConfig":
+    def load(cls, path: str | Path, overrides: Sequence[str] = ()) -> SelfInstructConfig:
         """Read a YAML config, apply dotted ``key=value`` overrides, validate; relative paths are
         made absolute, relative to the file."""
         path = Path(path)
@@ -331,8 +376,14 @@ class SelfInstructConfig(BaseModel):
         return path
 
 
-def score_tasks(tasks: Sequence[Task], backend: Backend, memory_config: MemoryConfig | None = None, *,
-                max_new_tokens: int = 128, system_prompt: str | None = SYSTEM_PROMPT) -> dict:
+def score_tasks(
+    tasks: Sequence[Task],
+    backend: Backend,
+    memory_config: MemoryConfig | None = None,
+    *,
+    max_new_tokens: int = 128,
+    system_prompt: str | None = SYSTEM_PROMPT,
+) -> dict:
     """Reward-1 rate on tasks (the held-out paraphrase test): overall and per kind."""
     _, log = run_tasks(tasks, backend, memory_config, max_new_tokens=max_new_tokens, system_prompt=system_prompt)
     out: dict = {"tasks": len(log), "correct": sum(r["reward"] for r in log)}
@@ -344,8 +395,15 @@ def score_tasks(tasks: Sequence[Task], backend: Backend, memory_config: MemoryCo
     return out
 
 
-def run_rounds(config: SelfInstructConfig, model: str, out: Path, *, log: Callable[[str], None] = print,
-               train_fn: Callable | None = None, backend_for: Callable[[str], Backend] | None = None) -> list[dict]:
+def run_rounds(
+    config: SelfInstructConfig,
+    model: str,
+    out: Path,
+    *,
+    log: Callable[[str], None] = print,
+    train_fn: Callable | None = None,
+    backend_for: Callable[[str], Backend] | None = None,
+) -> list[dict]:
     """Run the configured rounds into `out`: per round `round-N/` (drafts, generations, executions,
     kept.jsonl, adapter/) and one line per round in `rounds.jsonl`. Returns the round rows.
 
@@ -375,9 +433,14 @@ def run_rounds(config: SelfInstructConfig, model: str, out: Path, *, log: Callab
             row["real_before"] = score_real(real, backend, **run)
             log(f"round {r}: real-text probe before: {row['real_before']}")
         drafts = draft_tasks(config.world, config.tasks_per_round, seed=config.seed + r)
-        tasks, aug_log = augment(drafts, seeds, writer or backend, demos=config.demos,
-                                 max_new_tokens=config.augment_max_new_tokens,
-                                 rng=random.Random(config.seed * 1000 + r))
+        tasks, aug_log = augment(
+            drafts,
+            seeds,
+            writer or backend,
+            demos=config.demos,
+            max_new_tokens=config.augment_max_new_tokens,
+            rng=random.Random(config.seed * 1000 + r),
+        )
         write_jsonl(rdir / "tasks.jsonl", tasks)
         _dump(rdir / "augment.jsonl", aug_log)
         kept, run_log = run_tasks(tasks, backend, **run)
@@ -385,10 +448,15 @@ def run_rounds(config: SelfInstructConfig, model: str, out: Path, *, log: Callab
         write_jsonl(rdir / "kept.jsonl", kept)
         if kept:
             kept_files.append(str(rdir / "kept.jsonl"))
-        row.update({"drafts": len(drafts), "generated": len(tasks), "kept": len(kept),
-                    "kept_ratio": len(kept) / len(tasks) if tasks else 0.0})
-        log(f"round {r}: {len(drafts)} drafts, {len(tasks)} generated, {len(kept)} kept "
-            f"({row['kept_ratio']:.0%})")
+        row.update(
+            {
+                "drafts": len(drafts),
+                "generated": len(tasks),
+                "kept": len(kept),
+                "kept_ratio": len(kept) / len(tasks) if tasks else 0.0,
+            }
+        )
+        log(f"round {r}: {len(drafts)} drafts, {len(tasks)} generated, {len(kept)} kept ({row['kept_ratio']:.0%})")
         del backend
         adapter = rdir / "adapter"
         init = model if config.continue_adapter and (Path(model) / "adapter_config.json").is_file() else None
@@ -418,17 +486,23 @@ def _real_passages(config: SelfInstructConfig) -> list[Record]:
     return real_sample(config.real, config.real_limit, config.seed)
 
 
-def score_real(records: Sequence[Record], backend: Backend, *, max_new_tokens: int = 128,
-               system_prompt: str | None = SYSTEM_PROMPT) -> dict:
+def score_real(
+    records: Sequence[Record], backend: Backend, *, max_new_tokens: int = 128, system_prompt: str | None = SYSTEM_PROMPT
+) -> dict:
     """The real-text probe (eval/real_probe.py) over all sources: pair P/R/F1 and false writes."""
     from eval.real_probe import evaluate_real, summarise_real
     from eval.systems import System
 
     system = System("memlm", None, None, max_new_tokens, backend_factory=lambda: backend, system_prompt=system_prompt)
     overall = summarise_real(evaluate_real(system, records))["all"]
-    return {"passages": overall["passages"], "pair_f1": round(overall["pair"]["f1"], 3),
-            "pair_precision": round(overall["pair"]["precision"], 3), "pair_recall": round(overall["pair"]["recall"], 3),
-            "false_write_rate": overall["false_write_rate"], "any_write_rate": overall["any_write_rate"]}
+    return {
+        "passages": overall["passages"],
+        "pair_f1": round(overall["pair"]["f1"], 3),
+        "pair_precision": round(overall["pair"]["precision"], 3),
+        "pair_recall": round(overall["pair"]["recall"], 3),
+        "false_write_rate": overall["false_write_rate"],
+        "any_write_rate": overall["any_write_rate"],
+    }
 
 
 def spread(items: list, limit: int | None) -> list:
@@ -459,8 +533,9 @@ def _hf_backend(threads: int | None, device: str = "auto", dtype: str = "auto") 
     return make
 
 
-def _train_config(config: SelfInstructConfig, out: Path, kept_files: list[str], adapter: Path,
-                  init_from: str | None = None):
+def _train_config(
+    config: SelfInstructConfig, out: Path, kept_files: list[str], adapter: Path, init_from: str | None = None
+):
     """The round's training config: templates (generated once into out/templates) + kept trajectories;
     with `init_from` (an adapter dir) it continues that adapter on its own base."""
     from data_gen.config import DataConfig
@@ -471,13 +546,20 @@ def _train_config(config: SelfInstructConfig, out: Path, kept_files: list[str], 
         from data_gen.generate import generate
 
         generate(DataConfig.load(config.train.templates), templates, overwrite=True, show_progress=False)
-    overrides = [*config.train.overrides, f"data.path={json.dumps(str(templates))}", "data.synthetic=null",
-                 f"data.extra_jsonl={json.dumps(kept_files)}", f"output.output_dir={json.dumps(str(adapter))}"]
+    overrides = [
+        *config.train.overrides,
+        f"data.path={json.dumps(str(templates))}",
+        "data.synthetic=null",
+        f"data.extra_jsonl={json.dumps(kept_files)}",
+        f"output.output_dir={json.dumps(str(adapter))}",
+    ]
     if init_from is not None:
         from memory_runtime.models import adapter_base
 
-        overrides += [f"lora.init_from={json.dumps(str(Path(init_from).resolve()))}",
-                      f"model.name={json.dumps(adapter_base(init_from))}"]
+        overrides += [
+            f"lora.init_from={json.dumps(str(Path(init_from).resolve()))}",
+            f"model.name={json.dumps(adapter_base(init_from))}",
+        ]
     return load_config(config.train.config, overrides)
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.console import Console
@@ -21,8 +20,10 @@ memory_app = typer.Typer(
 )
 # Warnings every run would print and no user can act on (library internals); also set in the
 # environment so that eval's worker processes inherit them.
-QUIET_WARNINGS = (("`is_gradient_checkpointing` is deprecated", FutureWarning),
-                  ("'pin_memory' argument is set as true but no accelerator", UserWarning))
+QUIET_WARNINGS = (
+    ("`is_gradient_checkpointing` is deprecated", FutureWarning),
+    ("'pin_memory' argument is set as true but no accelerator", UserWarning),
+)
 
 
 @app.callback()
@@ -52,7 +53,7 @@ OBJECT = typer.Option(None, "--object", "-o", help="Object (an organisation), or
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
 
-def _find_config(path: Optional[Path]) -> Optional[Path]:
+def _find_config(path: Path | None) -> Path | None:
     """A config path as given, or, when it is relative and not found from the working directory, the
     shipped file of that name in the memlm checkout: `--config configs/train/cpu-smollm2.yaml` works
     from any directory."""
@@ -61,7 +62,7 @@ def _find_config(path: Optional[Path]) -> Optional[Path]:
     return PROJECT_ROOT / path
 
 
-def _store(db: Path, config: Optional[Path], must_exist: bool = True):
+def _store(db: Path, config: Path | None, must_exist: bool = True):
     from memory_runtime.store import MemoryConfig, TripletStore
 
     if must_exist and not db.exists():
@@ -78,8 +79,15 @@ def _print_facts(facts, title: str) -> None:
     for column in ("id", "subject", "relation", "object", "valid from", "valid to", "ended by"):
         table.add_column(column)
     for f in facts:
-        table.add_row(str(f.id), f.subject, f.relation, f.object, f"{f.valid_from:.0f}",
-                      "" if f.valid_to is None else f"{f.valid_to:.0f}", f.ended_by or "")
+        table.add_row(
+            str(f.id),
+            f.subject,
+            f.relation,
+            f.object,
+            f"{f.valid_from:.0f}",
+            "" if f.valid_to is None else f"{f.valid_to:.0f}",
+            f.ended_by or "",
+        )
     Console().print(table)
 
 
@@ -90,7 +98,7 @@ def bench_memory(
     queries: int = typer.Option(1000, "--queries", min=10, help="Exact and one-typo queries to time."),
     batch: int = typer.Option(10_000, "--batch", min=1, help="Writes per transaction while ingesting."),
     seed: int = typer.Option(0, "--seed"),
-    config: Optional[Path] = CONFIG,
+    config: Path | None = CONFIG,
 ) -> None:
     """Ingest speed, exact and fuzzy lookup latency, recall, and fuzzy vs brute-force scans."""
     from rich.progress import Progress
@@ -107,7 +115,12 @@ def bench_memory(
     with Progress(console=console, transient=True) as bar:
         task = bar.add_task("ingesting", total=triplets)
         result = run_memory_bench(
-            triplets, namespaces, queries, seed=seed, batch=batch, config=memory_config,
+            triplets,
+            namespaces,
+            queries,
+            seed=seed,
+            batch=batch,
+            config=memory_config,
             progress=lambda done: bar.update(task, completed=done),
         )
     print(json.dumps(result))
@@ -115,13 +128,19 @@ def bench_memory(
 
 # ----------------------------------------------------------------------------- training
 
-DEVICE = typer.Option("auto", "--device", help="auto (a CUDA GPU when one is visible, else the CPU), cpu, cuda, cuda:N.")
-DTYPE = typer.Option("auto", "--dtype", help="auto (bfloat16 on GPUs and on CPUs that multiply it natively, else "
-                                             "float32), float32, bfloat16, float16.")
+DEVICE = typer.Option(
+    "auto", "--device", help="auto (a CUDA GPU when one is visible, else the CPU), cpu, cuda, cuda:N."
+)
+DTYPE = typer.Option(
+    "auto",
+    "--dtype",
+    help="auto (bfloat16 on GPUs and on CPUs that multiply it natively, else float32), float32, bfloat16, float16.",
+)
 
 TRAIN_CONFIG = typer.Option(..., "--config", help="Training config YAML (configs/train/*.yaml).")
-OVERRIDES = typer.Argument(None, help="Config overrides as dotted key=value, e.g. optim.learning_rate=1e-4.",
-                           show_default=False)
+OVERRIDES = typer.Argument(
+    None, help="Config overrides as dotted key=value, e.g. optim.learning_rate=1e-4.", show_default=False
+)
 
 
 def _fail(err: Exception) -> None:
@@ -147,9 +166,15 @@ def _quiet_training_logs() -> None:
         os.environ.setdefault("DS_ACCELERATOR", "cpu")
 
 
-def _train_config(config: Path, overrides: Optional[list[str]], data: Optional[str] = None,
-                  output_dir: Optional[str] = None, max_steps: Optional[int] = None,
-                  max_minutes: Optional[float] = None, fresh: bool = False):
+def _train_config(
+    config: Path,
+    overrides: list[str] | None,
+    data: str | None = None,
+    output_dir: str | None = None,
+    max_steps: int | None = None,
+    max_minutes: float | None = None,
+    fresh: bool = False,
+):
     """Load + validate a training config (flags win over key=value overrides); exit 2 on errors."""
     from training.config import ConfigError, load_config
 
@@ -174,14 +199,22 @@ def _train_config(config: Path, overrides: Optional[list[str]], data: Optional[s
 @app.command("train")
 def train_command(
     config: Path = TRAIN_CONFIG,
-    overrides: Optional[list[str]] = OVERRIDES,
-    data: Optional[str] = typer.Option(None, "--data", help="DatasetDict saved by data_gen (sets data.path)."),
-    output_dir: Optional[str] = typer.Option(None, "--output-dir", help="Sets output.output_dir."),
-    max_steps: Optional[int] = typer.Option(None, "--max-steps", help="Sets optim.max_steps."),
-    max_minutes: Optional[float] = typer.Option(None, "--max-minutes", min=0.01, help="Sets optim.max_minutes: a "
-                                                "wall-clock budget; the schedule is shortened to the steps that fit."),
-    fresh: bool = typer.Option(False, "--fresh", help="Start over, deleting the output dir's checkpoints (by default "
-                               "a run resumes from a checkpoint of the same config there)."),
+    overrides: list[str] | None = OVERRIDES,
+    data: str | None = typer.Option(None, "--data", help="DatasetDict saved by data_gen (sets data.path)."),
+    output_dir: str | None = typer.Option(None, "--output-dir", help="Sets output.output_dir."),
+    max_steps: int | None = typer.Option(None, "--max-steps", help="Sets optim.max_steps."),
+    max_minutes: float | None = typer.Option(
+        None,
+        "--max-minutes",
+        min=0.01,
+        help="Sets optim.max_minutes: a wall-clock budget; the schedule is shortened to the steps that fit.",
+    ),
+    fresh: bool = typer.Option(
+        False,
+        "--fresh",
+        help="Start over, deleting the output dir's checkpoints (by default "
+        "a run resumes from a checkpoint of the same config there).",
+    ),
 ) -> None:
     """Fine-tune a model to emit memory calls (LoRA / QLoRA / full, as configured).
 
@@ -199,8 +232,16 @@ def train_command(
         result = train(cfg, log=_log)
     except ConfigError as err:
         _fail(err)
-    keep = ("train_loss", "eval_loss", "eval_mean_token_accuracy", "train_runtime", "global_step", "dtype", "budget",
-            "distributed")
+    keep = (
+        "train_loss",
+        "eval_loss",
+        "eval_mean_token_accuracy",
+        "train_runtime",
+        "global_step",
+        "dtype",
+        "budget",
+        "distributed",
+    )
     if is_main_process():
         print(json.dumps({"output_dir": str(result.output_dir), **{k: result.metrics.get(k) for k in keep}}))
 
@@ -208,10 +249,10 @@ def train_command(
 @app.command("inspect")
 def inspect_command(
     config: Path = TRAIN_CONFIG,
-    overrides: Optional[list[str]] = OVERRIDES,
-    data: Optional[str] = typer.Option(None, "--data", help="DatasetDict saved by data_gen (sets data.path)."),
+    overrides: list[str] | None = OVERRIDES,
+    data: str | None = typer.Option(None, "--data", help="DatasetDict saved by data_gen (sets data.path)."),
     n: int = typer.Option(3, "--n", min=1, help="How many records to show."),
-    split: Optional[str] = typer.Option(None, "--split", help="Split to read (default: data.train_split)."),
+    split: str | None = typer.Option(None, "--split", help="Split to read (default: data.train_split)."),
 ) -> None:
     """Show how records are tokenised: every token with its label (-100 = not trained)."""
     from rich.text import Text
@@ -253,21 +294,42 @@ def inspect_command(
 @bench_app.command("train")
 def bench_train_command(
     config: Path = TRAIN_CONFIG,
-    overrides: Optional[list[str]] = OVERRIDES,
-    data: Optional[str] = typer.Option(None, "--data", help="DatasetDict saved by data_gen (default: templated records)."),
+    overrides: list[str] | None = OVERRIDES,
+    data: str | None = typer.Option(None, "--data", help="DatasetDict saved by data_gen (default: templated records)."),
     steps: int = typer.Option(6, "--steps", min=1, help="Timed optimizer steps per mode."),
     warmup: int = typer.Option(1, "--warmup", min=0, help="Untimed warm-up steps per mode (and round)."),
-    rounds: int = typer.Option(1, "--rounds", min=1, help="Modes take turns this many times (A B A B ...); each "
-                               "mode's figures sum its rounds, so drift in the machine's speed cancels out."),
-    modes: str = typer.Option("none,padding_free", "--modes", help="Comma-separated: none (padded), grouped (padded, similar lengths), padding_free, bfd."),
-    dtypes: str = typer.Option("", "--dtypes", help="Comma-separated base-weight dtypes to time side by side, e.g. "
-                               "auto,float32,bfloat16 (default: model.dtype of the config)."),
-    batches: str = typer.Option("", "--batches", help="Comma-separated batchings to time side by side: a record "
-                                "count per step (16) or a token budget per step (tokens=2048), e.g. 4,16,tokens=2048 "
-                                "(default: the config's)."),
-    random_init: Optional[str] = typer.Option(None, "--random-init", help="A model config.json (or its directory): "
-                                              "time that architecture with random weights and the embedded model's "
-                                              "tokenizer (e.g. configs/models/qwen2.5-7b-instruct.json)."),
+    rounds: int = typer.Option(
+        1,
+        "--rounds",
+        min=1,
+        help="Modes take turns this many times (A B A B ...); each "
+        "mode's figures sum its rounds, so drift in the machine's speed cancels out.",
+    ),
+    modes: str = typer.Option(
+        "none,padding_free",
+        "--modes",
+        help="Comma-separated: none (padded), grouped (padded, similar lengths), padding_free, bfd.",
+    ),
+    dtypes: str = typer.Option(
+        "",
+        "--dtypes",
+        help="Comma-separated base-weight dtypes to time side by side, e.g. "
+        "auto,float32,bfloat16 (default: model.dtype of the config).",
+    ),
+    batches: str = typer.Option(
+        "",
+        "--batches",
+        help="Comma-separated batchings to time side by side: a record "
+        "count per step (16) or a token budget per step (tokens=2048), e.g. 4,16,tokens=2048 "
+        "(default: the config's).",
+    ),
+    random_init: str | None = typer.Option(
+        None,
+        "--random-init",
+        help="A model config.json (or its directory): "
+        "time that architecture with random weights and the embedded model's "
+        "tokenizer (e.g. configs/models/qwen2.5-7b-instruct.json).",
+    ),
 ) -> None:
     """Training throughput (trained and total tokens/s) and peak memory, padded vs padding-free."""
     from training.bench import bench_train
@@ -276,22 +338,47 @@ def bench_train_command(
     cfg = _train_config(config, overrides, data)
     _quiet_training_logs()
     try:
-        result = bench_train(cfg, steps=steps, warmup_steps=warmup, modes=[m.strip() for m in modes.split(",") if m.strip()],
-                             rounds=rounds, dtypes=[d.strip() for d in dtypes.split(",") if d.strip()],
-                             batches=[b.strip() for b in batches.split(",") if b.strip()],
-                             random_init=str(_find_config(Path(random_init))) if random_init else None, log=_log)
+        result = bench_train(
+            cfg,
+            steps=steps,
+            warmup_steps=warmup,
+            modes=[m.strip() for m in modes.split(",") if m.strip()],
+            rounds=rounds,
+            dtypes=[d.strip() for d in dtypes.split(",") if d.strip()],
+            batches=[b.strip() for b in batches.split(",") if b.strip()],
+            random_init=str(_find_config(Path(random_init))) if random_init else None,
+            log=_log,
+        )
     except (ConfigError, ValueError) as err:
         _fail(err)
     rounds_note = f", {rounds} rounds" if rounds > 1 else ""
     table = Table(title=f"training throughput ({result['device']}{rounds_note})")
-    for column in ("mode", "records/step", "trained tok/s", "tokens/s", "positions/s", "s/step", "peak MB", "MFU",
-                   "GPU %"):
+    for column in (
+        "mode",
+        "records/step",
+        "trained tok/s",
+        "tokens/s",
+        "positions/s",
+        "s/step",
+        "peak MB",
+        "MFU",
+        "GPU %",
+    ):
         table.add_column(column)
     for mode, r in result["modes"].items():
         mfu = f"{100 * r['mfu']:.1f}%" if r.get("mfu") is not None else "–"
         util = f"{r['gpu_utilisation_pct']:.0f}" if r.get("gpu_utilisation_pct") is not None else "–"
-        table.add_row(mode, f"{r['records_per_step']:.1f}", f"{r['trained_tokens_per_s']:.0f}", f"{r['tokens_per_s']:.0f}",
-                      f"{r['padded_positions_per_s']:.0f}", f"{r['step_s']:.2f}", f"{r['peak_mem_mb']:.0f}", mfu, util)
+        table.add_row(
+            mode,
+            f"{r['records_per_step']:.1f}",
+            f"{r['trained_tokens_per_s']:.0f}",
+            f"{r['tokens_per_s']:.0f}",
+            f"{r['padded_positions_per_s']:.0f}",
+            f"{r['step_s']:.2f}",
+            f"{r['peak_mem_mb']:.0f}",
+            mfu,
+            util,
+        )
     console.print(table)
     print(json.dumps(result))
 
@@ -300,7 +387,7 @@ def bench_train_command(
 def merge_command(
     adapter: Path = typer.Argument(..., help="A PEFT adapter directory (e.g. a memlm train output dir)."),
     output: Path = typer.Option(..., "--output", "-o", help="Where to write the merged model."),
-    base: Optional[str] = typer.Option(None, "--base", help="Base model (default: the one the adapter records)."),
+    base: str | None = typer.Option(None, "--base", help="Base model (default: the one the adapter records)."),
     dtype: str = typer.Option("float32", "--dtype", help="float32 | bfloat16 | float16"),
 ) -> None:
     """Merge a LoRA/QLoRA adapter into its base model and save a plain HF model."""
@@ -314,8 +401,12 @@ def merge_command(
 
 
 @memory_app.command("facts")
-def memory_facts(db: Path = DB, namespace: str = NAMESPACE, config: Optional[Path] = CONFIG,
-                 as_json: bool = typer.Option(False, "--json", help="Print JSON lines instead of a table.")) -> None:
+def memory_facts(
+    db: Path = DB,
+    namespace: str = NAMESPACE,
+    config: Path | None = CONFIG,
+    as_json: bool = typer.Option(False, "--json", help="Print JSON lines instead of a table."),
+) -> None:
     """List the current facts of a namespace."""
     with _store(db, config) as store:
         facts = store.facts(namespace)
@@ -329,11 +420,11 @@ def memory_facts(db: Path = DB, namespace: str = NAMESPACE, config: Optional[Pat
 @memory_app.command("query")
 def memory_query(
     db: Path = DB,
-    subject: Optional[str] = SUBJECT,
-    relation: Optional[str] = RELATION,
-    object: Optional[str] = OBJECT,
+    subject: str | None = SUBJECT,
+    relation: str | None = RELATION,
+    object: str | None = OBJECT,
     namespace: str = NAMESPACE,
-    config: Optional[Path] = CONFIG,
+    config: Path | None = CONFIG,
 ) -> None:
     """Ask the memory as a model's MEM_READ would (exact first, then fuzzy)."""
     with _store(db, config) as store:
@@ -349,11 +440,11 @@ def memory_query(
 @memory_app.command("history")
 def memory_history(
     db: Path = DB,
-    subject: Optional[str] = SUBJECT,
-    relation: Optional[str] = RELATION,
-    object: Optional[str] = OBJECT,
+    subject: str | None = SUBJECT,
+    relation: str | None = RELATION,
+    object: str | None = OBJECT,
     namespace: str = NAMESPACE,
-    config: Optional[Path] = CONFIG,
+    config: Path | None = CONFIG,
 ) -> None:
     """Every version of the matching facts, superseded and forgotten ones included."""
     with _store(db, config) as store:
@@ -363,8 +454,12 @@ def memory_history(
 
 @memory_app.command("write")
 def memory_write(
-    subject: str, relation: str, object: str, db: Path = DB, namespace: str = NAMESPACE,
-    config: Optional[Path] = CONFIG,
+    subject: str,
+    relation: str,
+    object: str,
+    db: Path = DB,
+    namespace: str = NAMESPACE,
+    config: Path | None = CONFIG,
 ) -> None:
     """Store one fact by hand (the database is created if it does not exist)."""
     with _store(db, config, must_exist=False) as store:
@@ -372,19 +467,20 @@ def memory_write(
             result = store.write(subject, relation, object, namespace=namespace)
         except (TypeError, ValueError) as err:
             raise typer.BadParameter(str(err)) from None
-    console.print(f"{result.status}: {result.fact.triplet}" +
-                  "".join(f"\n  supersedes {f.triplet}" for f in result.superseded))
+    console.print(
+        f"{result.status}: {result.fact.triplet}" + "".join(f"\n  supersedes {f.triplet}" for f in result.superseded)
+    )
 
 
 @memory_app.command("forget")
 def memory_forget(
     db: Path = DB,
-    subject: Optional[str] = SUBJECT,
-    relation: Optional[str] = RELATION,
-    object: Optional[str] = OBJECT,
+    subject: str | None = SUBJECT,
+    relation: str | None = RELATION,
+    object: str | None = OBJECT,
     namespace: str = NAMESPACE,
     purge: bool = typer.Option(False, "--purge", help="Delete every version for good instead of ending them."),
-    config: Optional[Path] = CONFIG,
+    config: Path | None = CONFIG,
 ) -> None:
     """End (or with --purge, erase) the facts that match exactly."""
     with _store(db, config) as store:
@@ -398,10 +494,11 @@ def memory_forget(
 @app.command("generate")
 def generate(
     config: Path = typer.Option(Path("configs/data/default.yaml"), "--config", help="Data config YAML."),
-    overrides: Optional[list[str]] = OVERRIDES,
-    out: Path = typer.Option(..., "--out", help="Output directory (DatasetDict, JSONL, README.md card, config.yaml: "
-                             "the resolved config)."),
-    seed: Optional[int] = typer.Option(None, "--seed", help="Override the config's seed."),
+    overrides: list[str] | None = OVERRIDES,
+    out: Path = typer.Option(
+        ..., "--out", help="Output directory (DatasetDict, JSONL, README.md card, config.yaml: the resolved config)."
+    ),
+    seed: int | None = typer.Option(None, "--seed", help="Override the config's seed."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an earlier output in --out."),
 ) -> None:
     """Generate synthetic memory training data: train/validation/test records and episodes."""
@@ -409,7 +506,9 @@ def generate(
     from data_gen.generate import generate_from_file
 
     try:
-        report = generate_from_file(_find_config(config), out, seed=seed, overrides=overrides or [], overwrite=overwrite)
+        report = generate_from_file(
+            _find_config(config), out, seed=seed, overrides=overrides or [], overwrite=overwrite
+        )
     except (ConfigError, FileExistsError) as err:
         _fail(err)
     console.print(report.summary(), markup=False, highlight=False, soft_wrap=True)
@@ -423,82 +522,171 @@ def _flag_overrides(**flags: object) -> list[str]:
     return [f"{key}={json.dumps(value)}" for key, value in flags.items() if value is not None]
 
 
-def _csv(value: Optional[str]) -> Optional[list[str]]:
+def _csv(value: str | None) -> list[str] | None:
     return None if value is None else [item.strip() for item in value.split(",") if item.strip()]
 
 
 @app.command("eval")
 def eval_command(
-    model: Optional[str] = typer.Option(None, "--model", help="A training run directory (adapter), or a base model "
-                                        "(embedded:SmolLM2-135M-Instruct, a hub id, a local path). Required, here "
-                                        "or in the config."),
-    data: Optional[Path] = typer.Option(None, "--data", help="A `memlm generate` output directory: its test "
-                                        "records and episodes are evaluated."),
-    out: Path = typer.Option(..., "--out", help="Report directory: metrics.json, report.md, PNG plots, cases.jsonl, "
-                             "eval_config.yaml (the resolved config)."),
-    config: Optional[Path] = typer.Option(None, "--config", help="Eval config YAML (configs/eval/default.yaml lists "
-                                          "every field); flags and key=value overrides win over it."),
-    overrides: Optional[list[str]] = OVERRIDES,
-    base: Optional[str] = typer.Option(None, "--base", help="Base model of the baselines (default: the adapter's "
-                                       "base, run with the adapter switched off)."),
-    episodes: Optional[Path] = typer.Option(None, "--episodes", help="Episodes JSONL to run end to end (the format "
-                                            "is documented in data_gen/episodes.py; default: DATA/jsonl/episodes.jsonl)."),
-    real: Optional[Path] = typer.Option(None, "--real", help="Real-text JSONL (Re-DocRED or KnowledgeNet format) "
-                                        "or directory (default: data/real/ in the repository, dev data never trained on)."),
-    systems: Optional[str] = typer.Option(None, "--systems", help="Comma-separated: memlm (the model with memory), "
-                                          "few_shot (base + memory + API examples), zero_shot (base, facts in the "
-                                          "prompt, no memory). Default: all three."),
-    parts: Optional[str] = typer.Option(None, "--parts", help="Comma-separated subset of records,typos,episodes,real "
-                                        "(default: all)."),
-    limit: Optional[int] = typer.Option(None, "--limit", min=1, help="At most N records per category, N episodes, "
-                                        "N passages per real source (quick runs)."),
-    seed: Optional[int] = typer.Option(None, "--seed", help="Sampling seed (default 0; decoding is greedy)."),
-    max_new_tokens: Optional[int] = typer.Option(None, "--max-new-tokens", min=8, help="Generated tokens per turn "
-                                                 "(default 128)."),
-    baseline_max_new_tokens: Optional[int] = typer.Option(None, "--baseline-max-new-tokens", min=8, help="Generated "
-                                                          "tokens per turn of the baselines (default 64: the base "
-                                                          "model rambles past its answer)."),
-    threads: Optional[int] = typer.Option(None, "--threads", min=1, help="torch CPU threads per process "
-                                          "(default: one per core, or 1 with --workers)."),
-    workers: Optional[int] = typer.Option(None, "--workers", min=1, help="Processes evaluating cases in parallel, "
-                                          "each with its own copy of the model (default 1; CPU: 2 workers of 1 "
-                                          "thread do more than 1 worker of 2)."),
-    batch_size: Optional[int] = typer.Option(None, "--batch-size", min=1, help="Turns decoded at once per process "
-                                             "(the same greedy results as 1; default: 64 on a GPU, 8 on the CPU)."),
-    device: Optional[str] = typer.Option(None, "--device", help="auto (default: a CUDA GPU when one is visible, else "
-                                         "the CPU), cpu, cuda, cuda:N."),
-    dtype: Optional[str] = typer.Option(None, "--dtype", help="auto (default: bfloat16 on GPUs and on CPUs that "
-                                        "multiply it natively, else float32), float32, bfloat16, float16."),
-    copy_fields: Optional[bool] = typer.Option(None, "--copy-fields/--free-fields", help="Decode the names in calls "
-                                               "copied from the conversation and their relations from the relation "
-                                               "table, as chat and serve do (the default; --free-fields: the "
-                                               "model's own spelling, to measure the model alone)."),
-    memory_config: Optional[Path] = typer.Option(None, "--memory-config", help="Memory config YAML (relation "
-                                                 "table, fuzzy settings; default: the shipped one)."),
+    model: str | None = typer.Option(
+        None,
+        "--model",
+        help="A training run directory (adapter), or a base model "
+        "(embedded:SmolLM2-135M-Instruct, a hub id, a local path). Required, here "
+        "or in the config.",
+    ),
+    data: Path | None = typer.Option(
+        None, "--data", help="A `memlm generate` output directory: its test records and episodes are evaluated."
+    ),
+    out: Path = typer.Option(
+        ...,
+        "--out",
+        help="Report directory: metrics.json, report.md, PNG plots, cases.jsonl, "
+        "eval_config.yaml (the resolved config).",
+    ),
+    config: Path | None = typer.Option(
+        None,
+        "--config",
+        help="Eval config YAML (configs/eval/default.yaml lists "
+        "every field); flags and key=value overrides win over it.",
+    ),
+    overrides: list[str] | None = OVERRIDES,
+    base: str | None = typer.Option(
+        None,
+        "--base",
+        help="Base model of the baselines (default: the adapter's base, run with the adapter switched off).",
+    ),
+    episodes: Path | None = typer.Option(
+        None,
+        "--episodes",
+        help="Episodes JSONL to run end to end (the format "
+        "is documented in data_gen/episodes.py; default: DATA/jsonl/episodes.jsonl).",
+    ),
+    real: Path | None = typer.Option(
+        None,
+        "--real",
+        help="Real-text JSONL (Re-DocRED or KnowledgeNet format) "
+        "or directory (default: data/real/ in the repository, dev data never trained on).",
+    ),
+    systems: str | None = typer.Option(
+        None,
+        "--systems",
+        help="Comma-separated: memlm (the model with memory), "
+        "few_shot (base + memory + API examples), zero_shot (base, facts in the "
+        "prompt, no memory). Default: all three.",
+    ),
+    parts: str | None = typer.Option(
+        None, "--parts", help="Comma-separated subset of records,typos,episodes,real (default: all)."
+    ),
+    limit: int | None = typer.Option(
+        None,
+        "--limit",
+        min=1,
+        help="At most N records per category, N episodes, N passages per real source (quick runs).",
+    ),
+    seed: int | None = typer.Option(None, "--seed", help="Sampling seed (default 0; decoding is greedy)."),
+    max_new_tokens: int | None = typer.Option(
+        None, "--max-new-tokens", min=8, help="Generated tokens per turn (default 128)."
+    ),
+    baseline_max_new_tokens: int | None = typer.Option(
+        None,
+        "--baseline-max-new-tokens",
+        min=8,
+        help="Generated tokens per turn of the baselines (default 64: the base model rambles past its answer).",
+    ),
+    threads: int | None = typer.Option(
+        None, "--threads", min=1, help="torch CPU threads per process (default: one per core, or 1 with --workers)."
+    ),
+    workers: int | None = typer.Option(
+        None,
+        "--workers",
+        min=1,
+        help="Processes evaluating cases in parallel, "
+        "each with its own copy of the model (default 1; CPU: 2 workers of 1 "
+        "thread do more than 1 worker of 2).",
+    ),
+    batch_size: int | None = typer.Option(
+        None,
+        "--batch-size",
+        min=1,
+        help="Turns decoded at once per process (the same greedy results as 1; default: 64 on a GPU, 8 on the CPU).",
+    ),
+    device: str | None = typer.Option(
+        None, "--device", help="auto (default: a CUDA GPU when one is visible, else the CPU), cpu, cuda, cuda:N."
+    ),
+    dtype: str | None = typer.Option(
+        None,
+        "--dtype",
+        help="auto (default: bfloat16 on GPUs and on CPUs that "
+        "multiply it natively, else float32), float32, bfloat16, float16.",
+    ),
+    copy_fields: bool | None = typer.Option(
+        None,
+        "--copy-fields/--free-fields",
+        help="Decode the names in calls "
+        "copied from the conversation and their relations from the relation "
+        "table, as chat and serve do (the default; --free-fields: the "
+        "model's own spelling, to measure the model alone).",
+    ),
+    memory_config: Path | None = typer.Option(
+        None, "--memory-config", help="Memory config YAML (relation table, fuzzy settings; default: the shipped one)."
+    ),
 ) -> None:
     """Measure calls, answers, episodes, typo robustness and real-text writes, against baselines."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
 
     from eval.report import headline, markdown_table, verdict_lines
     from eval.run import load_eval_config, run_eval
     from memory_runtime.store import MemoryConfig
 
-    def path(value: Optional[Path]) -> Optional[str]:
+    def path(value: Path | None) -> str | None:
         return None if value is None else str(_find_config(value))
 
-    items = [*(overrides or []), *_flag_overrides(
-        model=model, base=base, data=None if data is None else str(data), episodes=None if episodes is None else str(episodes),
-        real=None if real is None else str(real), systems=_csv(systems), parts=_csv(parts), limit=limit, seed=seed,
-        max_new_tokens=max_new_tokens, baseline_max_new_tokens=baseline_max_new_tokens, threads=threads,
-        workers=workers, batch_size=batch_size, device=device, dtype=dtype, copy_fields=copy_fields,
-        memory_config=path(memory_config))]
+    items = [
+        *(overrides or []),
+        *_flag_overrides(
+            model=model,
+            base=base,
+            data=None if data is None else str(data),
+            episodes=None if episodes is None else str(episodes),
+            real=None if real is None else str(real),
+            systems=_csv(systems),
+            parts=_csv(parts),
+            limit=limit,
+            seed=seed,
+            max_new_tokens=max_new_tokens,
+            baseline_max_new_tokens=baseline_max_new_tokens,
+            threads=threads,
+            workers=workers,
+            batch_size=batch_size,
+            device=device,
+            dtype=dtype,
+            copy_fields=copy_fields,
+            memory_config=path(memory_config),
+        ),
+    ]
     try:
         cfg = load_eval_config(_find_config(config), items)
         memory = MemoryConfig.load(cfg.memory_config)
     except ValueError as err:
         _fail(err)
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  TextColumn("left"), TimeRemainingColumn(), console=console) as bar:
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("left"),
+        TimeRemainingColumn(),
+        console=console,
+    ) as bar:
+
         def progress(description: str, total: int):
             task = bar.add_task(description, total=total)
             return lambda: bar.advance(task)
@@ -516,14 +704,16 @@ def eval_command(
 
 SERVE_CONFIG = Path("configs/serve/default.yaml")
 MODEL = typer.Option(
-    "embedded:SmolLM2-135M-Instruct", "--model", "-m",
+    "embedded:SmolLM2-135M-Instruct",
+    "--model",
+    "-m",
     help="Model: a `memlm train` run directory (PEFT adapter), a Hugging Face model directory or hub id, "
-         "or embedded:SmolLM2-135M-Instruct (the default base model, shipped in a package).",
+    "or embedded:SmolLM2-135M-Instruct (the default base model, shipped in a package).",
 )
 SERVE_DB = typer.Option(..., "--db", help="Memory database (SQLite file), created if missing.")
 
 
-def _serve_config(path: Path, overrides: Optional[list[str]] = None):
+def _serve_config(path: Path, overrides: list[str] | None = None):
     """Load a serve config; the default path falls back to the copy beside this package (run from anywhere)."""
     from memory_runtime.serving.config import ServeConfig, ServeConfigError
 
@@ -536,17 +726,29 @@ def _serve_config(path: Path, overrides: Optional[list[str]] = None):
 @app.command("serve")
 def serve_command(
     model: str = MODEL,
-    db: Path = typer.Option(..., "--db", help="Memory database (SQLite file), created if missing: every user's "
-                                              "facts, one namespace per API key."),
-    host: str = typer.Option("127.0.0.1", "--host", help="Interface to listen on: 127.0.0.1 is this machine only; "
-                                                         "0.0.0.0 is every interface (remove the demo key first)."),
+    db: Path = typer.Option(
+        ...,
+        "--db",
+        help="Memory database (SQLite file), created if missing: every user's facts, one namespace per API key.",
+    ),
+    host: str = typer.Option(
+        "127.0.0.1",
+        "--host",
+        help="Interface to listen on: 127.0.0.1 is this machine only; "
+        "0.0.0.0 is every interface (remove the demo key first).",
+    ),
     port: int = typer.Option(8000, "--port", min=1, max=65535, help="TCP port to listen on."),
-    config: Path = typer.Option(SERVE_CONFIG, "--config", help="Serve config YAML: API keys -> namespaces "
-                                                               "(also from an env variable or a file), limits, "
-                                                               "default sampling; see its comments."),
-    log_level: str = typer.Option("info", "--log-level", help="uvicorn's log level: critical, error, warning, "
-                                                              "info, debug, trace."),
-    overrides: Optional[list[str]] = OVERRIDES,
+    config: Path = typer.Option(
+        SERVE_CONFIG,
+        "--config",
+        help="Serve config YAML: API keys -> namespaces "
+        "(also from an env variable or a file), limits, "
+        "default sampling; see its comments.",
+    ),
+    log_level: str = typer.Option(
+        "info", "--log-level", help="uvicorn's log level: critical, error, warning, info, debug, trace."
+    ),
+    overrides: list[str] | None = OVERRIDES,
 ) -> None:
     """Serve a model with its memory behind an OpenAI-compatible API (POST /v1/chat/completions),
     with per-user memory endpoints (/v1/memory/...), /health and /metrics."""
@@ -564,22 +766,37 @@ def serve_command(
 def chat_command(
     model: str = MODEL,
     db: Path = SERVE_DB,
-    user: str = typer.Option("default", "--user", "-u", help="Whose memory to start with (a namespace); "
-                                                             "/user NAME switches."),
+    user: str = typer.Option(
+        "default", "--user", "-u", help="Whose memory to start with (a namespace); /user NAME switches."
+    ),
     max_new_tokens: int = typer.Option(256, "--max-new-tokens", min=1, help="Generated tokens per turn, at most."),
     max_calls: int = typer.Option(16, "--max-calls", min=1, help="Memory calls per turn, at most."),
     temperature: float = typer.Option(0.0, "--temperature", min=0.0, help="Sampling temperature (0: greedy)."),
-    memory_config: Optional[Path] = typer.Option(None, "--memory-config", help="Memory config YAML (relation "
-                                                                               "table, fuzzy settings)."),
-    history_turns: int = typer.Option(0, "--history-turns", min=0, help="Earlier exchanges sent with each turn "
-                                      "(0: none; the memory is what lasts, and memlm's models train on single turns)."),
+    memory_config: Path | None = typer.Option(
+        None, "--memory-config", help="Memory config YAML (relation table, fuzzy settings)."
+    ),
+    history_turns: int = typer.Option(
+        0,
+        "--history-turns",
+        min=0,
+        help="Earlier exchanges sent with each turn "
+        "(0: none; the memory is what lasts, and memlm's models train on single turns).",
+    ),
     show_calls: bool = typer.Option(False, "--show-calls", help="Print each turn's memory calls under the reply."),
-    copy_fields: bool = typer.Option(True, "--copy-fields/--free-fields", help="Names in memory calls are copied "
-                                     "from the conversation and relations taken from the relation table (default), "
-                                     "or spelled freely by the model."),
-    feedback_dir: Optional[Path] = typer.Option(None, "--feedback-dir", help="Where /good /bad /correct are logged "
-                                                "(trajectories.jsonl: `memlm train` data via data.extra_jsonl; "
-                                                "default: DB's name + '-feedback' beside it)."),
+    copy_fields: bool = typer.Option(
+        True,
+        "--copy-fields/--free-fields",
+        help="Names in memory calls are copied "
+        "from the conversation and relations taken from the relation table (default), "
+        "or spelled freely by the model.",
+    ),
+    feedback_dir: Path | None = typer.Option(
+        None,
+        "--feedback-dir",
+        help="Where /good /bad /correct are logged "
+        "(trajectories.jsonl: `memlm train` data via data.extra_jsonl; "
+        "default: DB's name + '-feedback' beside it).",
+    ),
     device: str = DEVICE,
     dtype: str = DTYPE,
 ) -> None:
@@ -589,9 +806,21 @@ def chat_command(
     from memory_runtime.chat import chat
 
     try:
-        chat(model, db, user=user, max_new_tokens=max_new_tokens, max_calls=max_calls, temperature=temperature,
-             memory_config=_find_config(memory_config), history_turns=history_turns, show_calls=show_calls, copy_fields=copy_fields,
-             feedback_dir=feedback_dir or db.with_name(db.stem + "-feedback"), device=device, dtype=dtype)
+        chat(
+            model,
+            db,
+            user=user,
+            max_new_tokens=max_new_tokens,
+            max_calls=max_calls,
+            temperature=temperature,
+            memory_config=_find_config(memory_config),
+            history_turns=history_turns,
+            show_calls=show_calls,
+            copy_fields=copy_fields,
+            feedback_dir=feedback_dir or db.with_name(db.stem + "-feedback"),
+            device=device,
+            dtype=dtype,
+        )
     except (ValueError, FileNotFoundError) as err:
         _fail(err)
 
@@ -599,14 +828,17 @@ def chat_command(
 @bench_app.command("serve")
 def bench_serve_command(
     model: str = MODEL,
-    clients: int = typer.Option(4, "--clients", min=1, max=256, help="Concurrent clients, each its own API key "
-                                                                     "and namespace."),
+    clients: int = typer.Option(
+        4, "--clients", min=1, max=256, help="Concurrent clients, each its own API key and namespace."
+    ),
     seconds: float = typer.Option(30.0, "--seconds", min=0.1, help="How long the clients keep sending requests."),
     max_tokens: int = typer.Option(32, "--max-tokens", min=1, help="max_tokens of every request."),
-    threads: Optional[int] = typer.Option(None, "--threads", min=1, help="CPU threads of the model (default: "
-                                                                         "torch's, one per core)."),
-    max_batch_size: int = typer.Option(8, "--max-batch-size", min=1, help="Turns of concurrent clients decoded "
-                                                                           "together (1: one at a time)."),
+    threads: int | None = typer.Option(
+        None, "--threads", min=1, help="CPU threads of the model (default: torch's, one per core)."
+    ),
+    max_batch_size: int = typer.Option(
+        8, "--max-batch-size", min=1, help="Turns of concurrent clients decoded together (1: one at a time)."
+    ),
     device: str = DEVICE,
     dtype: str = DTYPE,
 ) -> None:
@@ -615,15 +847,25 @@ def bench_serve_command(
     from memory_runtime.bench_serve import bench_serve
 
     try:
-        result = bench_serve(model, clients=clients, seconds=seconds, max_tokens=max_tokens, threads=threads,
-                             max_batch_size=max_batch_size, device=device, dtype=dtype)
+        result = bench_serve(
+            model,
+            clients=clients,
+            seconds=seconds,
+            max_tokens=max_tokens,
+            threads=threads,
+            max_batch_size=max_batch_size,
+            device=device,
+            dtype=dtype,
+        )
     except (ValueError, FileNotFoundError) as err:
         _fail(err)
     print(json.dumps(result))
 
 
 @app.command("env")
-def env_command(as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of a table.")) -> None:
+def env_command(
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of a table."),
+) -> None:
     """What this machine is and has (CPU and flags, the dtype auto picks and why, CUDA devices, library
     versions, embedded models and caches): paste it into a bug report."""
     from memlm.env import environment, render
@@ -657,8 +899,17 @@ def bench_decode_command(
 
     try:
         sizes = [int(b) for b in batch_sizes.split(",") if b.strip()]
-        result = bench_decode(model, str(data), turns=turns, batch_sizes=sizes, rounds=rounds, device=device,
-                              dtype=dtype, max_new_tokens=max_new_tokens, log=_log)
+        result = bench_decode(
+            model,
+            str(data),
+            turns=turns,
+            batch_sizes=sizes,
+            rounds=rounds,
+            device=device,
+            dtype=dtype,
+            max_new_tokens=max_new_tokens,
+            log=_log,
+        )
     except (ValueError, FileNotFoundError) as err:
         _fail(err)
     print(json.dumps(result))
@@ -669,15 +920,22 @@ def bench_decode_command(
 
 @app.command("self-instruct")
 def self_instruct_command(
-    config: Path = typer.Option(Path("configs/self_instruct/default.yaml"), "--config",
-                                help="Self-instruct config YAML: rounds, tasks per round, seed and test tasks, "
-                                     "the training config of each round (see its comments)."),
+    config: Path = typer.Option(
+        Path("configs/self_instruct/default.yaml"),
+        "--config",
+        help="Self-instruct config YAML: rounds, tasks per round, seed and test tasks, "
+        "the training config of each round (see its comments).",
+    ),
     model: str = MODEL,
-    out: Path = typer.Option(..., "--out", help="Output directory: round-N/ (tasks, augment and execution logs, "
-                                                "kept.jsonl, adapter/), templates/, rounds.jsonl."),
-    rounds: Optional[int] = typer.Option(None, "--rounds", min=1, help="Override the config's rounds."),
-    tasks: Optional[int] = typer.Option(None, "--tasks", min=1, help="Override the config's tasks_per_round."),
-    overrides: Optional[list[str]] = OVERRIDES,
+    out: Path = typer.Option(
+        ...,
+        "--out",
+        help="Output directory: round-N/ (tasks, augment and execution logs, "
+        "kept.jsonl, adapter/), templates/, rounds.jsonl.",
+    ),
+    rounds: int | None = typer.Option(None, "--rounds", min=1, help="Override the config's rounds."),
+    tasks: int | None = typer.Option(None, "--tasks", min=1, help="Override the config's tasks_per_round."),
+    overrides: list[str] | None = OVERRIDES,
 ) -> None:
     """Self-instructed trajectories: the model phrases tasks with known gold, runs them with its memory,
     keeps the exactly right runs (reward 1) and trains on templates + kept runs; repeat with the new adapter.

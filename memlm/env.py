@@ -15,8 +15,25 @@ import sys
 from pathlib import Path
 from typing import Any
 
-PACKAGES = ("memlm", "torch", "transformers", "trl", "peft", "accelerate", "datasets", "datasketch", "gguf",
-            "pydantic", "typer", "fastapi", "bitsandbytes", "deepspeed", "flash-attn", "liger-kernel", "vllm")
+PACKAGES = (
+    "memlm",
+    "torch",
+    "transformers",
+    "trl",
+    "peft",
+    "accelerate",
+    "datasets",
+    "datasketch",
+    "gguf",
+    "pydantic",
+    "typer",
+    "fastapi",
+    "bitsandbytes",
+    "deepspeed",
+    "flash-attn",
+    "liger-kernel",
+    "vllm",
+)
 
 
 def _version(package: str) -> str | None:
@@ -45,8 +62,14 @@ def environment() -> dict[str, Any]:
     if torch.cuda.is_available():
         for i in range(torch.cuda.device_count()):
             props = torch.cuda.get_device_properties(i)
-            cuda.append({"index": i, "name": props.name, "memory_gib": round(props.total_memory / 2**30, 1),
-                         "capability": f"{props.major}.{props.minor}"})
+            cuda.append(
+                {
+                    "index": i,
+                    "name": props.name,
+                    "memory_gib": round(props.total_memory / 2**30, 1),
+                    "capability": f"{props.major}.{props.minor}",
+                }
+            )
     dtypes = {"cpu": choose_dtype("cpu").__dict__}
     if cuda:
         dtypes["cuda"] = choose_dtype("cuda").__dict__
@@ -58,8 +81,13 @@ def environment() -> dict[str, Any]:
     return {
         "python": sys.version.split()[0],
         "platform": platform.platform(),
-        "cpu": {"model": cpu.model, "cores": cpu.cores, "flags": [f for f in SHOWN_FLAGS if f in cpu.flags],
-                "torch_capability": torch.backends.cpu.get_cpu_capability(), "torch_threads": torch.get_num_threads()},
+        "cpu": {
+            "model": cpu.model,
+            "cores": cpu.cores,
+            "flags": [f for f in SHOWN_FLAGS if f in cpu.flags],
+            "torch_capability": torch.backends.cpu.get_cpu_capability(),
+            "torch_threads": torch.get_num_threads(),
+        },
         "dtype_auto": dtypes,
         "cuda": {"available": bool(cuda), "torch_cuda": torch.version.cuda, "devices": cuda},
         "packages": {name: _version(name) for name in PACKAGES},
@@ -77,15 +105,26 @@ def environment() -> dict[str, Any]:
 def render(env: dict[str, Any]) -> list[tuple[str, str]]:
     """(label, value) rows for the terminal table."""
     cpu = env["cpu"]
-    rows = [("python", f"{env['python']} on {env['platform']}"),
-            ("cpu", f"{cpu['model']}, {cpu['cores']} cores, torch {cpu['torch_capability']} kernels, "
-                    f"{cpu['torch_threads']} threads"),
-            ("cpu flags", " ".join(cpu["flags"]) or "(none of the matmul flags)")]
+    rows = [
+        ("python", f"{env['python']} on {env['platform']}"),
+        (
+            "cpu",
+            f"{cpu['model']}, {cpu['cores']} cores, torch {cpu['torch_capability']} kernels, "
+            f"{cpu['torch_threads']} threads",
+        ),
+        ("cpu flags", " ".join(cpu["flags"]) or "(none of the matmul flags)"),
+    ]
     for device, choice in env["dtype_auto"].items():
         rows.append((f"dtype auto ({device})", f"{choice['dtype']}: {choice['reason']}"))
     gpus = env["cuda"]["devices"]
-    rows.append(("cuda", ", ".join(f"{g['index']}: {g['name']} ({g['memory_gib']} GiB, sm {g['capability']})"
-                                   for g in gpus) if gpus else f"no GPU visible (torch CUDA {env['cuda']['torch_cuda']})"))
+    rows.append(
+        (
+            "cuda",
+            ", ".join(f"{g['index']}: {g['name']} ({g['memory_gib']} GiB, sm {g['capability']})" for g in gpus)
+            if gpus
+            else f"no GPU visible (torch CUDA {env['cuda']['torch_cuda']})",
+        )
+    )
     rows += [(name, version or "not installed") for name, version in env["packages"].items()]
     rows += [(key.replace("_", " "), str(value)) for key, value in env["paths"].items()]
     for model in env["embedded_models"]:
@@ -93,5 +132,7 @@ def render(env: dict[str, Any]) -> list[tuple[str, str]]:
             rows.append((model["name"], f"not installed: {model['problem']}"))
             continue
         state = "converted" if model["converted"] else "not converted yet"
-        rows.append((model["name"], f"{model['package']} {model['version']}: {model['gguf']}; cache {model['cache']} ({state})"))
+        rows.append(
+            (model["name"], f"{model['package']} {model['version']}: {model['gguf']}; cache {model['cache']} ({state})")
+        )
     return rows

@@ -6,7 +6,8 @@ three methods and a `stats` dict can drive the controller.
 
 from __future__ import annotations
 
-from typing import Iterator, Protocol, Sequence
+from collections.abc import Iterator, Sequence
+from typing import Protocol
 
 
 class Backend(Protocol):

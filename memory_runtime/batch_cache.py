@@ -130,7 +130,9 @@ class BatchCache:
             index[b, : len(cols)] = torch.tensor(cols, dtype=torch.long)
             mask[b, : len(cols)] = 1
         for layer in _layers(self.cache):
-            gather = index.to(layer.keys.device)[:, None, :, None].expand(-1, layer.keys.shape[1], -1, layer.keys.shape[-1])
+            gather = index.to(layer.keys.device)[:, None, :, None].expand(
+                -1, layer.keys.shape[1], -1, layer.keys.shape[-1]
+            )
             layer.keys = torch.gather(layer.keys, 2, gather) * mask.to(layer.keys.device)[:, None, :, None]
             layer.values = torch.gather(layer.values, 2, gather) * mask.to(layer.values.device)[:, None, :, None]
         self.mask = mask
@@ -157,14 +159,18 @@ class BatchCache:
             solo.update(layer.keys[b : b + 1].index_select(2, index), layer.values[b : b + 1].index_select(2, index), i)
         start = len(self.cols[b])
         with torch.inference_mode():
-            out = model(input_ids=torch.tensor([tokens], device=device), past_key_values=solo, use_cache=True,
-                        position_ids=torch.arange(start, start + len(tokens), device=device)[None],
-                        logits_to_keep=1)
+            out = model(
+                input_ids=torch.tensor([tokens], device=device),
+                past_key_values=solo,
+                use_cache=True,
+                position_ids=torch.arange(start, start + len(tokens), device=device)[None],
+                logits_to_keep=1,
+            )
         width = self.width
         self._pad_columns(len(tokens))
         for mine, theirs in zip(_layers(self.cache), _layers(out.past_key_values)):
-            mine.keys[b, :, width:] = theirs.keys[0, :, -len(tokens):]
-            mine.values[b, :, width:] = theirs.values[0, :, -len(tokens):]
+            mine.keys[b, :, width:] = theirs.keys[0, :, -len(tokens) :]
+            mine.values[b, :, width:] = theirs.values[0, :, -len(tokens) :]
         self.mask[b, width:] = 1
         self.cols[b].extend(range(width, width + len(tokens)))
         return out.logits[0, -1].float()
@@ -189,9 +195,15 @@ class BatchCache:
             block_mask[b, skip:] = 1
         mask = torch.cat([self.mask, block_mask], dim=1)
         with torch.inference_mode():
-            out = model(input_ids=ids.to(device), attention_mask=mask.to(device), position_ids=positions.to(device),
-                        past_key_values=self.cache, use_cache=True,
-                        cache_position=torch.arange(width, width + block, device=device), logits_to_keep=1)
+            out = model(
+                input_ids=ids.to(device),
+                attention_mask=mask.to(device),
+                position_ids=positions.to(device),
+                past_key_values=self.cache,
+                use_cache=True,
+                cache_position=torch.arange(width, width + block, device=device),
+                logits_to_keep=1,
+            )
         self.cache = out.past_key_values
         self.mask = mask
         for b, feed in enumerate(feeds):

@@ -33,8 +33,8 @@ from typing import Any
 
 import torch
 
-from memory_runtime.batch_cache import BatchCache, new_cache, supports
 from memory_runtime.backend import Backend
+from memory_runtime.batch_cache import BatchCache, new_cache, supports
 from memory_runtime.controller import Controller, TurnCalls, TurnResult
 from memory_runtime.hf_backend import HFBackend, TurnDecoder, check_sampling, end_token_ids, input_device
 from memory_runtime.store import TripletStore
@@ -102,6 +102,7 @@ class _Decoder:
 
     def run(self, requests: Iterable[TurnRequest]) -> list[TurnResult]:
         """Decode independent turns; results in the order of `requests`."""
+
         def one(request: TurnRequest) -> Session:
             return (yield request)
 
@@ -159,9 +160,14 @@ class OneAtATime(_Decoder):
         messages = request.messages
         system = messages[0]["content"] if messages and messages[0]["role"] == "system" else None
         body = messages[1:] if system is not None else messages
-        controller = Controller(self.backend_factory(request), request.store, namespace=request.namespace,
-                                system_prompt=system, max_calls=request.max_calls,
-                                max_new_tokens=request.max_new_tokens)
+        controller = Controller(
+            self.backend_factory(request),
+            request.store,
+            namespace=request.namespace,
+            system_prompt=system,
+            max_calls=request.max_calls,
+            max_new_tokens=request.max_new_tokens,
+        )
         return [(request, controller.run_turn(body[-1]["content"], body[:-1], on_text=request.on_text))]
 
 
@@ -188,8 +194,15 @@ class BatchDecoder(_Decoder):
 
     def backend_for(self, request: TurnRequest) -> HFBackend:
         """A single-turn backend over this model, for `request`'s sampling and memory."""
-        return HFBackend(self.model, self.tokenizer, temperature=request.temperature, top_p=request.top_p,
-                         seed=request.seed, copy_fields=self.copy_fields, relations=request.store.config.relation_names)
+        return HFBackend(
+            self.model,
+            self.tokenizer,
+            temperature=request.temperature,
+            top_p=request.top_p,
+            seed=request.seed,
+            copy_fields=self.copy_fields,
+            relations=request.store.config.relation_names,
+        )
 
     # ------------------------------------------------------------------ one step
 
@@ -210,7 +223,7 @@ class BatchDecoder(_Decoder):
                 ids, cached = turn.decoder.all_ids, self.cache.cached(turn.key)
                 if cached >= len(ids):  # everything cached but no logits kept: re-feed the last token
                     self.cache.crop(turn.key, len(ids) - 1)
-                feeds.append(ids[self.cache.cached(turn.key):])
+                feeds.append(ids[self.cache.cached(turn.key) :])
             # several tokens to feed (read results): that row alone; the others share one forward
             logits: dict[int, torch.Tensor] = {}
             t0 = time.perf_counter()
@@ -247,9 +260,15 @@ class BatchDecoder(_Decoder):
             generator = torch.Generator(device="cpu")
             generator.manual_seed(int(request.seed))
         relations = frozenset(request.store.config.relation_names) if self.copy_fields else None
-        decoder = TurnDecoder(self.tokenizer, self.end_token_ids, temperature=float(request.temperature),
-                              top_p=float(request.top_p), generator=generator, copy_fields=self.copy_fields,
-                              relations=relations)
+        decoder = TurnDecoder(
+            self.tokenizer,
+            self.end_token_ids,
+            temperature=float(request.temperature),
+            top_p=float(request.top_p),
+            generator=generator,
+            copy_fields=self.copy_fields,
+            relations=relations,
+        )
         decoder.start(request.messages)
         self._keys += 1
         calls = TurnCalls(request.store, request.namespace, request.max_calls, request.on_text)
@@ -260,8 +279,12 @@ class BatchDecoder(_Decoder):
         cache = new_cache()  # all of the prompt but its last token, alone; the last is fed with the batch
         t0 = time.perf_counter()
         with torch.inference_mode():
-            self.model(input_ids=torch.tensor([prompt[:-1]], device=self.device), past_key_values=cache,
-                       use_cache=True, logits_to_keep=1)
+            self.model(
+                input_ids=torch.tensor([prompt[:-1]], device=self.device),
+                past_key_values=cache,
+                use_cache=True,
+                logits_to_keep=1,
+            )
         seconds = time.perf_counter() - t0
         turn.model_seconds += seconds
         decoder.stats["forward_seconds"] += seconds
@@ -300,7 +323,10 @@ class BatchDecoder(_Decoder):
 
     def _finish(self, turn: _Turn) -> None:
         stats = turn.decoder.stats
-        turn.result = turn.calls.result(generated_tokens=stats["generated_tokens"],
-                                        max_new_tokens=turn.request.max_new_tokens, started=turn.started,
-                                        model_seconds=turn.model_seconds,
-                                        prompt_tokens=stats["prompt_tokens"] + stats["inserted_tokens"])
+        turn.result = turn.calls.result(
+            generated_tokens=stats["generated_tokens"],
+            max_new_tokens=turn.request.max_new_tokens,
+            started=turn.started,
+            model_seconds=turn.model_seconds,
+            prompt_tokens=stats["prompt_tokens"] + stats["inserted_tokens"],
+        )

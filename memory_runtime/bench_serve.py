@@ -10,13 +10,12 @@ Turns of concurrent clients share the model's batches (`max_batch_size`).
 
 from __future__ import annotations
 
+import json
 import tempfile
 import threading
 import time
 from pathlib import Path
 from typing import Any
-
-import json
 
 import httpx
 
@@ -50,10 +49,18 @@ def run_serve_bench(
 ) -> dict[str, Any]:
     """Drive a fresh server over `store` and return the figures (one JSON-able dict)."""
     keys = {f"bench-key-{i:04d}": f"bench-{i}" for i in range(clients)}
-    config = ServeConfig(api_keys=keys, api_keys_env=None,
-                         limits=Limits(max_tokens=max_tokens, max_queue=max(32, 2 * clients)))
-    app = create_app(config, store, backend_factory, model_name=model_name, api_keys=keys,
-                     system_prompt=system_prompt, decoder=decoder)
+    config = ServeConfig(
+        api_keys=keys, api_keys_env=None, limits=Limits(max_tokens=max_tokens, max_queue=max(32, 2 * clients))
+    )
+    app = create_app(
+        config,
+        store,
+        backend_factory,
+        model_name=model_name,
+        api_keys=keys,
+        system_prompt=system_prompt,
+        decoder=decoder,
+    )
     latencies: list[float] = []
     first_tokens: list[float] = []
     overheads: list[float] = []
@@ -67,9 +74,14 @@ def run_serve_bench(
         with httpx.Client(base_url=url, headers=headers, timeout=max(60.0, seconds)) as http:
             n = 0
             while time.monotonic() < deadline or n == 0:
-                body = {"model": model_name, "max_tokens": max_tokens, "memlm": {"trace": True}, "stream": True,
-                        "stream_options": {"include_usage": True},
-                        "messages": [{"role": "user", "content": prompts[n % 2]}]}
+                body = {
+                    "model": model_name,
+                    "max_tokens": max_tokens,
+                    "memlm": {"trace": True},
+                    "stream": True,
+                    "stream_options": {"include_usage": True},
+                    "messages": [{"role": "user", "content": prompts[n % 2]}],
+                }
                 t0 = time.perf_counter()
                 first: float | None = None
                 try:
@@ -79,7 +91,7 @@ def run_serve_bench(
                         for line in response.iter_lines():
                             if not line.startswith("data: {"):
                                 continue
-                            chunk = json.loads(line[len("data: "):])
+                            chunk = json.loads(line[len("data: ") :])
                             if "error" in chunk:
                                 raise ValueError(chunk["error"]["message"])
                             delta = chunk["choices"][0]["delta"] if chunk["choices"] else {}
@@ -133,9 +145,17 @@ def run_serve_bench(
     }
 
 
-def bench_serve(model: str, *, clients: int = 4, seconds: float = 30.0, max_tokens: int = 32,
-                threads: int | None = None, max_batch_size: int = 8, device: str = "auto",
-                dtype: str = "auto") -> dict[str, Any]:
+def bench_serve(
+    model: str,
+    *,
+    clients: int = 4,
+    seconds: float = 30.0,
+    max_tokens: int = 32,
+    threads: int | None = None,
+    max_batch_size: int = 8,
+    device: str = "auto",
+    dtype: str = "auto",
+) -> dict[str, Any]:
     """Load `model` and benchmark it behind the server, with a fresh SQLite memory in a temp dir."""
     import torch
 
@@ -150,8 +170,21 @@ def bench_serve(model: str, *, clients: int = 4, seconds: float = 30.0, max_toke
     loaded, tokenizer = load_model(model, merge=True, device=device, dtype=dtype)
     decoder = BatchDecoder(loaded, tokenizer, max_batch_size=max_batch_size)
     with tempfile.TemporaryDirectory(prefix="memlm-bench-serve-") as tmp, TripletStore(Path(tmp) / "m.sqlite") as store:
-        result = run_serve_bench(hf_backend_factory(loaded, tokenizer), store, clients=clients, seconds=seconds,
-                                 max_tokens=max_tokens, model_name=model, system_prompt=trained_system_prompt(model),
-                                 decoder=decoder)
-    return {"model": model, "device": device, "dtype": str(loaded.dtype).removeprefix("torch."),
-            "max_batch_size": max_batch_size, "torch_threads": torch.get_num_threads(), **result}
+        result = run_serve_bench(
+            hf_backend_factory(loaded, tokenizer),
+            store,
+            clients=clients,
+            seconds=seconds,
+            max_tokens=max_tokens,
+            model_name=model,
+            system_prompt=trained_system_prompt(model),
+            decoder=decoder,
+        )
+    return {
+        "model": model,
+        "device": device,
+        "dtype": str(loaded.dtype).removeprefix("torch."),
+        "max_batch_size": max_batch_size,
+        "torch_threads": torch.get_num_threads(),
+        **result,
+    }

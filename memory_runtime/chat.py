@@ -97,8 +97,9 @@ def run_chat(
             _forget(store, user, argument, console)
         elif command == "/user" and argument:
             user = argument
-            console.print(f"now talking as {user!r} ({_count(len(store.facts(user)))} in memory)", markup=False,
-                          highlight=False)
+            console.print(
+                f"now talking as {user!r} ({_count(len(store.facts(user)))} in memory)", markup=False, highlight=False
+            )
         elif command == "/user":
             console.print(f"talking as {user!r}; switch with /user NAME", markup=False, highlight=False)
         else:
@@ -146,9 +147,10 @@ def _readline_lines(prompt: Callable[[], str], history_file: Path | None) -> Ite
             readline.write_history_file(history_file)
 
 
-def _turn(controller: Controller, conversation: _Conversation, text: str, console: Console, keep: int,
-          show_calls: bool) -> None:
-    result = controller.run_turn(text, conversation.history[-2 * keep:] if keep else [])
+def _turn(
+    controller: Controller, conversation: _Conversation, text: str, console: Console, keep: int, show_calls: bool
+) -> None:
+    result = controller.run_turn(text, conversation.history[-2 * keep :] if keep else [])
     conversation.last = result
     conversation.history += [{"role": "user", "content": text}, {"role": "assistant", "content": result.text}]
     if show_calls:
@@ -165,12 +167,18 @@ def _say(console: Console, text: str) -> None:
     console.print(text, markup=False, highlight=False)
 
 
-def _feedback(feedback: Feedback, controller: Controller, conversation: _Conversation, command: str, argument: str,
-              console: Console) -> None:
+def _feedback(
+    feedback: Feedback,
+    controller: Controller,
+    conversation: _Conversation,
+    command: str,
+    argument: str,
+    console: Console,
+) -> None:
     last = Exchange(conversation.last_user, conversation.last) if conversation.last else None
     if command == "/correct":
         if not argument:
-            return _say(console, 'usage: /correct TEXT  e.g. /correct No, Dorothea works for BMW now.')
+            return _say(console, "usage: /correct TEXT  e.g. /correct No, Dorothea works for BMW now.")
         fix = feedback.correct(controller, argument, last)
         if not fix.writes:
             return _say(console, "no fact found in the correction: nothing stored")
@@ -182,8 +190,12 @@ def _feedback(feedback: Feedback, controller: Controller, conversation: _Convers
     if last is None:
         return _say(console, "no reply to rate yet")
     event = feedback.rate(controller.namespace, last, good=command == "/good")
-    _say(console, "thanks: kept as a good example" if command == "/good" else
-         "marked wrong" + (" again: /correct TEXT tells me the right fact" if event.get("repeated_wrong") else ""))
+    _say(
+        console,
+        "thanks: kept as a good example"
+        if command == "/good"
+        else "marked wrong" + (" again: /correct TEXT tells me the right fact" if event.get("repeated_wrong") else ""),
+    )
     return None
 
 
@@ -208,7 +220,8 @@ def _print_trace(turn: TurnResult | None, console: Console) -> None:
     console.print(
         f"status {turn.status}, {turn.generated_tokens} tokens, {turn.wall_seconds:.3f} s"
         f" (model {turn.model_seconds:.3f} s, memory {turn.store_seconds * 1000:.1f} ms)",
-        markup=False, highlight=False,
+        markup=False,
+        highlight=False,
     )
     if not turn.calls:
         console.print("no memory calls", markup=False, highlight=False)
@@ -229,8 +242,12 @@ def _print_trace(turn: TurnResult | None, console: Console) -> None:
 def _forget(store: TripletStore, user: str, pattern: str, console: Console) -> None:
     fields = [f.strip() or None for f in pattern.split(SEPARATOR)]
     if len(fields) > 3 or not any(fields):
-        console.print('usage: /forget SUBJECT  or  /forget subject>>relation>>object (empty = any)',
-                      style="red", markup=False, highlight=False)
+        console.print(
+            "usage: /forget SUBJECT  or  /forget subject>>relation>>object (empty = any)",
+            style="red",
+            markup=False,
+            highlight=False,
+        )
         return
     fields += [None] * (3 - len(fields))
     try:
@@ -246,29 +263,56 @@ def _count(n: int) -> str:
     return f"{n} fact" if n == 1 else f"{n} facts"
 
 
-def chat(model: str, db: str | Path, *, user: str = "default", max_new_tokens: int = 256, max_calls: int = 16,
-         temperature: float = 0.0, memory_config: Path | None = None, history_turns: int = 0,
-         show_calls: bool = False, feedback_dir: Path | None = None, copy_fields: bool = True,
-         device: str = "auto", dtype: str = "auto") -> None:
+def chat(
+    model: str,
+    db: str | Path,
+    *,
+    user: str = "default",
+    max_new_tokens: int = 256,
+    max_calls: int = 16,
+    temperature: float = 0.0,
+    memory_config: Path | None = None,
+    history_turns: int = 0,
+    show_calls: bool = False,
+    feedback_dir: Path | None = None,
+    copy_fields: bool = True,
+    device: str = "auto",
+    dtype: str = "auto",
+) -> None:
     """`memlm chat`: load the model and the memory, then run the REPL on stdin/stdout.
     `feedback_dir` keeps /good /bad /correct as JSONL (trajectories.jsonl is `memlm train` data)."""
     from memory_runtime.feedback import FeedbackLog
-    from memory_runtime.hf_backend import HFBackend
     from memory_runtime.hardware import resolve_device
+    from memory_runtime.hf_backend import HFBackend
     from memory_runtime.models import cache_root, load_model, trained_system_prompt
     from memory_runtime.store import MemoryConfig
 
     with TripletStore(db, MemoryConfig.load(memory_config)) as store:
         loaded, tokenizer = load_model(model, merge=True, device=resolve_device(device), dtype=dtype)
-        backend = HFBackend(loaded, tokenizer, temperature=temperature, copy_fields=copy_fields,
-                            relations=store.config.relation_names)  # start() resets it every turn
+        backend = HFBackend(
+            loaded, tokenizer, temperature=temperature, copy_fields=copy_fields, relations=store.config.relation_names
+        )  # start() resets it every turn
 
         system_prompt = trained_system_prompt(model)
 
         def controller(namespace: str) -> Controller:
-            return Controller(backend, store, namespace=namespace, system_prompt=system_prompt, max_calls=max_calls,
-                              max_new_tokens=max_new_tokens)
+            return Controller(
+                backend,
+                store,
+                namespace=namespace,
+                system_prompt=system_prompt,
+                max_calls=max_calls,
+                max_new_tokens=max_new_tokens,
+            )
 
-        run_chat(controller, store, sys.stdin, Console(), user=user, history_file=cache_root() / "chat_history",
-                 history_turns=history_turns, show_calls=show_calls,
-                 feedback=Feedback(store, FeedbackLog(feedback_dir)))
+        run_chat(
+            controller,
+            store,
+            sys.stdin,
+            Console(),
+            user=user,
+            history_file=cache_root() / "chat_history",
+            history_turns=history_turns,
+            show_calls=show_calls,
+            feedback=Feedback(store, FeedbackLog(feedback_dir)),
+        )

@@ -14,8 +14,9 @@ once. Both therefore execute the same calls the same way.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Callable, Literal, Sequence
+from typing import Literal
 
 from memory_runtime.backend import Backend
 from memory_runtime.protocol import (
@@ -68,8 +69,9 @@ class TurnResult:
         return {**asdict(self), "overhead_seconds": self.overhead_seconds}
 
 
-def turn_messages(user_text: str, history: Sequence[dict[str, str]] = (),
-                  system_prompt: str | None = SYSTEM_PROMPT) -> list[dict[str, str]]:
+def turn_messages(
+    user_text: str, history: Sequence[dict[str, str]] = (), system_prompt: str | None = SYSTEM_PROMPT
+) -> list[dict[str, str]]:
     """The chat messages of a turn: the system prompt, the earlier exchanges, the user's text."""
     messages = [{"role": "system", "content": system_prompt}] if system_prompt else []
     return messages + [*history, {"role": "user", "content": user_text}]
@@ -83,8 +85,9 @@ class TurnCalls:
     or end the turn ("stop": the turn reached ``max_calls``). :meth:`result` closes the turn.
     """
 
-    def __init__(self, store: TripletStore, namespace: str, max_calls: int,
-                 on_text: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self, store: TripletStore, namespace: str, max_calls: int, on_text: Callable[[str], None] | None = None
+    ) -> None:
         self.on_text = on_text  # called with the turn's text (calls included) after every piece: streaming
         self.store = store
         self.namespace = namespace
@@ -128,18 +131,32 @@ class TurnCalls:
             return "pause"
         return "continue"
 
-    def result(self, *, generated_tokens: int, max_new_tokens: int, started: float,
-               model_seconds: float, prompt_tokens: int = 0) -> TurnResult:
+    def result(
+        self,
+        *,
+        generated_tokens: int,
+        max_new_tokens: int,
+        started: float,
+        model_seconds: float,
+        prompt_tokens: int = 0,
+    ) -> TurnResult:
         """The finished turn: unclosed calls reported, the status set when the token budget is spent."""
         if self.status == "ok":
             for error in self.parser.close():
                 self.calls.append(CallRecord("error", error.text, status=error.message))
             if generated_tokens >= max_new_tokens:
                 self.status = "max_tokens"
-        return TurnResult(reply=strip_calls(self.text), text=self.text, calls=self.calls, status=self.status,
-                          generated_tokens=generated_tokens, wall_seconds=time.perf_counter() - started,
-                          model_seconds=model_seconds, store_seconds=self.store_seconds,
-                          prompt_tokens=prompt_tokens)
+        return TurnResult(
+            reply=strip_calls(self.text),
+            text=self.text,
+            calls=self.calls,
+            status=self.status,
+            generated_tokens=generated_tokens,
+            wall_seconds=time.perf_counter() - started,
+            model_seconds=model_seconds,
+            store_seconds=self.store_seconds,
+            prompt_tokens=prompt_tokens,
+        )
 
     def _write(self, call: Call) -> CallRecord:
         text = self.text[call.start : call.end]
@@ -147,8 +164,9 @@ class TurnCalls:
             result = self.store.write(*call.fields, namespace=self.namespace)  # type: ignore[arg-type]
         except (TypeError, ValueError) as err:
             return CallRecord("error", text, call.fields, status=str(err))
-        return CallRecord("write", text, call.fields, status=result.status,
-                          superseded=[f.triplet for f in result.superseded])
+        return CallRecord(
+            "write", text, call.fields, status=result.status, superseded=[f.triplet for f in result.superseded]
+        )
 
     def _read(self, call: Call) -> CallRecord:
         text = self.text[call.start : call.end]
@@ -157,8 +175,14 @@ class TurnCalls:
             result = self.store.query(subject, relation, object_, namespace=self.namespace)
         except (TypeError, ValueError) as err:
             return CallRecord("read", text, call.fields, status=f"rejected: {err}")
-        return CallRecord("read", text, call.fields, status="found" if result.facts else "empty",
-                          results=result.triplets, fuzzy=list(result.fuzzy.values()))
+        return CallRecord(
+            "read",
+            text,
+            call.fields,
+            status="found" if result.facts else "empty",
+            results=result.triplets,
+            fuzzy=list(result.fuzzy.values()),
+        )
 
 
 class Controller:
@@ -183,8 +207,9 @@ class Controller:
         self.max_calls = max_calls
         self.max_new_tokens = max_new_tokens
 
-    def run_turn(self, user_text: str, history: Sequence[dict[str, str]] = (),
-                 on_text: Callable[[str], None] | None = None) -> TurnResult:
+    def run_turn(
+        self, user_text: str, history: Sequence[dict[str, str]] = (), on_text: Callable[[str], None] | None = None
+    ) -> TurnResult:
         """Generate the assistant's reply to `user_text`, running its memory calls; `on_text` gets
         the turn's text (calls included) as it grows."""
         start = time.perf_counter()
@@ -207,6 +232,10 @@ class Controller:
                 break
             self.backend.resume(turn.text)
         stats = self.backend.stats
-        return turn.result(generated_tokens=generated, max_new_tokens=self.max_new_tokens, started=start,
-                           model_seconds=stats.get("forward_seconds", 0.0),
-                           prompt_tokens=stats.get("prompt_tokens", 0) + stats.get("inserted_tokens", 0))
+        return turn.result(
+            generated_tokens=generated,
+            max_new_tokens=self.max_new_tokens,
+            started=start,
+            model_seconds=stats.get("forward_seconds", 0.0),
+            prompt_tokens=stats.get("prompt_tokens", 0) + stats.get("inserted_tokens", 0),
+        )

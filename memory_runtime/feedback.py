@@ -28,11 +28,10 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from memory_runtime.records import Record, Segment, turn_segments
 from memory_runtime.controller import Controller, TurnResult
 from memory_runtime.protocol import ACK, Triplet, render_write
+from memory_runtime.records import Record, Segment, turn_segments
 from memory_runtime.store import TripletStore, normalize_term
-
 
 
 @dataclass
@@ -121,12 +120,22 @@ class Feedback:
 
     def rate(self, namespace: str, exchange: Exchange, good: bool) -> dict:
         """👍 keeps the exchange as a trajectory; 👎 marks the reply wrong. Returns the logged event."""
-        event = {"namespace": namespace, "event": "good" if good else "bad", "user": exchange.user,
-                 "reply": exchange.result.reply, "assistant": exchange.result.text}
+        event = {
+            "namespace": namespace,
+            "event": "good" if good else "bad",
+            "user": exchange.user,
+            "reply": exchange.result.reply,
+            "assistant": exchange.result.text,
+        }
         segments = _turn_segments(exchange.user, exchange.result.text, train=True)
         if good and any(seg.train for seg in segments):
-            record = Record(id=f"feedback-{uuid.uuid4().hex[:12]}", type="feedback", source="feedback",
-                            split="train", segments=segments)
+            record = Record(
+                id=f"feedback-{uuid.uuid4().hex[:12]}",
+                type="feedback",
+                source="feedback",
+                split="train",
+                segments=segments,
+            )
             self.log.trajectory(record)
             event["record"] = record.id
         elif not good and self._mark_wrong(namespace, exchange):
@@ -148,15 +157,23 @@ class Feedback:
         with TripletStore(":memory:", self.store.config) as scratch:
             if current:
                 scratch.write_many([f.triplet for f in current], namespace=namespace, at=1.0)
-            model = Controller(controller.backend, scratch, namespace=namespace,
-                               system_prompt=controller.system_prompt, max_calls=controller.max_calls,
-                               max_new_tokens=controller.max_new_tokens)
+            model = Controller(
+                controller.backend,
+                scratch,
+                namespace=namespace,
+                system_prompt=controller.system_prompt,
+                max_calls=controller.max_calls,
+                max_new_tokens=controller.max_new_tokens,
+            )
             turn = model.run_turn(text)
         known = [n for f in current for n in (f.subject, f.object)]
         if exchange is not None:
             known += [n for c in exchange.result.calls for t in c.results for n in (t.subject, t.object)]
-        writes = [(complete_name(c.fields[0], known), c.fields[1], complete_name(c.fields[2], known))
-                  for c in turn.calls if c.kind == "write"]
+        writes = [
+            (complete_name(c.fields[0], known), c.fields[1], complete_name(c.fields[2], known))
+            for c in turn.calls
+            if c.kind == "write"
+        ]
         out = Correction(writes=writes, turn=turn)
         if writes:
             results = self.store.write_many(writes, namespace=namespace)  # functional relations supersede
@@ -165,23 +182,42 @@ class Feedback:
             for s, r, o in writes:  # other facts the wrong reply used that the correction contradicts
                 rel = normalize_term(self.store.canonical_relation(r))
                 for t in rested_on:
-                    if (normalize_term(t.subject) == normalize_term(s)
-                            and normalize_term(self.store.canonical_relation(t.relation)) == rel
-                            and normalize_term(t.object) != normalize_term(o)
-                            and self.store.forget(*t, namespace=namespace)):
+                    if (
+                        normalize_term(t.subject) == normalize_term(s)
+                        and normalize_term(self.store.canonical_relation(t.relation)) == rel
+                        and normalize_term(t.object) != normalize_term(o)
+                        and self.store.forget(*t, namespace=namespace)
+                    ):
                         out.ended.append(tuple(t))
-            segments = (_turn_segments(exchange.user, exchange.result.text, train=False) if exchange else [])
-            segments += [Segment(role="user", text=text, train=False),
-                         Segment(role="assistant", text=" ".join(render_write(*w) for w in writes) + " " + ACK, train=True)]
-            out.record = Record(id=f"feedback-{uuid.uuid4().hex[:12]}", type="feedback", source="feedback",
-                                split="train", segments=segments, gold_triplets=writes,
-                                memory=[f.triplet for f in current])
+            segments = _turn_segments(exchange.user, exchange.result.text, train=False) if exchange else []
+            segments += [
+                Segment(role="user", text=text, train=False),
+                Segment(role="assistant", text=" ".join(render_write(*w) for w in writes) + " " + ACK, train=True),
+            ]
+            out.record = Record(
+                id=f"feedback-{uuid.uuid4().hex[:12]}",
+                type="feedback",
+                source="feedback",
+                split="train",
+                segments=segments,
+                gold_triplets=writes,
+                memory=[f.triplet for f in current],
+            )
             self.log.trajectory(out.record)
-        self.log.event({"namespace": namespace, "event": "correction", "text": text,
-                        "user": exchange.user if exchange else None,
-                        "reply": exchange.result.reply if exchange else None, "model": turn.text, "writes": writes,
-                        "ended": out.ended, "superseded": out.superseded,
-                        "record": out.record.id if out.record else None})
+        self.log.event(
+            {
+                "namespace": namespace,
+                "event": "correction",
+                "text": text,
+                "user": exchange.user if exchange else None,
+                "reply": exchange.result.reply if exchange else None,
+                "model": turn.text,
+                "writes": writes,
+                "ended": out.ended,
+                "superseded": out.superseded,
+                "record": out.record.id if out.record else None,
+            }
+        )
         return out
 
 

@@ -19,8 +19,10 @@ from collections.abc import Collection
 from memory_runtime.protocol import READ_OPEN, SEPARATOR, WRITE_OPEN
 
 _CHECKED = (0, 2)  # subject and object; the relation (1) is checked against `relations` when given
-PRONOUNS = frozenset("i me my you your he him his she her hers it its we us our they them their this that these "
-                     "those who whom which someone somebody".split())
+PRONOUNS = frozenset(
+    "i me my you your he him his she her hers it its we us our they them their this that these "
+    "those who whom which someone somebody".split()
+)
 """Words a subject or object never is: a pronoun names nobody the memory could find again ("She>>manager of>>")."""
 
 
@@ -50,9 +52,11 @@ def _occurs(field: str, context: str, *, closed: bool) -> bool:
         i = context.find(variant)
         while i >= 0:
             end = i + len(variant)
-            if ((i == 0 or not _word_char(context[i - 1]))
-                    and (not closed or end == len(context) or not _word_char(context[end]))
-                    and (variant is field or (field[0].islower() and _sentence_start(context, i)))):
+            if (
+                (i == 0 or not _word_char(context[i - 1]))
+                and (not closed or end == len(context) or not _word_char(context[end]))
+                and (variant is field or (field[0].islower() and _sentence_start(context, i)))
+            ):
                 return True
             i = context.find(variant, i + 1)
     return False
@@ -61,8 +65,9 @@ def _occurs(field: str, context: str, *, closed: bool) -> bool:
 def _names_relation(field: str, relations: Collection[str], context: str, *, closed: bool) -> bool:
     """`field` is (on the way to) one of the table's `relations`, or words copied from `context`."""
     named = field in relations if closed else any(r.startswith(field) for r in relations)
-    return named or (not field[0].isspace() and not (closed and field[-1].isspace())
-                     and _occurs(field, context, closed=closed))
+    return named or (
+        not field[0].isspace() and not (closed and field[-1].isspace()) and _occurs(field, context, closed=closed)
+    )
 
 
 def fields_copied(body: str, context: str, relations: Collection[str] | None = None) -> bool:
@@ -169,6 +174,7 @@ def calls_regex(context: str, relations: Collection[str], *, max_words: int = 8)
     subject and object are word-aligned copies of `context` and whose relation is one of
     `relations` or a copy of up to four words, and at most one read call at the end (generation
     stops at its "}:")."""
+
     def alternatives(terms: Collection[str]) -> str:
         return "(?:" + "|".join(re.escape(t) for t in sorted(terms, key=lambda t: (-len(t), t))) + ")"
 

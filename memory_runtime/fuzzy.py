@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import functools
 import zlib
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence
 
 import numpy as np
 from datasketch import LeanMinHash, MinHash, MinHashLSH
@@ -54,11 +54,9 @@ class FuzzyConfig(BaseModel):
     seed: int = 1
 
     @model_validator(mode="after")
-    def _bands_fit(self) -> "FuzzyConfig":
+    def _bands_fit(self) -> FuzzyConfig:
         if self.bands * self.rows > self.num_perm:
-            raise ValueError(
-                f"bands*rows = {self.bands * self.rows} exceeds num_perm = {self.num_perm}"
-            )
+            raise ValueError(f"bands*rows = {self.bands * self.rows} exceeds num_perm = {self.num_perm}")
         return self
 
 
@@ -99,7 +97,7 @@ def _fmix32(h: np.ndarray) -> np.ndarray:
     return h ^ (h >> np.uint32(16))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _permutations(num_perm: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     a, b = MinHash(num_perm=num_perm, seed=seed, scheme="affine32").permutations
     return a.astype(np.uint32), b.astype(np.uint32)
@@ -144,9 +142,7 @@ class FuzzyIndex:
     def __init__(self, config: FuzzyConfig | None = None) -> None:
         self.config = config or FuzzyConfig()
         c = self.config
-        self._lsh = MinHashLSH(
-            num_perm=c.num_perm, params=(c.bands, c.rows), hashfunc=_bucket_hash(c.bucket_bits)
-        )
+        self._lsh = MinHashLSH(num_perm=c.num_perm, params=(c.bands, c.rows), hashfunc=_bucket_hash(c.bucket_bits))
         self._ids: dict[str, int] = {}
         self._terms: list[str | None] = []
         self._free: list[int] = []

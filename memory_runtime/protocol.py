@@ -19,8 +19,9 @@ the text was chunked; parse_calls and strip_calls are thin wrappers around it.
 from __future__ import annotations
 
 import string
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
-from typing import Iterable, Literal, NamedTuple
+from typing import Literal, NamedTuple
 
 WRITE_VERB = "MEM_WRITE"
 READ_VERB = "MEM_READ"

@@ -21,18 +21,19 @@ import threading
 import time
 import unicodedata
 from collections import OrderedDict
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from importlib import resources
 from pathlib import Path
-from typing import Iterable, Iterator, Literal
+from typing import Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from memory_runtime.yaml_config import read_mapping, validate
 from memory_runtime.fuzzy import FuzzyConfig, FuzzyIndex, FuzzyMatch
 from memory_runtime.protocol import Triplet
+from memory_runtime.yaml_config import read_mapping, validate
 
 APPLICATION_ID = int.from_bytes(b"meml", "big")  # PRAGMA application_id of our database files
 SCHEMA_VERSION = 1
@@ -74,8 +75,11 @@ class RelationSpec(BaseModel):
     name: str = Field(min_length=1)
     aliases: list[str] = []
     functional: Literal["subject", "object", "both"] | None = None
-    ends: list[str] = Field(default_factory=list, description="relations of the same subject that a new fact of "
-                            "this one ends at every other object (a new employer ends the roles at the old one)")
+    ends: list[str] = Field(
+        default_factory=list,
+        description="relations of the same subject that a new fact of "
+        "this one ends at every other object (a new employer ends the roles at the old one)",
+    )
 
 
 class MemoryConfig(BaseModel):
@@ -88,8 +92,8 @@ class MemoryConfig(BaseModel):
     max_indexes: int = Field(256, ge=1)
 
     @model_validator(mode="after")
-    def _aliases_unique(self) -> "MemoryConfig":
-        self.canonical_names  # raises on an alias claimed by two relations
+    def _aliases_unique(self) -> MemoryConfig:
+        _ = self.canonical_names  # raises on an alias claimed by two relations
         names = {spec.name for spec in self.relations}
         for spec in self.relations:
             unknown = [name for name in spec.ends if name not in names]
@@ -115,7 +119,7 @@ class MemoryConfig(BaseModel):
         return [spec.name for spec in self.relations] or None
 
     @classmethod
-    def load(cls, path: str | Path | None = None) -> "MemoryConfig":
+    def load(cls, path: str | Path | None = None) -> MemoryConfig:
         """Read a YAML config. None gives memlm's defaults; a file without `relations` keeps
         the relation table shipped with memlm (memory_runtime/relations.yaml)."""
         shipped = yaml.safe_load(resources.files("memory_runtime").joinpath("relations.yaml").read_text())
@@ -322,7 +326,7 @@ class TripletStore:
             self._conn.close()
             self._indexes.clear()
 
-    def __enter__(self) -> "TripletStore":
+    def __enter__(self) -> TripletStore:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -352,7 +356,13 @@ class TripletStore:
     # ------------------------------------------------------------------ writing
 
     def write(
-        self, subject: str, relation: str, object: str, *, namespace: str = "default", at: float | datetime | None = None
+        self,
+        subject: str,
+        relation: str,
+        object: str,
+        *,
+        namespace: str = "default",
+        at: float | datetime | None = None,
     ) -> WriteResult:
         """Store one fact (deduplicated; superseding for functional relations)."""
         return self.write_many([(subject, relation, object)], namespace=namespace, at=at)[0]
@@ -403,8 +413,10 @@ class TripletStore:
         # One query per functional side, so each is answered by its own index.
         sides = {"subject": [("subject", s_norm, "object", o_norm)], "object": [("object", o_norm, "subject", s_norm)]}
         sides["both"] = sides["subject"] + sides["object"]
-        ending = [(held, held_norm, r_norm, other, other_norm) for held, held_norm, other, other_norm
-                  in sides.get(functional, [])]
+        ending = [
+            (held, held_norm, r_norm, other, other_norm)
+            for held, held_norm, other, other_norm in sides.get(functional, [])
+        ]
         ending += [("subject", s_norm, ended, "object", o_norm) for ended in self._ends.get(r_norm, [])]
         for held, held_norm, relation_norm, other, other_norm in ending:
             for row in cur.execute(
@@ -565,8 +577,11 @@ class TripletStore:
         """The stored relation with the same content words as `norm` ("coach of" -> "coaches"), the
         most used one if several have them; a namespace holds few relations, so they are scanned."""
         words = relation_words(norm)
-        rows = self._conn.execute("SELECT relation_norm, COUNT(*) AS n FROM triplets WHERE namespace = ? "
-                                  "GROUP BY relation_norm ORDER BY n DESC, relation_norm", (namespace,))
+        rows = self._conn.execute(
+            "SELECT relation_norm, COUNT(*) AS n FROM triplets WHERE namespace = ? "
+            "GROUP BY relation_norm ORDER BY n DESC, relation_norm",
+            (namespace,),
+        )
         found = next((row[0] for row in rows if relation_words(row[0]) == words), None)
         return FuzzyMatch(norm, found, 1.0) if found is not None else None
 

@@ -46,9 +46,15 @@ def vllm_params(request: TurnRequest, max_tokens: int, regex: str | None) -> Any
     from vllm import SamplingParams
     from vllm.sampling_params import StructuredOutputsParams
 
-    return SamplingParams(temperature=request.temperature, top_p=request.top_p, seed=request.seed,
-                          max_tokens=max_tokens, stop=[READ_QUERY_CLOSE], include_stop_str_in_output=True,
-                          structured_outputs=StructuredOutputsParams(regex=regex) if regex else None)
+    return SamplingParams(
+        temperature=request.temperature,
+        top_p=request.top_p,
+        seed=request.seed,
+        max_tokens=max_tokens,
+        stop=[READ_QUERY_CLOSE],
+        include_stop_str_in_output=True,
+        structured_outputs=StructuredOutputsParams(regex=regex) if regex else None,
+    )
 
 
 def lora_request(adapter_dir: str | None) -> Any:
@@ -63,8 +69,17 @@ def lora_request(adapter_dir: str | None) -> Any:
 class VLLMDecoder(_Decoder):
     """Turns through a vLLM engine (see the module docstring)."""
 
-    def __init__(self, engine: Any, tokenizer: Any, *, adapter: str | None = None, copy_fields: bool = True,
-                 max_batch_size: int = 256, params=vllm_params, lora=lora_request) -> None:
+    def __init__(
+        self,
+        engine: Any,
+        tokenizer: Any,
+        *,
+        adapter: str | None = None,
+        copy_fields: bool = True,
+        max_batch_size: int = 256,
+        params=vllm_params,
+        lora=lora_request,
+    ) -> None:
         super().__init__()
         from memory_runtime.hf_backend import end_token_ids
 
@@ -115,8 +130,9 @@ class VLLMDecoder(_Decoder):
             context = turn.decoder.context + "\n" + turn.calls.text
             regex = calls_regex(context, turn.request.store.config.relation_names)
         params = self._params(turn.request, turn.request.max_new_tokens - turn.generated, regex)
-        self.engine.add_request(turn.engine_id, {"prompt_token_ids": turn.decoder.all_ids}, params,
-                                lora_request=self._lora)
+        self.engine.add_request(
+            turn.engine_id, {"prompt_token_ids": turn.decoder.all_ids}, params, lora_request=self._lora
+        )
         self._turns[turn.engine_id] = turn
 
     def _advance(self, turn: _VTurn, output: Any) -> TurnResult | None:
@@ -127,7 +143,7 @@ class VLLMDecoder(_Decoder):
         text = turn.decoder.assistant_text
         action = "continue"
         if text.startswith(turn.fed) and len(text) > len(turn.fed):
-            action = turn.calls.feed(text[len(turn.fed):])
+            action = turn.calls.feed(text[len(turn.fed) :])
             turn.fed = text
         if action == "pause":  # a read was answered: go on from its results, in a new submission
             if not output.finished:
@@ -155,13 +171,24 @@ class VLLMDecoder(_Decoder):
         return None
 
     def _finish(self, turn: _VTurn) -> TurnResult:
-        return turn.calls.result(generated_tokens=turn.generated, max_new_tokens=turn.request.max_new_tokens,
-                                 started=turn.started, model_seconds=0.0,
-                                 prompt_tokens=len(turn.decoder.prompt_ids) + turn.decoder.stats["inserted_tokens"])
+        return turn.calls.result(
+            generated_tokens=turn.generated,
+            max_new_tokens=turn.request.max_new_tokens,
+            started=turn.started,
+            model_seconds=0.0,
+            prompt_tokens=len(turn.decoder.prompt_ids) + turn.decoder.stats["inserted_tokens"],
+        )
 
 
-def load_vllm_decoder(model: str, *, max_batch_size: int = 256, copy_fields: bool = True, dtype: str = "auto",
-                      gpu_memory_utilization: float = 0.85, max_lora_rank: int = 64) -> VLLMDecoder:
+def load_vllm_decoder(
+    model: str,
+    *,
+    max_batch_size: int = 256,
+    copy_fields: bool = True,
+    dtype: str = "auto",
+    gpu_memory_utilization: float = 0.85,
+    max_lora_rank: int = 64,
+) -> VLLMDecoder:
     """A VLLMDecoder for `model` (a base model, or a `memlm train` adapter on its base) on this GPU:
     prefix caching on, the adapter applied per request, up to `max_batch_size` turns at once."""
     try:
@@ -171,8 +198,19 @@ def load_vllm_decoder(model: str, *, max_batch_size: int = 256, copy_fields: boo
     from memory_runtime.models import is_adapter_dir, load_tokenizer, resolve_base
 
     adapter = model if is_adapter_dir(model) else None
-    args = EngineArgs(model=resolve_base(model), enable_prefix_caching=True, max_num_seqs=max_batch_size,
-                      enable_lora=adapter is not None, max_lora_rank=max_lora_rank,
-                      dtype="bfloat16" if dtype == "auto" else dtype, gpu_memory_utilization=gpu_memory_utilization)
-    return VLLMDecoder(LLMEngine.from_engine_args(args), load_tokenizer(model), adapter=adapter,
-                       copy_fields=copy_fields, max_batch_size=max_batch_size)
+    args = EngineArgs(
+        model=resolve_base(model),
+        enable_prefix_caching=True,
+        max_num_seqs=max_batch_size,
+        enable_lora=adapter is not None,
+        max_lora_rank=max_lora_rank,
+        dtype="bfloat16" if dtype == "auto" else dtype,
+        gpu_memory_utilization=gpu_memory_utilization,
+    )
+    return VLLMDecoder(
+        LLMEngine.from_engine_args(args),
+        load_tokenizer(model),
+        adapter=adapter,
+        copy_fields=copy_fields,
+        max_batch_size=max_batch_size,
+    )

@@ -8,8 +8,9 @@ dotted path; and every command that takes ``--config FILE`` takes ``a.b=value`` 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence, TypeVar
+from typing import Any, TypeVar
 
 import yaml
 from pydantic import BaseModel, ValidationError
@@ -48,7 +49,9 @@ def parse_override(item: str, error: type[Exception] = ValueError) -> tuple[list
     return parts, value
 
 
-def apply_overrides(raw: dict[str, Any], overrides: Sequence[str], error: type[Exception] = ValueError) -> dict[str, Any]:
+def apply_overrides(
+    raw: dict[str, Any], overrides: Sequence[str], error: type[Exception] = ValueError
+) -> dict[str, Any]:
     """Apply ``key=value`` overrides (dotted paths) to a raw config mapping, in place, before it is
     validated: an override goes through the same checks as the file."""
     for item in overrides:

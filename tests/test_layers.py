@@ -30,10 +30,12 @@ def imported_packages(path: Path) -> list[tuple[int, str]]:
 
 
 def upward_imports(package: str) -> list[str]:
-    return [f"{path.relative_to(REPO)}:{line}: {package} imports {target}"
-            for path in sorted((REPO / package).rglob("*.py"))
-            for line, target in imported_packages(path)
-            if target != package and LAYER[target] >= LAYER[package]]
+    return [
+        f"{path.relative_to(REPO)}:{line}: {package} imports {target}"
+        for path in sorted((REPO / package).rglob("*.py"))
+        for line, target in imported_packages(path)
+        if target != package and LAYER[target] >= LAYER[package]
+    ]
 
 
 @pytest.mark.parametrize("package", list(LAYER))
@@ -46,5 +48,7 @@ def test_the_check_sees_an_upward_import(tmp_path, monkeypatch):
     package.mkdir()
     (package / "bad.py").write_text("def f():\n    from eval.metrics import prf\n    import data_gen.world as w\n")
     monkeypatch.setattr(sys.modules[__name__], "REPO", tmp_path)
-    assert upward_imports("memory_runtime") == ["memory_runtime/bad.py:2: memory_runtime imports eval",
-                                                 "memory_runtime/bad.py:3: memory_runtime imports data_gen"]
+    assert upward_imports("memory_runtime") == [
+        "memory_runtime/bad.py:2: memory_runtime imports eval",
+        "memory_runtime/bad.py:3: memory_runtime imports data_gen",
+    ]

@@ -38,8 +38,9 @@ import contextlib
 import os
 import threading
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import torch
 
@@ -48,9 +49,23 @@ from training.config import TrainConfig
 MODES = ("none", "grouped", "padding_free", "bfd")
 
 # Dense bf16 tensor-core peak (TFLOP/s, no sparsity) by a substring of torch.cuda.get_device_name().
-GPU_PEAK_TFLOPS = {"H200": 989.0, "H100 PCIe": 756.0, "H100": 989.0, "GH200": 989.0, "B200": 2250.0,
-                   "A100": 312.0, "A10G": 125.0, "A10": 125.0, "L40S": 362.0, "L40": 181.0, "L4": 121.0,
-                   "RTX 4090": 165.0, "RTX 3090": 71.0, "V100": 125.0, "T4": 65.0}
+GPU_PEAK_TFLOPS = {
+    "H200": 989.0,
+    "H100 PCIe": 756.0,
+    "H100": 989.0,
+    "GH200": 989.0,
+    "B200": 2250.0,
+    "A100": 312.0,
+    "A10G": 125.0,
+    "A10": 125.0,
+    "L40S": 362.0,
+    "L40": 181.0,
+    "L4": 121.0,
+    "RTX 4090": 165.0,
+    "RTX 3090": 71.0,
+    "V100": 125.0,
+    "T4": 65.0,
+}
 
 
 def gpu_peak_tflops(name: str) -> float | None:
@@ -72,8 +87,9 @@ def model_flops_per_token(model: Any, mean_context: float) -> float:
             else:
                 frozen += n
     config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
-    width = getattr(config, "num_attention_heads", 0) * (getattr(config, "head_dim", None) or
-                                                        config.hidden_size // max(1, config.num_attention_heads))
+    width = getattr(config, "num_attention_heads", 0) * (
+        getattr(config, "head_dim", None) or config.hidden_size // max(1, config.num_attention_heads)
+    )
     attention = 12 * config.num_hidden_layers * width * mean_context
     return 4 * frozen + 6 * trained + attention
 
@@ -94,7 +110,7 @@ class _GpuUtilisation:
                 return
             self._stop.wait(0.1)
 
-    def __enter__(self) -> "_GpuUtilisation":
+    def __enter__(self) -> _GpuUtilisation:
         self._thread.start()
         return self
 
@@ -148,7 +164,7 @@ class _PeakRss:
             self.peak = max(self.peak, self._proc.memory_info().rss)
             self._stop.wait(self._interval)
 
-    def __enter__(self) -> "_PeakRss":
+    def __enter__(self) -> _PeakRss:
         self.peak = self._proc.memory_info().rss
         self._thread.start()
         return self
@@ -172,8 +188,9 @@ def parse_batches(spec: Sequence[str]) -> list[tuple[str, int | None, int | None
     return out
 
 
-def _mode_config(config: TrainConfig, mode: str, steps: int, output_dir: str,
-                 records: int | None = None, tokens: int | None = None) -> TrainConfig:
+def _mode_config(
+    config: TrainConfig, mode: str, steps: int, output_dir: str, records: int | None = None, tokens: int | None = None
+) -> TrainConfig:
     data = config.model_dump()
     if records is not None:
         data["optim"].update(per_device_train_batch_size=records, max_tokens_per_step=None)
@@ -187,8 +204,15 @@ def _mode_config(config: TrainConfig, mode: str, steps: int, output_dir: str,
     data["optim"]["max_steps"] = steps
     data["optim"]["warmup"] = 0
     data["optim"]["lr_scheduler_type"] = "constant"
-    data["output"].update(output_dir=output_dir, eval_strategy="no", save_strategy="no", final_eval=False,
-                          logging_steps=10**6, report_to=[], resume_from_checkpoint=None)
+    data["output"].update(
+        output_dir=output_dir,
+        eval_strategy="no",
+        save_strategy="no",
+        final_eval=False,
+        logging_steps=10**6,
+        report_to=[],
+        resume_from_checkpoint=None,
+    )
     return TrainConfig.model_validate(data)
 
 
@@ -230,8 +254,9 @@ def bench_train(
     batchings = parse_batches(batches) or [("", None, None)]
     accumulate = config.optim.gradient_accumulation_steps
     batch = max(n or config.optim.per_device_train_batch_size for _, n, _ in batchings) * accumulate
-    budgets = [t for _, _, t in batchings if t] or ([config.optim.max_tokens_per_step] if
-                                                    config.optim.max_tokens_per_step and not batches else [])
+    budgets = [t for _, _, t in batchings if t] or (
+        [config.optim.max_tokens_per_step] if config.optim.max_tokens_per_step and not batches else []
+    )
 
     if tokenizer is None:
         tokenizer = load_tokenizer(config.model.name, local_files_only=config.model.local_files_only)
@@ -244,7 +269,9 @@ def bench_train(
         train_dataset = build_datasets(TrainConfig.model_validate(raw), tokenizer)["train"]
     need = total_steps * batch
     if not budgets and len(train_dataset) < need:
-        raise ValueError(f"the bench needs {need} records ({total_steps} steps x {batch}); the data has {len(train_dataset)}")
+        raise ValueError(
+            f"the bench needs {need} records ({total_steps} steps x {batch}); the data has {len(train_dataset)}"
+        )
     train_dataset = train_dataset.shuffle(seed=config.optim.seed)
     if not budgets:
         train_dataset = train_dataset.select(range(need))
@@ -264,8 +291,10 @@ def bench_train(
 
     # variant name -> (mode, model); with several dtypes a variant is "mode/dtype"
     dtype_names = list(dict.fromkeys(dtypes)) or [config.model.dtype]
-    chosen = {name: (model_dtype(config) if name == config.model.dtype else resolve_dtype(name, training_device()))
-              for name in dtype_names}
+    chosen = {
+        name: (model_dtype(config) if name == config.model.dtype else resolve_dtype(name, training_device()))
+        for name in dtype_names
+    }
     models: dict[str, Any] = {}
     for name in dtype_names:
         if model is not None and len(dtype_names) == 1:
@@ -276,14 +305,24 @@ def bench_train(
             if random_init is not None:
                 built = random_model(random_init, chosen[name].torch_dtype)
                 if vocab and built.get_input_embeddings().num_embeddings < len(tokenizer):
-                    raise ValueError(f"--random-init: the model's vocabulary is smaller than the tokenizer's ({len(tokenizer)})")
+                    raise ValueError(
+                        f"--random-init: the model's vocabulary is smaller than the tokenizer's ({len(tokenizer)})"
+                    )
                 models[name] = ready(built)
             else:
                 models[name] = ready(build_model(variant))
     # variant name -> (mode, model, records, token budget): "mode", "mode/dtype", "mode/4rec", "mode/2048tok"
-    variants = {"/".join([mode, *([name] if len(dtype_names) > 1 else []), *([label] if len(batchings) > 1 else [])]):
-                (mode, models[name], records, tokens)
-                for mode in modes for name in dtype_names for label, records, tokens in batchings}
+    variants = {
+        "/".join([mode, *([name] if len(dtype_names) > 1 else []), *([label] if len(batchings) > 1 else [])]): (
+            mode,
+            models[name],
+            records,
+            tokens,
+        )
+        for mode in modes
+        for name in dtype_names
+        for label, records, tokens in batchings
+    }
     on_cuda = torch.cuda.is_available() and not config.gpu.use_cpu
 
     class Counting(sft_trainer_class()):
@@ -320,8 +359,10 @@ def bench_train(
                     torch.cuda.synchronize()
                 self.ref[0].bench_seconds = time.perf_counter() - self.t0
 
-    totals = {key: {"seconds": 0.0, "trained": 0, "tokens": 0, "positions": 0, "records": 0, "context": 0,
-                   "peak": 0.0} for key in variants}
+    totals = {
+        key: {"seconds": 0.0, "trained": 0, "tokens": 0, "positions": 0, "records": 0, "context": 0, "peak": 0.0}
+        for key in variants
+    }
     round_speedups: list[float] = []
     with tempfile.TemporaryDirectory(prefix="memlm-bench-") as tmp:
         for r in range(rounds):
@@ -340,10 +381,15 @@ def bench_train(
                 trainer.remove_callback(PrinterCallback)
                 trainer.bench_counts = {"trained": 0, "tokens": 0, "positions": 0, "records": 0, "context": 0}
                 ref.append(trainer)
-                size = (f"up to {cfg.optim.max_tokens_per_step} tokens" if cfg.optim.max_tokens_per_step
-                        else f"{cfg.optim.per_device_train_batch_size * accumulate} records")
-                log(f"bench: {key}: {total_steps} steps of {size} ({warmup_steps} warm-up)"
-                    + (f", round {r + 1}/{rounds}" if rounds > 1 else ""))
+                size = (
+                    f"up to {cfg.optim.max_tokens_per_step} tokens"
+                    if cfg.optim.max_tokens_per_step
+                    else f"{cfg.optim.per_device_train_batch_size * accumulate} records"
+                )
+                log(
+                    f"bench: {key}: {total_steps} steps of {size} ({warmup_steps} warm-up)"
+                    + (f", round {r + 1}/{rounds}" if rounds > 1 else "")
+                )
                 with _PeakRss() as rss, _GpuUtilisation() if on_cuda else contextlib.nullcontext() as util:
                     trainer.train()
                 seconds = getattr(trainer, "bench_seconds", None) or float("nan")
@@ -356,8 +402,10 @@ def bench_train(
                     t.setdefault("utilisation", []).append(util.mean)
                 t["model"] = model
                 step_s[key] = seconds / steps
-                log(f"bench: {key}: {trainer.bench_counts['trained'] / seconds:.0f} trained tokens/s, "
-                    f"{trainer.bench_counts['tokens'] / seconds:.0f} tokens/s, {step_s[key]:.2f} s/step")
+                log(
+                    f"bench: {key}: {trainer.bench_counts['trained'] / seconds:.0f} trained tokens/s, "
+                    f"{trainer.bench_counts['tokens'] / seconds:.0f} tokens/s, {step_s[key]:.2f} s/step"
+                )
                 del trainer
             if "none" in step_s and "padding_free" in step_s:
                 round_speedups.append(step_s["none"] / step_s["padding_free"])
@@ -379,8 +427,9 @@ def bench_train(
             flops = model_flops_per_token(t["model"], t["context"] / max(1, t["tokens"]))
             peak = gpu_peak_tflops(torch.cuda.get_device_name())
             achieved = flops * t["tokens"] / t["seconds"] / 1e12
-            results[key].update(model_tflops=round(achieved, 2), gpu_peak_tflops=peak,
-                                mfu=round(achieved / peak, 4) if peak else None)
+            results[key].update(
+                model_tflops=round(achieved, 2), gpu_peak_tflops=peak, mfu=round(achieved / peak, 4) if peak else None
+            )
             if t.get("utilisation"):
                 results[key]["gpu_utilisation_pct"] = sum(t["utilisation"]) / len(t["utilisation"])
     out: dict[str, Any] = {
@@ -408,12 +457,16 @@ def bench_train(
         first = batchings[0][0]
         for mode in modes:
             for label, _, _ in batchings[1:]:
-                out[f"speedup_{mode}/{label}_vs_{first}"] = (results[f"{mode}/{label}"]["trained_tokens_per_s"]
-                                                             / results[f"{mode}/{first}"]["trained_tokens_per_s"])
+                out[f"speedup_{mode}/{label}_vs_{first}"] = (
+                    results[f"{mode}/{label}"]["trained_tokens_per_s"]
+                    / results[f"{mode}/{first}"]["trained_tokens_per_s"]
+                )
     if len(dtype_names) > 1:  # each dtype against the first, mode by mode
         first = dtype_names[0]
         for mode in modes:
             for name in dtype_names[1:]:
-                out[f"speedup_{mode}/{name}_vs_{first}"] = (results[f"{mode}/{name}"]["trained_tokens_per_s"]
-                                                            / results[f"{mode}/{first}"]["trained_tokens_per_s"])
+                out[f"speedup_{mode}/{name}_vs_{first}"] = (
+                    results[f"{mode}/{name}"]["trained_tokens_per_s"]
+                    / results[f"{mode}/{first}"]["trained_tokens_per_s"]
+                )
     return out

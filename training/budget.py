@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from transformers import TrainerCallback
 
@@ -43,8 +44,13 @@ def reschedule(scheduler: Any, optimizer: Any, args: Any, total_steps: int) -> N
     if not hasattr(inner, "lr_lambdas"):
         raise ValueError(f"optim.max_minutes cannot shorten a {type(inner).__name__} schedule")
     dummy = torch.optim.SGD([{"params": [torch.zeros(1, requires_grad=True)]} for _ in inner.lr_lambdas], lr=1.0)
-    fresh = get_scheduler(args.lr_scheduler_type, dummy, num_warmup_steps=args.get_warmup_steps(total_steps),
-                          num_training_steps=total_steps, scheduler_specific_kwargs=args.lr_scheduler_kwargs)
+    fresh = get_scheduler(
+        args.lr_scheduler_type,
+        dummy,
+        num_warmup_steps=args.get_warmup_steps(total_steps),
+        num_training_steps=total_steps,
+        scheduler_specific_kwargs=args.lr_scheduler_kwargs,
+    )
     inner.lr_lambdas = fresh.lr_lambdas
     step = inner.last_epoch
     lrs = [base * fn(step) for base, fn in zip(inner.base_lrs, inner.lr_lambdas)]
@@ -56,9 +62,16 @@ def reschedule(scheduler: Any, optimizer: Any, args: Any, total_steps: int) -> N
 class TimeBudget(TrainerCallback):
     """Fits training into `minutes` (see the module docstring); `outcome()` says what was reached."""
 
-    def __init__(self, minutes: float, log: Callable[[str], None], *, requested_steps: int | None = None,
-                 spent_s: float = 0.0, planned_steps: int | None = None,
-                 clock: Callable[[], float] | None = None) -> None:
+    def __init__(
+        self,
+        minutes: float,
+        log: Callable[[str], None],
+        *,
+        requested_steps: int | None = None,
+        spent_s: float = 0.0,
+        planned_steps: int | None = None,
+        clock: Callable[[], float] | None = None,
+    ) -> None:
         self.budget_s = minutes * 60
         self.requested_steps = requested_steps
         self.log = log
@@ -83,8 +96,11 @@ class TimeBudget(TrainerCallback):
             reschedule(lr_scheduler, optimizer, args, self.planned_steps)
             state.max_steps = self.planned_steps
             self.log(f"time budget: keeping the checkpoint's schedule of {self.planned_steps} steps")
-        self.log(f"time budget: {self.budget_s / 60:g} min of training ({self.spent_before / 60:.1f} spent before); "
-                 f"up to {self.requested_steps} steps, the schedule shortened to what fits after {CALIBRATION_STEPS} timed steps")
+        self.log(
+            f"time budget: {self.budget_s / 60:g} min of training ({self.spent_before / 60:.1f} spent before); "
+            f"up to {self.requested_steps} steps, the schedule shortened to what fits after "
+            f"{CALIBRATION_STEPS} timed steps"
+        )
 
     def on_step_end(self, args, state, control, lr_scheduler=None, optimizer=None, **kwargs):
         now, spent = self.clock(), self.spent_s()
@@ -99,12 +115,15 @@ class TimeBudget(TrainerCallback):
             self.planned_steps = state.global_step
             control.should_training_stop = True
             control.should_save = args.save_strategy != "no"
-            self.log(f"time budget spent ({spent / 60:.1f} min) at step {state.global_step} of {state.max_steps}: "
-                     "stopping and saving (the schedule had not finished)")
+            self.log(
+                f"time budget spent ({spent / 60:.1f} min) at step {state.global_step} of {state.max_steps}: "
+                "stopping and saving (the schedule had not finished)"
+            )
             return control
         due = measured >= CALIBRATION_STEPS and (
             self._checks_done == 0
-            or (self._checks_done <= len(REPLAN_AT) and spent >= REPLAN_AT[self._checks_done - 1] * self.budget_s))
+            or (self._checks_done <= len(REPLAN_AT) and spent >= REPLAN_AT[self._checks_done - 1] * self.budget_s)
+        )
         if due and lr_scheduler is not None and optimizer is not None:
             self._checks_done += 1
             self._plan(args, state, lr_scheduler, optimizer, spent)
@@ -116,23 +135,33 @@ class TimeBudget(TrainerCallback):
         if planned == state.max_steps:
             return
         reschedule(lr_scheduler, optimizer, args, planned)
-        self.log(f"time budget: {self.step_s:.2f} s/step here, {planned} of {self.requested_steps} steps fit in "
-                 f"{self.budget_s / 60:g} min; learning-rate schedule set to {planned} steps (was {state.max_steps})")
+        self.log(
+            f"time budget: {self.step_s:.2f} s/step here, {planned} of {self.requested_steps} steps fit in "
+            f"{self.budget_s / 60:g} min; learning-rate schedule set to {planned} steps (was {state.max_steps})"
+        )
         state.max_steps = self.planned_steps = planned
 
     def on_save(self, args, state, control, **kwargs):
         checkpoint = Path(args.output_dir) / f"checkpoint-{state.global_step}"
         if checkpoint.is_dir() and state.is_world_process_zero:
-            (checkpoint / BUDGET_FILENAME).write_text(json.dumps(
-                {"planned_steps": self.planned_steps, "spent_s": self.spent_s(), "max_minutes": self.budget_s / 60}))
+            (checkpoint / BUDGET_FILENAME).write_text(
+                json.dumps(
+                    {"planned_steps": self.planned_steps, "spent_s": self.spent_s(), "max_minutes": self.budget_s / 60}
+                )
+            )
         return control
 
     def outcome(self, global_step: int) -> dict[str, Any]:
         """What the budget bought: recorded in metrics.json and said in the log."""
-        return {"max_minutes": self.budget_s / 60, "requested_steps": self.requested_steps,
-                "planned_steps": self.planned_steps, "reached_steps": global_step,
-                "spent_minutes": round(self.spent_s() / 60, 2), "step_s": self.step_s,
-                "stopped_early": self.stopped_early}
+        return {
+            "max_minutes": self.budget_s / 60,
+            "requested_steps": self.requested_steps,
+            "planned_steps": self.planned_steps,
+            "reached_steps": global_step,
+            "spent_minutes": round(self.spent_s() / 60, 2),
+            "step_s": self.step_s,
+            "stopped_early": self.stopped_early,
+        }
 
 
 def read_checkpoint_budget(checkpoint: str | Path) -> dict[str, Any] | None:

@@ -23,8 +23,9 @@ Groups:
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal, Sequence
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -49,8 +50,10 @@ class _Strict(BaseModel):
 class ModelSettings(_Strict):
     name: str = Field(EMBEDDED_MODEL, min_length=1, description="HF hub id, local dir, .gguf file, or embedded:...")
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
-        "auto", description="auto: bfloat16 on GPUs and on CPUs that multiply it natively (AVX512-BF16, AMX), "
-        "float32 elsewhere (memory_runtime.hardware); the run's train_config.yaml records the choice and why")
+        "auto",
+        description="auto: bfloat16 on GPUs and on CPUs that multiply it natively (AVX512-BF16, AMX), "
+        "float32 elsewhere (memory_runtime.hardware); the run's train_config.yaml records the choice and why",
+    )
     attn_implementation: Literal["eager", "sdpa", "flash_attention_2", "flash_attention_3"] | None = None
     local_files_only: bool = True
     trust_remote_code: bool = False
@@ -67,21 +70,30 @@ class LoraSettings(_Strict):
     layers_to_transform: list[int] | None = Field(
         None, description="decoder layer indices that get adapters (default: all); backward stops below the lowest"
     )
-    init_from: str | None = Field(None, description="an adapter dir to continue training (its r, targets and base are kept)")
+    init_from: str | None = Field(
+        None, description="an adapter dir to continue training (its r, targets and base are kept)"
+    )
     loraplus_lr_ratio: float | None = Field(
-        None, ge=1, description="LoRA+ (PEFT's create_loraplus_optimizer): the B matrices learn at this multiple "
-        "of optim.learning_rate (null: one learning rate)"
+        None,
+        ge=1,
+        description="LoRA+ (PEFT's create_loraplus_optimizer): the B matrices learn at this multiple "
+        "of optim.learning_rate (null: one learning rate)",
     )
 
     @model_validator(mode="after")
-    def _targets(self) -> "LoraSettings":
+    def _targets(self) -> LoraSettings:
         if isinstance(self.target_modules, list) and not self.target_modules:
             raise ValueError("target_modules must name at least one module (or be 'all-linear')")
         if isinstance(self.target_modules, list) and "lm_head" in self.target_modules:
-            raise ValueError("target_modules: TRL computes the loss from lm_head.weight directly; an adapter on lm_head would never train")
+            raise ValueError(
+                "target_modules: TRL computes the loss from lm_head.weight directly; "
+                "an adapter on lm_head would never train"
+            )
         layers = self.layers_to_transform
         if layers is not None and (not layers or min(layers) < 0 or len(set(layers)) != len(layers)):
-            raise ValueError(f"layers_to_transform must list distinct layer indices >= 0 (or be null for all), got {layers}")
+            raise ValueError(
+                f"layers_to_transform must list distinct layer indices >= 0 (or be null for all), got {layers}"
+            )
         return self
 
 
@@ -111,8 +123,11 @@ class DataSettings(_Strict):
     max_train_records: int | None = Field(None, ge=1)
     max_eval_records: int | None = Field(None, ge=1)
     num_proc: int | None = Field(None, ge=1)
-    extra_jsonl: list[str] = Field(default_factory=list, description="Record JSONL files added to the train split "
-                                   "(self-instruct kept trajectories, chat/serve feedback trajectories)")
+    extra_jsonl: list[str] = Field(
+        default_factory=list,
+        description="Record JSONL files added to the train split "
+        "(self-instruct kept trajectories, chat/serve feedback trajectories)",
+    )
 
 
 class OptimSettings(_Strict):
@@ -126,19 +141,25 @@ class OptimSettings(_Strict):
     optim: str = "adamw_torch"
     per_device_train_batch_size: int = Field(8, ge=1)
     max_tokens_per_step: int | None = Field(
-        None, ge=8, description="token-budget micro-batches: records in random order up to this many tokens "
-        "computed per device and micro-batch (training/token_budget.py); replaces per_device_train_batch_size")
+        None,
+        ge=8,
+        description="token-budget micro-batches: records in random order up to this many tokens "
+        "computed per device and micro-batch (training/token_budget.py); replaces per_device_train_batch_size",
+    )
     per_device_eval_batch_size: int = Field(8, ge=1)
     gradient_accumulation_steps: int = Field(1, ge=1)
     num_train_epochs: float = Field(1.0, gt=0)
     max_steps: int = Field(-1, description="> 0 overrides num_train_epochs")
     max_minutes: float | None = Field(
-        None, gt=0, description="wall-clock budget of the training loop: the schedule is shortened to the steps "
-        "that fit on this machine (training/budget.py); null: no budget")
+        None,
+        gt=0,
+        description="wall-clock budget of the training loop: the schedule is shortened to the steps "
+        "that fit on this machine (training/budget.py); null: no budget",
+    )
     seed: int = 0
 
     @model_validator(mode="after")
-    def _steps(self) -> "OptimSettings":
+    def _steps(self) -> OptimSettings:
         if self.max_steps == 0 or self.max_steps < -1:
             raise ValueError("max_steps must be -1 (use num_train_epochs) or a positive number of steps")
         return self
@@ -156,7 +177,7 @@ class PackingSettings(_Strict):
     group_by_length: bool = Field(False, description="mode none: batches of records of similar length")
 
     @model_validator(mode="after")
-    def _grouping(self) -> "PackingSettings":
+    def _grouping(self) -> PackingSettings:
         if self.group_by_length and self.mode != "none":
             raise ValueError("group_by_length only applies to padded batches (packing.mode=none)")
         return self
@@ -174,7 +195,7 @@ class GpuSettings(_Strict):
     dataloader_num_workers: int = Field(0, ge=0)
 
     @model_validator(mode="after")
-    def _precision(self) -> "GpuSettings":
+    def _precision(self) -> GpuSettings:
         if self.bf16 and self.fp16:
             raise ValueError("bf16 and fp16 are exclusive")
         return self
@@ -189,9 +210,10 @@ class OutputSettings(_Strict):
     save_steps: int = Field(100, ge=1)
     save_total_limit: int | None = Field(2, ge=1)
     resume_from_checkpoint: bool | str | None = Field(
-        None, description="null: resume when output_dir holds a checkpoint of this same config (an error if "
+        None,
+        description="null: resume when output_dir holds a checkpoint of this same config (an error if "
         "of another); true: the last checkpoint (an error if none); false: start over, deleting output_dir's "
-        "checkpoints; or a checkpoint directory"
+        "checkpoints; or a checkpoint directory",
     )
     report_to: list[str] = Field(default_factory=list)
     final_eval: bool = True
@@ -214,7 +236,7 @@ class TrainConfig(_Strict):
     output: OutputSettings = Field(default_factory=OutputSettings)
 
     @model_validator(mode="after")
-    def _consistent(self) -> "TrainConfig":
+    def _consistent(self) -> TrainConfig:
         data, packing = self.data, self.packing
         if data.path is not None and data.synthetic is not None:
             raise ValueError("data: set either data.path (data_gen output) or data.synthetic, not both")
@@ -229,13 +251,19 @@ class TrainConfig(_Strict):
             raise ValueError("output.eval_strategy needs data.eval_split (or set output.eval_strategy=no)")
         budget = self.optim.max_tokens_per_step
         if budget is not None and packing.mode == "bfd":
-            raise ValueError("optim.max_tokens_per_step: bfd packing makes rows of its own (packing.block_length); "
-                             "use packing.mode padding_free or none with a token budget")
+            raise ValueError(
+                "optim.max_tokens_per_step: bfd packing makes rows of its own (packing.block_length); "
+                "use packing.mode padding_free or none with a token budget"
+            )
         if budget is not None and budget < data.max_length:
-            raise ValueError(f"optim.max_tokens_per_step ({budget}) must be at least data.max_length "
-                             f"({data.max_length}): a record must fit a batch")
+            raise ValueError(
+                f"optim.max_tokens_per_step ({budget}) must be at least data.max_length "
+                f"({data.max_length}): a record must fit a batch"
+            )
         if self.method == "full" and self.lora.loraplus_lr_ratio is not None:
-            raise ValueError("lora.loraplus_lr_ratio: LoRA+ sets the adapters' B learning rate; method=full has no adapters")
+            raise ValueError(
+                "lora.loraplus_lr_ratio: LoRA+ sets the adapters' B learning rate; method=full has no adapters"
+            )
         if self.method == "qlora" and self.model.dtype == "float16" and self.gpu.bf16:
             raise ValueError("qlora with model.dtype=float16 and gpu.bf16=true mixes precisions; pick one")
         return self
@@ -257,16 +285,20 @@ class TrainConfig(_Strict):
         path.write_text(header + self.to_yaml())
         return path
 
-    def differences(self, other: "TrainConfig", ignore: Sequence[str] = ()) -> list[str]:
+    def differences(self, other: TrainConfig, ignore: Sequence[str] = ()) -> list[str]:
         """`key: ours -> theirs` for every dotted field whose value differs (fields in `ignore` skipped)."""
+
         def flat(value: Any, prefix: str = "") -> dict[str, Any]:
             if isinstance(value, dict):
                 return {k: v for key, child in value.items() for k, v in flat(child, f"{prefix}{key}.").items()}
             return {prefix[:-1]: value}
 
         ours, theirs = flat(self.model_dump(mode="json")), flat(other.model_dump(mode="json"))
-        return [f"{key}: {ours.get(key)!r} -> {theirs.get(key)!r}" for key in sorted(set(ours) | set(theirs))
-                if key not in ignore and ours.get(key) != theirs.get(key)]
+        return [
+            f"{key}: {ours.get(key)!r} -> {theirs.get(key)!r}"
+            for key in sorted(set(ours) | set(theirs))
+            if key not in ignore and ours.get(key) != theirs.get(key)
+        ]
 
     def require_data(self) -> None:
         if self.data.path is None and self.data.synthetic is None and not self.data.extra_jsonl:
@@ -323,8 +355,10 @@ def check_init_from(config: TrainConfig) -> None:
     from memory_runtime.models import adapter_base
 
     if adapter_base(init) != config.model.name:
-        raise ConfigError(f"lora.init_from: the adapter was trained on {adapter_base(init)!r}, "
-                          f"but model.name is {config.model.name!r}")
+        raise ConfigError(
+            f"lora.init_from: the adapter was trained on {adapter_base(init)!r}, "
+            f"but model.name is {config.model.name!r}"
+        )
 
 
 def preflight(config: TrainConfig) -> list[str]:

@@ -39,12 +39,16 @@ def load_record_splits(config: TrainConfig) -> dict[str, Any]:
         try:
             dd = load_from_disk(str(data.path))
         except (FileNotFoundError, ValueError) as err:
-            raise ValueError(f"data.path: cannot load a dataset saved with save_to_disk from {data.path}: {err}") from None
+            raise ValueError(
+                f"data.path: cannot load a dataset saved with save_to_disk from {data.path}: {err}"
+            ) from None
         if not isinstance(dd, DatasetDict):
             raise ValueError(f"data.path: {data.path} holds one Dataset, expected a DatasetDict with splits")
     splits = list(dd.keys())
     if data.train_split not in dd:
-        raise ValueError(f"data.train_split: no split {data.train_split!r} in {data.path or 'synthetic data'} (has {splits})")
+        raise ValueError(
+            f"data.train_split: no split {data.train_split!r} in {data.path or 'synthetic data'} (has {splits})"
+        )
     train = dd[data.train_split]
     evaluation = None
     if data.eval_split is not None:
@@ -117,7 +121,9 @@ def tokenize_split(dataset: Any, tokenizer: Any, config: TrainConfig, *, name: s
             try:
                 record = _row_to_record(row)
             except Exception as err:
-                raise RecordError(f"{name} split, record {row.get('id', i)}: not a valid data_gen Record: {err}") from None
+                raise RecordError(
+                    f"{name} split, record {row.get('id', i)}: not a valid data_gen Record: {err}"
+                ) from None
             try:
                 enc = tokenize_record(
                     record,
@@ -150,9 +156,17 @@ def tokenize_split(dataset: Any, tokenizer: Any, config: TrainConfig, *, name: s
     kept = tokenized.filter(lambda keep: keep, input_columns="keep", keep_in_memory=True)
     dropped = len(tokenized) - len(kept)
     if dropped:
-        logger.warning("%s split: dropped %d of %d records longer than data.max_length=%d", name, dropped, len(tokenized), data.max_length)
+        logger.warning(
+            "%s split: dropped %d of %d records longer than data.max_length=%d",
+            name,
+            dropped,
+            len(tokenized),
+            data.max_length,
+        )
     if len(kept) == 0:
-        raise ValueError(f"{name} split: no record left to train on (all longer than data.max_length={data.max_length}?)")
+        raise ValueError(
+            f"{name} split: no record left to train on (all longer than data.max_length={data.max_length}?)"
+        )
     return kept.remove_columns("keep")
 
 

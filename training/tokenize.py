@@ -30,18 +30,27 @@ prefix of the rendered conversation; otherwise a ValueError says so.
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from pydantic import ValidationError
 
-from memory_runtime.records import Record, message_groups
 from memory_runtime.protocol import SYSTEM_PROMPT
+from memory_runtime.records import Record, message_groups
 
 IGNORE_INDEX = -100
 
 # Tokens that end an assistant turn in common chat templates (only those in the vocabulary count).
-END_OF_TURN_CANDIDATES = ("<|im_end|>", "<|eot_id|>", "<|end|>", "<end_of_turn>", "<|end_of_text|>", "</s>", "<|endoftext|>")
+END_OF_TURN_CANDIDATES = (
+    "<|im_end|>",
+    "<|eot_id|>",
+    "<|end|>",
+    "<end_of_turn>",
+    "<|end_of_text|>",
+    "</s>",
+    "<|endoftext|>",
+)
 
 _SENTINEL = "\u2063MEMLM{}SEG\u2063"  # invisible separator: never in real text, survives `| trim`
 
@@ -137,7 +146,7 @@ def _layout(tokenizer: Any, roles: tuple[str, ...]) -> _Layout:
             raise ValueError(
                 "the chat template's generation prompt is not a prefix of the rendered conversation "
                 f"(assistant message {k}): inference would see a different prompt than training; "
-                f"prompt ends {prompt[-60:]!r}, conversation has {full[max(0, starts[k] - 60):starts[k]]!r}"
+                f"prompt ends {prompt[-60:]!r}, conversation has {full[max(0, starts[k] - 60) : starts[k]]!r}"
             )
         after = pieces[k + 1]
         found = [(after.find(t), t) for t in ends_with if t in after]
@@ -161,13 +170,13 @@ def _as_record(record: Record | Mapping[str, Any]) -> Record:
         return Record.model_validate(dict(record))
     except ValidationError as err:
         rid = dict(record).get("id", "?")
-        problems = "; ".join(
-            f"{'.'.join(str(x) for x in e['loc']) or 'record'}: {e['msg']}" for e in err.errors()
-        )
+        problems = "; ".join(f"{'.'.join(str(x) for x in e['loc']) or 'record'}: {e['msg']}" for e in err.errors())
         raise RecordError(f"record {rid} is not a valid data_gen Record: {problems}") from None
 
 
-def record_chunks(record: Record | Mapping[str, Any], tokenizer: Any, *, system_prompt: str | None = SYSTEM_PROMPT) -> list[Chunk]:
+def record_chunks(
+    record: Record | Mapping[str, Any], tokenizer: Any, *, system_prompt: str | None = SYSTEM_PROMPT
+) -> list[Chunk]:
     """The record as the chunks :func:`tokenize_record` tokenises one by one (see module doc)."""
     rec = _as_record(record)
     groups = message_groups(rec)  # chat messages: (role, [segments])
@@ -251,12 +260,16 @@ def tokenize_record(
     return out
 
 
-def trained_text(record: Record | Mapping[str, Any], tokenizer: Any, *, system_prompt: str | None = SYSTEM_PROMPT) -> str:
+def trained_text(
+    record: Record | Mapping[str, Any], tokenizer: Any, *, system_prompt: str | None = SYSTEM_PROMPT
+) -> str:
     """The text the labels should decode to: trained segments and trained end-of-turn tokens, in order."""
     return "".join(c.text for c in record_chunks(record, tokenizer, system_prompt=system_prompt) if c.train)
 
 
-def format_token_table(tokenized: Mapping[str, Any], tokenizer: Any, *, max_tokens: int | None = None) -> list[tuple[int, str, int, bool]]:
+def format_token_table(
+    tokenized: Mapping[str, Any], tokenizer: Any, *, max_tokens: int | None = None
+) -> list[tuple[int, str, int, bool]]:
     """(token id, token text, label, trained) rows for display (``memlm inspect``)."""
     rows = []
     for i, (tid, lab) in enumerate(zip(tokenized["input_ids"], tokenized["labels"])):

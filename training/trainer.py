@@ -26,15 +26,23 @@ import os
 import shutil
 import sys
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import torch
 
 from memory_runtime.hardware import DtypeChoice, resolve_dtype
-from training.config import (CONFIG_FILENAME, ConfigError, TrainConfig, check_init_from, load_config, preflight,
-                             resolve_deepspeed)
+from training.config import (
+    CONFIG_FILENAME,
+    ConfigError,
+    TrainConfig,
+    check_init_from,
+    load_config,
+    preflight,
+    resolve_deepspeed,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -135,7 +143,9 @@ def build_model(config: TrainConfig) -> Any:
         )
     layers, n_layers = config.lora.layers_to_transform, getattr(model.config, "num_hidden_layers", None)
     if layers and n_layers is not None and max(layers) >= n_layers:  # the range is the model's: checked once loaded
-        raise ConfigError(f"lora.layers_to_transform: {config.model.name} has layers 0..{n_layers - 1}, got {max(layers)}")
+        raise ConfigError(
+            f"lora.layers_to_transform: {config.model.name} has layers 0..{n_layers - 1}, got {max(layers)}"
+        )
     model.config.use_cache = False
     return model
 
@@ -244,8 +254,13 @@ def sft_trainer_class() -> type:
     from trl import SFTTrainer
 
     class TrainedPositionsSFTTrainer(SFTTrainer):
-        def __init__(self, *args: Any, loraplus_lr_ratio: float | None = None,
-                     max_tokens_per_step: int | None = None, **kwargs: Any) -> None:
+        def __init__(
+            self,
+            *args: Any,
+            loraplus_lr_ratio: float | None = None,
+            max_tokens_per_step: int | None = None,
+            **kwargs: Any,
+        ) -> None:
             self.loraplus_lr_ratio = loraplus_lr_ratio
             self.max_tokens_per_step = max_tokens_per_step
             super().__init__(*args, **kwargs)
@@ -262,8 +277,13 @@ def sft_trainer_class() -> type:
             lengths = [len(ids) for ids in dataset["input_ids"]]
             padded = not (self.args.padding_free or self.args.packing)
             sampler = TokenBudgetSampler(lengths, self.max_tokens_per_step, padded=padded, seed=self.args.seed)
-            loader = DataLoader(dataset, batch_sampler=sampler, collate_fn=self.data_collator,
-                                num_workers=self.args.dataloader_num_workers, pin_memory=self.args.dataloader_pin_memory)
+            loader = DataLoader(
+                dataset,
+                batch_sampler=sampler,
+                collate_fn=self.data_collator,
+                num_workers=self.args.dataloader_num_workers,
+                pin_memory=self.args.dataloader_pin_memory,
+            )
             return self.accelerator.prepare(loader)
 
         def create_optimizer(self, model=None):
@@ -275,8 +295,12 @@ def sft_trainer_class() -> type:
             optimizer_cls, kwargs = self.get_optimizer_cls_and_kwargs(self.args, opt_model)
             kwargs = dict(kwargs)
             self.optimizer = create_loraplus_optimizer(
-                opt_model, optimizer_cls, lr=kwargs.pop("lr"), loraplus_lr_ratio=self.loraplus_lr_ratio,
-                loraplus_weight_decay=self.args.weight_decay, **kwargs,
+                opt_model,
+                optimizer_cls,
+                lr=kwargs.pop("lr"),
+                loraplus_lr_ratio=self.loraplus_lr_ratio,
+                loraplus_weight_decay=self.args.weight_decay,
+                **kwargs,
             )
             return self.optimizer
 
@@ -363,9 +387,15 @@ def _progress_callback_class():
             if done > 0 and state.max_steps:
                 eta = f" | eta {elapsed / done * (state.max_steps - state.global_step):.0f}s"
             parts = [f"step {state.global_step}/{state.max_steps}"]
-            for key, fmt in (("loss", "{:.4f}"), ("eval_loss", "{:.4f}"), ("learning_rate", "{:.2e}"),
-                             ("grad_norm", "{:.3f}"), ("mean_token_accuracy", "{:.3f}"),
-                             ("eval_mean_token_accuracy", "{:.3f}"), ("train_loss", "{:.4f}")):
+            for key, fmt in (
+                ("loss", "{:.4f}"),
+                ("eval_loss", "{:.4f}"),
+                ("learning_rate", "{:.2e}"),
+                ("grad_norm", "{:.3f}"),
+                ("mean_token_accuracy", "{:.3f}"),
+                ("eval_mean_token_accuracy", "{:.3f}"),
+                ("train_loss", "{:.4f}"),
+            ):
                 if key in logs and isinstance(logs[key], (int, float)):
                     parts.append(f"{key.replace('learning_rate', 'lr')} {fmt.format(logs[key])}")
             self.log(" | ".join(parts) + f" | {elapsed:.0f}s{eta}")
@@ -402,11 +432,15 @@ def plan_resume(config: TrainConfig, log: LogFn = _stderr) -> str | None:
         saved = out / CONFIG_FILENAME
         start_over = "pass --fresh (output.resume_from_checkpoint=false) to start over, or choose another --output-dir"
         if not saved.is_file():
-            raise ConfigError(f"{out} holds {Path(last).name} but no {CONFIG_FILENAME} to check it against: {start_over}")
+            raise ConfigError(
+                f"{out} holds {Path(last).name} but no {CONFIG_FILENAME} to check it against: {start_over}"
+            )
         differences = load_config(saved).differences(config, ignore=RESUME_IGNORES)
         if differences:
-            raise ConfigError(f"{out} holds {Path(last).name} of a run with another config "
-                              f"({'; '.join(differences[:6])}): {start_over}")
+            raise ConfigError(
+                f"{out} holds {Path(last).name} of a run with another config "
+                f"({'; '.join(differences[:6])}): {start_over}"
+            )
         log(f"resuming from {last}: {out} holds a checkpoint of this same config (--fresh starts over)")
         return last
     if resume is True or (isinstance(resume, str) and resume.lower() in ("true", "latest", "last")):
@@ -425,8 +459,10 @@ def dtype_note(config: TrainConfig, choice: DtypeChoice) -> tuple[str, str | Non
     auto = resolve_dtype("auto", training_device())
     note = f"model.dtype: {choice.dtype} (set; auto would choose {auto.dtype} here: {auto.reason})"
     slow = choice.dtype == "bfloat16" and auto.dtype == "float32" and training_device() == "cpu"
-    return note, ("model.dtype=bfloat16 on a CPU without native bfloat16: every step may run tens of times "
-                  "slower than in float32; model.dtype=auto picks float32 here") if slow else None
+    return note, (
+        "model.dtype=bfloat16 on a CPU without native bfloat16: every step may run tens of times "
+        "slower than in float32; model.dtype=auto picks float32 here"
+    ) if slow else None
 
 
 def train(
@@ -497,9 +533,13 @@ def train(
         from training.budget import TimeBudget, read_checkpoint_budget
 
         before = read_checkpoint_budget(resume) if resume is not None else None
-        budget = TimeBudget(config.optim.max_minutes, log, requested_steps=config.optim.max_steps if
-                            config.optim.max_steps > 0 else None, spent_s=(before or {}).get("spent_s", 0.0),
-                            planned_steps=(before or {}).get("planned_steps"))
+        budget = TimeBudget(
+            config.optim.max_minutes,
+            log,
+            requested_steps=config.optim.max_steps if config.optim.max_steps > 0 else None,
+            spent_s=(before or {}).get("spent_s", 0.0),
+            planned_steps=(before or {}).get("planned_steps"),
+        )
     trainer = sft_trainer_class()(
         model=model,
         args=args,
@@ -533,12 +573,16 @@ def train(
     metrics["distributed"] = distributed_summary(trainer)
     if budget is not None:
         metrics["budget"] = outcome = budget.outcome(trainer.state.global_step)
-        reached = (f"optim.max_minutes {outcome['max_minutes']:g}: trained {outcome['reached_steps']} of "
-                   f"{outcome['requested_steps']} steps in {outcome['spent_minutes']:.1f} min on this machine")
+        reached = (
+            f"optim.max_minutes {outcome['max_minutes']:g}: trained {outcome['reached_steps']} of "
+            f"{outcome['requested_steps']} steps in {outcome['spent_minutes']:.1f} min on this machine"
+        )
         if outcome["reached_steps"] < outcome["requested_steps"]:
             speed = f"{outcome['step_s']:.2f} s/step; " if outcome["step_s"] else ""
-            reached += (f" ({speed}to repeat the run elsewhere: "
-                        f"optim.max_steps={outcome['reached_steps']} optim.max_minutes=null)")
+            reached += (
+                f" ({speed}to repeat the run elsewhere: "
+                f"optim.max_steps={outcome['reached_steps']} optim.max_minutes=null)"
+            )
         notes.append(reached)
         log(reached)
 
@@ -556,8 +600,11 @@ def distributed_summary(trainer: Any) -> dict[str, Any]:
     """How the run was spread: processes, accelerate's distributed type, the ZeRO stage if DeepSpeed ran."""
     accelerator = trainer.accelerator
     plugin = accelerator.state.deepspeed_plugin if trainer.is_deepspeed_enabled else None
-    return {"processes": accelerator.num_processes, "type": accelerator.distributed_type.value,
-            "zero_stage": plugin.zero_stage if plugin is not None else None}
+    return {
+        "processes": accelerator.num_processes,
+        "type": accelerator.distributed_type.value,
+        "zero_stage": plugin.zero_stage if plugin is not None else None,
+    }
 
 
 def _jsonable(value: Any) -> Any:

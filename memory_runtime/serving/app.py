@@ -43,14 +43,22 @@ class BackendFactory(Protocol):
         """A fresh backend for one turn (the server calls it on the generation thread)."""
 
 
-def hf_backend_factory(model: Any, tokenizer: Any, *, copy_fields: bool = True,
-                       relations: Sequence[str] | None = None) -> BackendFactory:
+def hf_backend_factory(
+    model: Any, tokenizer: Any, *, copy_fields: bool = True, relations: Sequence[str] | None = None
+) -> BackendFactory:
     """Backends over one loaded model: each turn gets its own HFBackend (its own KV cache)."""
     from memory_runtime.hf_backend import HFBackend
 
     def make(*, temperature: float, top_p: float, seed: int | None) -> Backend:
-        return HFBackend(model, tokenizer, temperature=temperature, top_p=top_p, seed=seed, copy_fields=copy_fields,
-                         relations=relations)
+        return HFBackend(
+            model,
+            tokenizer,
+            temperature=temperature,
+            top_p=top_p,
+            seed=seed,
+            copy_fields=copy_fields,
+            relations=relations,
+        )
 
     return make
 
@@ -122,8 +130,10 @@ def create_app(
 
     @app.get("/v1/models")
     async def models(_: str = Depends(user_namespace)) -> dict[str, Any]:
-        return {"object": "list", "data": [{"id": model_name, "object": "model", "created": int(metrics.started),
-                                           "owned_by": "memlm"}]}
+        return {
+            "object": "list",
+            "data": [{"id": model_name, "object": "model", "created": int(metrics.started), "owned_by": "memlm"}],
+        }
 
     @app.post("/v1/chat/completions")
     async def chat_completions(request: ChatRequest, namespace: str = Depends(user_namespace)) -> Any:
@@ -149,15 +159,23 @@ def create_app(
                 shown[0] = reply
                 loop.call_soon_threadsafe(visible.put_nowait, reply)
 
-        turn = TurnRequest(turn_messages(user_text, history, system_prompt), store, namespace=namespace,
-                           max_new_tokens=min(asked, limits.max_tokens), max_calls=limits.max_calls,
-                           temperature=temperature, top_p=top_p, seed=request.seed,
-                           on_text=on_text if request.stream else None)
+        turn = TurnRequest(
+            turn_messages(user_text, history, system_prompt),
+            store,
+            namespace=namespace,
+            max_new_tokens=min(asked, limits.max_tokens),
+            max_calls=limits.max_calls,
+            temperature=temperature,
+            top_p=top_p,
+            seed=request.seed,
+            on_text=on_text if request.stream else None,
+        )
         try:
             future = scheduler.submit(turn, owner=namespace)
         except Overloaded:
-            raise APIError(503, "the server is overloaded; retry later", type="server_error",
-                           code="overloaded") from None
+            raise APIError(
+                503, "the server is overloaded; retry later", type="server_error", code="overloaded"
+            ) from None
         except ValueError as err:
             raise APIError(400, str(err)) from None
         completion = {
@@ -171,8 +189,11 @@ def create_app(
             metrics.record_turn(result)
             last_turns[namespace] = Exchange(user_text, result)  # what POST /v1/feedback is about
             repeated = feedback.repeated_wrong(namespace, user_text, result.reply)
-            usage = {"prompt_tokens": result.prompt_tokens, "completion_tokens": result.generated_tokens,
-                     "total_tokens": result.prompt_tokens + result.generated_tokens}
+            usage = {
+                "prompt_tokens": result.prompt_tokens,
+                "completion_tokens": result.generated_tokens,
+                "total_tokens": result.prompt_tokens + result.generated_tokens,
+            }
             trace = _trace(result, namespace) if request.memlm.trace else None
             if trace is not None:
                 trace["repeated_wrong"] = repeated  # the same wrong answer again: the model should ask for help
@@ -182,14 +203,24 @@ def create_app(
             future.add_done_callback(lambda _: visible.put_nowait(None))
             include_usage = bool((request.stream_options or {}).get("include_usage"))
 
-            events = chat_chunks({**completion, "object": "chat.completion.chunk"}, visible, future, finished,
-                                 include_usage=include_usage)
-            return StreamingResponse(events, media_type="text/event-stream",
-                                     headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+            events = chat_chunks(
+                {**completion, "object": "chat.completion.chunk"},
+                visible,
+                future,
+                finished,
+                include_usage=include_usage,
+            )
+            return StreamingResponse(
+                events, media_type="text/event-stream", headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+            )
         result = await future
         finish, usage, trace = finished(result)
-        choice = {"index": 0, "message": {"role": "assistant", "content": result.reply, "refusal": None},
-                  "logprobs": None, "finish_reason": finish}
+        choice = {
+            "index": 0,
+            "message": {"role": "assistant", "content": result.reply, "refusal": None},
+            "logprobs": None,
+            "finish_reason": finish,
+        }
         body = {**completion, "object": "chat.completion", "choices": [choice], "usage": usage}
         if trace is not None:
             body["memlm"] = trace
@@ -204,18 +235,24 @@ def create_app(
             raise APIError(400, str(err)) from None
 
     @app.get("/v1/memory/facts")
-    def list_facts(namespace: str = Depends(user_namespace), limit: int = Query(1000, ge=1, le=100_000),
-                   offset: int = Query(0, ge=0)) -> dict[str, Any]:
+    def list_facts(
+        namespace: str = Depends(user_namespace),
+        limit: int = Query(1000, ge=1, le=100_000),
+        offset: int = Query(0, ge=0),
+    ) -> dict[str, Any]:
         """The caller's current facts, oldest first."""
         facts = store.facts(namespace)
-        return {"object": "list", "total": len(facts), "data": [asdict(f) for f in facts[offset:offset + limit]]}
+        return {"object": "list", "total": len(facts), "data": [asdict(f) for f in facts[offset : offset + limit]]}
 
     @app.get("/v1/memory/search")
     def search_facts(query: Annotated[FactQuery, Query()], namespace: str = Depends(user_namespace)) -> dict[str, Any]:
         """Ask the memory as the model's MEM_READ does: exact first, then fuzzy per field."""
         result = _guarded(lambda: store.query(query.subject, query.relation, query.object, namespace=namespace))
-        return {"object": "list", "data": [asdict(f) for f in result.facts],
-                "fuzzy": [asdict(m) for m in result.fuzzy.values()]}
+        return {
+            "object": "list",
+            "data": [asdict(f) for f in result.facts],
+            "fuzzy": [asdict(m) for m in result.fuzzy.values()],
+        }
 
     @app.get("/v1/memory/history")
     def fact_history(query: Annotated[FactQuery, Query()], namespace: str = Depends(user_namespace)) -> dict[str, Any]:
@@ -224,28 +261,36 @@ def create_app(
         return {"object": "list", "data": [asdict(f) for f in facts]}
 
     @app.delete("/v1/memory/facts")
-    def forget_facts(query: Annotated[ForgetQuery, Query()],
-                     namespace: str = Depends(user_namespace)) -> dict[str, Any]:
+    def forget_facts(
+        query: Annotated[ForgetQuery, Query()], namespace: str = Depends(user_namespace)
+    ) -> dict[str, Any]:
         """End the facts that match exactly (they stay in history); purge=true erases every version."""
-        n = _guarded(lambda: store.forget(query.subject, query.relation, query.object, namespace=namespace,
-                                          purge=query.purge))
+        n = _guarded(
+            lambda: store.forget(query.subject, query.relation, query.object, namespace=namespace, purge=query.purge)
+        )
         return {"forgotten": n, "purged": query.purge}
 
     @app.get("/v1/memory/export")
     def export_memory(namespace: str = Depends(user_namespace)) -> dict[str, Any]:
         """The caller's whole memory: current facts (importable as is) and every version."""
-        return {"namespace": namespace, "exported_at": time.time(),
-                "facts": [asdict(f) for f in store.facts(namespace)],
-                "history": [asdict(f) for f in store.history(namespace=namespace)]}
+        return {
+            "namespace": namespace,
+            "exported_at": time.time(),
+            "facts": [asdict(f) for f in store.facts(namespace)],
+            "history": [asdict(f) for f in store.history(namespace=namespace)],
+        }
 
     @app.post("/v1/memory/import")
     def import_memory(request: ImportRequest, namespace: str = Depends(user_namespace)) -> dict[str, Any]:
         """Write facts in one transaction (all or nothing), timestamped now; an export's `facts` fit as is."""
-        results = _guarded(lambda: store.write_many([(f.subject, f.relation, f.object) for f in request.facts],
-                                                    namespace=namespace))
-        return {"stored": sum(r.status == "stored" for r in results),
-                "duplicate": sum(r.status == "duplicate" for r in results),
-                "superseded": sum(len(r.superseded) for r in results)}
+        results = _guarded(
+            lambda: store.write_many([(f.subject, f.relation, f.object) for f in request.facts], namespace=namespace)
+        )
+        return {
+            "stored": sum(r.status == "stored" for r in results),
+            "duplicate": sum(r.status == "duplicate" for r in results),
+            "superseded": sum(len(r.superseded) for r in results),
+        }
 
     @app.post("/v1/feedback")
     async def post_feedback(request: FeedbackRequest, namespace: str = Depends(user_namespace)) -> dict[str, Any]:
@@ -264,17 +309,28 @@ def create_app(
 
             def correct() -> Any:
                 backend = backend_factory(temperature=0.0, top_p=1.0, seed=None)
-                controller = Controller(backend, store, namespace=namespace, system_prompt=system_prompt,
-                                        max_calls=limits.max_calls, max_new_tokens=limits.max_tokens)
+                controller = Controller(
+                    backend,
+                    store,
+                    namespace=namespace,
+                    system_prompt=system_prompt,
+                    max_calls=limits.max_calls,
+                    max_new_tokens=limits.max_tokens,
+                )
                 return feedback.correct(controller, request.correction, last)
 
             fix = await scheduler.call(correct)
-            out.update(writes=fix.writes, superseded=fix.superseded, ended=fix.ended,
-                       record=fix.record.id if fix.record else out["record"])
+            out.update(
+                writes=fix.writes,
+                superseded=fix.superseded,
+                ended=fix.ended,
+                record=fix.record.id if fix.record else out["record"],
+            )
         return out
 
-    app.add_middleware(Instrumented, max_bytes=limits.max_request_bytes, metrics=metrics,
-                       routes={route.path for route in app.routes})
+    app.add_middleware(
+        Instrumented, max_bytes=limits.max_request_bytes, metrics=metrics, routes={route.path for route in app.routes}
+    )
     return app
 
 

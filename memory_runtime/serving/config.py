@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal, Sequence
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -58,7 +59,7 @@ class ServeConfig(BaseModel):
     generation: Generation = Generation()
 
     @classmethod
-    def load(cls, path: str | Path, overrides: Sequence[str] = ()) -> "ServeConfig":
+    def load(cls, path: str | Path, overrides: Sequence[str] = ()) -> ServeConfig:
         """Read a YAML config, apply dotted ``key=value`` overrides, validate; relative paths in it
         are relative to the file."""
         path = Path(path)
@@ -78,8 +79,9 @@ class ServeConfig(BaseModel):
         environ = os.environ if environ is None else environ
         sources: list[tuple[str, dict]] = [("api_keys", self.api_keys)]
         if self.api_keys_env and environ.get(self.api_keys_env, "").strip():
-            sources.append((f"api_keys_env ({self.api_keys_env})", _parse_key_pairs(environ[self.api_keys_env],
-                                                                                   self.api_keys_env)))
+            sources.append(
+                (f"api_keys_env ({self.api_keys_env})", _parse_key_pairs(environ[self.api_keys_env], self.api_keys_env))
+            )
         if self.api_keys_file is not None:
             what = f"api_keys_file ({self.api_keys_file})"
             sources.append((what, read_mapping(self.api_keys_file, "api_keys_file (KEY: NAMESPACE)", ServeConfigError)))

@@ -37,8 +37,16 @@ def background_server(app: Any, host: str = "127.0.0.1", port: int = 0, timeout:
         thread.join(timeout)
 
 
-def serve(model: str, db: str | Path, config: ServeConfig, *, host: str = "127.0.0.1", port: int = 8000,
-          log_level: str = "info", on_ready: Callable[[str], None] | None = None) -> None:
+def serve(
+    model: str,
+    db: str | Path,
+    config: ServeConfig,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    log_level: str = "info",
+    on_ready: Callable[[str], None] | None = None,
+) -> None:
     """Load the model and serve it until interrupted. Config, keys and DB are checked before
     the model loads, so a mistake fails in a second, not after the load."""
     import torch
@@ -58,18 +66,34 @@ def serve(model: str, db: str | Path, config: ServeConfig, *, host: str = "127.0
         if generation.engine == "vllm":
             from memory_runtime.vllm_backend import load_vllm_decoder
 
-            decoder, backend_factory = load_vllm_decoder(model, max_batch_size=generation.max_batch_size,
-                                                         copy_fields=generation.copy_fields,
-                                                         dtype=generation.dtype), None
+            decoder, backend_factory = (
+                load_vllm_decoder(
+                    model,
+                    max_batch_size=generation.max_batch_size,
+                    copy_fields=generation.copy_fields,
+                    dtype=generation.dtype,
+                ),
+                None,
+            )
         else:
-            loaded, tokenizer = load_model(model, merge=True, device=resolve_device(generation.device),
-                                           dtype=generation.dtype)
-            decoder = BatchDecoder(loaded, tokenizer, max_batch_size=generation.max_batch_size,
-                                   copy_fields=generation.copy_fields)
-            backend_factory = hf_backend_factory(loaded, tokenizer, copy_fields=generation.copy_fields,
-                                                 relations=memory.relation_names)
-        app = create_app(config, store, backend_factory, model_name=config.model_name or model, decoder=decoder,
-                         api_keys=keys, system_prompt=trained_system_prompt(model))
+            loaded, tokenizer = load_model(
+                model, merge=True, device=resolve_device(generation.device), dtype=generation.dtype
+            )
+            decoder = BatchDecoder(
+                loaded, tokenizer, max_batch_size=generation.max_batch_size, copy_fields=generation.copy_fields
+            )
+            backend_factory = hf_backend_factory(
+                loaded, tokenizer, copy_fields=generation.copy_fields, relations=memory.relation_names
+            )
+        app = create_app(
+            config,
+            store,
+            backend_factory,
+            model_name=config.model_name or model,
+            decoder=decoder,
+            api_keys=keys,
+            system_prompt=trained_system_prompt(model),
+        )
         if on_ready is not None:
             on_ready(f"serving {model} on http://{host}:{port} ({len(keys)} API keys, memory {db})")
         uvicorn.run(app, host=host, port=port, log_level=log_level)

@@ -19,8 +19,14 @@ class Metrics:
         self._window = window
         self.started = time.time()
         self._routes: dict[str, dict[str, Any]] = {}
-        self._turns = {"count": 0, "generated_tokens": 0, "calls": 0, "wall_seconds": 0.0, "model_seconds": 0.0,
-                       "store_seconds": 0.0}
+        self._turns = {
+            "count": 0,
+            "generated_tokens": 0,
+            "calls": 0,
+            "wall_seconds": 0.0,
+            "model_seconds": 0.0,
+            "store_seconds": 0.0,
+        }
         self._overhead: deque[float] = deque(maxlen=window)
 
     def record_request(self, route: str, status: int, seconds: float) -> None:
@@ -57,5 +63,9 @@ class Metrics:
             turns = dict(self._turns)
             overhead = list(self._overhead)
         turns["overhead_fraction"] = round(sum(overhead) / len(overhead), 4) if overhead else None
-        return {"uptime_s": round(time.time() - self.started, 3), "queued_turns": queued, "requests": routes,
-                "turns": turns}
+        return {
+            "uptime_s": round(time.time() - self.started, 3),
+            "queued_turns": queued,
+            "requests": routes,
+            "turns": turns,
+        }

@@ -36,8 +36,10 @@ class Instrumented:
         try:
             body = await self._read_body(scope, receive)
             if body is None:
-                await send_error(send_recording, APIError(
-                    413, f"request body is larger than {self.max_bytes} bytes", code="request_too_large"))
+                await send_error(
+                    send_recording,
+                    APIError(413, f"request body is larger than {self.max_bytes} bytes", code="request_too_large"),
+                )
                 return
             replayed = False
 

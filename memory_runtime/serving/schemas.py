@@ -46,8 +46,15 @@ class ChatRequest(BaseModel):
 class APIError(Exception):
     """An error answered in OpenAI's JSON shape: {"error": {message, type, param, code}}."""
 
-    def __init__(self, status: int, message: str, *, type: str = "invalid_request_error",
-                 param: str | None = None, code: str | None = None) -> None:
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        type: str = "invalid_request_error",
+        param: str | None = None,
+        code: str | None = None,
+    ) -> None:
         super().__init__(message)
         self.status, self.message, self.type, self.param, self.code = status, message, type, param, code
 
@@ -77,8 +84,11 @@ def split_messages(messages: list[ChatMessage]) -> tuple[str, list[dict[str, str
             raise APIError(400, "tool messages are not supported", param=f"messages.{i}.role")
     if roles[-1] != "user":
         raise APIError(400, "the last message must be the user's", param=f"messages.{len(roles) - 1}.role")
-    history = [{"role": m.role, "content": _text_of(m, i)} for i, m in enumerate(messages[:-1])
-               if m.role in ("user", "assistant")]
+    history = [
+        {"role": m.role, "content": _text_of(m, i)}
+        for i, m in enumerate(messages[:-1])
+        if m.role in ("user", "assistant")
+    ]
     return _text_of(messages[-1], len(messages) - 1), history
 
 
@@ -109,7 +119,7 @@ class FeedbackRequest(BaseModel):
     correction: str | None = Field(None, min_length=1, max_length=2000)  # "No, Dorothea works for BMW now."
 
     @model_validator(mode="after")
-    def _something(self) -> "FeedbackRequest":
+    def _something(self) -> FeedbackRequest:
         if self.rating is None and not self.correction:
             raise ValueError("give a rating (good / bad) and/or a correction")
         return self

@@ -18,8 +18,9 @@ def _chunk(base: dict, delta: dict, finish_reason: str | None = None, **extra: A
 Finished = Callable[[Any], tuple[str, dict[str, Any], dict[str, Any] | None]]
 
 
-async def chat_chunks(base: dict, visible: asyncio.Queue, future: Awaitable[Any], finished: Finished, *,
-                      include_usage: bool = False) -> AsyncIterator[str]:
+async def chat_chunks(
+    base: dict, visible: asyncio.Queue, future: Awaitable[Any], finished: Finished, *, include_usage: bool = False
+) -> AsyncIterator[str]:
     """The events of one streamed turn. `visible` yields the visible reply as it grows (None when
     the turn is done); `future` is the turn's result; `finished(result)` gives (finish reason,
     usage, trace or None). The reply is sent only as it extends what was sent: text the model
@@ -28,7 +29,7 @@ async def chat_chunks(base: dict, visible: asyncio.Queue, future: Awaitable[Any]
     sent = ""
     while (reply := await visible.get()) is not None:
         if reply.startswith(sent) and len(reply) > len(sent):
-            yield _chunk(base, {"content": reply[len(sent):]})
+            yield _chunk(base, {"content": reply[len(sent) :]})
             sent = reply
     try:
         result = await future
@@ -38,7 +39,7 @@ async def chat_chunks(base: dict, visible: asyncio.Queue, future: Awaitable[Any]
         return
     finish, usage, trace = finished(result)
     if result.reply.startswith(sent) and len(result.reply) > len(sent):
-        yield _chunk(base, {"content": result.reply[len(sent):]})
+        yield _chunk(base, {"content": result.reply[len(sent) :]})
     yield _chunk(base, {}, finish, **({"memlm": trace} if trace is not None else {}))
     if include_usage:
         yield f"data: {json.dumps({**base, 'choices': [], 'usage': usage})}\n\n"

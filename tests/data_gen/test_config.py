@@ -94,13 +94,18 @@ def test_updates_need_a_functional_relation(base):
 
 def test_new_relation_by_config_alone(base):
     data = copy.deepcopy(base)
-    data["relations"].append({
-        "name": "advisor to",
-        "fact": {"singular": "{per} is an advisor to {org}.", "plural": "{per} are advisors to {org}."},
-        "statements": {"singular": ["{per} advises {org}."], "plural": ["{per} advise {org}."]},
-        "questions": {"per_rel": ["Whom does {per} advise?"], "rel": ["Who is an advisor?"],
-                      "rel_org": ["Who advises {org}?"]},
-    })
+    data["relations"].append(
+        {
+            "name": "advisor to",
+            "fact": {"singular": "{per} is an advisor to {org}.", "plural": "{per} are advisors to {org}."},
+            "statements": {"singular": ["{per} advises {org}."], "plural": ["{per} advise {org}."]},
+            "questions": {
+                "per_rel": ["Whom does {per} advise?"],
+                "rel": ["Who is an advisor?"],
+                "rel_org": ["Who advises {org}?"],
+            },
+        }
+    )
     config = DataConfig.from_dict(data)
     assert config.relation("advisor to").weight == 1
 

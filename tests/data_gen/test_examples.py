@@ -14,9 +14,14 @@ TABLE = MemoryConfig.load()
 def fresh_store() -> TripletStore:
     return TripletStore(":memory:", TABLE)
 
+
 FILLED = {  # which read fields each shape fills (subject, relation, object)
-    "per": (True, False, False), "per_org": (True, False, True), "per_rel": (True, True, False),
-    "org": (False, False, True), "rel": (False, True, False), "rel_org": (False, True, True),
+    "per": (True, False, False),
+    "per_org": (True, False, True),
+    "per_rel": (True, True, False),
+    "org": (False, False, True),
+    "rel": (False, True, False),
+    "rel_org": (False, True, True),
     "per_rel_org": (True, True, True),
 }
 READS_PER_TYPE = {"write": 0, "negative": 0, "passage": 0, "read": 1, "unanswerable": 1, "update": 1, "two_hop": 2}
@@ -44,7 +49,8 @@ def test_types_are_allotted_exactly(tiny_run, tiny_config):
         assert len(records) == getattr(tiny_config.splits, split)
         assert all(r.split == split and r.source == "synthetic" for r in records)
     assert Counter(r.type for r in splits["train"]) == Counter(
-        {"write": 30, "read": 42, "unanswerable": 8, "update": 8, "two_hop": 10, "negative": 11, "passage": 11})
+        {"write": 30, "read": 42, "unanswerable": 8, "update": 8, "two_hop": 10, "negative": 11, "passage": 11}
+    )
 
 
 def test_allot_and_oxford():
@@ -190,7 +196,8 @@ def test_a_narrower_mix_generates_only_its_types(tiny_run, tiny_config):
     data["mix"] = {"write": 1, "read": 1}
     data["shapes"] = {"per": 0, "per_org": 0, "per_rel": 0, "org": 0, "rel": 0, "rel_org": 1}
     config = DataConfig.from_dict(data)
-    records = build_records(config, world.pools["validation"], MemoryOracle(memory_table(config)),
-                            functional_of(config), 20)
+    records = build_records(
+        config, world.pools["validation"], MemoryOracle(memory_table(config)), functional_of(config), 20
+    )
     assert Counter(r.type for r in records) == {"write": 10, "read": 10}
     assert {r.shape for r in records if r.type == "read"} == {"rel_org"}

@@ -8,8 +8,8 @@ from typer.testing import CliRunner
 
 from data_gen.config import DataConfig
 from data_gen.episodes import load_episodes
-from memory_runtime.records import Record
 from memlm.cli import app
+from memory_runtime.records import Record
 
 from .conftest import REPO, TINY
 
@@ -53,8 +53,13 @@ def test_same_config_and_seed_give_identical_bytes(tiny_out, tmp_path):
     """A second run in another process (another hash seed) writes the very same bytes."""
     again = tmp_path / "again"
     env = {**os.environ, "PYTHONHASHSEED": "12345", "PYTHONPATH": str(REPO)}
-    result = subprocess.run([sys.executable, "-m", "memlm", "generate", "--config", str(TINY), "--out", str(again)],
-                            env=env, capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-m", "memlm", "generate", "--config", str(TINY), "--out", str(again)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr
     assert "examples/s" in result.stderr
     first, second = files(tiny_out), files(again)
@@ -94,8 +99,8 @@ def test_every_trained_call_passes_the_runtime_copy_constraint(tiny_records):
     """The runtime keeps call subjects and objects copied from what the model saw and relations
     to the relation table or copies (memory_runtime.field_copy); a record that names something
     else could never be generated."""
-    from memory_runtime.records import messages
     from memory_runtime.field_copy import allowed
+    from memory_runtime.records import messages
     from memory_runtime.store import MemoryConfig
 
     relations = MemoryConfig.load().relation_names
@@ -114,8 +119,9 @@ def test_every_trained_call_passes_the_runtime_copy_constraint(tiny_records):
 
 def test_key_value_overrides_reach_the_config_and_its_record(tmp_path):
     out = tmp_path / "small"
-    result = runner.invoke(app, ["generate", "--config", str(TINY), "--out", str(out), "splits.train=10",
-                                 "episodes.count=2"])
+    result = runner.invoke(
+        app, ["generate", "--config", str(TINY), "--out", str(out), "splits.train=10", "episodes.count=2"]
+    )
     assert result.exit_code == 0, result.output
     assert len((out / "jsonl" / "train.jsonl").read_text().splitlines()) == 10
     saved = DataConfig.load(out / "config.yaml")

@@ -55,7 +55,7 @@ def test_surname_alone_still_writes_the_full_name():
         text, (fact,) = m._surname(set(), set())
         person = fact.person
         surname = person.surname[:1].upper() + person.surname[1:]
-        later = text[len(person.mention):]
+        later = text[len(person.mention) :]
         assert text.startswith(person.mention) and f". {surname} " in later and person.full not in later, text
         assert fact.org_mention in later
 

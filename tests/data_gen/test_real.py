@@ -13,8 +13,8 @@ from data_gen.real import (
     load_real,
     write_real_jsonl,
 )
-from memory_runtime.records import Record
 from memory_runtime.protocol import parse_calls
+from memory_runtime.records import Record
 from memory_runtime.store import MemoryConfig
 
 REAL = default_real_dir()
@@ -90,8 +90,11 @@ def test_missing_directory_is_a_clear_error(tmp_path):
 
 def test_unmapped_relation_is_an_error(tmp_path):
     path = tmp_path / "kn.jsonl"
-    row = {"text": "Ada runs Babbage Ltd.", "annotated": ["CEO"],
-           "triples": [{"person": "Ada", "relation": "spouse of", "organization": "Babbage Ltd"}]}
+    row = {
+        "text": "Ada runs Babbage Ltd.",
+        "annotated": ["CEO"],
+        "triples": [{"person": "Ada", "relation": "spouse of", "organization": "Babbage Ltd"}],
+    }
     path.write_text(json.dumps(row) + "\n")
     with pytest.raises(ValueError, match="kn.jsonl:1: unmapped relation 'spouse of'"):
         load_knowledgenet(path)
@@ -100,4 +103,4 @@ def test_unmapped_relation_is_an_error(tmp_path):
 def test_detokenize():
     assert detokenize("Party ( Labour ) , in 1939 .") == "Party (Labour), in 1939."
     assert detokenize("a wake - up song , Jesus ' words") == "a wake-up song, Jesus ' words"
-    assert detokenize("it 's \" quoted \" here") == 'it\'s "quoted" here'
+    assert detokenize('it \'s " quoted " here') == 'it\'s "quoted" here'

@@ -4,15 +4,32 @@ from eval.systems import System
 from memory_runtime.backend import ScriptedBackend
 from memory_runtime.protocol import render_read, render_write
 
-EPISODE = Episode.model_validate({"id": "e", "turns": [
-    {"user": "Tia Batres works for Pfizer.", "kind": "statement", "writes": [["Tia Batres", "employed by", "Pfizer"]],
-     "expected_facts": [["Tia Batres", "employed by", "Pfizer"]]},
-    {"user": "Cyrus Alfred works for BMW.", "kind": "statement", "writes": [["Cyrus Alfred", "employed by", "BMW"]],
-     "expected_facts": [["Tia Batres", "employed by", "Pfizer"], ["Cyrus Alfred", "employed by", "BMW"]]},
-    {"user": "Who works for BMW?", "kind": "question", "answer_names": ["Cyrus Alfred"],
-     "expected_facts": [["Cyrus Alfred", "employed by", "BMW"]]},
-    {"user": "Who founded Pfizer?", "kind": "question", "answer_names": [], "expected_facts": []},
-]})
+EPISODE = Episode.model_validate(
+    {
+        "id": "e",
+        "turns": [
+            {
+                "user": "Tia Batres works for Pfizer.",
+                "kind": "statement",
+                "writes": [["Tia Batres", "employed by", "Pfizer"]],
+                "expected_facts": [["Tia Batres", "employed by", "Pfizer"]],
+            },
+            {
+                "user": "Cyrus Alfred works for BMW.",
+                "kind": "statement",
+                "writes": [["Cyrus Alfred", "employed by", "BMW"]],
+                "expected_facts": [["Tia Batres", "employed by", "Pfizer"], ["Cyrus Alfred", "employed by", "BMW"]],
+            },
+            {
+                "user": "Who works for BMW?",
+                "kind": "question",
+                "answer_names": ["Cyrus Alfred"],
+                "expected_facts": [["Cyrus Alfred", "employed by", "BMW"]],
+            },
+            {"user": "Who founded Pfizer?", "kind": "question", "answer_names": [], "expected_facts": []},
+        ],
+    }
+)
 
 
 def run(script):
@@ -21,12 +38,14 @@ def run(script):
 
 
 def test_a_wrong_early_write_does_not_fail_later_statements_but_the_memory_stays_off():
-    result = run([
-        render_write("Tia Batres", "employed by", "Pfizerr") + " Noted.",
-        render_write("Cyrus Alfred", "works for", "BMW") + " Noted.",  # an alias: same canonical triplet
-        [render_read(None, "employed by", "BMW"), " Cyrus Alfred works for BMW."],
-        [render_read(None, "founder of", "Pfizer"), " I don't know."],
-    ])
+    result = run(
+        [
+            render_write("Tia Batres", "employed by", "Pfizerr") + " Noted.",
+            render_write("Cyrus Alfred", "works for", "BMW") + " Noted.",  # an alias: same canonical triplet
+            [render_read(None, "employed by", "BMW"), " Cyrus Alfred works for BMW."],
+            [render_read(None, "founder of", "Pfizer"), " I don't know."],
+        ]
+    )
     first, second, question, unanswerable = result["turns"]
     assert not first["correct"] and second["correct"]
     assert not second["memory_matches"]  # the first mistake is still in memory
@@ -34,11 +53,13 @@ def test_a_wrong_early_write_does_not_fail_later_statements_but_the_memory_stays
 
 
 def test_a_wrong_answer_fails_the_episode():
-    result = run([
-        render_write("Tia Batres", "employed by", "Pfizer") + " Noted.",
-        render_write("Cyrus Alfred", "employed by", "BMW") + " Noted.",
-        [render_read(None, "employed by", "BMW"), " Cyrus Alfred and Tia Batres."],
-        [render_read(None, "founder of", "Pfizer"), " I don't know."],
-    ])
+    result = run(
+        [
+            render_write("Tia Batres", "employed by", "Pfizer") + " Noted.",
+            render_write("Cyrus Alfred", "employed by", "BMW") + " Noted.",
+            [render_read(None, "employed by", "BMW"), " Cyrus Alfred and Tia Batres."],
+            [render_read(None, "founder of", "Pfizer"), " I don't know."],
+        ]
+    )
     assert [t.get("correct") for t in result["turns"]] == [True, True, False, True]
     assert result["correct"] is False

@@ -16,8 +16,10 @@ CANDIDATES = ["Ann Lee", "Ann Leeson", "Bob Stone", "Pfizer", "BMW"]
 
 
 def test_prf_partial_credit_and_micro_average():
-    a = triplet_prf([("Ann Lee", "employed by", "Pfizer"), ("Bob Stone", "employed by", "BMW")],
-                    [("ann lee", "employed by", "Pfizer Inc"), ("Bob Stone", "employed by", "BMW")])
+    a = triplet_prf(
+        [("Ann Lee", "employed by", "Pfizer"), ("Bob Stone", "employed by", "BMW")],
+        [("ann lee", "employed by", "Pfizer Inc"), ("Bob Stone", "employed by", "BMW")],
+    )
     assert (a.tp, a.n_pred, a.n_gold) == (1, 2, 2)
     assert a.precision == a.recall == a.f1 == 0.5
     total = a + PRF(1, 1, 1)
@@ -31,8 +33,9 @@ def test_prf_of_empty_sets():
 
 def test_triplets_compare_normalised_terms_and_canonical_relations():
     canonical = {"works for": "employed by"}.get
-    got = triplet_prf([("ANN LEE", "works for", "pfizer.")], [("Ann Lee", "employed by", "Pfizer")],
-                      lambda r: canonical(r, r))
+    got = triplet_prf(
+        [("ANN LEE", "works for", "pfizer.")], [("Ann Lee", "employed by", "Pfizer")], lambda r: canonical(r, r)
+    )
     assert got.f1 == 1.0
     assert triplet_prf([("Ann Lee", "founder of", "Pfizer")], [("Ann Lee", "employed by", "Pfizer")]).f1 == 0.0
     assert pair_prf([("Ann Lee", "founder of", "Pfizer")], [("Ann Lee", "employed by", "Pfizer")]).f1 == 1.0

@@ -11,15 +11,20 @@ def test_false_writes_count_only_the_relations_a_passage_was_checked_for(tmp_pat
     rows = [
         {"text": "Ann Lee founded Acme.", "annotated": ["CEO"], "triples": []},  # checked for CEO facts only
         {"text": "Bo Chan was at Acme.", "annotated": ["CEO"], "triples": []},
-        {"text": "Cy Park is the CEO of Initech.", "annotated": ["CEO"],
-         "triples": [{"person": "Cy Park", "relation": "CEO of", "organization": "Initech"}]},
+        {
+            "text": "Cy Park is the CEO of Initech.",
+            "annotated": ["CEO"],
+            "triples": [{"person": "Cy Park", "relation": "CEO of", "organization": "Initech"}],
+        },
     ]
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    backend = ScriptedBackend([
-        ["[MEM_WRITE{Ann Lee>>founder of>>Acme}] Noted."],  # a true fact nobody annotated: not a false write
-        ["[MEM_WRITE{Bo Chan>>CEO of>>Acme}] Noted."],  # a CEO fact the passage does not state: false write
-        ["[MEM_WRITE{Cy Park>>CEO of>>Initech}] [MEM_WRITE{Cy Park>>founder of>>Initech}] Noted."],
-    ])
+    backend = ScriptedBackend(
+        [
+            ["[MEM_WRITE{Ann Lee>>founder of>>Acme}] Noted."],  # a true fact nobody annotated: not a false write
+            ["[MEM_WRITE{Bo Chan>>CEO of>>Acme}] Noted."],  # a CEO fact the passage does not state: false write
+            ["[MEM_WRITE{Cy Park>>CEO of>>Initech}] [MEM_WRITE{Cy Park>>founder of>>Initech}] Noted."],
+        ]
+    )
     system = System("memlm", None, None, backend_factory=lambda: backend)
     cases = evaluate_real(system, load_real_file(path))
     assert [c["false_write"] for c in cases[:2]] == [False, True]

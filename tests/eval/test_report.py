@@ -27,13 +27,23 @@ def record_rows(per_category: int, exact: int, correct: int) -> list[dict]:
     rows = []
     for category in SHAPES:
         for i in range(per_category):
-            row = {"category": category, "calls_exact": i < exact, "n_calls": 1, "malformed": 0,
-                   "writes": {"tp": 1, "predicted": 1, "gold": 1}}
+            row = {
+                "category": category,
+                "calls_exact": i < exact,
+                "n_calls": 1,
+                "malformed": 0,
+                "writes": {"tp": 1, "predicted": 1, "gold": 1},
+            }
             if category != "write":
                 ok = i < correct
-                row.update(answer_correct=ok, answer_exact=ok, answer_f1=1.0 if ok else 0.0,
-                           names={"tp": int(ok), "predicted": 1, "gold": 1},
-                           unanswerable=category == "unanswerable", abstained=False)
+                row.update(
+                    answer_correct=ok,
+                    answer_exact=ok,
+                    answer_f1=1.0 if ok else 0.0,
+                    names={"tp": int(ok), "predicted": 1, "gold": 1},
+                    unanswerable=category == "unanswerable",
+                    abstained=False,
+                )
             rows.append(row)
     return rows
 
@@ -41,32 +51,65 @@ def record_rows(per_category: int, exact: int, correct: int) -> list[dict]:
 def real_rows(source: str, with_fact: int, no_fact: int, tp: int, false_writes: int) -> list[dict]:
     """Passages of one source: `tp` of the `with_fact` passages written right (one gold pair each),
     `false_writes` of the `no_fact` passages written on."""
+
     def prf(t, p, g):
         return {"tp": t, "predicted": p, "gold": g}
-    rows = [{"source": source, "has_fact": True, "false_write": False, "any_write": False,
-             "pairs": prf(int(i < tp), 1, 1), "pairs_mentioned": prf(int(i < tp), 1, 1),
-             "triplets": prf(int(i < tp), 1, 1)} for i in range(with_fact)]
-    rows += [{"source": source, "has_fact": False, "false_write": i < false_writes, "any_write": i < false_writes,
-              "pairs": prf(0, int(i < false_writes), 0), "pairs_mentioned": prf(0, int(i < false_writes), 0),
-              "triplets": prf(0, int(i < false_writes), 0)} for i in range(no_fact)]
+
+    rows = [
+        {
+            "source": source,
+            "has_fact": True,
+            "false_write": False,
+            "any_write": False,
+            "pairs": prf(int(i < tp), 1, 1),
+            "pairs_mentioned": prf(int(i < tp), 1, 1),
+            "triplets": prf(int(i < tp), 1, 1),
+        }
+        for i in range(with_fact)
+    ]
+    rows += [
+        {
+            "source": source,
+            "has_fact": False,
+            "false_write": i < false_writes,
+            "any_write": i < false_writes,
+            "pairs": prf(0, int(i < false_writes), 0),
+            "pairs_mentioned": prf(0, int(i < false_writes), 0),
+            "triplets": prf(0, int(i < false_writes), 0),
+        }
+        for i in range(no_fact)
+    ]
     return rows
 
 
 def episode_rows(n: int) -> list[dict]:
     turn = {"tokens": 10, "wall_s": 0.1}
-    return [{"correct": i % 2 == 0, "turns": [{**turn, "kind": "statement", "correct": True, "memory_matches": True},
-                                              {**turn, "kind": "question", "correct": i % 2 == 0,
-                                               "unanswerable": False}]} for i in range(n)]
+    return [
+        {
+            "correct": i % 2 == 0,
+            "turns": [
+                {**turn, "kind": "statement", "correct": True, "memory_matches": True},
+                {**turn, "kind": "question", "correct": i % 2 == 0, "unanswerable": False},
+            ],
+        }
+        for i in range(n)
+    ]
 
 
 def raw_run(per_category: int = 50, exact: int = 50, correct: int = 40, real: bool = True) -> dict:
-    raw = {"memlm": {"uses_memory": True, "records": record_rows(per_category, exact, correct),
-                     "typos": [{"clean_correct": True, "typo_correct": i % 3 > 0} for i in range(per_category)],
-                     "episodes": episode_rows(per_category)},
-           "zero_shot": {"uses_memory": False, "records": record_rows(per_category, 0, 0)}}
+    raw = {
+        "memlm": {
+            "uses_memory": True,
+            "records": record_rows(per_category, exact, correct),
+            "typos": [{"clean_correct": True, "typo_correct": i % 3 > 0} for i in range(per_category)],
+            "episodes": episode_rows(per_category),
+        },
+        "zero_shot": {"uses_memory": False, "records": record_rows(per_category, 0, 0)},
+    }
     if real:
-        raw["memlm"]["real"] = real_rows("redocred", 40, 20, tp=30, false_writes=0) + \
-            real_rows("knowledgenet", 30, 30, tp=10, false_writes=6)
+        raw["memlm"]["real"] = real_rows("redocred", 40, 20, tp=30, false_writes=0) + real_rows(
+            "knowledgenet", 30, 30, tp=10, false_writes=6
+        )
     return raw
 
 
@@ -88,23 +131,35 @@ def test_targets_met_not_met_and_not_measured():
     # false writes on 6 of 50 passages stating no fact (12%: not met)
     # episode questions 25 of 50 and typos 33 of 50 right (both not met)
     summary = summarise(raw_run())
-    assert status(summary) == {"synthetic exact calls": "met", "episode questions": "not met",
-                               "typo robustness": "not met", "real-text pair F1": "met",
-                               "real-text false-write rate": "not met"}
+    assert status(summary) == {
+        "synthetic exact calls": "met",
+        "episode questions": "not met",
+        "typo robustness": "not met",
+        "real-text pair F1": "met",
+        "real-text false-write rate": "not met",
+    }
     lines = verdict_lines(summary, {"limit": None})
     assert lines[0] == "Verdict: meets 2 of 5 targets judged."
-    assert any("false-write rate ≤ 10%: 12.0% (50 passages stating no fact" in line and line.endswith("not met")
-               for line in lines)
+    assert any(
+        "false-write rate ≤ 10%: 12.0% (50 passages stating no fact" in line and line.endswith("not met")
+        for line in lines
+    )
 
     without_real = summarise(raw_run(exact=49, real=False))  # 196 of 200 exact calls: 98.0%
     for part in ("typos", "episodes"):
         del without_real["memlm"][part]
-    assert status(without_real) == {"synthetic exact calls": "met", "episode questions": "not measured",
-                                    "typo robustness": "not measured", "real-text pair F1": "not measured",
-                                    "real-text false-write rate": "not measured"}
-    assert verdict_lines(without_real)[0] == ("Verdict: meets 1 of 1 targets judged; not measured: "
-                                              "episode questions, typo robustness, real-text pair F1, "
-                                              "real-text false-write rate.")
+    assert status(without_real) == {
+        "synthetic exact calls": "met",
+        "episode questions": "not measured",
+        "typo robustness": "not measured",
+        "real-text pair F1": "not measured",
+        "real-text false-write rate": "not measured",
+    }
+    assert verdict_lines(without_real)[0] == (
+        "Verdict: meets 1 of 1 targets judged; not measured: "
+        "episode questions, typo robustness, real-text pair F1, "
+        "real-text false-write rate."
+    )
 
     just_short = summarise(raw_run(exact=48, real=False))  # 192 of 200: 96.0%
     assert status(just_short)["synthetic exact calls"] == "not met"
@@ -120,7 +175,8 @@ def test_a_smoke_test_judges_no_target_it_has_too_few_cases_for():
     assert status(summary)["synthetic exact calls"] == "too few cases"
     assert verdict_lines(summary)[0] == (
         "Verdict: no target judged; too few cases to judge (< 50): synthetic exact calls, episode questions, "
-        "typo robustness; not measured: real-text pair F1, real-text false-write rate.")
+        "typo robustness; not measured: real-text pair F1, real-text false-write rate."
+    )
 
 
 def test_every_target_is_listed_once_with_its_threshold():
@@ -165,12 +221,25 @@ def test_a_run_records_the_paths_it_read_and_the_cases_per_source(tmp_path, monk
     from data_gen.real import default_real_dir
     from eval.run import EvalConfig, describe_sources, load_cases, real_path
 
-    generate(DataConfig.load(Path(__file__).parents[2] / "configs/data/tiny.yaml"), tmp_path / "data",
-             overwrite=True, show_progress=False)
+    generate(
+        DataConfig.load(Path(__file__).parents[2] / "configs/data/tiny.yaml"),
+        tmp_path / "data",
+        overwrite=True,
+        show_progress=False,
+    )
     real = tmp_path / "kn.jsonl"
-    real.write_text(json.dumps({"text": "Ann Lee is the CEO of Pfizer.", "annotated": ["CEO"],
-                                "triples": [{"person": "Ann Lee", "relation": "CEO of", "organization": "Pfizer"}]})
-                    + "\n" + json.dumps({"text": "It rained in Oslo.", "annotated": ["CEO"], "triples": []}) + "\n")
+    real.write_text(
+        json.dumps(
+            {
+                "text": "Ann Lee is the CEO of Pfizer.",
+                "annotated": ["CEO"],
+                "triples": [{"person": "Ann Lee", "relation": "CEO of", "organization": "Pfizer"}],
+            }
+        )
+        + "\n"
+        + json.dumps({"text": "It rained in Oslo.", "annotated": ["CEO"], "triples": []})
+        + "\n"
+    )
     config = EvalConfig(model="x", data=str(tmp_path / "data"), real=str(real), limit=2)
     sources = describe_sources(config, load_cases(config))
     assert sources["records"]["file"] == str((tmp_path / "data/jsonl/test.jsonl").resolve())
@@ -185,13 +254,25 @@ def test_a_run_records_the_paths_it_read_and_the_cases_per_source(tmp_path, monk
 
 
 def _meta(tmp_path, limit):
-    return {"model": "runs/x", "data": "d", "seed": 0, "limit": limit, "wall_s": 1.0,
-            "sources": {"records": {"data": str(tmp_path / "d"), "file": str(tmp_path / "d/jsonl/test.jsonl"),
-                                    "used": 12},
-                        "real": {"path": "/repo/data/real", "chosen_by": "default",
-                                 "files": ["/repo/data/real/redocred_dev_person_org.jsonl"],
-                                 "by_source": {"knowledgenet": {"passages": 60, "no_fact": 30},
-                                               "redocred": {"passages": 60, "no_fact": 20}}}}}
+    return {
+        "model": "runs/x",
+        "data": "d",
+        "seed": 0,
+        "limit": limit,
+        "wall_s": 1.0,
+        "sources": {
+            "records": {"data": str(tmp_path / "d"), "file": str(tmp_path / "d/jsonl/test.jsonl"), "used": 12},
+            "real": {
+                "path": "/repo/data/real",
+                "chosen_by": "default",
+                "files": ["/repo/data/real/redocred_dev_person_org.jsonl"],
+                "by_source": {
+                    "knowledgenet": {"passages": 60, "no_fact": 30},
+                    "redocred": {"passages": 60, "no_fact": 20},
+                },
+            },
+        },
+    }
 
 
 def test_report_opens_with_the_verdict_the_sample_and_the_sources(tmp_path):
@@ -202,8 +283,10 @@ def test_report_opens_with_the_verdict_the_sample_and_the_sources(tmp_path):
     top = report.split("## Headline")[0]
     assert "Verdict: meets" in top and "A smoke test of the pipeline" in top
     assert f"`{tmp_path / 'd/jsonl/test.jsonl'}` (12 records used)" in top
-    assert ("`/repo/data/real` (default): knowledgenet 60 passages, 30 of them stating no fact; "
-            "redocred 60 passages, 20 of them stating no fact") in top
+    assert (
+        "`/repo/data/real` (default): knowledgenet 60 passages, 30 of them stating no fact; "
+        "redocred 60 passages, 20 of them stating no fact"
+    ) in top
     assert "## Targets" in report and "| synthetic exact calls | ≥ 98% | 100.0% |" in report
     assert "Cases: 12 teacher-forced turns · 3 typo questions · 3 episodes with 3 questions" in report
     assert "real text: redocred 60 passages, 20 of them stating no fact" in report
@@ -226,7 +309,7 @@ def test_plots_label_every_bar_and_keep_the_legend_off_the_bars(tmp_path):
     legend = ax.get_legend().get_window_extent()
     assert not any(legend.overlaps(bar.get_window_extent()) for bar in ax.patches)
     ticks = [t.get_window_extent() for t in ax.get_xticklabels()]
-    assert not any(a.overlaps(b) for i, a in enumerate(ticks) for b in ticks[i + 1:])
+    assert not any(a.overlaps(b) for i, a in enumerate(ticks) for b in ticks[i + 1 :])
 
     fig = answer_f1_figure(summary)
     assert [t.get_text() for t in fig.axes[0].texts] == ["1.00", "0.00"]

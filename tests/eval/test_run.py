@@ -19,7 +19,9 @@ from memory_runtime.store import TripletStore
 @pytest.fixture(scope="module")
 def tiny_data(tmp_path_factory):
     out = tmp_path_factory.mktemp("data")
-    generate(DataConfig.load(Path(__file__).parents[2] / "configs/data/tiny.yaml"), out, overwrite=True, show_progress=False)
+    generate(
+        DataConfig.load(Path(__file__).parents[2] / "configs/data/tiny.yaml"), out, overwrite=True, show_progress=False
+    )
     return out
 
 
@@ -72,14 +74,24 @@ def test_typo_variant_changes_one_given_name(tiny_data):
         assert abs(len(noisy) - len(clean)) <= 1
 
 
-def test_tiny_model_runs_every_part_and_writes_a_reproducible_report(tiny_data, tiny_model, smollm2_tokenizer, tmp_path):
+def test_tiny_model_runs_every_part_and_writes_a_reproducible_report(
+    tiny_data, tiny_model, smollm2_tokenizer, tmp_path
+):
     config = EvalConfig(model="tiny", data=str(tiny_data), limit=1, max_new_tokens=8)
-    systems = {name: System(name, tiny_model, smollm2_tokenizer, max_new_tokens=8)
-               for name in ("memlm", "few_shot", "zero_shot")}
+    systems = {
+        name: System(name, tiny_model, smollm2_tokenizer, max_new_tokens=8)
+        for name in ("memlm", "few_shot", "zero_shot")
+    }
     summary = run_eval(config, tmp_path / "a", systems=systems)
     files = {p.name for p in (tmp_path / "a").iterdir()}
-    assert {"metrics.json", "report.md", "cases.jsonl", "accuracy_by_shape.png", "answer_f1.png",
-            "latency_per_turn.png"} <= files
+    assert {
+        "metrics.json",
+        "report.md",
+        "cases.jsonl",
+        "accuracy_by_shape.png",
+        "answer_f1.png",
+        "latency_per_turn.png",
+    } <= files
     for png in (tmp_path / "a").glob("*.png"):
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     metrics = json.loads((tmp_path / "a" / "metrics.json").read_text())
@@ -91,8 +103,10 @@ def test_tiny_model_runs_every_part_and_writes_a_reproducible_report(tiny_data, 
     assert "| memlm |" in report and "![accuracy_by_shape]" in report
 
     again = run_eval(config, tmp_path / "b", systems=systems)
-    strip = lambda s: json.loads(json.dumps(s).replace("wall_s", "w"), object_hook=lambda d: {
-        k: v for k, v in d.items() if k not in ("w_per_turn_p50", "w_per_turn_p90", "by_kind")})
+    strip = lambda s: json.loads(
+        json.dumps(s).replace("wall_s", "w"),
+        object_hook=lambda d: {k: v for k, v in d.items() if k not in ("w_per_turn_p50", "w_per_turn_p90", "by_kind")},
+    )
     assert strip(again) == strip(summary)
 
 
@@ -107,12 +121,40 @@ def test_memlm_eval_command_writes_the_report(tiny_data, tiny_model_dir, tmp_pat
     from memlm.cli import app
 
     real = tmp_path / "kn.jsonl"
-    real.write_text(json.dumps({"text": "Ann Lee is the CEO of Pfizer.", "annotated": ["CEO"],
-                                "triples": [{"person": "Ann Lee", "relation": "CEO of", "organization": "Pfizer"}]})
-                    + "\n" + json.dumps({"text": "It rained in Oslo.", "annotated": ["CEO"], "triples": []}) + "\n")
-    r = CliRunner().invoke(app, ["eval", "--model", str(tiny_model_dir), "--data", str(tiny_data),
-                                 "--out", str(tmp_path / "out"), "--limit", "2", "--max-new-tokens", "8",
-                                 "--systems", "memlm,zero_shot", "--parts", "records,real", "--real", str(real)])
+    real.write_text(
+        json.dumps(
+            {
+                "text": "Ann Lee is the CEO of Pfizer.",
+                "annotated": ["CEO"],
+                "triples": [{"person": "Ann Lee", "relation": "CEO of", "organization": "Pfizer"}],
+            }
+        )
+        + "\n"
+        + json.dumps({"text": "It rained in Oslo.", "annotated": ["CEO"], "triples": []})
+        + "\n"
+    )
+    r = CliRunner().invoke(
+        app,
+        [
+            "eval",
+            "--model",
+            str(tiny_model_dir),
+            "--data",
+            str(tiny_data),
+            "--out",
+            str(tmp_path / "out"),
+            "--limit",
+            "2",
+            "--max-new-tokens",
+            "8",
+            "--systems",
+            "memlm,zero_shot",
+            "--parts",
+            "records,real",
+            "--real",
+            str(real),
+        ],
+    )
     assert r.exit_code == 0, r.output
     assert "| memlm |" in r.stdout and "| zero_shot |" in r.stdout
     metrics = json.loads((tmp_path / "out" / "metrics.json").read_text())
@@ -126,8 +168,9 @@ def test_memlm_eval_rejects_an_unknown_system(tiny_data, tmp_path):
 
     from memlm.cli import app
 
-    r = CliRunner().invoke(app, ["eval", "--model", "x", "--data", str(tiny_data), "--out", str(tmp_path),
-                                 "--systems", "memlm,gpt5"])
+    r = CliRunner().invoke(
+        app, ["eval", "--model", "x", "--data", str(tiny_data), "--out", str(tmp_path), "--systems", "memlm,gpt5"]
+    )
     assert r.exit_code == 2 and "gpt5" in r.output
 
 
@@ -141,8 +184,15 @@ def _cases(path):
 
 
 def test_worker_processes_give_the_same_results(tiny_data, tiny_model_dir, tmp_path):
-    base = dict(model=str(tiny_model_dir), data=str(tiny_data), limit=1, max_new_tokens=8,
-                systems=["memlm", "zero_shot"], parts=["records", "episodes"], threads=1)
+    base = dict(
+        model=str(tiny_model_dir),
+        data=str(tiny_data),
+        limit=1,
+        max_new_tokens=8,
+        systems=["memlm", "zero_shot"],
+        parts=["records", "episodes"],
+        threads=1,
+    )
     one = run_eval(EvalConfig(**base), tmp_path / "one")
     two = run_eval(EvalConfig(**base, workers=2, batch_size=3), tmp_path / "two")
     assert _cases(tmp_path / "two") == _cases(tmp_path / "one")
@@ -150,8 +200,13 @@ def test_worker_processes_give_the_same_results(tiny_data, tiny_model_dir, tmp_p
 
 
 def test_batched_decoding_gives_the_same_cases_as_one_turn_at_a_time(tiny_data, tiny_model_dir, tmp_path):
-    base = dict(model=str(tiny_model_dir), data=str(tiny_data), limit=2, max_new_tokens=12,
-                systems=["memlm", "few_shot", "zero_shot"])
+    base = dict(
+        model=str(tiny_model_dir),
+        data=str(tiny_data),
+        limit=2,
+        max_new_tokens=12,
+        systems=["memlm", "few_shot", "zero_shot"],
+    )
     one = run_eval(EvalConfig(**base, batch_size=1), tmp_path / "one")
     batched = run_eval(EvalConfig(**base, batch_size=8), tmp_path / "batched")
     assert _cases(tmp_path / "batched") == _cases(tmp_path / "one")
@@ -166,8 +221,22 @@ def test_memlm_eval_names_a_real_file_of_unknown_format(tiny_data, tmp_path):
 
     bad = tmp_path / "bad.jsonl"
     bad.write_text(json.dumps({"passage": "Ann Lee works for Pfizer."}) + "\n")
-    r = CliRunner().invoke(app, ["eval", "--model", "x", "--data", str(tiny_data), "--out", str(tmp_path / "o"),
-                                 "--parts", "real", "--real", str(bad)])
+    r = CliRunner().invoke(
+        app,
+        [
+            "eval",
+            "--model",
+            "x",
+            "--data",
+            str(tiny_data),
+            "--out",
+            str(tmp_path / "o"),
+            "--parts",
+            "real",
+            "--real",
+            str(bad),
+        ],
+    )
     assert r.exit_code == 2 and "neither Re-DocRED" in r.output
     assert not (tmp_path / "o").exists()  # nothing written for a run that could not start
 
@@ -203,18 +272,39 @@ def test_a_clone_evaluates_the_shipped_real_text_with_nothing_beside_it(tiny_mod
 
     root = Path(__file__).resolve().parents[2]
     tracked = subprocess.run(["git", "ls-files", "data/real"], cwd=root, capture_output=True, text=True, check=True)
-    assert {"data/real/README.md", "data/real/knowledgenet_person_org_folds12.jsonl",
-            "data/real/redocred_dev_person_org.jsonl"} <= set(tracked.stdout.split())
+    assert {
+        "data/real/README.md",
+        "data/real/knowledgenet_person_org_folds12.jsonl",
+        "data/real/redocred_dev_person_org.jsonl",
+    } <= set(tracked.stdout.split())
     monkeypatch.delenv("MEMLM_REAL_DIR", raising=False)
     monkeypatch.chdir(tmp_path)
-    r = CliRunner().invoke(app, ["eval", "--model", str(tiny_model_dir), "--out", "out", "--systems", "memlm",
-                                 "--parts", "real", "--limit", "2", "--max-new-tokens", "8"])
+    r = CliRunner().invoke(
+        app,
+        [
+            "eval",
+            "--model",
+            str(tiny_model_dir),
+            "--out",
+            "out",
+            "--systems",
+            "memlm",
+            "--parts",
+            "real",
+            "--limit",
+            "2",
+            "--max-new-tokens",
+            "8",
+        ],
+    )
     assert r.exit_code == 0, r.output
     meta = json.loads((tmp_path / "out" / "metrics.json").read_text())["meta"]
     assert meta["sources"]["real"]["path"] == str(root / "data" / "real")
     assert meta["sources"]["real"]["chosen_by"] == "default"
-    assert {source: c["passages"] for source, c in meta["sources"]["real"]["by_source"].items()} == \
-        {"knowledgenet": 2, "redocred": 2}
+    assert {source: c["passages"] for source, c in meta["sources"]["real"]["by_source"].items()} == {
+        "knowledgenet": 2,
+        "redocred": 2,
+    }
 
 
 def test_bench_decode_prints_turns_per_second_per_batch_size(tiny_data, tiny_model_dir):
@@ -222,8 +312,23 @@ def test_bench_decode_prints_turns_per_second_per_batch_size(tiny_data, tiny_mod
 
     from memlm.cli import app
 
-    r = CliRunner().invoke(app, ["bench", "decode", "--model", str(tiny_model_dir), "--data", str(tiny_data),
-                                 "--turns", "13", "--batch-sizes", "1,4", "--max-new-tokens", "8"])
+    r = CliRunner().invoke(
+        app,
+        [
+            "bench",
+            "decode",
+            "--model",
+            str(tiny_model_dir),
+            "--data",
+            str(tiny_data),
+            "--turns",
+            "13",
+            "--batch-sizes",
+            "1,4",
+            "--max-new-tokens",
+            "8",
+        ],
+    )
     assert r.exit_code == 0, r.output
     result = json.loads(r.stdout.strip().splitlines()[-1])
     assert result["same_results"] is True and result["turns"] >= 13
@@ -241,12 +346,16 @@ def test_eval_reads_a_config_with_overrides_and_saves_the_resolved_one(tiny_data
     config = tmp_path / "eval.yaml"
     config.write_text(f"model: {tiny_model_dir}\ndata: {tiny_data}\nsystems: [memlm]\nparts: [records]\nlimit: 5\n")
     runner = CliRunner()
-    r = runner.invoke(app, ["eval", "--config", str(config), "--out", str(tmp_path / "a"), "limit=1",
-                            "max_new_tokens=8", "--seed", "3"])
+    r = runner.invoke(
+        app,
+        ["eval", "--config", str(config), "--out", str(tmp_path / "a"), "limit=1", "max_new_tokens=8", "--seed", "3"],
+    )
     assert r.exit_code == 0, r.output
     saved = yaml.safe_load((tmp_path / "a" / "eval_config.yaml").read_text())
     assert (saved["limit"], saved["max_new_tokens"], saved["seed"], saved["systems"]) == (1, 8, 3, ["memlm"])
-    again = runner.invoke(app, ["eval", "--config", str(tmp_path / "a" / "eval_config.yaml"), "--out", str(tmp_path / "b")])
+    again = runner.invoke(
+        app, ["eval", "--config", str(tmp_path / "a" / "eval_config.yaml"), "--out", str(tmp_path / "b")]
+    )
     assert again.exit_code == 0, again.output
     assert _cases(tmp_path / "b") == _cases(tmp_path / "a")
 

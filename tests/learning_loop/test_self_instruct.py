@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from memory_runtime.records import Record
 from learning_loop.self_instruct import (
     SelfInstructConfig,
     Task,
@@ -21,14 +20,26 @@ from learning_loop.self_instruct import (
 )
 from memory_runtime.backend import ScriptedBackend
 from memory_runtime.protocol import render_read, render_write
+from memory_runtime.records import Record
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIGS = REPO / "configs" / "self_instruct"
-STATEMENT = Task(id="t1", type="write", gold_triplets=[("Ada Lin", "employed by", "Pfizer"), ("Bo Ek", "employed by", "Pfizer")],
-                 gold_names=["Ada Lin", "Bo Ek", "Pfizer"])
+STATEMENT = Task(
+    id="t1",
+    type="write",
+    gold_triplets=[("Ada Lin", "employed by", "Pfizer"), ("Bo Ek", "employed by", "Pfizer")],
+    gold_names=["Ada Lin", "Bo Ek", "Pfizer"],
+)
 MEMORY = [("Ada Lin", "employed by", "Pfizer"), ("Bo Ek", "employed by", "Pfizer"), ("Cy Do", "investor in", "BMW")]
-QUESTION = Task(id="t2", type="read", shape="rel_org", gold_triplets=MEMORY[:2], gold_names=["Ada Lin", "Bo Ek"],
-                reads=[(None, "employed by", "Pfizer")], memory=MEMORY)
+QUESTION = Task(
+    id="t2",
+    type="read",
+    shape="rel_org",
+    gold_triplets=MEMORY[:2],
+    gold_names=["Ada Lin", "Bo Ek"],
+    reads=[(None, "employed by", "Pfizer")],
+    memory=MEMORY,
+)
 
 
 def test_shipped_seed_and_test_tasks_cover_every_shape_and_are_disjoint():
@@ -36,8 +47,15 @@ def test_shipped_seed_and_test_tasks_cover_every_shape_and_are_disjoint():
     assert len(seeds) >= 24 and len(tests) >= 40
     for tasks in (seeds, tests):
         assert {t.type for t in tasks} == {"write", "read", "unanswerable", "two_hop"}
-        assert {t.shape for t in tasks if t.type == "read"} == {"per", "per_org", "per_rel", "org", "rel", "rel_org",
-                                                                  "per_rel_org"}
+        assert {t.shape for t in tasks if t.type == "read"} == {
+            "per",
+            "per_org",
+            "per_rel",
+            "org",
+            "rel",
+            "rel_org",
+            "per_rel_org",
+        }
     seed_names = {n for t in seeds for n in t.names()}
     test_people = {t[0] for t in tests for t in [*t.memory, *t.gold_triplets]}
     assert not seed_names & test_people  # the held-out test shares no person with the seeds
@@ -68,8 +86,13 @@ def test_rejection_filters_generations():
 
 def test_augment_with_a_scripted_backend_keeps_only_valid_generations():
     seeds = load_tasks(CONFIGS / "seed_tasks.jsonl")
-    backend = ScriptedBackend(["Sentence: Pfizer took on Ada Lin and Bo Ek.\nSpec: ...", "Pfizer took on Ada Lin.",
-                               "Who is on the staff at Pfizer?"])
+    backend = ScriptedBackend(
+        [
+            "Sentence: Pfizer took on Ada Lin and Bo Ek.\nSpec: ...",
+            "Pfizer took on Ada Lin.",
+            "Who is on the staff at Pfizer?",
+        ]
+    )
     drafts = [STATEMENT, STATEMENT.model_copy(update={"id": "t3"}), QUESTION]
     tasks, log = augment(drafts, seeds, backend, demos=3, rng=random.Random(0))
     assert [t.text for t in tasks] == ["Pfizer took on Ada Lin and Bo Ek.", "Who is on the staff at Pfizer?"]
@@ -84,19 +107,27 @@ def test_run_tasks_keeps_reward_one_trajectories_as_records():
     statement = STATEMENT.model_copy(update={"text": "Pfizer took on Ada Lin and Bo Ek."})
     question = QUESTION.model_copy(update={"text": "Who is on the staff at Pfizer?"})
     writes = render_write("Ada Lin", "employed by", "Pfizer") + " " + render_write("Bo Ek", "employed by", "Pfizer")
-    backend = ScriptedBackend([
-        writes + " Noted.",
-        [render_read(None, "employed by", "Pfizer"), " Ada Lin and Bo Ek are employed by Pfizer."],
-        render_write("Ada Lin", "employed by", "Pfizer") + " Noted.",  # partial: dropped
-        [render_read(None, "employed by", "Pfizer"), " Ada Lin is employed by Pfizer."],  # wrong: dropped
-    ])
+    backend = ScriptedBackend(
+        [
+            writes + " Noted.",
+            [render_read(None, "employed by", "Pfizer"), " Ada Lin and Bo Ek are employed by Pfizer."],
+            render_write("Ada Lin", "employed by", "Pfizer") + " Noted.",  # partial: dropped
+            [render_read(None, "employed by", "Pfizer"), " Ada Lin is employed by Pfizer."],  # wrong: dropped
+        ]
+    )
     kept, log = run_tasks([statement, question, statement, question], backend)
     assert [r["reward"] for r in log] == [1, 1, 0, 0]
     assert [r["reason"] for r in log][2:] == ["partial writes", "wrong answer"]
     read = kept[1]
-    assert isinstance(read, Record) and read.type == "read" and read.shape == "rel_org" and read.source == "self_instruct"
-    assert [(s.role, s.train) for s in read.segments] == [("user", False), ("assistant", True), ("memory", False),
-                                                          ("assistant", True)]
+    assert (
+        isinstance(read, Record) and read.type == "read" and read.shape == "rel_org" and read.source == "self_instruct"
+    )
+    assert [(s.role, s.train) for s in read.segments] == [
+        ("user", False),
+        ("assistant", True),
+        ("memory", False),
+        ("assistant", True),
+    ]
     assert read.segments[2].text == " {Ada Lin>>employed by>>Pfizer}; {Bo Ek>>employed by>>Pfizer}]"
     Record.model_validate_json(read.model_dump_json())
 
@@ -117,14 +148,15 @@ def test_a_round_logs_counts_and_trains_on_the_kept_trajectories(tmp_path, monke
             text = messages[-1]["content"]
             if "Spec:" in text:
                 spec = text.rsplit("Spec: ", 1)[1]
-                self._answer = (f"Sentence: {spec.replace('>>', '')}." if spec.startswith("state:") else "Who?")
+                self._answer = f"Sentence: {spec.replace('>>', '')}." if spec.startswith("state:") else "Who?"
             else:
                 self._answer = "Nothing to store."
             self._turns = [[self._answer]]
             super().start(messages)
 
-    rows = run_rounds(config, "scripted", tmp_path, log=lambda line: None, backend_for=lambda m: Echo(),
-                      train_fn=seen_configs.append)
+    rows = run_rounds(
+        config, "scripted", tmp_path, log=lambda line: None, backend_for=lambda m: Echo(), train_fn=seen_configs.append
+    )
     assert len(rows) == 1 and rows[0]["drafts"] == 3 and rows[0]["kept"] == 0
     assert json.loads((tmp_path / "rounds.jsonl").read_text())["kept_ratio"] == rows[0]["kept_ratio"]
     assert SelfInstructConfig.load(tmp_path / "self_instruct_config.yaml") == config  # the resolved config, kept
@@ -139,7 +171,9 @@ def test_rounds_continue_the_current_adapter(tmp_path):
     config.tasks_per_round, config.test_tasks, config.rounds, config.real_limit = 2, None, 2, None
     start = tmp_path / "trained"
     start.mkdir()
-    (start / "adapter_config.json").write_text(json.dumps({"base_model_name_or_path": "embedded:SmolLM2-135M-Instruct"}))
+    (start / "adapter_config.json").write_text(
+        json.dumps({"base_model_name_or_path": "embedded:SmolLM2-135M-Instruct"})
+    )
     seen = []
 
     def record_and_save(train_config):
@@ -149,14 +183,26 @@ def test_rounds_continue_the_current_adapter(tmp_path):
         (out / "adapter_config.json").write_text(json.dumps({"base_model_name_or_path": train_config.model.name}))
 
     backend = ScriptedBackend([["Nothing to store."]] * 50)
-    run_rounds(config, str(start), tmp_path / "out", log=lambda line: None, backend_for=lambda m: backend,
-               train_fn=record_and_save)
+    run_rounds(
+        config,
+        str(start),
+        tmp_path / "out",
+        log=lambda line: None,
+        backend_for=lambda m: backend,
+        train_fn=record_and_save,
+    )
     assert [c.lora.init_from for c in seen] == [str(start.resolve()), str(tmp_path / "out" / "round-1" / "adapter")]
     assert {c.model.name for c in seen} == {"embedded:SmolLM2-135M-Instruct"}
     config.continue_adapter = False
     seen.clear()
-    run_rounds(config, str(start), tmp_path / "fresh", log=lambda line: None, backend_for=lambda m: backend,
-               train_fn=record_and_save)
+    run_rounds(
+        config,
+        str(start),
+        tmp_path / "fresh",
+        log=lambda line: None,
+        backend_for=lambda m: backend,
+        train_fn=record_and_save,
+    )
     assert [c.lora.init_from for c in seen] == [None, None]
 
 
@@ -164,15 +210,29 @@ def test_rounds_measure_the_real_text_probe_before_and_after(tmp_path):
     config = SelfInstructConfig.load(CONFIGS / "default.yaml")
     config.tasks_per_round, config.test_tasks, config.real_limit = 2, None, 5
     real = tmp_path / "real.jsonl"
-    real.write_text("".join(json.dumps(row) + "\n" for row in [
-        {"text": "Ann Lee works for Pfizer.", "annotated": ["EMPLOYEE_OR_MEMBER_OF"],
-         "triples": [{"person": "Ann Lee", "relation": "employee or member of", "organization": "Pfizer"}]},
-        {"text": "The weather was fine.", "annotated": ["EMPLOYEE_OR_MEMBER_OF"], "triples": []},
-    ]))
+    real.write_text(
+        "".join(
+            json.dumps(row) + "\n"
+            for row in [
+                {
+                    "text": "Ann Lee works for Pfizer.",
+                    "annotated": ["EMPLOYEE_OR_MEMBER_OF"],
+                    "triples": [{"person": "Ann Lee", "relation": "employee or member of", "organization": "Pfizer"}],
+                },
+                {"text": "The weather was fine.", "annotated": ["EMPLOYEE_OR_MEMBER_OF"], "triples": []},
+            ]
+        )
+    )
     config.real = str(real)
     writes = ScriptedBackend([["[MEM_WRITE{Ann Lee>>employed by>>Pfizer}] Noted."]] * 50)
-    rows = run_rounds(config, "scripted", tmp_path / "out", log=lambda line: None, backend_for=lambda m: writes,
-                      train_fn=lambda c: None)
+    rows = run_rounds(
+        config,
+        "scripted",
+        tmp_path / "out",
+        log=lambda line: None,
+        backend_for=lambda m: writes,
+        train_fn=lambda c: None,
+    )
     for key in ("real_before", "real_after"):
         assert rows[0][key]["passages"] == 2 and rows[0][key]["pair_recall"] == 1.0
         assert rows[0][key]["pair_precision"] == 0.5  # the same write on the passage that states nothing

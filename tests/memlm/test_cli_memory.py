@@ -45,8 +45,18 @@ def test_bench_memory_prints_one_json_line_with_every_figure():
     r = runner.invoke(app, ["bench", "memory", "--triplets", "3000", "--queries", "100", "--namespaces", "3"])
     assert r.exit_code == 0, r.output
     figures = json.loads(r.stdout.strip().splitlines()[-1])
-    for key in ("ingest_per_s", "exact_p50_ms", "fuzzy_p50_ms", "fuzzy_p99_ms", "recall", "top1", "scan_p50_ms",
-                "exact_scan_p50_ms", "speedup_vs_scan", "peak_rss_mb"):
+    for key in (
+        "ingest_per_s",
+        "exact_p50_ms",
+        "fuzzy_p50_ms",
+        "fuzzy_p99_ms",
+        "recall",
+        "top1",
+        "scan_p50_ms",
+        "exact_scan_p50_ms",
+        "speedup_vs_scan",
+        "peak_rss_mb",
+    ):
         assert figures[key] > 0, key
     assert figures["recall"] >= 0.95 and figures["top1"] >= 0.9
     assert figures["resident_indexes"] == 1  # only the queried namespace's subject index was built

@@ -23,8 +23,11 @@ def prefill(model, ids: list[int]):
 
 def test_rows_of_a_stacked_cache_compute_what_they_would_alone(tiny_model):
     torch.manual_seed(0)
-    seqs = {"a": torch.randint(10, 2000, (7,)).tolist(), "b": torch.randint(10, 2000, (3,)).tolist(),
-            "c": torch.randint(10, 2000, (12,)).tolist()}
+    seqs = {
+        "a": torch.randint(10, 2000, (7,)).tolist(),
+        "b": torch.randint(10, 2000, (3,)).tolist(),
+        "c": torch.randint(10, 2000, (12,)).tolist(),
+    }
     batch = BatchCache()
     for key in ("a", "b"):  # the prompt minus its last token is prefilled; the last is fed by the step
         batch.join(key, prefill(tiny_model, seqs[key][:-1]), len(seqs[key]) - 1)
@@ -43,8 +46,12 @@ def test_rows_of_a_stacked_cache_compute_what_they_would_alone(tiny_model):
 
     # one row takes several tokens alone (read results); a row that feeds nothing waits a step
     seqs["b"] += [22, 23, 24, 25]
-    torch.testing.assert_close(batch.extend(tiny_model, "b", [22, 23, 24, 25], torch.device("cpu")),
-                               alone(tiny_model, seqs["b"]), atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(
+        batch.extend(tiny_model, "b", [22, 23, 24, 25], torch.device("cpu")),
+        alone(tiny_model, seqs["b"]),
+        atol=1e-4,
+        rtol=1e-4,
+    )
     seqs["a"] += [26]
     logits = batch.forward(tiny_model, [[26], [], [27]], torch.device("cpu"))
     seqs["c"] += [27]

@@ -24,15 +24,26 @@ def one_at_a_time(model, tokenizer, requests: list[TurnRequest]) -> list[TurnRes
     out = []
     for r in requests:
         backend = HFBackend(model, tokenizer, relations=r.store.config.relation_names)
-        controller = Controller(backend, r.store, namespace=r.namespace, system_prompt=r.messages[0]["content"],
-                                max_calls=r.max_calls, max_new_tokens=r.max_new_tokens)
+        controller = Controller(
+            backend,
+            r.store,
+            namespace=r.namespace,
+            system_prompt=r.messages[0]["content"],
+            max_calls=r.max_calls,
+            max_new_tokens=r.max_new_tokens,
+        )
         out.append(controller.run_turn(r.messages[-1]["content"], r.messages[1:-1]))
     return out
 
 
 def same(a: TurnResult, b: TurnResult) -> tuple:
-    return (a.text, a.reply, a.status, a.generated_tokens, [(c.kind, c.text, c.status, c.results) for c in a.calls]) == \
-           (b.text, b.reply, b.status, b.generated_tokens, [(c.kind, c.text, c.status, c.results) for c in b.calls])
+    return (
+        a.text,
+        a.reply,
+        a.status,
+        a.generated_tokens,
+        [(c.kind, c.text, c.status, c.results) for c in a.calls],
+    ) == (b.text, b.reply, b.status, b.generated_tokens, [(c.kind, c.text, c.status, c.results) for c in b.calls])
 
 
 def memory() -> TripletStore:
@@ -47,22 +58,30 @@ def caller(tiny_model, smollm2_tokenizer):
     """The tiny Llama trained until it writes and reads like memlm's records (a few seconds)."""
     model = copy.deepcopy(tiny_model).train()
     tok = smollm2_tokenizer
-    from training.tokenize import tokenize_record
     from memory_runtime.records import Record, Segment
+    from training.tokenize import tokenize_record
 
     def record(user, assistant, results=None, answer=""):
         segments = [Segment(role="user", text=user, train=False), Segment(role="assistant", text=assistant, train=True)]
         if results is not None:
-            segments += [Segment(role="memory", text=results, train=False),
-                         Segment(role="assistant", text=answer, train=True)]
+            segments += [
+                Segment(role="memory", text=results, train=False),
+                Segment(role="assistant", text=answer, train=True),
+            ]
         return Record(id=user, type="write", segments=segments)
 
     records = []
     for person, org in zip(PEOPLE, ORGS):
         records.append(record(f"{person} works for {org}.", render_write(person, "employed by", org) + " Noted."))
         facts = [(person, "employed by", org)]
-        records.append(record(f"Who works for {org}?", render_read(None, "employed by", org), render_results(facts),
-                              f" {person} works for {org}."))
+        records.append(
+            record(
+                f"Who works for {org}?",
+                render_read(None, "employed by", org),
+                render_results(facts),
+                f" {person} works for {org}.",
+            )
+        )
     rows = [tokenize_record(r, tok) for r in records]
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
     for _ in range(60):
@@ -89,7 +108,9 @@ def test_reads_and_writes_in_a_batch_equal_one_at_a_time(caller, smollm2_tokeniz
 
 
 def test_limits_end_turns_in_a_batch_as_they_do_alone(caller, smollm2_tokenizer):
-    users = [f"Who works for {org}?" for org in ORGS[:3]] + [f"{p} works for {o}." for p, o in zip(PEOPLE[3:], ORGS[3:])]
+    users = [f"Who works for {org}?" for org in ORGS[:3]] + [
+        f"{p} works for {o}." for p, o in zip(PEOPLE[3:], ORGS[3:])
+    ]
     for limits in ({"max_new_tokens": 6}, {"max_new_tokens": 40, "max_calls": 1}, {"max_new_tokens": 12}):
         requests = lambda: [TurnRequest(turn_messages(u), memory(), **limits) for u in users]  # noqa: E731
         alone = one_at_a_time(caller, smollm2_tokenizer, requests())
@@ -100,6 +121,7 @@ def test_limits_end_turns_in_a_batch_as_they_do_alone(caller, smollm2_tokenizer)
 
 def test_a_session_waits_for_its_previous_turn(caller, smollm2_tokenizer):
     """An episode: the question is only asked once the statement's write is stored."""
+
     def episode(person, org):
         store = TripletStore(":memory:")
         statement = yield TurnRequest(turn_messages(f"{person} works for {org}."), store, max_new_tokens=40)
@@ -108,9 +130,10 @@ def test_a_session_waits_for_its_previous_turn(caller, smollm2_tokenizer):
 
     done = []
     results = BatchDecoder(caller, smollm2_tokenizer, max_batch_size=4).run_sessions(
-        [episode(p, o) for p, o in zip(PEOPLE, ORGS)], on_done=lambda i, v: done.append(i))
+        [episode(p, o) for p, o in zip(PEOPLE, ORGS)], on_done=lambda i, v: done.append(i)
+    )
     assert sorted(done) == list(range(len(PEOPLE)))
-    for (statement, question, facts), person, org in zip(results, PEOPLE, ORGS):
+    for (_statement, question, facts), person, org in zip(results, PEOPLE, ORGS):
         if (person, "employed by", org) in facts:  # what it stored, it finds
             read = next(c for c in question.calls if c.kind == "read")
             assert (person, "employed by", org) in read.results
@@ -122,10 +145,18 @@ def test_the_real_model_decodes_a_batch_as_it_decodes_alone():
     from memory_runtime.models import EMBEDDED_MODEL, load_model
 
     model, tokenizer = load_model(EMBEDDED_MODEL)
-    users = ["Dorothea Altemus works for Pfizer.", "Who works for Halvorsen Shipping?", "Marcus Feld invested in BMW.",
-             "Who founded Brightwater Mills?", "Where does Ilse Brandt work?", "Lev Petrakis manages Nordwind GmbH."]
-    requests = lambda: [TurnRequest(turn_messages(u, system_prompt=FEW_SHOT_PROMPT), memory(), max_new_tokens=24)  # noqa: E731
-                        for u in users]
+    users = [
+        "Dorothea Altemus works for Pfizer.",
+        "Who works for Halvorsen Shipping?",
+        "Marcus Feld invested in BMW.",
+        "Who founded Brightwater Mills?",
+        "Where does Ilse Brandt work?",
+        "Lev Petrakis manages Nordwind GmbH.",
+    ]
+    requests = lambda: [
+        TurnRequest(turn_messages(u, system_prompt=FEW_SHOT_PROMPT), memory(), max_new_tokens=24)  # noqa: E731
+        for u in users
+    ]
     alone = one_at_a_time(model, tokenizer, requests())
     batched = BatchDecoder(model, tokenizer, max_batch_size=4).run(requests())
     assert all(same(a, b) for a, b in zip(alone, batched)), [(a.text, b.text) for a, b in zip(alone, batched)]

@@ -42,8 +42,10 @@ def test_bench_reports_throughput_latency_and_overhead():
 
 
 def test_memlm_bench_serve_prints_one_json_line(tiny_model_dir):
-    r = CliRunner().invoke(app, ["bench", "serve", "--model", str(tiny_model_dir), "--clients", "2",
-                                 "--seconds", "0.5", "--max-tokens", "3"])
+    r = CliRunner().invoke(
+        app,
+        ["bench", "serve", "--model", str(tiny_model_dir), "--clients", "2", "--seconds", "0.5", "--max-tokens", "3"],
+    )
     assert r.exit_code == 0, r.output
     result = json.loads(r.stdout.strip().splitlines()[-1])
     for key in ("requests_per_s", "p50_ms", "p99_ms", "overhead_fraction", "errors"):

@@ -20,8 +20,14 @@ def chat(store, lines, user="alice", **options):
     """Run the REPL over these input lines; return what it printed."""
     out = io.StringIO()
     console = Console(file=out, width=200, color_system=None)
-    run_chat(lambda ns: Controller(MemoryEchoBackend(), store, namespace=ns), store, io.StringIO("\n".join(lines)),
-             console, user=user, **options)
+    run_chat(
+        lambda ns: Controller(MemoryEchoBackend(), store, namespace=ns),
+        store,
+        io.StringIO("\n".join(lines)),
+        console,
+        user=user,
+        **options,
+    )
     return out.getvalue()
 
 
@@ -41,8 +47,13 @@ def test_history_is_off_by_default_and_carries_the_calls_when_on(store):
 
     def run(**options):
         seen.clear()
-        run_chat(lambda ns: Controller(Recording(), store, namespace=ns), store,
-                 io.StringIO("remember A B>>works for>>C\nrecall A B\n"), Console(file=io.StringIO()), **options)
+        run_chat(
+            lambda ns: Controller(Recording(), store, namespace=ns),
+            store,
+            io.StringIO("remember A B>>works for>>C\nrecall A B\n"),
+            Console(file=io.StringIO()),
+            **options,
+        )
         return seen[-1]
 
     assert [m["role"] for m in run()] == ["system", "user"]
@@ -76,9 +87,19 @@ def test_trace_shows_the_calls_of_the_last_turn(store):
 
 
 def test_forget_takes_a_subject_or_a_pattern(store):
-    out = chat(store, ["remember Tia Batres>>works for>>BMW", "remember Ivo Renner>>lives in>>Lyon",
-                       "remember Ivo Renner>>works for>>BMW", "/forget Tia Batres", "/forget >>employed by>>",
-                       "/forget nobody", "/forget a>>b>>c>>d", "/facts"])
+    out = chat(
+        store,
+        [
+            "remember Tia Batres>>works for>>BMW",
+            "remember Ivo Renner>>lives in>>Lyon",
+            "remember Ivo Renner>>works for>>BMW",
+            "/forget Tia Batres",
+            "/forget >>employed by>>",
+            "/forget nobody",
+            "/forget a>>b>>c>>d",
+            "/facts",
+        ],
+    )
     assert "forgot 1 fact\n" in out and "forgot 1 fact\n" in out.split("/forget >>")[1]
     assert "forgot 0 facts (the pattern must match exactly" in out
     assert "usage: /forget" in out
@@ -87,8 +108,19 @@ def test_forget_takes_a_subject_or_a_pattern(store):
 
 
 def test_user_switches_memory_and_conversation(store):
-    out = chat(store, ["remember Tia Batres>>works for>>BMW", "/user bob", "/facts", "recall Tia Batres", "/trace",
-                       "/user alice", "/trace", "/user"])
+    out = chat(
+        store,
+        [
+            "remember Tia Batres>>works for>>BMW",
+            "/user bob",
+            "/facts",
+            "recall Tia Batres",
+            "/trace",
+            "/user alice",
+            "/trace",
+            "/user",
+        ],
+    )
     assert "now talking as 'bob' (0 facts in memory)" in out and "bob> /facts\nno facts in 'bob'" in out
     assert "bob> recall Tia Batres\nYou told me: ." in out
     assert "now talking as 'alice' (1 fact in memory)" in out
@@ -117,9 +149,24 @@ def test_memlm_chat_reads_stdin_with_the_real_model(tiny_model_dir, tmp_path):
     commands = "Who works for Pfizer?\n/trace\n/facts\n/user bob\n/facts\n/forget Dorothea Altemus\n/quit\n"
     env = {**os.environ, "MEMLM_CACHE": str(tmp_path / "cache")}
     r = subprocess.run(
-        [sys.executable, "-m", "memlm", "chat", "--model", str(tiny_model_dir), "--db", str(db),
-         "--max-new-tokens", "3"],
-        input=commands, capture_output=True, text=True, timeout=120, env=env, cwd=Path(__file__).parents[2],
+        [
+            sys.executable,
+            "-m",
+            "memlm",
+            "chat",
+            "--model",
+            str(tiny_model_dir),
+            "--db",
+            str(db),
+            "--max-new-tokens",
+            "3",
+        ],
+        input=commands,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        cwd=Path(__file__).parents[2],
     )
     assert r.returncode == 0, r.stderr
     assert "default> Who works for Pfizer?" in r.stdout

@@ -21,8 +21,10 @@ def run(store, turns, user="hi", chunk=3, **kwargs):
 
 @pytest.mark.parametrize("chunk", [1, 2, 5, 1000])
 def test_writes_are_stored_and_hidden_from_the_reply(store, chunk):
-    text = ("Noted. [MEM_WRITE{Cyrus Alfred>>customer of>>Pfizer}][MEM_WRITE{Tia Batres>>customer of>>Pfizer}]"
-            " Anything else?")
+    text = (
+        "Noted. [MEM_WRITE{Cyrus Alfred>>customer of>>Pfizer}][MEM_WRITE{Tia Batres>>customer of>>Pfizer}]"
+        " Anything else?"
+    )
     result, _ = run(store, [text], chunk=chunk)
     assert result.reply == "Noted. Anything else?"
     assert [c.status for c in result.calls] == ["stored", "stored"]
@@ -66,7 +68,9 @@ def test_two_reads_in_one_turn(store):
     turn = ["[MEM_READ{Dominick Alphonso>>customer of>>}:", " [MEM_READ{>>manager of>>Siemens}:", " Vera Bayless."]
     result, _ = run(store, [turn])
     assert [c.results for c in result.calls] == [
-        [("Dominick Alphonso", "customer of", "Siemens")], [("Vera Bayless", "manager of", "Siemens")]]
+        [("Dominick Alphonso", "customer of", "Siemens")],
+        [("Vera Bayless", "manager of", "Siemens")],
+    ]
     assert result.reply == "Vera Bayless."
 
 

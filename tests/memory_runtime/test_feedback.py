@@ -6,11 +6,11 @@ import json
 
 import pytest
 
-from memory_runtime.records import Record
 from memory_runtime.backend import ScriptedBackend
 from memory_runtime.controller import Controller
 from memory_runtime.feedback import Exchange, Feedback, FeedbackLog, complete_name
 from memory_runtime.protocol import render_read, render_write
+from memory_runtime.records import Record
 from memory_runtime.store import TripletStore
 
 ASK = "Where does Dorothea Altemus work?"
@@ -41,22 +41,30 @@ def test_complete_name():
 def test_a_correction_becomes_a_superseding_write_and_a_trajectory(store, tmp_path):
     log = FeedbackLog(tmp_path / "fb")
     feedback = Feedback(store, log)
-    backend = ScriptedBackend([[READ, " Dorothea Altemus is employed by Pfizer."],
-                               render_write("Dorothea", "employed by", "BMW") + " Noted."])
+    backend = ScriptedBackend(
+        [[READ, " Dorothea Altemus is employed by Pfizer."], render_write("Dorothea", "employed by", "BMW") + " Noted."]
+    )
     controller, exchange = ask(store, backend)
     fix = feedback.correct(controller, "No, Dorothea works for BMW now.", exchange)
     assert fix.writes == [("Dorothea Altemus", "employed by", "BMW")]  # the partial name completed
     assert fix.superseded == [("Dorothea Altemus", "employed by", "Pfizer")]
     assert [f.triplet for f in store.query("Dorothea Altemus", namespace="alice").facts] == [
-        ("Dorothea Altemus", "employed by", "BMW")]
+        ("Dorothea Altemus", "employed by", "BMW")
+    ]
     history = store.history("Dorothea Altemus", namespace="alice")
     assert [(f.object, f.ended_by) for f in history] == [("Pfizer", "superseded"), ("BMW", None)]
     assert [m["role"] for m in backend.seen[1]] == ["system", "user"]  # the correction alone, as trained
     lines = (tmp_path / "fb" / "trajectories.jsonl").read_text().splitlines()
     record = Record.model_validate_json(lines[0])
     assert record.type == "feedback" and record.gold_triplets == [("Dorothea Altemus", "employed by", "BMW")]
-    assert [(s.role, s.train) for s in record.segments] == [("user", False), ("assistant", False), ("memory", False),
-                                                            ("assistant", False), ("user", False), ("assistant", True)]
+    assert [(s.role, s.train) for s in record.segments] == [
+        ("user", False),
+        ("assistant", False),
+        ("memory", False),
+        ("assistant", False),
+        ("user", False),
+        ("assistant", True),
+    ]
     assert record.segments[-1].text == "[MEM_WRITE{Dorothea Altemus>>employed by>>BMW}] Noted."
     event = json.loads((tmp_path / "fb" / "events.jsonl").read_text().splitlines()[-1])
     assert event["event"] == "correction" and event["record"] == record.id
@@ -65,8 +73,12 @@ def test_a_correction_becomes_a_superseding_write_and_a_trajectory(store, tmp_pa
 def test_a_correction_ends_a_contradicted_non_functional_fact(store):
     feedback = Feedback(store)
     read = render_read("Marcus Feld", "investor in", None)
-    backend = ScriptedBackend([[read, " Marcus Feld is an investor in Siemens."],
-                               render_write("Marcus Feld", "investor in", "BMW") + " Noted."])
+    backend = ScriptedBackend(
+        [
+            [read, " Marcus Feld is an investor in Siemens."],
+            render_write("Marcus Feld", "investor in", "BMW") + " Noted.",
+        ]
+    )
     controller, exchange = ask(store, backend, "What does Marcus Feld invest in?")
     fix = feedback.correct(controller, "Wrong: he invests in BMW, not Siemens.", exchange)
     assert fix.ended == [("Marcus Feld", "investor in", "Siemens")] and fix.superseded == []
@@ -109,17 +121,32 @@ def test_chat_commands_rate_correct_and_flag_repeats(tmp_path):
     from memory_runtime.chat import run_chat
     from tests.memory_runtime.test_serve import MemoryEchoBackend
 
-    lines = ["remember Tia Batres>>works for>>BMW", "/good", "recall Tia Batres", "/bad", "recall Tia Batres",
-             "/correct remember Tia>>works for>>Siemens", "/correct", "recall Tia Batres"]
+    lines = [
+        "remember Tia Batres>>works for>>BMW",
+        "/good",
+        "recall Tia Batres",
+        "/bad",
+        "recall Tia Batres",
+        "/correct remember Tia>>works for>>Siemens",
+        "/correct",
+        "recall Tia Batres",
+    ]
     out = io.StringIO()
     with TripletStore() as store:
-        run_chat(lambda ns: Controller(MemoryEchoBackend(), store, namespace=ns), store, io.StringIO("\n".join(lines)),
-                 Console(file=out, width=200, color_system=None), user="alice",
-                 feedback=Feedback(store, FeedbackLog(tmp_path)))
+        run_chat(
+            lambda ns: Controller(MemoryEchoBackend(), store, namespace=ns),
+            store,
+            io.StringIO("\n".join(lines)),
+            Console(file=out, width=200, color_system=None),
+            user="alice",
+            feedback=Feedback(store, FeedbackLog(tmp_path)),
+        )
         text = out.getvalue()
         assert "thanks: kept as a good example" in text and "marked wrong" in text
         assert text.count("(this answer was marked wrong before: please /correct it)") == 1
-        assert "stored Tia Batres>>works for>>Siemens\n  replaces Tia Batres>>employed by>>BMW (kept in history)" in text
+        assert (
+            "stored Tia Batres>>works for>>Siemens\n  replaces Tia Batres>>employed by>>BMW (kept in history)" in text
+        )
         assert "usage: /correct TEXT" in text and text.rstrip().endswith("You told me: Siemens.\nalice>")
         assert [f.object for f in store.history("Tia Batres", namespace="alice")] == ["BMW", "Siemens"]
     records = [Record.model_validate_json(line) for line in (tmp_path / "trajectories.jsonl").read_text().splitlines()]
@@ -147,4 +174,6 @@ def test_serve_feedback_endpoint(tmp_path):
         assert body["superseded"] == [["Tia Batres", "employed by", "BMW"]] and body["record"]
         assert say(c, "recall Tia Batres").json()["choices"][0]["message"]["content"] == "You told me: Siemens."
         assert c.post("/v1/feedback", json={"rating": "good"}, headers=BOB).status_code == 400  # bob has no turn
-    assert Record.model_validate_json((tmp_path / "trajectories.jsonl").read_text().splitlines()[0]).id == body["record"]
+    assert (
+        Record.model_validate_json((tmp_path / "trajectories.jsonl").read_text().splitlines()[0]).id == body["record"]
+    )

@@ -55,7 +55,7 @@ RELATIONS = {"customer of", "manager of", "employed by"}
         ("[MEM_READ{Brett Robson>>customer", " of>>", True),
         ("[MEM_READ{Brett Robson>>", "buys at", False),  # neither a relation of the table nor a copy
         ("[MEM_READ{Brett Robson>>customer", ">>", True),  # copied from the question (the store reads it
-                                                           # as "customer of": test_store)
+        # as "customer of": test_store)
         ("[MEM_READ{Brett Robson>>employed at", ">>", False),  # an alias nobody wrote
         ("[MEM_READ{Brett Robson>>", ">>}:", True),  # reads may leave the relation empty
         ("[MEM_WRITE{Brett Robson>>manager of>>Suzuki", "}]", True),
@@ -104,12 +104,20 @@ def test_the_regex_form_of_the_rule_accepts_relations_as_stated():
     assert not re.fullmatch(pattern, " [MEM_WRITE{Gianna Russo>>trains>>Bayern Munich}]")
 
 
-@pytest.mark.parametrize("before, piece, ok", [
-    ("Gust", "av", True), ("Gust", "avo", False), ("Gustav", " works", True), ("Gustav", "o works", False),
-    ("Gustav", "'s", True), ("Klei", "n.", True), ("Klei", "ne.", False),
-    ("Noted", "x", True),  # a word that copies no returned name is free
-    ("Gu", "sto", True),  # two letters: too early to tell
-])
+@pytest.mark.parametrize(
+    "before, piece, ok",
+    [
+        ("Gust", "av", True),
+        ("Gust", "avo", False),
+        ("Gustav", " works", True),
+        ("Gustav", "o works", False),
+        ("Gustav", "'s", True),
+        ("Klei", "n.", True),
+        ("Klei", "ne.", False),
+        ("Noted", "x", True),  # a word that copies no returned name is free
+        ("Gu", "sto", True),  # two letters: too early to tell
+    ],
+)
 def test_answer_names_are_copies_of_returned_names(before, piece, ok):
     from memory_runtime.field_copy import answer_names_copied
 

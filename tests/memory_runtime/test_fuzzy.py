@@ -32,8 +32,12 @@ def index():
 
 
 def test_one_typo_finds_the_stored_term(index):
-    for typo, truth in [("dorothea altemas", "dorothea altemus"), ("pasqale ballif", "pasquale ballif"),
-                        ("tia batress", "tia batres"), ("cyrus alfreds", "cyrus alfred")]:
+    for typo, truth in [
+        ("dorothea altemas", "dorothea altemus"),
+        ("pasqale ballif", "pasquale ballif"),
+        ("tia batress", "tia batres"),
+        ("cyrus alfreds", "cyrus alfred"),
+    ]:
         match = index.search(typo)
         assert match is not None and match.term == truth, typo
         assert match.score == jaccard(shingles(typo), shingles(truth))

@@ -9,8 +9,11 @@ from memory_runtime import hardware
 from memory_runtime.hardware import CpuInfo, DtypeChoice, choose_cpu_dtype, resolve_dtype
 
 AVX2_ONLY = CpuInfo(model="AMD EPYC", flags=frozenset({"avx", "avx2", "fma"}), cores=2)
-BF16_NATIVE = CpuInfo(model="Intel Xeon Platinum 8481C",
-                      flags=frozenset({"avx2", "avx512f", "avx512_bf16", "amx_tile", "amx_bf16"}), cores=2)
+BF16_NATIVE = CpuInfo(
+    model="Intel Xeon Platinum 8481C",
+    flags=frozenset({"avx2", "avx512f", "avx512_bf16", "amx_tile", "amx_bf16"}),
+    cores=2,
+)
 
 
 def _never(*_args):

@@ -348,8 +348,10 @@ def test_names_in_calls_are_copied_from_the_conversation(tiny_model, smollm2_tok
         assert text == good.replace("Brett", "Bret", 1)
 
 
-@pytest.mark.parametrize("relations, copy_fields", [(["employed by", "manager of"], True), (None, True),
-                                                    (["employed by", "manager of"], False)])
+@pytest.mark.parametrize(
+    "relations, copy_fields",
+    [(["employed by", "manager of"], True), (None, True), (["employed by", "manager of"], False)],
+)
 def test_relations_in_calls_come_from_the_relation_table(tiny_model, smollm2_tokenizer, relations, copy_fields):
     """A model that prefers "employed at" (an alias, not a relation name) writes "employed by"
     when the backend knows the memory's relations and its runner-up allows it (not with

@@ -362,19 +362,23 @@ def test_real_gemma3_base_model_knows_some_facts(tmp_path):
     with torch.inference_mode():
         ids = encode("Q: What is the capital of France?\nA:")
         out = model.generate(ids, max_new_tokens=12, do_sample=False)
-        assert "Paris" in tokenizer.decode(out[0, ids.shape[1]:])
+        assert "Paris" in tokenizer.decode(out[0, ids.shape[1] :])
         ids = encode("The capital of France is")
         top = model(input_ids=ids).logits[0, -1].topk(5).indices.tolist()
         (paris,) = tokenizer(" Paris", add_special_tokens=False)["input_ids"]
         assert paris in top  # third measured, after " the" and " a"
-        text = ("The Eiffel Tower is a wrought-iron lattice tower on the Champ de Mars in Paris, France. It is named "
-                "after the engineer Gustave Eiffel, whose company designed and built the tower from 1887 to 1889.")
+        text = (
+            "The Eiffel Tower is a wrought-iron lattice tower on the Champ de Mars in Paris, France. It is named "
+            "after the engineer Gustave Eiffel, whose company designed and built the tower from 1887 to 1889."
+        )
         ids = encode(text)
         nll = model(input_ids=ids, labels=ids).loss.item()
     assert nll < 2.5  # 1.86 nats/token measured; a mis-mapped checkpoint scores > 10
 
     backend = HFBackend(model, tokenizer)
-    backend.start([{"role": "system", "content": "You have a memory."}, {"role": "user", "content": "Alice works for Acme."}])
+    backend.start(
+        [{"role": "system", "content": "You have a memory."}, {"role": "user", "content": "Alice works for Acme."}]
+    )
     assert backend.turn.prompt_ids[:2] == [tokenizer.bos_token_id, tokenizer.convert_tokens_to_ids("<start_of_turn>")]
     assert tokenizer.eos_token_id in backend.end_token_ids  # <end_of_turn> ends the model's turn
     assert "".join(backend.stream(8))

@@ -25,10 +25,7 @@ from memory_runtime.protocol import (
     strip_calls,
 )
 
-PFIZER = (
-    "[MEM_READ{>>employed by>>Pfizer}: {Dorothea Altemus>>employed by>>Pfizer}; "
-    "{Tia Batres>>employed by>>Pfizer}]"
-)
+PFIZER = "[MEM_READ{>>employed by>>Pfizer}: {Dorothea Altemus>>employed by>>Pfizer}; {Tia Batres>>employed by>>Pfizer}]"
 
 
 def only(text: str):
@@ -91,7 +88,9 @@ def test_render_read_rejects_bad_queries(args):
         render_read(*args)
 
 
-@pytest.mark.parametrize("items", [[("a", "b")], [("a", "b", "c", "d")], ["abc"], [("a", "", "c")], [5], [(1, "b", "c")]])
+@pytest.mark.parametrize(
+    "items", [[("a", "b")], [("a", "b", "c", "d")], ["abc"], [("a", "", "c")], [5], [(1, "b", "c")]]
+)
 def test_render_results_rejects_bad_triplets(items):
     with pytest.raises(ValueError):
         render_results(items)
@@ -350,8 +349,33 @@ def test_read_and_results_round_trip(q1, q2, q3, results):
 
 
 fragments = st.sampled_from(
-    ["[", "]", "{", "}", "}]", "}:", ">>", ">", "\\", ";", " ", "\n", "NONE]", "NO", "N", ":",
-     "[MEM_", "[MEM_WRITE{", "[MEM_READ{", "[MEM_DELETE{", "[1]", " {a>>b>>c}", "; ", "é", "😀"]
+    [
+        "[",
+        "]",
+        "{",
+        "}",
+        "}]",
+        "}:",
+        ">>",
+        ">",
+        "\\",
+        ";",
+        " ",
+        "\n",
+        "NONE]",
+        "NO",
+        "N",
+        ":",
+        "[MEM_",
+        "[MEM_WRITE{",
+        "[MEM_READ{",
+        "[MEM_DELETE{",
+        "[1]",
+        " {a>>b>>c}",
+        "; ",
+        "é",
+        "😀",
+    ]
 )
 pieces = st.one_of(
     fragments,
@@ -392,12 +416,29 @@ def test_parse_calls_never_raises_and_spans_are_consistent(text):
     assert isinstance(strip_calls(text), str)
 
 
-_PARTS = st.sampled_from([
-    "Dorothea", " works", " for", " Pfizer", ".", " ", "  ", "\n", "[", "[MEM_", "]", "}", " Noted.",
-    render_write("Ann Lee", "employed by", "Pfizer"), render_write("Bo", "founder of", "Acme"),
-    render_read(None, "employed by", "Pfizer") + render_results([("Ann Lee", "employed by", "Pfizer")]),
-    render_read("Bo", None, None) + render_results([]), "[MEM_WRITE{broken", "[MEM_READ{a>>b",
-])
+_PARTS = st.sampled_from(
+    [
+        "Dorothea",
+        " works",
+        " for",
+        " Pfizer",
+        ".",
+        " ",
+        "  ",
+        "\n",
+        "[",
+        "[MEM_",
+        "]",
+        "}",
+        " Noted.",
+        render_write("Ann Lee", "employed by", "Pfizer"),
+        render_write("Bo", "founder of", "Acme"),
+        render_read(None, "employed by", "Pfizer") + render_results([("Ann Lee", "employed by", "Pfizer")]),
+        render_read("Bo", None, None) + render_results([]),
+        "[MEM_WRITE{broken",
+        "[MEM_READ{a>>b",
+    ]
+)
 
 
 @given(st.lists(_PARTS, max_size=12), st.integers(1, 7))
@@ -412,7 +453,7 @@ def test_the_visible_reply_only_grows_and_ends_as_the_stripped_reply(parts, chun
     for end in list(range(0, len(text), chunk)) + [len(text)]:
         visible = visible_reply(text[:end])
         assert visible.startswith(shown) and final.startswith(visible), (text[:end], visible, shown, final)
-        assert "[MEM_" not in visible[len(shown):] or "[MEM_" in final
+        assert "[MEM_" not in visible[len(shown) :] or "[MEM_" in final
         shown = visible
     parser = StreamParser()
     parser.feed(text)

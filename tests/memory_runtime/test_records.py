@@ -26,7 +26,12 @@ TWO_TURNS = _record(
 
 def test_assistant_and_memory_segments_are_one_message():
     groups = message_groups(TWO_TURNS)
-    assert [(role, len(segs)) for role, segs in groups] == [("user", 1), ("assistant", 2), ("user", 1), ("assistant", 3)]
+    assert [(role, len(segs)) for role, segs in groups] == [
+        ("user", 1),
+        ("assistant", 2),
+        ("user", 1),
+        ("assistant", 3),
+    ]
     assert messages(TWO_TURNS) == [
         {"role": "user", "content": "Ada works for Pfizer."},
         {"role": "assistant", "content": "[MEM_WRITE{Ada>>employed by>>Pfizer}] Noted."},
@@ -55,7 +60,8 @@ def test_turn_segments_split_two_reads():
 def test_gold_triplets_are_protocol_triplets():
     record = Record.model_validate_json(
         '{"id": "w", "type": "write", "segments": [{"role": "user", "text": "x", "train": false},'
-        ' {"role": "assistant", "text": "y", "train": true}], "gold_triplets": [["Ada", "employed by", "Pfizer"]]}')
+        ' {"role": "assistant", "text": "y", "train": true}], "gold_triplets": [["Ada", "employed by", "Pfizer"]]}'
+    )
     (triplet,) = record.gold_triplets
     assert isinstance(triplet, Triplet) and triplet == ("Ada", "employed by", "Pfizer")
     assert Record.model_validate_json(record.model_dump_json()) == record

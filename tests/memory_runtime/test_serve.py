@@ -40,9 +40,9 @@ class MemoryEchoBackend(ScriptedBackend):
     def start(self, messages):
         text = messages[-1]["content"]
         if text.startswith("remember "):
-            self._turns = [[f"Noted. [MEM_WRITE{{{text[len('remember '):]}}}]"]]
+            self._turns = [[f"Noted. [MEM_WRITE{{{text[len('remember ') :]}}}]"]]
         elif text.startswith("recall "):
-            self._turns = [[f"[MEM_READ{{{text[len('recall '):]}>>>>}}:", None]]
+            self._turns = [[f"[MEM_READ{{{text[len('recall ') :]}>>>>}}:", None]]
         else:
             self._turns = [["Hello."]]
         super().start(messages)
@@ -83,13 +83,16 @@ def test_the_shipped_config_is_valid_and_its_demo_key_works():
     assert cfg.resolve_api_keys(environ={}) == {"memlm-demo-key": "demo"}
 
 
-@pytest.mark.parametrize("text, field", [
-    ("limits: {max_tokens: 0}", "limits.max_tokens"),
-    ("limits: {max_tokns: 10}", "limits.max_tokns"),
-    ("generation: {top_p: 2}", "generation.top_p"),
-    ("api_key: {x: y}", "api_key"),
-    ("torch_threads: 0", "torch_threads"),
-])
+@pytest.mark.parametrize(
+    "text, field",
+    [
+        ("limits: {max_tokens: 0}", "limits.max_tokens"),
+        ("limits: {max_tokns: 10}", "limits.max_tokns"),
+        ("generation: {top_p: 2}", "generation.top_p"),
+        ("api_key: {x: y}", "api_key"),
+        ("torch_threads: 0", "torch_threads"),
+    ],
+)
 def test_a_bad_config_names_the_field(tmp_path, text, field):
     path = tmp_path / "serve.yaml"
     path.write_text(text)
@@ -106,8 +109,9 @@ def test_key_value_overrides_are_validated_like_the_file(tmp_path):
         ServeConfig.load(path, ["limits.max_calls=0"])
     with pytest.raises(ServeConfigError, match="limits.max_tokens=5=6|expected key=value"):
         ServeConfig.load(path, ["limits"])
-    r = CliRunner().invoke(cli_app, ["serve", "--db", str(tmp_path / "m.sqlite"), "--config", str(path),
-                                     "limits.max_queue=0"])
+    r = CliRunner().invoke(
+        cli_app, ["serve", "--db", str(tmp_path / "m.sqlite"), "--config", str(path), "limits.max_queue=0"]
+    )
     assert r.exit_code == 2 and "limits.max_queue" in r.output and not (tmp_path / "m.sqlite").exists()
 
 
@@ -171,9 +175,12 @@ def test_history_is_passed_on_and_system_messages_are_memlms_own(store):
         backends.append(MemoryEchoBackend())
         return backends[-1]
 
-    messages = [{"role": "system", "content": "You are a pirate."}, {"role": "user", "content": "hi"},
-                {"role": "assistant", "content": "Hello."}, {"role": "user", "content": [
-                    {"type": "text", "text": "how "}, {"type": "text", "text": "are you"}]}]
+    messages = [
+        {"role": "system", "content": "You are a pirate."},
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": "Hello."},
+        {"role": "user", "content": [{"type": "text", "text": "how "}, {"type": "text", "text": "are you"}]},
+    ]
     with TestClient(create_app(config(), store, factory, model_name="echo")) as c:
         assert c.post("/v1/chat/completions", json={"messages": messages}, headers=ALICE).status_code == 200
     (seen,) = backends[0].seen
@@ -191,7 +198,7 @@ def test_streaming_is_openai_server_sent_events(client):
     assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
     events = r.text.split("\n\n")
     assert events[-2:] == ["data: [DONE]", ""]
-    chunks = [json.loads(e[len("data: "):]) for e in events[:-2]]
+    chunks = [json.loads(e[len("data: ") :]) for e in events[:-2]]
     assert all(c["object"] == "chat.completion.chunk" and c["id"] == chunks[0]["id"] for c in chunks)
     assert chunks[0]["choices"][0]["delta"]["role"] == "assistant"
     text = "".join(c["choices"][0]["delta"].get("content", "") for c in chunks if c["choices"])
@@ -204,11 +211,19 @@ def test_streaming_is_openai_server_sent_events(client):
 # --------------------------------------------------------------------------- users
 
 
-@pytest.mark.parametrize("method, path", [
-    ("POST", "/v1/chat/completions"), ("GET", "/v1/models"), ("GET", "/v1/memory/facts"),
-    ("GET", "/v1/memory/search?subject=x"), ("GET", "/v1/memory/history"), ("DELETE", "/v1/memory/facts?subject=x"),
-    ("GET", "/v1/memory/export"), ("POST", "/v1/memory/import"),
-])
+@pytest.mark.parametrize(
+    "method, path",
+    [
+        ("POST", "/v1/chat/completions"),
+        ("GET", "/v1/models"),
+        ("GET", "/v1/memory/facts"),
+        ("GET", "/v1/memory/search?subject=x"),
+        ("GET", "/v1/memory/history"),
+        ("DELETE", "/v1/memory/facts?subject=x"),
+        ("GET", "/v1/memory/export"),
+        ("POST", "/v1/memory/import"),
+    ],
+)
 @pytest.mark.parametrize("headers", [{}, {"Authorization": "Bearer alice-key-0002"}, {"Authorization": "Basic abc"}])
 def test_no_key_or_an_unknown_key_is_401(client, method, path, headers):
     r = client.request(method, path, headers=headers, json={"messages": [{"role": "user", "content": "hi"}]})
@@ -239,8 +254,10 @@ def test_a_user_never_reaches_another_users_memory(client, store):
     assert r.json() == {"forgotten": 0, "purged": True}
     assert client.delete("/v1/memory/facts?relation=employed by", headers=BOB).json()["forgotten"] == 0
     # and through the model: bob's reads only see bob's namespace
-    assert say(client, "recall Dorothea Altemus", headers=BOB).json()["choices"][0]["message"]["content"] == \
-        "You told me: ."
+    assert (
+        say(client, "recall Dorothea Altemus", headers=BOB).json()["choices"][0]["message"]["content"]
+        == "You told me: ."
+    )
 
     alice_after = client.get("/v1/memory/export", headers=ALICE).json()
     assert alice_after["facts"] == alice_before["facts"] and alice_after["history"] == alice_before["history"]
@@ -276,8 +293,9 @@ def test_list_search_history_forget_export_import(client, store):
     imported = client.post("/v1/memory/import", json=exported, headers=ALICE).json()
     assert imported == {"stored": 1, "duplicate": 1, "superseded": 0}
     assert sorted(f.object for f in store.facts("alice")) == ["BMW", "Lyon"]
-    bad = {"facts": [{"subject": "A", "relation": "knows", "object": "B"}, {"subject": "", "relation": "r",
-                                                                           "object": "o"}]}
+    bad = {
+        "facts": [{"subject": "A", "relation": "knows", "object": "B"}, {"subject": "", "relation": "r", "object": "o"}]
+    }
     r = client.post("/v1/memory/import", json=bad, headers=ALICE)
     assert r.status_code == 400 and "subject is empty" in r.json()["error"]["message"]
     assert len(store.facts("alice")) == 2  # all or nothing
@@ -290,8 +308,9 @@ def test_limits_and_bad_requests_get_openai_style_errors(store):
     def long_answer(**_):
         return ScriptedBackend(["word " * 50 + "[MEM_WRITE{a>>r>>b}]" * 5])
 
-    with TestClient(create_app(config(max_request_bytes=2048, max_tokens=8, max_messages=3), store, long_answer,
-                               model_name="m")) as c:
+    with TestClient(
+        create_app(config(max_request_bytes=2048, max_tokens=8, max_messages=3), store, long_answer, model_name="m")
+    ) as c:
         body = say(c, "hi", max_tokens=10_000, memlm={"trace": True}).json()
         assert body["usage"]["completion_tokens"] == 8 and body["choices"][0]["finish_reason"] == "length"
         assert body["memlm"]["status"] == "max_tokens"
@@ -301,17 +320,30 @@ def test_limits_and_bad_requests_get_openai_style_errors(store):
             return r.json()["error"]
 
         assert error(say(c, "x" * 3000), 413)["code"] == "request_too_large"
-        assert error(c.post("/v1/chat/completions", content=b"{not json", headers={**ALICE, "content-type":
-                                                                                    "application/json"}), 400)
+        assert error(
+            c.post("/v1/chat/completions", content=b"{not json", headers={**ALICE, "content-type": "application/json"}),
+            400,
+        )
         assert error(say(c, "hi", max_tokens=0), 400)["param"] == "max_tokens"
         assert error(say(c, "hi", n=2), 400)["param"] == "n"
         assert error(say(c, "hi", tools=[{"type": "function"}]), 400)["param"] == "tools"
         assert error(say(c, "hi", memlm={"trace": "perhaps"}), 400)["param"] == "memlm.trace"
-        assert error(c.post("/v1/chat/completions", json={"messages": [{"role": "user", "content": "a"}] * 4},
-                            headers=ALICE), 400)["param"] == "messages"
+        assert (
+            error(
+                c.post(
+                    "/v1/chat/completions", json={"messages": [{"role": "user", "content": "a"}] * 4}, headers=ALICE
+                ),
+                400,
+            )["param"]
+            == "messages"
+        )
         last_is_assistant = [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]
-        assert "last message" in error(c.post("/v1/chat/completions", json={"messages": last_is_assistant},
-                                              headers=ALICE), 400)["message"]
+        assert (
+            "last message"
+            in error(c.post("/v1/chat/completions", json={"messages": last_is_assistant}, headers=ALICE), 400)[
+                "message"
+            ]
+        )
         assert error(c.get("/v1/nothing-here", headers=ALICE), 404)["code"] == "not_found"
 
     def many_calls(**_):
@@ -354,8 +386,10 @@ def test_streaming_sends_the_reply_while_it_is_generated_and_never_a_call(store)
 
     class Slow(ScriptedBackend):
         def __init__(self, **_):
-            super().__init__([["Dorothea works [MEM_WRITE{Dorothea Altemus>>employed by>>Pfizer}] for Pfizer. "
-                               "She told me so."]], chunk=5)
+            super().__init__(
+                [["Dorothea works [MEM_WRITE{Dorothea Altemus>>employed by>>Pfizer}] for Pfizer. She told me so."]],
+                chunk=5,
+            )
 
         def stream(self, max_new_tokens):
             for i, piece in enumerate(super().stream(max_new_tokens)):
@@ -371,7 +405,7 @@ def test_streaming_sends_the_reply_while_it_is_generated_and_never_a_call(store)
             for line in response.iter_lines():
                 if not line.startswith("data: {"):
                     continue
-                chunk = json.loads(line[len("data: "):])
+                chunk = json.loads(line[len("data: ") :])
                 assert "error" not in chunk, chunk
                 content = chunk["choices"][0]["delta"].get("content") if chunk["choices"] else None
                 if content:
@@ -406,8 +440,10 @@ def test_concurrent_clients_lose_no_write_and_get_only_their_own_answers(store):
             with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=20) as http:
                 for j in range(rounds):
                     body = {"messages": [{"role": "user", "content": f"remember {namespace}>>likes>>{namespace}-{j}"}]}
-                    assert http.post("/v1/chat/completions", json=body).json()["choices"][0]["message"]["content"] \
+                    assert (
+                        http.post("/v1/chat/completions", json=body).json()["choices"][0]["message"]["content"]
                         == "Noted."
+                    )
                 body = {"messages": [{"role": "user", "content": f"recall {namespace}"}]}
                 reply = http.post("/v1/chat/completions", json=body).json()["choices"][0]["message"]["content"]
                 assert reply == "You told me: " + ", ".join(f"{namespace}-{j}" for j in range(rounds)) + ".", reply
@@ -427,14 +463,14 @@ def test_concurrent_clients_lose_no_write_and_get_only_their_own_answers(store):
 
 
 def test_the_openai_client_works_unchanged_over_the_real_model(store, tiny_model, smollm2_tokenizer):
-    app = create_app(config(max_tokens=6), store, hf_backend_factory(tiny_model, smollm2_tokenizer),
-                     model_name="tiny")
+    app = create_app(config(max_tokens=6), store, hf_backend_factory(tiny_model, smollm2_tokenizer), model_name="tiny")
     with background_server(app) as url:
         client = openai.OpenAI(base_url=url + "/v1", api_key="alice-key-0001", max_retries=0, timeout=30)
         assert [m.id for m in client.models.list()] == ["tiny"]
         messages = [{"role": "user", "content": "Dorothea Altemus works for Pfizer."}]
-        completion = client.chat.completions.create(model="tiny", messages=messages, max_tokens=4,
-                                                    extra_body={"memlm": {"trace": True}})
+        completion = client.chat.completions.create(
+            model="tiny", messages=messages, max_tokens=4, extra_body={"memlm": {"trace": True}}
+        )
         assert completion.model == "tiny" and isinstance(completion.choices[0].message.content, str)
         assert 0 < completion.usage.completion_tokens <= 4 and completion.usage.prompt_tokens > 10
         trace = completion.model_extra["memlm"]

@@ -96,7 +96,9 @@ def test_no_acceptable_candidate_gives_empty_result(store):
 
 
 def test_fuzzy_threshold_is_configurable():
-    strict = MemoryConfig.load().model_copy(update={"fuzzy": MemoryConfig().fuzzy.model_copy(update={"threshold": 0.95})})
+    strict = MemoryConfig.load().model_copy(
+        update={"fuzzy": MemoryConfig().fuzzy.model_copy(update={"threshold": 0.95})}
+    )
     with TripletStore(config=strict) as s:
         s.write("Dorothea Altemus", "employed by", "Pfizer")
         assert len(s.query(subject="Dorothea Altemas")) == 0
@@ -119,7 +121,12 @@ def test_functional_relation_supersedes_and_keeps_history(store):
     assert store.query(subject="Dorothea Altemus", as_of=500.0).facts == []
     old, new = store.history(subject="Dorothea Altemus")
     assert (old.object, old.valid_from, old.valid_to, old.ended_by, old.superseded_by) == (
-        "Pfizer", 1000.0, 2000.0, "superseded", new.id)
+        "Pfizer",
+        1000.0,
+        2000.0,
+        "superseded",
+        new.id,
+    )
     assert new.current
 
 
@@ -229,12 +236,17 @@ def test_bad_namespace_and_empty_query(store):
 def test_reopen_loses_nothing(tmp_path):
     path = tmp_path / "memory.sqlite"
     with TripletStore(path) as s:
-        s.write_many([("Dorothea Altemus", "employed by", "Pfizer"), ("Tia Batres", "customer of", "Pfizer")],
-                     namespace="alice", at=1.0)
+        s.write_many(
+            [("Dorothea Altemus", "employed by", "Pfizer"), ("Tia Batres", "customer of", "Pfizer")],
+            namespace="alice",
+            at=1.0,
+        )
         s.write("Dorothea Altemus", "employed by", "BMW", namespace="alice", at=2.0)
     with TripletStore(path) as s:
         assert sorted(f.triplet for f in s.facts("alice")) == [
-            ("Dorothea Altemus", "employed by", "BMW"), ("Tia Batres", "customer of", "Pfizer")]
+            ("Dorothea Altemus", "employed by", "BMW"),
+            ("Tia Batres", "customer of", "Pfizer"),
+        ]
         assert len(s.history(subject="Dorothea Altemus", namespace="alice")) == 2
         assert len(s.query(subject="Dorothea Altemas", namespace="alice")) == 1  # index rebuilt from SQLite
     assert sqlite3.connect(path).execute("PRAGMA journal_mode").fetchone()[0] == "wal"
@@ -260,7 +272,9 @@ def test_foreign_files_are_refused_and_left_untouched(tmp_path):
 
 def test_config_rejects_alias_claimed_twice(tmp_path):
     path = tmp_path / "relations.yaml"
-    path.write_text("relations:\n  - {name: employed by, aliases: [works for]}\n  - {name: customer of, aliases: [Works For]}\n")
+    path.write_text(
+        "relations:\n  - {name: employed by, aliases: [works for]}\n  - {name: customer of, aliases: [Works For]}\n"
+    )
     with pytest.raises(ValueError, match="(?i)works for.*claimed by both"):
         MemoryConfig.load(path)
     path.write_text("relations:\n  - {name: employed by, functional: sometimes}\n")

@@ -31,7 +31,7 @@ class FakeEngine:
         done = text[prompt_end:]  # the assistant text so far: what this submission continues
         whole = self.script(text[:prompt_end])
         assert whole.startswith(done), (whole, done)
-        rest = whole[len(done):]
+        rest = whole[len(done) :]
         stop = rest.find("}:")
         reason = None
         if stop >= 0:
@@ -51,8 +51,17 @@ class FakeEngine:
             finished = r["sent"] == len(r["tokens"])
             max_tokens = self.submissions[-1]["params"]["max_tokens"]
             finish = ("stop" if r["reason"] or r["sent"] < max_tokens else "length") if finished else None
-            outputs.append(SimpleNamespace(request_id=request_id, finished=finished, outputs=[SimpleNamespace(
-                token_ids=r["tokens"][: r["sent"]], finish_reason=finish, stop_reason=r["reason"])]))
+            outputs.append(
+                SimpleNamespace(
+                    request_id=request_id,
+                    finished=finished,
+                    outputs=[
+                        SimpleNamespace(
+                            token_ids=r["tokens"][: r["sent"]], finish_reason=finish, stop_reason=r["reason"]
+                        )
+                    ],
+                )
+            )
             if finished:
                 del self.live[request_id]
         return outputs
@@ -62,7 +71,9 @@ def script(prompt: str) -> str:
     if not prompt.rsplit("user\n", 1)[-1].startswith("Who"):
         return render_write("Tia Batres", "employed by", "Pfizer") + " Noted."
     read = render_read(None, "employed by", "Pfizer")
-    return read + render_results([("Dorothea Altemus", "employed by", "Pfizer")]) + " Dorothea Altemus works for Pfizer."
+    return (
+        read + render_results([("Dorothea Altemus", "employed by", "Pfizer")]) + " Dorothea Altemus works for Pfizer."
+    )
 
 
 def decoder(tokenizer, **kw):
@@ -75,10 +86,11 @@ def test_a_read_pauses_and_resumes_from_the_token_ids_so_far(smollm2_tokenizer):
     store = TripletStore(":memory:")
     store.write("Dorothea Altemus", "employed by", "Pfizer")
     engine, vllm = decoder(smollm2_tokenizer)
-    result, = vllm.run([TurnRequest(turn_messages("Who works for Pfizer?"), store, max_new_tokens=64)])
+    (result,) = vllm.run([TurnRequest(turn_messages("Who works for Pfizer?"), store, max_new_tokens=64)])
     assert result.reply == "Dorothea Altemus works for Pfizer." and result.status == "ok"
     assert [c.kind for c in result.calls] == ["read"] and result.calls[0].results == [
-        ("Dorothea Altemus", "employed by", "Pfizer")]
+        ("Dorothea Altemus", "employed by", "Pfizer")
+    ]
     first, second = engine.submissions
     assert second["prompt_ids"][: len(first["prompt_ids"])] == first["prompt_ids"]  # the prefix cache hits
     generated = len(second["prompt_ids"]) - len(first["prompt_ids"])
@@ -92,8 +104,10 @@ def test_a_read_pauses_and_resumes_from_the_token_ids_so_far(smollm2_tokenizer):
 def test_writes_are_stored_and_turns_share_the_engine(smollm2_tokenizer):
     store = TripletStore(":memory:")
     engine, vllm = decoder(smollm2_tokenizer)
-    requests = [TurnRequest(turn_messages("Tia Batres works for Pfizer."), store, namespace=f"user{i}",
-                            max_new_tokens=64) for i in range(3)]
+    requests = [
+        TurnRequest(turn_messages("Tia Batres works for Pfizer."), store, namespace=f"user{i}", max_new_tokens=64)
+        for i in range(3)
+    ]
     results = vllm.run(requests)
     assert all(r.reply == "Noted." and r.calls[0].status == "stored" for r in results)
     assert [f.triplet for f in store.facts("user2")] == [("Tia Batres", "employed by", "Pfizer")]
@@ -103,6 +117,6 @@ def test_writes_are_stored_and_turns_share_the_engine(smollm2_tokenizer):
 def test_the_token_budget_ends_a_turn(smollm2_tokenizer):
     store = TripletStore(":memory:")
     engine, vllm = decoder(smollm2_tokenizer, copy_fields=False)
-    result, = vllm.run([TurnRequest(turn_messages("Who works for Pfizer?"), store, max_new_tokens=5)])
+    (result,) = vllm.run([TurnRequest(turn_messages("Who works for Pfizer?"), store, max_new_tokens=5)])
     assert result.status == "max_tokens" and result.generated_tokens <= 5
     assert engine.submissions[0]["params"]["regex"] is None

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from memory_runtime.records import Record, Segment
 from memory_runtime.protocol import render_read, render_results, render_write
+from memory_runtime.records import Record, Segment
 
 
 def _seg(role: str, text: str) -> Segment:
@@ -14,7 +14,8 @@ def _seg(role: str, text: str) -> Segment:
 
 def write_record(i: int, s: str, r: str, o: str) -> Record:
     return Record(
-        id=f"w{i}", type="write",
+        id=f"w{i}",
+        type="write",
         segments=[_seg("user", f"{s} works for {o}."), _seg("assistant", render_write(s, r, o) + " Noted.")],
         gold_triplets=[(s, r, o)],
     )
@@ -23,14 +24,18 @@ def write_record(i: int, s: str, r: str, o: str) -> Record:
 def read_record(i: int, s: str, r: str, o: str, found: bool = True) -> Record:
     facts = [(s, r, o)] if found else []
     return Record(
-        id=f"r{i}", type="read" if found else "unanswerable", shape="rel_org",
+        id=f"r{i}",
+        type="read" if found else "unanswerable",
+        shape="rel_org",
         segments=[
             _seg("user", f"Who works for {o}?"),
             _seg("assistant", render_read(None, r, o)),
             _seg("memory", render_results(facts)),
             _seg("assistant", f" {s} works for {o}." if found else " I don't know."),
         ],
-        gold_triplets=facts, gold_names=[s] if found else [], memory=facts,
+        gold_triplets=facts,
+        gold_names=[s] if found else [],
+        memory=facts,
     )
 
 
@@ -46,17 +51,31 @@ def records() -> list[Record]:
         out.append(write_record(i, s, "employed by", o))
         out.append(read_record(i, s, "employed by", o, found=i % 3 != 2))
     # results followed by text that would merge with "}]" if tokenised together ("}]." -> "}", "].")
-    out.append(Record(id="merge", type="read", segments=[
-        _seg("user", "Who works for Pfizer?"), _seg("assistant", render_read(None, "employed by", "Pfizer")),
-        _seg("memory", render_results([("Tia Batres", "employed by", "Pfizer")])), _seg("assistant", ". Tia Batres."),
-    ]))
+    out.append(
+        Record(
+            id="merge",
+            type="read",
+            segments=[
+                _seg("user", "Who works for Pfizer?"),
+                _seg("assistant", render_read(None, "employed by", "Pfizer")),
+                _seg("memory", render_results([("Tia Batres", "employed by", "Pfizer")])),
+                _seg("assistant", ". Tia Batres."),
+            ],
+        )
+    )
     # two turns, the first assistant turn given (not trained), the second trained
-    out.append(Record(id="two-turns", type="feedback", segments=[
-        _seg("user", "Ansel Quigg works for Okapi Foods."),
-        Segment(role="assistant", text=render_write("Ansel Quigg", "employed by", "Okapi Foods"), train=False),
-        _seg("user", "Sorry, I meant Tessellate."),
-        _seg("assistant", render_write("Ansel Quigg", "employed by", "Tessellate") + " Fixed."),
-    ]))
+    out.append(
+        Record(
+            id="two-turns",
+            type="feedback",
+            segments=[
+                _seg("user", "Ansel Quigg works for Okapi Foods."),
+                Segment(role="assistant", text=render_write("Ansel Quigg", "employed by", "Okapi Foods"), train=False),
+                _seg("user", "Sorry, I meant Tessellate."),
+                _seg("assistant", render_write("Ansel Quigg", "employed by", "Tessellate") + " Fixed."),
+            ],
+        )
+    )
     return out
 
 
@@ -78,9 +97,21 @@ def tiny_config(model_dir, output_dir, *overrides: str):
     """A training config for the tiny model: fast, no evaluation unless asked."""
     from training.config import load_config
 
-    return load_config(None, [
-        f"model.name={model_dir}", f"output.output_dir={output_dir}", "optim.per_device_train_batch_size=4",
-        "optim.learning_rate=1e-3", "optim.warmup=0", "optim.lr_scheduler_type=constant", "optim.max_steps=4",
-        "output.eval_strategy=no", "output.save_strategy=no", "output.logging_steps=1", "lora.dropout=0",
-        "data.synthetic.train=8", *overrides,
-    ])
+    return load_config(
+        None,
+        [
+            f"model.name={model_dir}",
+            f"output.output_dir={output_dir}",
+            "optim.per_device_train_batch_size=4",
+            "optim.learning_rate=1e-3",
+            "optim.warmup=0",
+            "optim.lr_scheduler_type=constant",
+            "optim.max_steps=4",
+            "output.eval_strategy=no",
+            "output.save_strategy=no",
+            "output.logging_steps=1",
+            "lora.dropout=0",
+            "data.synthetic.train=8",
+            *overrides,
+        ],
+    )

@@ -23,9 +23,16 @@ def test_frozen_weights_cost_four_flops_and_trained_ones_six(tiny_model):
     assert model_flops_per_token(model, 10.0) == pytest.approx(4 * linear + attention)  # LoRA's frozen base
 
 
-@pytest.mark.parametrize("name, peak", [("NVIDIA H100 80GB HBM3", 989.0), ("NVIDIA H100 PCIe", 756.0),
-                                        ("NVIDIA A100-SXM4-80GB", 312.0), ("NVIDIA L4", 121.0),
-                                        ("Some Future GPU", None)])
+@pytest.mark.parametrize(
+    "name, peak",
+    [
+        ("NVIDIA H100 80GB HBM3", 989.0),
+        ("NVIDIA H100 PCIe", 756.0),
+        ("NVIDIA A100-SXM4-80GB", 312.0),
+        ("NVIDIA L4", 121.0),
+        ("Some Future GPU", None),
+    ],
+)
 def test_gpu_peaks_by_name(name, peak):
     assert gpu_peak_tflops(name) == peak
 
@@ -46,8 +53,11 @@ def test_the_shipped_7b_architecture_is_qwen2_5_7b_sized():
 def test_batches_parse_into_record_counts_and_token_budgets():
     from training.bench import parse_batches
 
-    assert parse_batches(["4", "records=16", "tokens=2048"]) == [("4rec", 4, None), ("16rec", 16, None),
-                                                                  ("2048tok", None, 2048)]
+    assert parse_batches(["4", "records=16", "tokens=2048"]) == [
+        ("4rec", 4, None),
+        ("16rec", 16, None),
+        ("2048tok", None, 2048),
+    ]
     for bad in ("0", "tokens=", "words=5", "many"):
         with pytest.raises(ValueError, match="neither a record count"):
             parse_batches([bad])

@@ -33,16 +33,24 @@ def _run(tiny_model_dir, tiny_datasets, out, clock, minutes, *overrides, monkeyp
     """`memlm train` with optim.max_minutes=minutes on a clock that `clock` advances."""
     monkeypatch.setattr(budget_module, "now", clock)
     lines: list[str] = []
-    cfg = tiny_config(tiny_model_dir, out, "optim.max_steps=100", "optim.lr_scheduler_type=cosine", "optim.warmup=0.1",
-                      f"optim.max_minutes={minutes}", *overrides)
+    cfg = tiny_config(
+        tiny_model_dir,
+        out,
+        "optim.max_steps=100",
+        "optim.lr_scheduler_type=cosine",
+        "optim.warmup=0.1",
+        f"optim.max_minutes={minutes}",
+        *overrides,
+    )
     lrs: list[float] = []
 
     class LearningRates(TrainerCallback):
         def on_step_end(self, args, state, control, optimizer=None, **kwargs):
             lrs.append(optimizer.param_groups[0]["lr"])
 
-    result = train(cfg, datasets={"train": tiny_datasets["train"]}, callbacks=[clock, LearningRates(), *extra],
-                   log=lines.append)
+    result = train(
+        cfg, datasets={"train": tiny_datasets["train"]}, callbacks=[clock, LearningRates(), *extra], log=lines.append
+    )
     return result, lines, lrs
 
 
@@ -76,9 +84,15 @@ def test_the_budget_shortens_the_schedule_to_what_fits(tiny_model_dir, tiny_data
     result, lines, lrs = _run(tiny_model_dir, tiny_datasets, tmp_path, FakeClock(1.0), 0.5, monkeypatch=monkeypatch)
     # 1 s per step, 30 s: 8 timed steps after the first, then 21 more fit -> 30 steps
     assert result.metrics["global_step"] == 30
-    assert result.metrics["budget"] == {"max_minutes": 0.5, "requested_steps": 100, "planned_steps": 30,
-                                        "reached_steps": 30, "spent_minutes": 0.5, "step_s": 1.0,
-                                        "stopped_early": False}
+    assert result.metrics["budget"] == {
+        "max_minutes": 0.5,
+        "requested_steps": 100,
+        "planned_steps": 30,
+        "reached_steps": 30,
+        "spent_minutes": 0.5,
+        "step_s": 1.0,
+        "stopped_early": False,
+    }
     assert lrs[-1] == pytest.approx(0.0, abs=1e-6)  # the shortened cosine ran to its end
     assert max(lrs) > 0.8e-3  # after warming up towards the configured rate
     assert any("30 of 100 steps fit" in line for line in lines)
@@ -87,16 +101,25 @@ def test_the_budget_shortens_the_schedule_to_what_fits(tiny_model_dir, tiny_data
 
 
 def test_a_budget_with_room_to_spare_changes_nothing(tiny_model_dir, tiny_datasets, tmp_path, monkeypatch):
-    result, lines, _ = _run(tiny_model_dir, tiny_datasets, tmp_path, FakeClock(1.0), 10, "optim.max_steps=12",
-                            monkeypatch=monkeypatch)
+    result, lines, _ = _run(
+        tiny_model_dir, tiny_datasets, tmp_path, FakeClock(1.0), 10, "optim.max_steps=12", monkeypatch=monkeypatch
+    )
     assert result.metrics["global_step"] == 12 and not result.metrics["budget"]["stopped_early"]
     assert not any("steps fit" in line for line in lines)
 
 
 def test_a_run_that_slows_down_stops_at_the_budget_and_saves(tiny_model_dir, tiny_datasets, tmp_path, monkeypatch):
     clock = FakeClock(1.0, slow_after=12, slow_seconds=20.0)  # planned at 1 s/step, then 20x slower
-    result, lines, _ = _run(tiny_model_dir, tiny_datasets, tmp_path, clock, 0.5, "output.save_strategy=steps",
-                            "output.save_steps=1000", monkeypatch=monkeypatch)
+    result, lines, _ = _run(
+        tiny_model_dir,
+        tiny_datasets,
+        tmp_path,
+        clock,
+        0.5,
+        "output.save_strategy=steps",
+        "output.save_steps=1000",
+        monkeypatch=monkeypatch,
+    )
     step = result.metrics["global_step"]
     assert result.metrics["budget"]["stopped_early"] and step < 30
     assert any("time budget spent" in line for line in lines)
@@ -112,14 +135,23 @@ def test_a_resumed_run_keeps_its_planned_schedule(tiny_model_dir, tiny_datasets,
                 control.should_training_stop = True
 
     settings = ("output.save_strategy=steps", "output.save_steps=14")
-    _run(tiny_model_dir, tiny_datasets, tmp_path, FakeClock(1.0), 0.5, *settings, monkeypatch=monkeypatch,
-         extra=[Crash()])
+    _run(
+        tiny_model_dir,
+        tiny_datasets,
+        tmp_path,
+        FakeClock(1.0),
+        0.5,
+        *settings,
+        monkeypatch=monkeypatch,
+        extra=[Crash()],
+    )
     state = json.loads((tmp_path / "checkpoint-14" / BUDGET_FILENAME).read_text())
     assert state["planned_steps"] == 30 and state["spent_s"] == 14
 
     # the same command again: it resumes (same config) and reads the plan back from the checkpoint
-    result, lines, lrs = _run(tiny_model_dir, tiny_datasets, tmp_path, FakeClock(1.0), 0.5, *settings,
-                              monkeypatch=monkeypatch)
+    result, lines, lrs = _run(
+        tiny_model_dir, tiny_datasets, tmp_path, FakeClock(1.0), 0.5, *settings, monkeypatch=monkeypatch
+    )
     assert any("resuming from" in line for line in lines)
     assert "training: 100 steps (from step 14)" in lines
     assert "time budget: keeping the checkpoint's schedule of 30 steps" in lines

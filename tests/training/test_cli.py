@@ -21,7 +21,9 @@ def test_train_rejects_an_invalid_config_before_loading_anything(tmp_path, monke
 
     monkeypatch.setattr(models, "load_model", boom)
     monkeypatch.setattr(models, "load_tokenizer", boom)
-    result = runner.invoke(app, ["train", "--config", CPU_CONFIG, "--output-dir", str(tmp_path), "lora.r=0", "optim.lr=1"])
+    result = runner.invoke(
+        app, ["train", "--config", CPU_CONFIG, "--output-dir", str(tmp_path), "lora.r=0", "optim.lr=1"]
+    )
     assert result.exit_code == 2
     assert "lora.r: Input should be greater than or equal to 1" in result.output
     assert "optim.lr: unknown field" in result.output
@@ -32,8 +34,9 @@ def test_train_rejects_an_invalid_config_before_loading_anything(tmp_path, monke
 
 
 def test_inspect_prints_tokens_with_their_labels(tiny_model_dir):
-    result = runner.invoke(app, ["inspect", "--config", CPU_CONFIG, "--n", "2", f"model.name={tiny_model_dir}",
-                                 "data.synthetic.train=50"])
+    result = runner.invoke(
+        app, ["inspect", "--config", CPU_CONFIG, "--n", "2", f"model.name={tiny_model_dir}", "data.synthetic.train=50"]
+    )
     assert result.exit_code == 0, result.output
     assert result.output.count("record train-") == 2
     assert "<|im_start|>(-100, 1)" in result.output  # untrained prompt token: (label, id)
@@ -49,9 +52,24 @@ def test_train_on_a_data_gen_style_dataset_dir_and_merge(tiny_model_dir, tmp_pat
     dd["train"] = dd["train"].add_column("episode", list(range(12)))
     dd.save_to_disk(str(tmp_path / "data"))
     out = tmp_path / "run"
-    result = runner.invoke(app, ["train", "--config", CPU_CONFIG, "--data", str(tmp_path / "data"), "--output-dir", str(out),
-                                 "--max-steps", "2", f"model.name={tiny_model_dir}", "optim.per_device_train_batch_size=4",
-                                 "output.eval_steps=1", "output.save_strategy=no"])
+    result = runner.invoke(
+        app,
+        [
+            "train",
+            "--config",
+            CPU_CONFIG,
+            "--data",
+            str(tmp_path / "data"),
+            "--output-dir",
+            str(out),
+            "--max-steps",
+            "2",
+            f"model.name={tiny_model_dir}",
+            "optim.per_device_train_batch_size=4",
+            "output.eval_steps=1",
+            "output.save_strategy=no",
+        ],
+    )
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout.strip().splitlines()[-1])
     assert summary["global_step"] == 2 and summary["eval_loss"] > 0
@@ -65,9 +83,24 @@ def test_train_on_a_data_gen_style_dataset_dir_and_merge(tiny_model_dir, tmp_pat
 
 
 def test_bench_train_reports_both_modes(tiny_model_dir):
-    result = runner.invoke(app, ["bench", "train", "--config", CPU_CONFIG, "--steps", "1", "--warmup", "0",
-                                 "--modes", "none,grouped,padding_free", f"model.name={tiny_model_dir}",
-                                 "model.dtype=float32", "optim.per_device_train_batch_size=4"])
+    result = runner.invoke(
+        app,
+        [
+            "bench",
+            "train",
+            "--config",
+            CPU_CONFIG,
+            "--steps",
+            "1",
+            "--warmup",
+            "0",
+            "--modes",
+            "none,grouped,padding_free",
+            f"model.name={tiny_model_dir}",
+            "model.dtype=float32",
+            "optim.per_device_train_batch_size=4",
+        ],
+    )
     assert result.exit_code == 0, result.output
     figures = json.loads(result.stdout.strip().splitlines()[-1])
     padded, packed = figures["modes"]["none"], figures["modes"]["padding_free"]
@@ -80,9 +113,24 @@ def test_bench_train_reports_both_modes(tiny_model_dir):
 
 
 def test_bench_train_rounds_alternate_the_modes_and_sum_them(tiny_model_dir):
-    result = runner.invoke(app, ["bench", "train", "--config", CPU_CONFIG, "--steps", "1", "--warmup", "0", "--rounds", "2",
-                                 f"model.name={tiny_model_dir}", "model.dtype=float32",
-                                 "optim.per_device_train_batch_size=4"])
+    result = runner.invoke(
+        app,
+        [
+            "bench",
+            "train",
+            "--config",
+            CPU_CONFIG,
+            "--steps",
+            "1",
+            "--warmup",
+            "0",
+            "--rounds",
+            "2",
+            f"model.name={tiny_model_dir}",
+            "model.dtype=float32",
+            "optim.per_device_train_batch_size=4",
+        ],
+    )
     assert result.exit_code == 0, result.output
     order = [line.split(":")[1].strip() for line in result.output.splitlines() if "warm-up), round" in line]
     assert order == ["none", "padding_free", "none", "padding_free"]
@@ -91,24 +139,59 @@ def test_bench_train_rounds_alternate_the_modes_and_sum_them(tiny_model_dir):
     padded, packed = figures["modes"]["none"], figures["modes"]["padding_free"]
     assert padded["steps"] == packed["steps"] == 2
     assert padded["trained_tokens"] == packed["trained_tokens"] > 0
-    bad = runner.invoke(app, ["bench", "train", "--config", CPU_CONFIG, "--rounds", "0", f"model.name={tiny_model_dir}"])
+    bad = runner.invoke(
+        app, ["bench", "train", "--config", CPU_CONFIG, "--rounds", "0", f"model.name={tiny_model_dir}"]
+    )
     assert bad.exit_code == 2 and "--rounds" in bad.output
 
 
 def test_bench_train_rejects_layers_the_model_lacks(tiny_model_dir):
-    result = runner.invoke(app, ["bench", "train", "--config", CPU_CONFIG, "--steps", "1", "--warmup", "0",
-                                 f"model.name={tiny_model_dir}", "model.dtype=float32", "lora.layers_to_transform=[5]"])
+    result = runner.invoke(
+        app,
+        [
+            "bench",
+            "train",
+            "--config",
+            CPU_CONFIG,
+            "--steps",
+            "1",
+            "--warmup",
+            "0",
+            f"model.name={tiny_model_dir}",
+            "model.dtype=float32",
+            "lora.layers_to_transform=[5]",
+        ],
+    )
     assert result.exit_code != 0 and "has layers 0..1, got 5" in result.output, result.output
 
 
 def test_bench_train_times_dtypes_side_by_side(tiny_model_dir):
-    result = runner.invoke(app, ["bench", "train", "--config", CPU_CONFIG, "--steps", "1", "--warmup", "0",
-                                 "--modes", "padding_free", "--dtypes", "auto,bfloat16", f"model.name={tiny_model_dir}",
-                                 "optim.per_device_train_batch_size=4"])
+    result = runner.invoke(
+        app,
+        [
+            "bench",
+            "train",
+            "--config",
+            CPU_CONFIG,
+            "--steps",
+            "1",
+            "--warmup",
+            "0",
+            "--modes",
+            "padding_free",
+            "--dtypes",
+            "auto,bfloat16",
+            f"model.name={tiny_model_dir}",
+            "optim.per_device_train_batch_size=4",
+        ],
+    )
     assert result.exit_code == 0, result.output
     figures = json.loads(result.stdout.strip().splitlines()[-1])
     assert set(figures["modes"]) == {"padding_free/auto", "padding_free/bfloat16"}
-    assert figures["modes"]["padding_free/auto"]["trained_tokens"] == figures["modes"]["padding_free/bfloat16"]["trained_tokens"]
+    assert (
+        figures["modes"]["padding_free/auto"]["trained_tokens"]
+        == figures["modes"]["padding_free/bfloat16"]["trained_tokens"]
+    )
     assert figures["dtypes"]["bfloat16"]["dtype"] == "bfloat16"
     assert figures["dtypes"]["auto"]["dtype"] in ("float32", "bfloat16") and figures["dtypes"]["auto"]["reason"]
     assert figures["speedup_padding_free/bfloat16_vs_auto"] > 0
@@ -136,9 +219,25 @@ def test_env_reports_the_machine_and_the_dtype_choice():
 
 def test_bench_train_times_an_architecture_from_its_config_alone(tiny_model_dir):
     """--random-init: the architecture from a config.json, random weights, the embedded tokenizer."""
-    result = runner.invoke(app, ["bench", "train", "--config", CPU_CONFIG, "--steps", "1", "--warmup", "0",
-                                 "--modes", "padding_free", "--random-init", str(tiny_model_dir / "config.json"),
-                                 "optim.per_device_train_batch_size=4", "model.dtype=float32"])
+    result = runner.invoke(
+        app,
+        [
+            "bench",
+            "train",
+            "--config",
+            CPU_CONFIG,
+            "--steps",
+            "1",
+            "--warmup",
+            "0",
+            "--modes",
+            "padding_free",
+            "--random-init",
+            str(tiny_model_dir / "config.json"),
+            "optim.per_device_train_batch_size=4",
+            "model.dtype=float32",
+        ],
+    )
     assert result.exit_code == 0, result.output
     figures = json.loads(result.stdout.strip().splitlines()[-1])
     assert figures["random_init"].endswith("config.json") and figures["modes"]["padding_free"]["tokens"] > 0
@@ -147,9 +246,25 @@ def test_bench_train_times_an_architecture_from_its_config_alone(tiny_model_dir)
 
 
 def test_bench_train_with_a_token_budget(tiny_model_dir):
-    result = runner.invoke(app, ["bench", "train", "--config", CPU_CONFIG, "--steps", "2", "--warmup", "0",
-                                 "--modes", "none,padding_free", f"model.name={tiny_model_dir}", "model.dtype=float32",
-                                 "optim.max_tokens_per_step=600", "data.synthetic.train=200"])
+    result = runner.invoke(
+        app,
+        [
+            "bench",
+            "train",
+            "--config",
+            CPU_CONFIG,
+            "--steps",
+            "2",
+            "--warmup",
+            "0",
+            "--modes",
+            "none,padding_free",
+            f"model.name={tiny_model_dir}",
+            "model.dtype=float32",
+            "optim.max_tokens_per_step=600",
+            "data.synthetic.train=200",
+        ],
+    )
     assert result.exit_code == 0, result.output
     figures = json.loads(result.stdout.strip().splitlines()[-1])
     assert figures["max_tokens_per_step"] == 600
@@ -158,9 +273,26 @@ def test_bench_train_with_a_token_budget(tiny_model_dir):
 
 
 def test_bench_train_compares_record_counts_and_token_budgets_side_by_side(tiny_model_dir):
-    result = runner.invoke(app, ["bench", "train", "--config", CPU_CONFIG, "--steps", "2", "--warmup", "0",
-                                 "--modes", "padding_free", "--batches", "2,tokens=600", f"model.name={tiny_model_dir}",
-                                 "model.dtype=float32", "data.synthetic.train=200"])
+    result = runner.invoke(
+        app,
+        [
+            "bench",
+            "train",
+            "--config",
+            CPU_CONFIG,
+            "--steps",
+            "2",
+            "--warmup",
+            "0",
+            "--modes",
+            "padding_free",
+            "--batches",
+            "2,tokens=600",
+            f"model.name={tiny_model_dir}",
+            "model.dtype=float32",
+            "data.synthetic.train=200",
+        ],
+    )
     assert result.exit_code == 0, result.output
     figures = json.loads(result.stdout.strip().splitlines()[-1])
     two, budget = figures["modes"]["padding_free/2rec"], figures["modes"]["padding_free/600tok"]

@@ -18,10 +18,16 @@ def test_defaults_are_the_embedded_model_with_lora():
 
 
 def test_dotted_overrides_are_applied_before_validation():
-    cfg = load_config(CONFIGS / "cpu-smollm2.yaml", [
-        "optim.learning_rate=5e-5", "lora.target_modules=[q_proj, v_proj]", "data.synthetic.train=10",
-        "output.eval_strategy=no", "model.attn_implementation=null",
-    ])
+    cfg = load_config(
+        CONFIGS / "cpu-smollm2.yaml",
+        [
+            "optim.learning_rate=5e-5",
+            "lora.target_modules=[q_proj, v_proj]",
+            "data.synthetic.train=10",
+            "output.eval_strategy=no",
+            "model.attn_implementation=null",
+        ],
+    )
     assert cfg.optim.learning_rate == 5e-5
     assert cfg.lora.target_modules == ["q_proj", "v_proj"]
     assert cfg.data.synthetic.train == 10 and cfg.data.synthetic.validation == 100
@@ -29,20 +35,26 @@ def test_dotted_overrides_are_applied_before_validation():
     assert cfg.model.attn_implementation is None
 
 
-@pytest.mark.parametrize("overrides, message", [
-    (["lora.r=0"], "lora.r: Input should be greater than or equal to 1"),
-    (["optim.lr=1e-4"], "optim.lr: unknown field"),
-    (["packing.mode=wrapped"], "packing.mode: Input should be 'none', 'padding_free' or 'bfd'"),
-    (["gpu.bf16=true", "gpu.fp16=true"], "gpu: bf16 and fp16 are exclusive"),
-    (["lora.target_modules=[lm_head]"], "lora: target_modules: TRL computes the loss"),
-    (["lora.r.x=1"], "lora.r is a value"),
-    (["optim.max_steps"], "expected key=value"),
-    (["packing.mode=bfd", "packing.block_length=64"], "must be >= data.max_length"),
-    (["lora.layers_to_transform=[3, 3]"], "lora: layers_to_transform must list distinct layer indices"),
-    (["lora.layers_to_transform=[-1]"], "lora: layers_to_transform must list distinct layer indices"),
-    (["lora.loraplus_lr_ratio=0.5"], "lora.loraplus_lr_ratio: Input should be greater than or equal to 1"),
-    (["method=full", "lora.loraplus_lr_ratio=8"], "LoRA+ sets the adapters' B learning rate; method=full has no adapters"),
-])
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (["lora.r=0"], "lora.r: Input should be greater than or equal to 1"),
+        (["optim.lr=1e-4"], "optim.lr: unknown field"),
+        (["packing.mode=wrapped"], "packing.mode: Input should be 'none', 'padding_free' or 'bfd'"),
+        (["gpu.bf16=true", "gpu.fp16=true"], "gpu: bf16 and fp16 are exclusive"),
+        (["lora.target_modules=[lm_head]"], "lora: target_modules: TRL computes the loss"),
+        (["lora.r.x=1"], "lora.r is a value"),
+        (["optim.max_steps"], "expected key=value"),
+        (["packing.mode=bfd", "packing.block_length=64"], "must be >= data.max_length"),
+        (["lora.layers_to_transform=[3, 3]"], "lora: layers_to_transform must list distinct layer indices"),
+        (["lora.layers_to_transform=[-1]"], "lora: layers_to_transform must list distinct layer indices"),
+        (["lora.loraplus_lr_ratio=0.5"], "lora.loraplus_lr_ratio: Input should be greater than or equal to 1"),
+        (
+            ["method=full", "lora.loraplus_lr_ratio=8"],
+            "LoRA+ sets the adapters' B learning rate; method=full has no adapters",
+        ),
+    ],
+)
 def test_invalid_configs_name_the_field(overrides, message):
     with pytest.raises(ConfigError) as info:
         load_config(CONFIGS / "cpu-smollm2.yaml", overrides)
@@ -112,7 +124,9 @@ def test_preflight_catches_what_this_machine_lacks(tmp_path, monkeypatch):
     import importlib.util
 
     real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name in ("liger_kernel", "flash_attn") else real(name, *a))
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name in ("liger_kernel", "flash_attn") else real(name, *a)
+    )
     ok = ["data.synthetic.train=4"]
     with pytest.raises(ConfigError, match="gpu.use_liger_kernel needs the 'liger-kernel' package"):
         preflight(load_config(None, ok + ["gpu.use_liger_kernel=true"]))

@@ -16,8 +16,16 @@ def test_presets_parse_with_deepspeed_config(preset, stage, tiny_model, tmp_path
 
     from training.trainer import build_sft_config
 
-    cfg = load_config(None, [f"output.output_dir={tmp_path}", "gpu.bf16=true", "optim.per_device_train_batch_size=4",
-                             "optim.gradient_accumulation_steps=2", "gpu.use_cpu=true"])
+    cfg = load_config(
+        None,
+        [
+            f"output.output_dir={tmp_path}",
+            "gpu.bf16=true",
+            "optim.per_device_train_batch_size=4",
+            "optim.gradient_accumulation_steps=2",
+            "gpu.use_cpu=true",
+        ],
+    )
     args = build_sft_config(cfg, has_eval=False)  # the SFTConfig the trainer would use (no deepspeed here)
     hf = HfTrainerDeepSpeedConfig(resolve_deepspeed(preset))
     hf.trainer_config_process(args)

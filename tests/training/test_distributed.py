@@ -19,11 +19,31 @@ REPO = Path(__file__).resolve().parents[2]
 
 def _launch(model_dir: Path, out: Path, *overrides: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "DS_ACCELERATOR": "cpu", "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-           "-m", "memlm", "train", "--config", str(REPO / "configs/train/cpu-smollm2.yaml"),
-           f"model.name={model_dir}", f"output.output_dir={out}", "optim.max_steps=4", "optim.max_minutes=null",
-           "optim.per_device_train_batch_size=4", "optim.max_tokens_per_step=512", "data.synthetic.train=32", "data.max_eval_records=8",
-           "output.eval_strategy=no", "output.save_strategy=no", "output.logging_steps=1", *overrides]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node",
+        "2",
+        "-m",
+        "memlm",
+        "train",
+        "--config",
+        str(REPO / "configs/train/cpu-smollm2.yaml"),
+        f"model.name={model_dir}",
+        f"output.output_dir={out}",
+        "optim.max_steps=4",
+        "optim.max_minutes=null",
+        "optim.per_device_train_batch_size=4",
+        "optim.max_tokens_per_step=512",
+        "data.synthetic.train=32",
+        "data.max_eval_records=8",
+        "output.eval_strategy=no",
+        "output.save_strategy=no",
+        "output.logging_steps=1",
+        *overrides,
+    ]
     return subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
 
 

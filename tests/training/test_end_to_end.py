@@ -20,11 +20,19 @@ def test_embedded_default_trains_and_reloads(tmp_path):
     from memory_runtime.models import EMBEDDED_MODEL, load_model
     from memory_runtime.store import TripletStore
 
-    cfg = load_config(CPU_CONFIG, [
-        f"output.output_dir={tmp_path}", "optim.max_steps=2", "optim.per_device_train_batch_size=2",
-        "data.synthetic.train=4", "data.synthetic.validation=2", "output.eval_strategy=no", "output.save_strategy=no",
-        "output.logging_steps=1",
-    ])
+    cfg = load_config(
+        CPU_CONFIG,
+        [
+            f"output.output_dir={tmp_path}",
+            "optim.max_steps=2",
+            "optim.per_device_train_batch_size=2",
+            "data.synthetic.train=4",
+            "data.synthetic.validation=2",
+            "output.eval_strategy=no",
+            "output.save_strategy=no",
+            "output.logging_steps=1",
+        ],
+    )
     assert cfg.model.name == EMBEDDED_MODEL
     result = train(cfg, log=lambda s: None)
     assert result.metrics["global_step"] == 2

@@ -8,9 +8,16 @@ from memory_runtime.records import Record, Segment
 from training.config import ConfigError, load_config, preflight
 from training.data import load_record_splits
 
-RECORD = Record(id="feedback-1", type="feedback", source="feedback", split="train", segments=[
-    Segment(role="user", text="No, Ada Lin works for BMW now.", train=False),
-    Segment(role="assistant", text="[MEM_WRITE{Ada Lin>>employed by>>BMW}] Noted.", train=True)])
+RECORD = Record(
+    id="feedback-1",
+    type="feedback",
+    source="feedback",
+    split="train",
+    segments=[
+        Segment(role="user", text="No, Ada Lin works for BMW now.", train=False),
+        Segment(role="assistant", text="[MEM_WRITE{Ada Lin>>employed by>>BMW}] Noted.", train=True),
+    ],
+)
 
 
 @pytest.fixture(scope="module")

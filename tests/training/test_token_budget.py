@@ -27,8 +27,14 @@ def test_batches_stay_within_the_budget_and_cover_every_record(padded):
 
 
 def test_the_trainer_steps_through_token_budget_batches(tiny_model_dir, tiny_datasets, tmp_path):
-    cfg = tiny_config(tiny_model_dir, tmp_path, "packing.mode=padding_free", "optim.max_tokens_per_step=256",
-                      "data.max_length=200", "optim.max_steps=3")
+    cfg = tiny_config(
+        tiny_model_dir,
+        tmp_path,
+        "packing.mode=padding_free",
+        "optim.max_tokens_per_step=256",
+        "data.max_length=200",
+        "optim.max_steps=3",
+    )
     result = train(cfg, datasets={"train": tiny_datasets["train"]}, log=lambda s: None)
     assert result.metrics["global_step"] == 3
     loader = result.trainer.get_train_dataloader()

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from memory_runtime.records import Record, Segment
 from memory_runtime.models import EMBEDDED_MODEL, load_tokenizer
 from memory_runtime.protocol import SYSTEM_PROMPT, render_read, render_write
+from memory_runtime.records import Record, Segment
 from training import tokenize_record
 from training.tokenize import IGNORE_INDEX, RecordError, RecordTooLong, record_chunks
 
@@ -31,7 +31,9 @@ GEMMA_TEMPLATE = (  # no system role; assistant is "model"; end of turn is not t
 @pytest.fixture(scope="module")
 def llama3_tokenizer():
     tok = load_tokenizer(EMBEDDED_MODEL)  # a fresh copy: the session fixture must not be mutated
-    tok.add_special_tokens({"additional_special_tokens": ["<|begin_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"]})
+    tok.add_special_tokens(
+        {"additional_special_tokens": ["<|begin_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"]}
+    )
     tok.bos_token, tok.eos_token, tok.pad_token = "<|begin_of_text|>", "<|eot_id|>", "<|eot_id|>"
     tok.chat_template = LLAMA3_TEMPLATE
     return tok
@@ -68,12 +70,15 @@ def _expected_trained(record: Record, eot: str) -> str:
     return out
 
 
-@pytest.mark.parametrize(("which", "eot", "system"), [
-    ("smollm2_tokenizer", "<|im_end|>", SYSTEM_PROMPT),
-    ("llama3_tokenizer", "<|eot_id|>", SYSTEM_PROMPT),
-    ("gemma_tokenizer", "<end_of_turn>", None),
-    ("gemma3_tokenizer", "<end_of_turn>", SYSTEM_PROMPT),  # the real one: the system prompt joins the user turn
-])
+@pytest.mark.parametrize(
+    ("which", "eot", "system"),
+    [
+        ("smollm2_tokenizer", "<|im_end|>", SYSTEM_PROMPT),
+        ("llama3_tokenizer", "<|eot_id|>", SYSTEM_PROMPT),
+        ("gemma_tokenizer", "<end_of_turn>", None),
+        ("gemma3_tokenizer", "<end_of_turn>", SYSTEM_PROMPT),  # the real one: the system prompt joins the user turn
+    ],
+)
 def test_labels_decode_to_exactly_the_trained_segments(which, eot, system, records, request):
     tok = request.getfixturevalue(which)  # only the tokenizers this case needs (gemma3's may skip)
     for record in records:
@@ -129,7 +134,7 @@ def test_end_of_turn_trained_and_newline_after_it_not(records, smollm2_tokenizer
     ids, labels = enc["input_ids"], enc["labels"]
     last_end = max(i for i, t in enumerate(ids) if t == im_end)
     assert labels[last_end] == im_end  # the model learns to stop
-    assert labels[last_end + 1:] == [IGNORE_INDEX] * (len(ids) - last_end - 1)  # the "\n" after it is not trained
+    assert labels[last_end + 1 :] == [IGNORE_INDEX] * (len(ids) - last_end - 1)  # the "\n" after it is not trained
     # the tokens that close the calls are trained: "}]" for the write
     assert tok.convert_tokens_to_ids("}]") in _labelled(enc)
 
@@ -143,7 +148,10 @@ def test_boundary_where_joint_tokenisation_would_merge(records, smollm2_tokenize
     i = next(i for i in range(len(enc["input_ids"]) - 1) if enc["input_ids"][i : i + 2] == [close, dot])
     assert enc["labels"][i] == IGNORE_INDEX and enc["labels"][i + 1] == dot
     joint = tok(record.segments[2].text + record.segments[3].text, add_special_tokens=False)["input_ids"]
-    separate = tok(record.segments[2].text, add_special_tokens=False)["input_ids"] + tok(record.segments[3].text, add_special_tokens=False)["input_ids"]
+    separate = (
+        tok(record.segments[2].text, add_special_tokens=False)["input_ids"]
+        + tok(record.segments[3].text, add_special_tokens=False)["input_ids"]
+    )
     assert joint != separate  # the case is real
 
 
@@ -151,22 +159,35 @@ def test_untrained_first_turn_is_context_only(records, smollm2_tokenizer):
     tok = smollm2_tokenizer
     record = next(r for r in records if r.id == "two-turns")
     enc = tokenize_record(record, tok)
-    assert _decode(tok, _labelled(enc)) == render_write("Ansel Quigg", "employed by", "Tessellate") + " Fixed.<|im_end|>"
+    assert (
+        _decode(tok, _labelled(enc)) == render_write("Ansel Quigg", "employed by", "Tessellate") + " Fixed.<|im_end|>"
+    )
 
 
 def test_no_system_prompt(records, smollm2_tokenizer):
     enc = tokenize_record(records[0], smollm2_tokenizer, system_prompt=None)
     text = _decode(smollm2_tokenizer, enc["input_ids"])
-    assert SYSTEM_PROMPT not in text and text.startswith("<|im_start|>system\nYou are a helpful AI assistant named SmolLM")
+    assert SYSTEM_PROMPT not in text and text.startswith(
+        "<|im_start|>system\nYou are a helpful AI assistant named SmolLM"
+    )
 
 
 def test_record_without_trained_token_is_rejected(smollm2_tokenizer):
-    untrained = Record.model_construct(id="nothing", type="write", segments=[
-        Segment(role="user", text="Hi", train=False), Segment(role="assistant", text="Hello", train=False)])
+    untrained = Record.model_construct(
+        id="nothing",
+        type="write",
+        segments=[Segment(role="user", text="Hi", train=False), Segment(role="assistant", text="Hello", train=False)],
+    )
     with pytest.raises(RecordError, match="record nothing: no trained token"):
         tokenize_record(untrained, smollm2_tokenizer)
-    as_dict = {"id": "nothing", "type": "write", "segments": [
-        {"role": "user", "text": "Hi", "train": False}, {"role": "assistant", "text": "Hello", "train": False}]}
+    as_dict = {
+        "id": "nothing",
+        "type": "write",
+        "segments": [
+            {"role": "user", "text": "Hi", "train": False},
+            {"role": "assistant", "text": "Hello", "train": False},
+        ],
+    }
     with pytest.raises(RecordError, match="record nothing.*no segment is trained"):
         tokenize_record(as_dict, smollm2_tokenizer)
 
@@ -187,8 +208,14 @@ def test_dict_records_and_length_limits(records, smollm2_tokenizer):
 def test_template_without_end_of_turn_is_an_error(smollm2_tokenizer):
     tok = load_tokenizer(EMBEDDED_MODEL)
     tok.chat_template = "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}{% if add_generation_prompt %}assistant: {% endif %}"
-    rec = Record(id="x", type="write", segments=[
-        Segment(role="user", text="Hi", train=False), Segment(role="assistant", text=render_write("a", "b", "c"), train=True)])
+    rec = Record(
+        id="x",
+        type="write",
+        segments=[
+            Segment(role="user", text="Hi", train=False),
+            Segment(role="assistant", text=render_write("a", "b", "c"), train=True),
+        ],
+    )
     with pytest.raises(ValueError, match="no end-of-turn token"):
         tokenize_record(rec, tok)
 
@@ -196,11 +223,16 @@ def test_template_without_end_of_turn_is_an_error(smollm2_tokenizer):
 def test_read_query_closes_a_trained_span(smollm2_tokenizer):
     """The read query's '}:' is the last trained token before the controller's results."""
     tok = smollm2_tokenizer
-    rec = Record(id="q", type="read", segments=[
-        Segment(role="user", text="Where does Tia work?", train=False),
-        Segment(role="assistant", text=render_read("Tia", "employed by", None), train=True),
-        Segment(role="memory", text=" NONE]", train=False),
-        Segment(role="assistant", text=" I don't know.", train=True)])
+    rec = Record(
+        id="q",
+        type="read",
+        segments=[
+            Segment(role="user", text="Where does Tia work?", train=False),
+            Segment(role="assistant", text=render_read("Tia", "employed by", None), train=True),
+            Segment(role="memory", text=" NONE]", train=False),
+            Segment(role="assistant", text=" I don't know.", train=True),
+        ],
+    )
     enc = tokenize_record(rec, tok, with_spans=True)
     (s, e, kind, train) = enc["spans"][1]
     assert kind == "assistant" and train and _decode(tok, enc["input_ids"][e - 1 : e]) == "}:"
@@ -211,10 +243,15 @@ def test_adjacent_trained_segments_are_one_run(smollm2_tokenizer):
     """data_gen writes calls and ' Noted.' as two assistant segments: one run of generated text."""
     tok = smollm2_tokenizer
     calls = render_write("Tia Batres", "employed by", "Pfizer")
-    rec = Record(id="w", type="write", segments=[
-        Segment(role="user", text="Tia Batres works for Pfizer.", train=False),
-        Segment(role="assistant", text=calls, train=True),
-        Segment(role="assistant", text=" Noted.", train=True)])
+    rec = Record(
+        id="w",
+        type="write",
+        segments=[
+            Segment(role="user", text="Tia Batres works for Pfizer.", train=False),
+            Segment(role="assistant", text=calls, train=True),
+            Segment(role="assistant", text=" Noted.", train=True),
+        ],
+    )
     enc = tokenize_record(rec, tok, with_spans=True)
     kinds = [k for _, _, k, _ in enc["spans"]]
     assert kinds == ["prompt", "assistant", "end", "template"]
@@ -254,17 +291,25 @@ def test_gemma3_given_first_turn_is_context_only(records, gemma3_tokenizer):
     enc = tokenize_record(record, tok)
     text = _decode(tok, enc["input_ids"])
     assert text.count("<start_of_turn>model\n") == 2 and text.count("<end_of_turn>") == 4
-    assert _decode(tok, _labelled(enc)) == render_write("Ansel Quigg", "employed by", "Tessellate") + " Fixed.<end_of_turn>"
+    assert (
+        _decode(tok, _labelled(enc))
+        == render_write("Ansel Quigg", "employed by", "Tessellate") + " Fixed.<end_of_turn>"
+    )
 
 
 def test_gemma3_call_delimiters_end_trained_spans(gemma3_tokenizer):
     """'}:' closes the trained read query (the controller takes over), as with SmolLM2."""
     tok = gemma3_tokenizer
-    rec = Record(id="q", type="read", segments=[
-        Segment(role="user", text="Where does Tia work?", train=False),
-        Segment(role="assistant", text=render_read("Tia", "employed by", None), train=True),
-        Segment(role="memory", text=" NONE]", train=False),
-        Segment(role="assistant", text=" I don't know.", train=True)])
+    rec = Record(
+        id="q",
+        type="read",
+        segments=[
+            Segment(role="user", text="Where does Tia work?", train=False),
+            Segment(role="assistant", text=render_read("Tia", "employed by", None), train=True),
+            Segment(role="memory", text=" NONE]", train=False),
+            Segment(role="assistant", text=" I don't know.", train=True),
+        ],
+    )
     enc = tokenize_record(rec, tok, with_spans=True)
     (s, e, kind, train) = enc["spans"][1]
     assert kind == "assistant" and train and _decode(tok, enc["input_ids"][e - 1 : e]) == "}:"

@@ -9,9 +9,9 @@ import json
 import pytest
 import torch
 
+from tests.training.conftest import tiny_config
 from training.collator import make_collator
 from training.trainer import train
-from tests.training.conftest import tiny_config
 
 
 def _batch(dataset, tokenizer, n=4, padding_free=False):
@@ -27,14 +27,24 @@ def _loss(model, batch):
 @pytest.fixture(scope="module")
 def lora_run(tiny_model_dir, tiny_datasets, tmp_path_factory):
     out = tmp_path_factory.mktemp("lora-run")
-    cfg = tiny_config(tiny_model_dir, out, "optim.max_steps=4", "output.eval_strategy=steps", "output.eval_steps=2",
-                      "output.save_strategy=steps", "output.save_steps=2", "lora.r=8")
+    cfg = tiny_config(
+        tiny_model_dir,
+        out,
+        "optim.max_steps=4",
+        "output.eval_strategy=steps",
+        "output.eval_steps=2",
+        "output.save_strategy=steps",
+        "output.save_steps=2",
+        "lora.r=8",
+    )
     lines = []
     result = train(cfg, datasets=tiny_datasets, log=lines.append)
     return cfg, result, lines
 
 
-def test_full_finetuning_lowers_the_loss_on_a_fixed_batch(tiny_model, tiny_model_dir, tiny_datasets, smollm2_tokenizer, tmp_path):
+def test_full_finetuning_lowers_the_loss_on_a_fixed_batch(
+    tiny_model, tiny_model_dir, tiny_datasets, smollm2_tokenizer, tmp_path
+):
     batch = _batch(tiny_datasets["train"], smollm2_tokenizer)
     before = _loss(copy.deepcopy(tiny_model), batch)
     cfg = tiny_config(tiny_model_dir, tmp_path, "method=full", "optim.max_steps=6")
@@ -47,8 +57,14 @@ def test_full_finetuning_lowers_the_loss_on_a_fixed_batch(tiny_model, tiny_model
 def test_lora_run_saves_adapter_tokenizer_config_and_metrics(lora_run):
     cfg, result, lines = lora_run
     out = result.output_dir
-    for name in ("adapter_config.json", "adapter_model.safetensors", "tokenizer.json", "train_config.yaml",
-                 "metrics.json", "train_log.jsonl"):
+    for name in (
+        "adapter_config.json",
+        "adapter_model.safetensors",
+        "tokenizer.json",
+        "train_config.yaml",
+        "metrics.json",
+        "train_log.jsonl",
+    ):
         assert (out / name).exists(), name
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["global_step"] == 4 and metrics["eval_loss"] > 0 and metrics["train_loss"] > 0
@@ -116,8 +132,14 @@ def test_init_from_continues_the_adapter(lora_run, tiny_datasets, tmp_path):
     from safetensors.torch import load_file
 
     cfg, result, _ = lora_run
-    cfg2 = tiny_config(cfg.model.name, tmp_path, "optim.max_steps=2", "lora.r=4",
-                       f"lora.init_from={result.output_dir}", "output.save_strategy=no")
+    cfg2 = tiny_config(
+        cfg.model.name,
+        tmp_path,
+        "optim.max_steps=2",
+        "lora.r=4",
+        f"lora.init_from={result.output_dir}",
+        "output.save_strategy=no",
+    )
     train(cfg2, datasets={"train": tiny_datasets["train"]}, log=lambda s: None)
     assert json.loads((tmp_path / "adapter_config.json").read_text())["r"] == 8  # the adapter's own shape
     old = load_file(result.output_dir / "adapter_model.safetensors")
@@ -146,7 +168,9 @@ def test_resume_without_checkpoint_is_a_config_error(tiny_model_dir, tiny_datase
         train(cfg, datasets={"train": tiny_datasets["train"]})
 
 
-def test_trl_keeps_our_labels_and_padding_free_masks_boundaries(tiny_model, tiny_model_dir, tiny_datasets, smollm2_tokenizer, tmp_path):
+def test_trl_keeps_our_labels_and_padding_free_masks_boundaries(
+    tiny_model, tiny_model_dir, tiny_datasets, smollm2_tokenizer, tmp_path
+):
     """Read from TRL 1.16: a pre-tokenised `labels` column is used as is; padding-free flattens the
     batch, restarts position ids per record and masks each record's first label."""
     from trl import SFTTrainer
@@ -154,8 +178,12 @@ def test_trl_keeps_our_labels_and_padding_free_masks_boundaries(tiny_model, tiny
     from training.trainer import build_sft_config
 
     cfg = tiny_config(tiny_model_dir, tmp_path, "method=full", "packing.mode=padding_free")
-    trainer = SFTTrainer(model=copy.deepcopy(tiny_model), args=build_sft_config(cfg, has_eval=False),
-                         train_dataset=tiny_datasets["train"], processing_class=smollm2_tokenizer)
+    trainer = SFTTrainer(
+        model=copy.deepcopy(tiny_model),
+        args=build_sft_config(cfg, has_eval=False),
+        train_dataset=tiny_datasets["train"],
+        processing_class=smollm2_tokenizer,
+    )
     assert trainer.train_dataset["labels"] == tiny_datasets["train"]["labels"]
     batch = next(iter(trainer.get_train_dataloader()))
     assert batch["input_ids"].shape[0] == 1 and "attention_mask" not in batch
@@ -170,8 +198,9 @@ def test_trl_keeps_our_labels_and_padding_free_masks_boundaries(tiny_model, tiny
 
 
 @pytest.mark.parametrize("padding_free", [False, True])
-def test_cpu_loss_on_trained_positions_matches_trl_fused_head(tiny_model, tiny_model_dir, tiny_datasets,
-                                                              smollm2_tokenizer, tmp_path, padding_free):
+def test_cpu_loss_on_trained_positions_matches_trl_fused_head(
+    tiny_model, tiny_model_dir, tiny_datasets, smollm2_tokenizer, tmp_path, padding_free
+):
     """The CPU loss projects only trained positions; loss, gradients and logged metrics are TRL's."""
     from trl import SFTTrainer
 
@@ -179,10 +208,18 @@ def test_cpu_loss_on_trained_positions_matches_trl_fused_head(tiny_model, tiny_m
 
     cfg = tiny_config(tiny_model_dir, tmp_path, "method=full")
     args = build_sft_config(cfg, has_eval=False)
-    ours = sft_trainer_class()(model=copy.deepcopy(tiny_model), args=args, train_dataset=tiny_datasets["train"],
-                                processing_class=smollm2_tokenizer)
-    trl = SFTTrainer(model=copy.deepcopy(tiny_model), args=args, train_dataset=tiny_datasets["train"],
-                     processing_class=smollm2_tokenizer)
+    ours = sft_trainer_class()(
+        model=copy.deepcopy(tiny_model),
+        args=args,
+        train_dataset=tiny_datasets["train"],
+        processing_class=smollm2_tokenizer,
+    )
+    trl = SFTTrainer(
+        model=copy.deepcopy(tiny_model),
+        args=args,
+        train_dataset=tiny_datasets["train"],
+        processing_class=smollm2_tokenizer,
+    )
     assert ours._head_on_trained_positions(ours.model)
     batch = _batch(tiny_datasets["train"], smollm2_tokenizer, padding_free=padding_free)
     results = []
@@ -209,9 +246,12 @@ def test_padding_free_gives_the_same_logits_and_loss_as_padding(tiny_model, tiny
     packed = _batch(ds, smollm2_tokenizer, n=4, padding_free=True)
     model = copy.deepcopy(tiny_model).eval()
     with torch.no_grad():
-        out_padded = model(input_ids=padded["input_ids"], attention_mask=padded["attention_mask"], labels=padded["labels"])
-        out_packed = model(input_ids=packed["input_ids"], position_ids=packed["position_ids"], labels=packed["labels"],
-                           use_cache=False)  # as in training: with a cache, transformers ignores packing
+        out_padded = model(
+            input_ids=padded["input_ids"], attention_mask=padded["attention_mask"], labels=padded["labels"]
+        )
+        out_packed = model(
+            input_ids=packed["input_ids"], position_ids=packed["position_ids"], labels=packed["labels"], use_cache=False
+        )  # as in training: with a cache, transformers ignores packing
     lengths = padded["attention_mask"].sum(1).tolist()
     flat = torch.cat([out_padded.logits[i, :n] for i, n in enumerate(lengths)])
     torch.testing.assert_close(out_packed.logits[0], flat, atol=1e-4, rtol=1e-4)
@@ -240,8 +280,15 @@ def test_loraplus_moves_b_matrices_ratio_times_faster(tiny_model_dir, tiny_datas
     """Adam's first step moves each weight by ~lr: with LoRA+ the B matrices (zero at init) move
     by lr x ratio, the A matrices by lr."""
     lr, ratio = 1e-3, 8
-    cfg = tiny_config(tiny_model_dir, tmp_path, f"optim.learning_rate={lr}", f"lora.loraplus_lr_ratio={ratio}",
-                      "optim.lr_scheduler_type=constant", "optim.warmup=0", "optim.max_steps=1")
+    cfg = tiny_config(
+        tiny_model_dir,
+        tmp_path,
+        f"optim.learning_rate={lr}",
+        f"lora.loraplus_lr_ratio={ratio}",
+        "optim.lr_scheduler_type=constant",
+        "optim.warmup=0",
+        "optim.max_steps=1",
+    )
     result = train(cfg, datasets={"train": tiny_datasets["train"]}, log=lambda s: None)
     b = [p for n, p in result.trainer.model.named_parameters() if "lora_B" in n]
     assert b and max(p.abs().max().item() for p in b) == pytest.approx(lr * ratio, rel=0.05)
@@ -256,7 +303,9 @@ def test_compiled_training_saves_an_adapter_that_reloads(tiny_model_dir, tiny_da
     from peft import PeftModel
     from transformers import AutoModelForCausalLM
 
-    cfg = tiny_config(tiny_model_dir, tmp_path, "gpu.torch_compile=true", "packing.mode=padding_free", "optim.max_steps=2")
+    cfg = tiny_config(
+        tiny_model_dir, tmp_path, "gpu.torch_compile=true", "packing.mode=padding_free", "optim.max_steps=2"
+    )
     result = train(cfg, datasets={"train": tiny_datasets["train"]}, log=lambda s: None)
     assert result.trainer.args.torch_compile and result.metrics["global_step"] == 2
     batch = _batch(tiny_datasets["train"], smollm2_tokenizer)
@@ -274,8 +323,15 @@ def test_padding_free_training_runs(tiny_model_dir, tiny_datasets, tmp_path):
 
 
 def test_bfd_packing_training_runs(tiny_model_dir, tiny_datasets, tmp_path):
-    cfg = tiny_config(tiny_model_dir, tmp_path, "packing.mode=bfd", "data.max_length=256", "packing.block_length=512",
-                      "optim.max_steps=2", "optim.per_device_train_batch_size=1")
+    cfg = tiny_config(
+        tiny_model_dir,
+        tmp_path,
+        "packing.mode=bfd",
+        "data.max_length=256",
+        "packing.block_length=512",
+        "optim.max_steps=2",
+        "optim.per_device_train_batch_size=1",
+    )
     result = train(cfg, datasets={"train": tiny_datasets["train"]}, log=lambda s: None)
     assert result.metrics["global_step"] == 2
 
@@ -290,8 +346,7 @@ def test_training_records_the_choice_and_its_reason(native, tiny_model_dir, tiny
     cpu = BF16_NATIVE if native else AVX2_ONLY
     monkeypatch.setattr(hardware, "choose_dtype", lambda device="cpu": choose_cpu_dtype(cpu, probe=lambda: 2.0))
     lines: list[str] = []
-    result = train(tiny_config(tiny_model_dir, tmp_path, "optim.max_steps=1"), datasets=tiny_datasets,
-                   log=lines.append)
+    result = train(tiny_config(tiny_model_dir, tmp_path, "optim.max_steps=1"), datasets=tiny_datasets, log=lines.append)
     dtype = "bfloat16" if native else "float32"
     assert next(p for p in result.trainer.model.parameters() if not p.requires_grad).dtype == getattr(torch, dtype)
     saved = (tmp_path / "train_config.yaml").read_text()
@@ -329,8 +384,9 @@ def test_a_checkpoint_of_another_config_is_not_resumed_silently(tiny_model_dir, 
     from training.config import ConfigError
 
     _interrupted_run(tiny_model_dir, tiny_datasets, tmp_path)
-    changed = tiny_config(tiny_model_dir, tmp_path, "output.save_strategy=steps", "output.save_steps=2",
-                          "optim.learning_rate=5e-4")
+    changed = tiny_config(
+        tiny_model_dir, tmp_path, "output.save_strategy=steps", "output.save_steps=2", "optim.learning_rate=5e-4"
+    )
     with pytest.raises(ConfigError, match=r"another config \(optim.learning_rate: 0.001 -> 0.0005\).*--fresh"):
         train(changed, datasets={"train": tiny_datasets["train"]}, log=lambda s: None)
     assert (tmp_path / "checkpoint-2").is_dir()  # nothing of the earlier run was touched
@@ -338,8 +394,13 @@ def test_a_checkpoint_of_another_config_is_not_resumed_silently(tiny_model_dir, 
 
 def test_fresh_starts_over(tiny_model_dir, tiny_datasets, tmp_path):
     _interrupted_run(tiny_model_dir, tiny_datasets, tmp_path)
-    cfg = tiny_config(tiny_model_dir, tmp_path, "output.save_strategy=steps", "output.save_steps=3",
-                      "output.resume_from_checkpoint=false")
+    cfg = tiny_config(
+        tiny_model_dir,
+        tmp_path,
+        "output.save_strategy=steps",
+        "output.save_steps=3",
+        "output.resume_from_checkpoint=false",
+    )
     lines: list[str] = []
     train(cfg, datasets={"train": tiny_datasets["train"]}, log=lines.append)
     assert "training: 4 steps (from step 0)" in lines
