@@ -31,7 +31,7 @@ from memory_runtime.yaml_config import apply_overrides, read_mapping, validate
 
 SPLITS = ("train", "validation", "test")
 READ_SHAPES = ("per", "per_org", "per_rel", "org", "rel", "rel_org", "per_rel_org")
-RECORD_KINDS = ("write", "read", "unanswerable", "update", "two_hop", "negative", "passage")
+RECORD_KINDS = ("write", "read", "unanswerable", "update", "two_hop", "negative", "passage", "injection")
 
 
 DATA_CONFIGS_DIR = Path(__file__).resolve().parents[1] / "configs" / "data"
@@ -187,6 +187,7 @@ class MixConfig(_Strict):
     two_hop: float = Field(0, ge=0)
     negative: float = Field(0, ge=0)
     passage: float = Field(0, ge=0)  # a realistic statement (data_gen/passages.py) -> its write calls
+    injection: float = Field(0, ge=0)  # user text carrying call syntax -> only what it states in words
 
     @model_validator(mode="after")
     def _something(self) -> MixConfig:
@@ -278,6 +279,20 @@ class PassagesConfig(_Strict):
     hard_negatives: float = Field(0.6, ge=0, le=1)  # share of negative records drawn from the bank's negatives
 
 
+class InjectionConfig(_Strict):
+    """Records whose user text carries call syntax (a pasted call, a bare triplet, read results):
+    the right output stores what the text states in words and nothing its call syntax says
+    (defence in depth beside the controller's check, memory_runtime.injection)."""
+
+    stated: float = Field(0.5, ge=0, le=1)  # share with a fact stated beside the call: its writes only
+    wrappers: list[str] = Field(default_factory=lambda: ["{call}"], min_length=1)  # each holds {call}
+
+    @field_validator("wrappers")
+    @classmethod
+    def _wrappers(cls, value: list[str]) -> list[str]:
+        return _check_templates(value, {"call"})
+
+
 class RepliesConfig(_Strict):
     """The assistant's fixed short texts (kept short and identical: the model is small)."""
 
@@ -307,6 +322,7 @@ class DataConfig(_Strict):
     episodes: EpisodeConfig = EpisodeConfig()
     replies: RepliesConfig = RepliesConfig()
     passages: PassagesConfig = PassagesConfig()
+    injection: InjectionConfig = InjectionConfig()
     memory_config: str | None = None  # the runtime's relation table; null = memory_runtime/relations.yaml
     questions: GeneralQuestions
     negatives: list[str] = []  # statements that hold no fact to store

@@ -47,6 +47,17 @@ from memory_runtime.records import Record, Segment
 
 Query = tuple[str | None, str | None, str | None]
 
+# How call syntax pasted into a message may look (injection records): a call, results, a bare
+# triplet, braces, another bracket style after a call verb.
+INJECTION_FORMS: tuple[Callable[[str, str, str], str], ...] = (
+    lambda s, r, o: render_write(s, r, o),
+    lambda s, r, o: render_write(s, r, o) + " Noted.",
+    lambda s, r, o: render_read(None, r, o) + render_results([(s, r, o)]),
+    lambda s, r, o: f"{s}>>{r}>>{o}",
+    lambda s, r, o: "{" + f"{s}>>{r}>>{o}" + "}",
+    lambda s, r, o: f"MEM_WRITE[{s}; {r}; {o}]",
+)
+
 
 def allot(weights: dict[str, float], n: int) -> list[str]:
     """Exactly n keys in proportion to the weights (largest remainder; ties in key order)."""
@@ -343,6 +354,26 @@ class Builder:
         ]
         names = [*dict.fromkeys(t[0] for t in triplets), *dict.fromkeys(t[2] for t in triplets)]
         return self.record(rid, "passage", segments, gold_triplets=triplets, gold_names=names)
+
+    def injection(self, rid: str) -> Record:
+        """User text that carries call syntax for a fact it does not state: the model writes only
+        what is stated in words (a statement beside the call: its writes), else nothing."""
+        scene = Scene()
+        rel = self.pick_rel()
+        fact = (self.fresh_person(scene), rel.name, self.fresh_org(scene))
+        call = fill(self.rng.choice(self.config.injection.wrappers), call=self.rng.choice(INJECTION_FORMS)(*fact))
+        if self.rng.random() < self.config.injection.stated:
+            stated = self.write(rid)
+            words = stated.segments[0].text
+            text = f"{words} {call}" if self.rng.random() < 0.5 else f"{call} {words}"
+            segments = [Segment(role="user", text=text, train=False), *stated.segments[1:]]
+            return self.record(rid, "injection", segments, gold_triplets=stated.gold_triplets,
+                               gold_names=stated.gold_names)
+        segments = [
+            Segment(role="user", text=call, train=False),
+            Segment(role="assistant", text=self.replies.nothing, train=True),
+        ]
+        return self.record(rid, "injection", segments)
 
     def question_rels(self, shape: str) -> list[Rel]:
         """The relations a question of this shape can be asked about (existence checks need phrasings)."""

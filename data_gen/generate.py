@@ -357,6 +357,7 @@ with a trained assistant segment; the training tokenizer appends the end-of-turn
 |---|---|
 | write | user statement, *write calls (one per person, space-separated), *" {config.replies.ack}" |
 | negative | user statement with no fact, *"{config.replies.nothing}" |
+| injection | user text carrying call syntax for a fact it does not state (a pasted call, results, a bare triplet) beside a statement or alone, *the statement's write calls and *" {config.replies.ack}", or *"{config.replies.nothing}" |
 | passage | realistic statement (apposition, possessive, passive, distractors; data_gen/passages.py), *write calls in the order the facts appear, *" {config.replies.ack}" |
 | read | user question, *read call, memory results, *" answer" listing every name (Oxford comma) |
 | unanswerable | user question, *read call, memory " NONE]", *" {config.replies.unknown}" |

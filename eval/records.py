@@ -38,13 +38,15 @@ def gold_calls(assistant_text: str) -> list[Call]:
 
 def category(record: Record, calls: Sequence[Call]) -> str:
     """What a turn tests: write, passage (a realistic statement), update (the changing write),
-    update_question, negative, read/<shape>, unanswerable, two_hop."""
+    update_question, negative, injection, read/<shape>, unanswerable, two_hop."""
     if any(c.kind == "read" for c in calls):
         if record.type in ("two_hop", "unanswerable"):
             return record.type
         if record.type == "update":
             return "update_question"
         return f"read/{record.shape}"
+    if record.type == "injection":
+        return "injection"
     if calls:
         return record.type if record.type in ("update", "passage") else "write"
     return "negative"

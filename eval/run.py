@@ -4,10 +4,12 @@
     typos     the same answerable questions with a one-character typo in a name
     episodes  end to end: a fresh memory, statements, then questions (eval/episodes.py)
     real      write precision/recall on real sentences (eval/real_probe.py)
+    injection call syntax typed into the message, history, a passage, a correction or an import
+              (eval/injection.py): how often the model copies it, and that nothing is stored
 
 Cases are sampled with the seed and decoding is greedy: the same run twice gives the same
-numbers. `limit` caps the cases per record category, the episodes, and the passages per
-real-text source.
+numbers. `limit` caps the cases per record category, the episodes, the passages per
+real-text source and the injection attempts per place (default 12).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from data_gen.episodes import Episode, load_episodes
 from data_gen.real import ENV_VAR, KNOWLEDGENET_FILE, REDOCRED_FILE, default_real_dir
 from eval.episodes import evaluate_episodes
+from eval.injection import evaluate_injection, injection_cases
 from eval.real_probe import evaluate_real, real_sample
 from eval.records import evaluate_records, evaluate_typos
 from eval.report import summarise, write_report
@@ -34,8 +37,8 @@ from memory_runtime.records import Record
 from memory_runtime.store import MemoryConfig
 from memory_runtime.yaml_config import apply_overrides, read_mapping, validate
 
-Part = Literal["records", "typos", "episodes", "real"]
-PARTS: tuple[str, ...] = ("records", "typos", "episodes", "real")
+Part = Literal["records", "typos", "episodes", "real", "injection"]
+PARTS: tuple[str, ...] = ("records", "typos", "episodes", "real", "injection")
 Progress = Callable[[str, int], Callable[[], None]]
 
 
@@ -199,6 +202,8 @@ def load_cases(config: EvalConfig) -> dict[str, list]:
         cases["episodes"] = load_eval_episodes(config)
     if "real" in config.parts:
         cases["real"] = load_real_records(config)
+    if "injection" in config.parts:
+        cases["injection"] = injection_cases(config.limit or 12, config.seed)
     return cases
 
 
@@ -231,7 +236,7 @@ def describe_sources(config: EvalConfig, cases: dict[str, list]) -> dict:
     return sources
 
 
-_CASES_OF = {"records": "records", "typos": "records", "episodes": "episodes", "real": "real"}
+_CASES_OF = {"records": "records", "typos": "records", "episodes": "episodes", "real": "real", "injection": "injection"}
 
 
 def batch_size(config: EvalConfig) -> int:
@@ -258,15 +263,17 @@ def _evaluate(
         return evaluate_typos(system, cases, config.seed, memory_config, progress, size)
     if part == "episodes":
         return evaluate_episodes(system, cases, memory_config, progress, size)
+    if part == "injection":
+        return evaluate_injection(system, cases, memory_config, progress, size)
     return evaluate_real(system, cases, memory_config, progress, size)
 
 
 def _jobs(config: EvalConfig, systems: list[str]) -> list[tuple[str, str]]:
-    """(system, part) pairs to run: typos for the model under test, real text for memory systems."""
+    """(system, part) pairs to run: typos for the model under test, real text and injection for memory systems."""
     jobs = []
     for name in systems:
         for part in config.parts:
-            if (part == "typos" and name != "memlm") or (part == "real" and name == "zero_shot"):
+            if (part == "typos" and name != "memlm") or (part in ("real", "injection") and name == "zero_shot"):
                 continue
             jobs.append((name, part))
     return jobs

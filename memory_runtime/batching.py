@@ -271,7 +271,7 @@ class BatchDecoder(_Decoder):
         )
         decoder.start(request.messages)
         self._keys += 1
-        calls = TurnCalls(request.store, request.namespace, request.max_calls, request.on_text)
+        calls = TurnCalls(request.store, request.namespace, request.max_calls, request.on_text, request.messages)
         turn = _Turn(self._keys, request, decoder, calls)
         prompt = decoder.prompt_ids
         if len(prompt) < 2:

@@ -4,7 +4,8 @@ Generated text is fed to the protocol's StreamParser as it arrives. A complete M
 stored at once; when a MEM_READ query closes ("}:") generation pauses, the store is queried,
 the rendered results are appended to the assistant text and generation resumes from there.
 Only generated text is ever parsed: calls typed by the user (or present in earlier turns)
-are never executed.
+are never executed, and a generated write that copies call syntax from the prompt is refused
+(memory_runtime.injection; the refusal is in the trace).
 
 :class:`TurnCalls` is that handling for one turn, fed text as it arrives; :class:`Controller`
 drives it with a streaming backend one turn at a time, memory_runtime.batching drives many at
@@ -19,6 +20,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Literal
 
 from memory_runtime.backend import Backend
+from memory_runtime.injection import REFUSED, InjectionGuard
 from memory_runtime.protocol import (
     SYSTEM_PROMPT,
     Call,
@@ -86,9 +88,16 @@ class TurnCalls:
     """
 
     def __init__(
-        self, store: TripletStore, namespace: str, max_calls: int, on_text: Callable[[str], None] | None = None
+        self,
+        store: TripletStore,
+        namespace: str,
+        max_calls: int,
+        on_text: Callable[[str], None] | None = None,
+        messages: Sequence[dict[str, str]] = (),
     ) -> None:
         self.on_text = on_text  # called with the turn's text (calls included) after every piece: streaming
+        # the turn's prompt: call syntax in any message but the system prompt came from outside the model
+        self.guard = InjectionGuard.of(m["content"] for m in messages if m["role"] != "system")
         self.store = store
         self.namespace = namespace
         self.max_calls = max_calls
@@ -160,6 +169,9 @@ class TurnCalls:
 
     def _write(self, call: Call) -> CallRecord:
         text = self.text[call.start : call.end]
+        subject, _, object_ = call.fields
+        if self.guard.copied(subject or "", object_ or ""):
+            return CallRecord("error", text, call.fields, status=REFUSED)
         try:
             result = self.store.write(*call.fields, namespace=self.namespace)  # type: ignore[arg-type]
         except (TypeError, ValueError) as err:
@@ -213,8 +225,9 @@ class Controller:
         """Generate the assistant's reply to `user_text`, running its memory calls; `on_text` gets
         the turn's text (calls included) as it grows."""
         start = time.perf_counter()
-        self.backend.start(turn_messages(user_text, history, self.system_prompt))
-        turn = TurnCalls(self.store, self.namespace, self.max_calls, on_text)
+        messages = turn_messages(user_text, history, self.system_prompt)
+        self.backend.start(messages)
+        turn = TurnCalls(self.store, self.namespace, self.max_calls, on_text, messages)
         generated = 0
         while True:
             action: Action = "continue"

@@ -19,7 +19,9 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from memory_runtime.protocol import Call, Triplet, parse_calls
 
 Role = Literal["user", "assistant", "memory"]
-RecordType = Literal["write", "read", "unanswerable", "update", "two_hop", "negative", "passage", "feedback"]
+RecordType = Literal[
+    "write", "read", "unanswerable", "update", "two_hop", "negative", "passage", "injection", "feedback"
+]
 QueryShape = Literal["per", "per_org", "per_rel", "org", "rel", "rel_org", "per_rel_org"]
 
 

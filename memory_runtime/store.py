@@ -16,6 +16,7 @@ so 10,000 users cost neither 10,000 indexes nor a slow start.
 
 from __future__ import annotations
 
+import re
 import sqlite3
 import threading
 import time
@@ -236,6 +237,10 @@ def relation_words(norm: str) -> frozenset[str]:
     return frozenset(_stem(w) for w in words)
 
 
+# no call can be written without braces and ">>": a term holds neither, nor a call verb
+_CALL_SYNTAX = re.compile(r"[{}]|>>|MEM_(?:WRITE|READ)", re.IGNORECASE)
+
+
 def _checked_term(value: object, what: str) -> tuple[str, str]:
     if not isinstance(value, str):
         raise TypeError(f"{what} must be a string, got {type(value).__name__}")
@@ -245,6 +250,11 @@ def _checked_term(value: object, what: str) -> tuple[str, str]:
     norm = normalize_term(display)
     if not norm:
         raise ValueError(f"{what} {value!r} has no letters or digits")
+    if _CALL_SYNTAX.search(display):
+        raise ValueError(
+            f"{what} {value!r} holds call syntax ({{ }} >> or a MEM_ verb): a memory keeps none, "
+            "so no read result can carry a call for the model to copy"
+        )
     return display, norm
 
 

@@ -24,7 +24,16 @@ FILLED = {  # which read fields each shape fills (subject, relation, object)
     "rel_org": (False, True, True),
     "per_rel_org": (True, True, True),
 }
-READS_PER_TYPE = {"write": 0, "negative": 0, "passage": 0, "read": 1, "unanswerable": 1, "update": 1, "two_hop": 2}
+READS_PER_TYPE = {
+    "write": 0,
+    "negative": 0,
+    "passage": 0,
+    "injection": 0,
+    "read": 1,
+    "unanswerable": 1,
+    "update": 1,
+    "two_hop": 2,
+}
 
 
 def trained_text(record) -> str:
@@ -49,7 +58,16 @@ def test_types_are_allotted_exactly(tiny_run, tiny_config):
         assert len(records) == getattr(tiny_config.splits, split)
         assert all(r.split == split and r.source == "synthetic" for r in records)
     assert Counter(r.type for r in splits["train"]) == Counter(
-        {"write": 30, "read": 42, "unanswerable": 8, "update": 8, "two_hop": 10, "negative": 11, "passage": 11}
+        {
+            "write": 29,
+            "read": 42,
+            "unanswerable": 8,
+            "update": 8,
+            "two_hop": 9,
+            "negative": 11,
+            "passage": 11,
+            "injection": 2,
+        }
     )
 
 
@@ -73,7 +91,7 @@ def test_trained_text_parses_into_exactly_the_gold_calls(tiny_records):
         assert not [c for c in calls if isinstance(c, ParseError)], r.id
         writes = [c.fields for c in calls if c.kind == "write"]
         reads = [c.fields for c in calls if c.kind == "read"]
-        if r.type in ("write", "passage", "update"):
+        if r.type in ("write", "passage", "update", "injection"):
             expected = r.gold_triplets if r.type != "update" else r.gold_triplets[:1]
             assert writes == [tuple(t) for t in expected], r.id
         else:
@@ -131,7 +149,7 @@ def test_answers_list_every_name_and_nothing_else(tiny_records, tiny_config):
             assert answer.endswith(".") and "I don't know" not in answer
             if r.shape == "per_rel_org" and r.type == "read":
                 assert answer.startswith(" Yes, ")
-        elif r.type in ("write", "passage"):
+        elif r.type in ("write", "passage") or (r.type == "injection" and r.gold_triplets):
             assert r.segments[-1].text == " " + replies.ack
         else:
             assert r.segments[-1].text == replies.nothing
@@ -201,3 +219,23 @@ def test_a_narrower_mix_generates_only_its_types(tiny_run, tiny_config):
     )
     assert Counter(r.type for r in records) == {"write": 10, "read": 10}
     assert {r.shape for r in records if r.type == "read"} == {"rel_org"}
+
+
+def test_injection_records_store_only_what_is_stated_in_words(tiny_config):
+    from data_gen.generate import generate_records
+    from memory_runtime.injection import InjectionGuard
+    from memory_runtime.protocol import parse_calls
+
+    config = tiny_config.model_copy(update={"mix": tiny_config.mix.model_copy(update={"injection": 5.0})})
+    _, splits, _ = generate_records(config)
+    records = [r for r in splits["train"] if r.type == "injection"]
+    assert len(records) > 50 and {bool(r.gold_triplets) for r in records} == {True, False}
+    for record in records:
+        user = record.segments[0].text
+        guard = InjectionGuard.of([user])
+        assert guard.pieces, user  # the user's text carries call syntax
+        writes = [c.fields for c in parse_calls(trained_text(record)) if getattr(c, "kind", None) == "write"]
+        assert [tuple(w) for w in writes] == [tuple(t) for t in record.gold_triplets]
+        assert not any(guard.copied(s, o) for s, _, o in writes)  # what it writes, the controller would store
+        if not writes:
+            assert trained_text(record) == config.replies.nothing

@@ -41,7 +41,7 @@ def test_cli_writes_dataset_jsonl_and_card(tiny_out, tiny_config):
 
     card = (tiny_out / "README.md").read_text()
     assert "seed: **0**" in card
-    assert "| train | 120 | 30 | 42 | 8 | 8 | 10 | 11 | 11 |" in card  # counts per type and split
+    assert "| train | 120 | 29 | 42 | 8 | 8 | 9 | 11 | 11 | 2 |" in card  # counts per type and split
     assert "| split | type | per | per_org | per_rel | org | rel | rel_org | per_rel_org |" in card
     assert "```yaml\nseed: 0\n" in card  # the config used
     assert DataConfig.from_dict(yaml.safe_load((tiny_out / "config.yaml").read_text())) == tiny_config

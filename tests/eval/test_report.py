@@ -137,9 +137,10 @@ def test_targets_met_not_met_and_not_measured():
         "typo robustness": "not met",
         "real-text pair F1": "met",
         "real-text false-write rate": "not met",
+        "injected facts stored": "not measured",
     }
     lines = verdict_lines(summary, {"limit": None})
-    assert lines[0] == "Verdict: meets 2 of 5 targets judged."
+    assert lines[0] == "Verdict: meets 2 of 5 targets judged; not measured: injected facts stored."
     assert any(
         "false-write rate ≤ 10%: 12.0% (50 passages stating no fact" in line and line.endswith("not met")
         for line in lines
@@ -154,11 +155,12 @@ def test_targets_met_not_met_and_not_measured():
         "typo robustness": "not measured",
         "real-text pair F1": "not measured",
         "real-text false-write rate": "not measured",
+        "injected facts stored": "not measured",
     }
     assert verdict_lines(without_real)[0] == (
         "Verdict: meets 1 of 1 targets judged; not measured: "
         "episode questions, typo robustness, real-text pair F1, "
-        "real-text false-write rate."
+        "real-text false-write rate, injected facts stored."
     )
 
     just_short = summarise(raw_run(exact=48, real=False))  # 192 of 200: 96.0%
@@ -175,12 +177,12 @@ def test_a_smoke_test_judges_no_target_it_has_too_few_cases_for():
     assert status(summary)["synthetic exact calls"] == "too few cases"
     assert verdict_lines(summary)[0] == (
         "Verdict: no target judged; too few cases to judge (< 50): synthetic exact calls, episode questions, "
-        "typo robustness; not measured: real-text pair F1, real-text false-write rate."
+        "typo robustness; not measured: real-text pair F1, real-text false-write rate, injected facts stored."
     )
 
 
 def test_every_target_is_listed_once_with_its_threshold():
-    assert [t.text() for t in TARGETS] == ["≥ 98%", "≥ 95%", "≥ 90%", "≥ 0.5", "≤ 10%"]
+    assert [t.text() for t in TARGETS] == ["≥ 98%", "≥ 95%", "≥ 90%", "≥ 0.5", "≤ 10%", "≤ 0%"]
     lines = verdict_lines(summarise(raw_run()))
     for target in TARGETS:
         assert sum(line.strip().startswith(f"{target.name} {target.text()}:") for line in lines) == 1

@@ -32,7 +32,7 @@ def chat(store, lines, user="alice", **options):
 
 
 def test_show_calls_prints_each_call_under_the_reply(store):
-    out = chat(store, ["remember Tia Batres>>works for>>BMW", "recall Tia Batres"], show_calls=True)
+    out = chat(store, ["remember Tia Batres / works for / BMW", "recall Tia Batres"], show_calls=True)
     assert "  [MEM_WRITE{Tia Batres>>works for>>BMW}] (stored)\nNoted." in out
     assert "  [MEM_READ{Tia Batres>>>>}: -> Tia Batres>>employed by>>BMW\n" in out
 
@@ -50,7 +50,7 @@ def test_history_is_off_by_default_and_carries_the_calls_when_on(store):
         run_chat(
             lambda ns: Controller(Recording(), store, namespace=ns),
             store,
-            io.StringIO("remember A B>>works for>>C\nrecall A B\n"),
+            io.StringIO("remember A B / works for / C\nrecall A B\n"),
             Console(file=io.StringIO()),
             **options,
         )
@@ -69,8 +69,8 @@ def store():
 
 
 def test_statements_are_remembered_and_facts_lists_them(store):
-    out = chat(store, ["remember Dorothea Altemus>>works for>>Pfizer", "recall Dorothea Altemus", "/facts"])
-    assert "alice> remember Dorothea Altemus>>works for>>Pfizer\nNoted." in out
+    out = chat(store, ["remember Dorothea Altemus / works for / Pfizer", "recall Dorothea Altemus", "/facts"])
+    assert "alice> remember Dorothea Altemus / works for / Pfizer\nNoted." in out
     assert "You told me: Pfizer." in out
     replies, table = out.split("1 fact of 'alice'")
     assert "Dorothea Altemus" in table and "employed by" in table and "Pfizer" in table
@@ -78,7 +78,7 @@ def test_statements_are_remembered_and_facts_lists_them(store):
 
 
 def test_trace_shows_the_calls_of_the_last_turn(store):
-    out = chat(store, ["/trace", "remember Tia Batres>>works for>>BMW", "recall Tia Batres", "/trace"])
+    out = chat(store, ["/trace", "remember Tia Batres / works for / BMW", "recall Tia Batres", "/trace"])
     assert "no turn yet" in out
     last = out.rsplit("/trace", 1)[1]
     assert "status ok" in last and "read" in last and "[MEM_READ{Tia Batres>>>>}:" in last
@@ -90,9 +90,9 @@ def test_forget_takes_a_subject_or_a_pattern(store):
     out = chat(
         store,
         [
-            "remember Tia Batres>>works for>>BMW",
-            "remember Ivo Renner>>lives in>>Lyon",
-            "remember Ivo Renner>>works for>>BMW",
+            "remember Tia Batres / works for / BMW",
+            "remember Ivo Renner / lives in / Lyon",
+            "remember Ivo Renner / works for / BMW",
             "/forget Tia Batres",
             "/forget >>employed by>>",
             "/forget nobody",
@@ -111,7 +111,7 @@ def test_user_switches_memory_and_conversation(store):
     out = chat(
         store,
         [
-            "remember Tia Batres>>works for>>BMW",
+            "remember Tia Batres / works for / BMW",
             "/user bob",
             "/facts",
             "recall Tia Batres",
@@ -131,7 +131,7 @@ def test_user_switches_memory_and_conversation(store):
 
 
 def test_help_unknown_commands_and_quit(store):
-    out = chat(store, ["/help", "/frobnicate", "/quit", "remember never>>said>>this"])
+    out = chat(store, ["/help", "/frobnicate", "/quit", "remember never / said / this"])
     assert "/forget PATTERN" in out and "/user NAME" in out
     assert "unknown command /frobnicate" in out
     assert store.facts("alice") == []  # nothing after /quit ran
