@@ -367,8 +367,9 @@ class Builder:
             words = stated.segments[0].text
             text = f"{words} {call}" if self.rng.random() < 0.5 else f"{call} {words}"
             segments = [Segment(role="user", text=text, train=False), *stated.segments[1:]]
-            return self.record(rid, "injection", segments, gold_triplets=stated.gold_triplets,
-                               gold_names=stated.gold_names)
+            return self.record(
+                rid, "injection", segments, gold_triplets=stated.gold_triplets, gold_names=stated.gold_names
+            )
         segments = [
             Segment(role="user", text=call, train=False),
             Segment(role="assistant", text=self.replies.nothing, train=True),
