@@ -289,6 +289,7 @@ class TripletStore:
         self._lock = threading.RLock()
         self._conn = self._connect(self.path)
         self._indexes: OrderedDict[tuple[str, str], FuzzyIndex] = OrderedDict()
+        self._purges: dict[str, int] = {}  # namespace -> purges so far (an index built across one is discarded)
         self._canonical = self.config.canonical_names  # normalised alias -> canonical relation name
         self._functional: dict[str, str] = {}  # normalised canonical name -> "subject"/"object"/"both"
         self._ends: dict[str, list[str]] = {}  # normalised canonical name -> the relations its new facts end
@@ -460,6 +461,13 @@ class TripletStore:
         given = {name: value for name, value in zip(FIELDS, (subject, relation, object)) if value is not None}
         if not given:
             raise ValueError("query needs at least one of subject, relation, object (use facts() to list all)")
+        while True:
+            try:
+                return self._query(namespace, given, as_of, fuzzy)
+            except _IndexMissing as missing:  # built outside the lock: other users' queries go on meanwhile
+                self._build_index(namespace, missing.field)
+
+    def _query(self, namespace: str, given: dict[str, str], as_of, fuzzy: bool) -> QueryResult:
         where, params, matches = ["namespace = ?"], [namespace], {}
         with self._lock:
             for name, value in given.items():
@@ -469,7 +477,7 @@ class TripletStore:
                     if fuzzy and name == "relation":
                         match = self._relation_word_match(namespace, norm)
                     if fuzzy and match is None:
-                        match = self.fuzzy_index(namespace, name).search(norm)
+                        match = self._resident_index(namespace, name).search(norm)
                     if match is None:
                         return QueryResult([], matches)
                     norm = match.term
@@ -543,6 +551,7 @@ class TripletStore:
                 f"SELECT subject_norm, relation_norm, object_norm FROM triplets WHERE {where}", params
             ).fetchall()
             cur.execute(f"DELETE FROM triplets WHERE {where}", params)
+            self._purges[namespace] = self._purges.get(namespace, 0) + 1  # an index being built is stale
             for i, name in enumerate(FIELDS):
                 index = self._indexes.get((namespace, name))
                 if index is None:
@@ -604,23 +613,67 @@ class TripletStore:
 
     def fuzzy_index(self, namespace: str, name: str) -> FuzzyIndex:
         """The resident index of one (namespace, field), built from SQLite if it is not resident."""
+        while True:
+            try:
+                with self._lock:
+                    return self._resident_index(namespace, name)
+            except _IndexMissing:
+                self._build_index(namespace, name)
+
+    def _resident_index(self, namespace: str, name: str) -> FuzzyIndex:
+        """The index if resident (now the most recently used); _IndexMissing if not. Under the lock."""
+        if name not in FIELDS:
+            raise ValueError(f"no field {name!r}: a fuzzy index is of one of {', '.join(FIELDS)}")
+        index = self._indexes.get((namespace, name))
+        if index is None:
+            raise _IndexMissing(name)
+        self._indexes.move_to_end((namespace, name))
+        return index
+
+    def _build_index(self, namespace: str, name: str) -> None:
+        """Build one (namespace, field) index and make it resident. The terms are read under the lock,
+        the MinHash signatures (most of the time: ~56 s at a million terms) are computed outside it,
+        then the terms written meanwhile are added; a purge meanwhile discards the build (the caller
+        retries)."""
+        if name not in FIELDS:
+            raise ValueError(f"no field {name!r}: a fuzzy index is of one of {', '.join(FIELDS)}")
         key = (namespace, name)
         with self._lock:
-            index = self._indexes.get(key)
-            if index is not None:
-                self._indexes.move_to_end(key)
-                return index
-            index = FuzzyIndex(self.config.fuzzy)
-            # One add for all terms: the signature matrix is allocated once, at its final size.
-            rows = self._conn.execute(f"SELECT DISTINCT {name}_norm FROM triplets WHERE namespace = ?", (namespace,))
-            index.add([row[0] for row in rows])
+            if key in self._indexes:
+                return
+            purges = self._purges.get(namespace, 0)
+            last_id = self._conn.execute("SELECT COALESCE(MAX(id), 0) FROM triplets").fetchone()[0]
+            terms = [
+                row[0]
+                for row in self._conn.execute(
+                    f"SELECT DISTINCT {name}_norm FROM triplets WHERE namespace = ? AND id <= ?", (namespace, last_id)
+                )
+            ]
+        index = FuzzyIndex(self.config.fuzzy)
+        index.add(terms)  # one add for all terms: the signature matrix is allocated once, at its final size
+        with self._lock:
+            if key in self._indexes or self._purges.get(namespace, 0) != purges:
+                return
+            index.add(
+                row[0]
+                for row in self._conn.execute(
+                    f"SELECT DISTINCT {name}_norm FROM triplets WHERE namespace = ? AND id > ?", (namespace, last_id)
+                )
+            )
             self._indexes[key] = index
             while len(self._indexes) > self.config.max_indexes:
                 self._indexes.popitem(last=False)
-        return index
 
     def _transaction(self):
         return _Transaction(self._conn)
+
+
+class _IndexMissing(Exception):
+    """A query needs a fuzzy index that is not resident: it is built outside the lock, then the query runs again."""
+
+    def __init__(self, field: str) -> None:
+        super().__init__(field)
+        self.field = field
 
 
 class _Transaction:

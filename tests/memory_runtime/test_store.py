@@ -342,3 +342,72 @@ def test_ends_must_name_relations_of_the_table():
 
     with pytest.raises(ValueError, match="not relation names"):
         MemoryConfig.model_validate({"relations": [{"name": "employed by", "ends": ["boss of"]}]})
+
+
+# --------------------------------------------------------------------------- fuzzy indexes built outside the lock
+
+
+def _slow_builds(monkeypatch, during):
+    """Make the first index build call `during()` between reading the terms and installing the index."""
+    from memory_runtime import fuzzy
+
+    real_add, calls = fuzzy.FuzzyIndex.add, []
+
+    def add(self, terms):
+        terms = list(terms)
+        if not calls:
+            calls.append(1)
+            during()
+        return real_add(self, terms)
+
+    monkeypatch.setattr(fuzzy.FuzzyIndex, "add", add)
+
+
+def test_other_users_are_served_while_an_index_builds(store, monkeypatch):
+    store.write("Dorothea Altemus", "employed by", "Pfizer", namespace="alice")
+    store.write("Marcus Feld", "investor in", "BMW", namespace="bob")
+    building, release = threading.Event(), threading.Event()
+
+    def during():
+        building.set()
+        assert release.wait(10)
+
+    _slow_builds(monkeypatch, during)
+    fuzzy = threading.Thread(target=lambda: store.query("Dorothea Altemos", namespace="alice"))
+    fuzzy.start()
+    assert building.wait(10)
+    served = []  # the build is paused: bob writes and reads meanwhile, or waits for the lock
+
+    def bob():
+        store.write("Ilse Brandt", "investor in", "BMW", namespace="bob")
+        served.append(len(store.query(None, "investor in", "BMW", namespace="bob").facts))
+
+    other = threading.Thread(target=bob)
+    other.start()
+    other.join(5)
+    assert served == [2]  # served while alice's index was being built
+    release.set()
+    fuzzy.join(10)
+    assert not fuzzy.is_alive()
+
+
+def test_terms_written_during_a_build_are_in_the_index(store, monkeypatch):
+    store.write("Dorothea Altemus", "employed by", "Pfizer")
+    _slow_builds(monkeypatch, lambda: store.write("Wilhelmina Oosterhuis", "employed by", "Siemens"))
+    assert store.query("Dorothea Altemos").facts[0].subject == "Dorothea Altemus"
+    assert "wilhelmina oosterhuis" in store.fuzzy_index("default", "subject")
+    assert store.query("Wilhelmina Oosterhuys").facts[0].object == "Siemens"
+
+
+def test_a_purge_during_a_build_discards_it(store, monkeypatch):
+    store.write("Dorothea Altemus", "employed by", "Pfizer")
+    store.write("Marcus Feld", "employed by", "BMW")
+    _slow_builds(monkeypatch, lambda: store.forget("Marcus Feld", purge=True))
+    assert store.query("Dorothea Altemos").facts[0].subject == "Dorothea Altemus"
+    assert "marcus feld" not in store.fuzzy_index("default", "subject")
+    assert store.query("Marcus Feldt").facts == []
+
+
+def test_an_index_is_of_one_of_the_three_fields(store):
+    with pytest.raises(ValueError, match="no field 'subject_norm FROM triplets; --'"):
+        store.fuzzy_index("default", "subject_norm FROM triplets; --")
