@@ -490,16 +490,57 @@ class TripletStore:
             ).fetchall()
         return QueryResult([_fact(row) for row in rows], matches)
 
-    def facts(self, namespace: str = "default", *, as_of: float | datetime | None = None) -> list[Fact]:
-        """Every fact of the namespace that is current (or valid at `as_of`)."""
+    def facts(
+        self,
+        namespace: str = "default",
+        *,
+        as_of: float | datetime | None = None,
+        limit: int | None = None,
+        offset: int = 0,
+    ) -> list[Fact]:
+        """The namespace's current facts (or those valid at `as_of`), oldest first; `limit` and
+        `offset` page through them in SQL (a large memory is never loaded to be sliced)."""
         namespace = _checked_namespace(namespace)
+        if (limit is not None and limit < 1) or offset < 0:
+            raise ValueError(f"limit must be >= 1 and offset >= 0, got {limit} and {offset}")
         params: list = [namespace]
         clause = self._validity_clause(as_of, params)
+        page = ""
+        if limit is not None or offset:
+            page = " LIMIT ? OFFSET ?"
+            params += [-1 if limit is None else limit, offset]
         with self._lock:
             rows = self._conn.execute(
-                f"SELECT {_COLUMNS} FROM triplets WHERE namespace = ? AND {clause} ORDER BY valid_from, id", params
+                f"SELECT {_COLUMNS} FROM triplets WHERE namespace = ? AND {clause} ORDER BY valid_from, id{page}",
+                params,
             ).fetchall()
         return [_fact(row) for row in rows]
+
+    def count(self, namespace: str = "default", *, current: bool = True) -> int:
+        """How many facts the namespace holds: current ones, or every version (current=False)."""
+        namespace = _checked_namespace(namespace)
+        clause = " AND valid_to IS NULL" if current else ""
+        with self._lock:
+            return self._conn.execute(
+                f"SELECT COUNT(*) FROM triplets WHERE namespace = ?{clause}", (namespace,)
+            ).fetchone()[0]
+
+    def iter_facts(self, namespace: str = "default", *, current: bool = True, page: int = 1000) -> Iterator[Fact]:
+        """The namespace's facts (current ones, or every version) in id order, `page` rows per lock
+        hold: an export streams a memory of any size without holding it, or the lock, whole."""
+        namespace = _checked_namespace(namespace)
+        clause = " AND valid_to IS NULL" if current else ""
+        last = 0
+        while True:
+            with self._lock:
+                rows = self._conn.execute(
+                    f"SELECT {_COLUMNS} FROM triplets WHERE namespace = ? AND id > ?{clause} ORDER BY id LIMIT ?",
+                    (namespace, last, page),
+                ).fetchall()
+            if not rows:
+                return
+            yield from (_fact(row) for row in rows)
+            last = rows[-1][0]
 
     def history(
         self,

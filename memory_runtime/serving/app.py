@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import asdict
 from typing import Annotated, Any, Protocol
@@ -240,9 +241,9 @@ def create_app(
         limit: int = Query(1000, ge=1, le=100_000),
         offset: int = Query(0, ge=0),
     ) -> dict[str, Any]:
-        """The caller's current facts, oldest first."""
-        facts = store.facts(namespace)
-        return {"object": "list", "total": len(facts), "data": [asdict(f) for f in facts[offset : offset + limit]]}
+        """The caller's current facts, oldest first, one page (`limit`, `offset`) read from the store."""
+        facts = store.facts(namespace, limit=limit, offset=offset)
+        return {"object": "list", "total": store.count(namespace), "data": [asdict(f) for f in facts]}
 
     @app.get("/v1/memory/search")
     def search_facts(query: Annotated[FactQuery, Query()], namespace: str = Depends(user_namespace)) -> dict[str, Any]:
@@ -271,14 +272,20 @@ def create_app(
         return {"forgotten": n, "purged": query.purge}
 
     @app.get("/v1/memory/export")
-    def export_memory(namespace: str = Depends(user_namespace)) -> dict[str, Any]:
-        """The caller's whole memory: current facts (importable as is) and every version."""
-        return {
-            "namespace": namespace,
-            "exported_at": time.time(),
-            "facts": [asdict(f) for f in store.facts(namespace)],
-            "history": [asdict(f) for f in store.history(namespace=namespace)],
-        }
+    def export_memory(namespace: str = Depends(user_namespace)) -> StreamingResponse:
+        """The caller's whole memory: current facts (importable as is) and every version, streamed
+        page by page (a memory of any size, never held whole)."""
+
+        def body() -> Iterator[str]:
+            yield json.dumps({"namespace": namespace, "exported_at": time.time()})[:-1] + ', "facts": ['
+            for key, current in (("facts", True), ("history", False)):
+                if key == "history":
+                    yield '], "history": ['
+                for i, fact in enumerate(store.iter_facts(namespace, current=current)):
+                    yield ("," if i else "") + json.dumps(asdict(fact))
+            yield "]}"
+
+        return StreamingResponse(body(), media_type="application/json")
 
     @app.post("/v1/memory/import")
     def import_memory(request: ImportRequest, namespace: str = Depends(user_namespace)) -> dict[str, Any]:

@@ -492,3 +492,32 @@ def test_the_openai_client_works_unchanged_over_the_real_model(store, tiny_model
             openai.OpenAI(base_url=url + "/v1", api_key="wrong-key-0000", max_retries=0).models.list()
         with pytest.raises(openai.BadRequestError):
             client.chat.completions.create(model="tiny", messages=[{"role": "assistant", "content": "hi"}])
+
+
+def test_facts_are_paged_and_export_streams_every_version(client, store):
+    store.write_many([(f"Person {i:04d}", "employed by", f"Org {i % 7}") for i in range(2500)], namespace="alice")
+    store.write("Person 0000", "employed by", "Org 99", namespace="alice")  # supersedes: one more version
+    page = client.get("/v1/memory/facts", params={"limit": 3, "offset": 10}, headers=ALICE).json()
+    assert page["total"] == 2500 and [f["subject"] for f in page["data"]] == [
+        "Person 0011",
+        "Person 0012",
+        "Person 0013",
+    ]
+    assert client.get("/v1/memory/facts", params={"limit": 0}, headers=ALICE).status_code == 400
+    exported = client.get("/v1/memory/export", headers=ALICE)
+    assert exported.headers["content-type"].startswith("application/json")
+    body = exported.json()
+    assert body["namespace"] == "alice" and len(body["facts"]) == 2500 and len(body["history"]) == 2501
+    assert {f["subject"] for f in body["facts"]} == {f"Person {i:04d}" for i in range(2500)}
+    empty = client.get("/v1/memory/export", headers=BOB).json()
+    assert empty["facts"] == [] and empty["history"] == []
+    imported = client.post("/v1/memory/import", json={"facts": body["facts"][:200]}, headers=BOB).json()
+    assert imported["stored"] == 200 and store.count("bob") == 200  # (all 2500 exceed the request limit)
+
+
+def test_store_pages_and_iterates_in_sql(store):
+    store.write_many([(f"P{i}", "employed by", "Acme") for i in range(5)])
+    assert [f.subject for f in store.facts(limit=2, offset=1)] == ["P1", "P2"]
+    assert [f.subject for f in store.iter_facts(page=2)] == [f"P{i}" for i in range(5)]
+    with pytest.raises(ValueError, match="limit must be >= 1"):
+        store.facts(limit=0)
