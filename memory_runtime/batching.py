@@ -26,6 +26,7 @@ statement waits for the previous one's writes): :meth:`BatchDecoder.run_sessions
 from __future__ import annotations
 
 import collections
+import threading
 import time
 from collections.abc import Callable, Generator, Iterable
 from dataclasses import dataclass, field
@@ -57,6 +58,7 @@ class TurnRequest:
     seed: int | None = None
     on_text: Callable[[str], None] | None = None  # called with the turn's full text (calls included) as it grows
     tag: Any = None  # the caller's own handle (not used here)
+    cancel: threading.Event = field(default_factory=threading.Event)  # set: the turn ends at its next token
 
 
 @dataclass
@@ -76,6 +78,11 @@ class _Decoder:
     """What the batched and the one-at-a-time decoder share: a queue of requests, and the drivers."""
 
     max_batch_size = 1
+    context: int | None = None  # the model's context in tokens, where known
+
+    def prompt_tokens(self, request: TurnRequest) -> int | None:
+        """How many tokens `request`'s prompt is, where this decoder can tell (None: it cannot)."""
+        return None
 
     def __init__(self) -> None:
         self.waiting: collections.deque[TurnRequest] = collections.deque()
@@ -168,7 +175,10 @@ class OneAtATime(_Decoder):
             max_calls=request.max_calls,
             max_new_tokens=request.max_new_tokens,
         )
-        return [(request, controller.run_turn(body[-1]["content"], body[:-1], on_text=request.on_text))]
+        turn = controller.run_turn(
+            body[-1]["content"], body[:-1], on_text=request.on_text, cancelled=request.cancel.is_set
+        )
+        return [(request, turn)]
 
 
 class BatchDecoder(_Decoder):
@@ -183,6 +193,7 @@ class BatchDecoder(_Decoder):
         self.max_batch_size = max_batch_size
         self.copy_fields = copy_fields
         self.stackable = supports(model)
+        self.context = getattr(getattr(model, "config", None), "max_position_embeddings", None)
         self.end_token_ids = end_token_ids(model, tokenizer)
         self.device = input_device(model)
         self.cache = BatchCache()
@@ -191,6 +202,10 @@ class BatchDecoder(_Decoder):
         self._alone = OneAtATime(self.backend_for)  # models whose cache cannot be stacked
         if not self.stackable:
             self.waiting = self._alone.waiting
+
+    def prompt_tokens(self, request: TurnRequest) -> int:
+        prompt = self.tokenizer.apply_chat_template(request.messages, tokenize=False, add_generation_prompt=True)
+        return len(self.tokenizer(prompt, add_special_tokens=False)["input_ids"])
 
     def backend_for(self, request: TurnRequest) -> HFBackend:
         """A single-turn backend over this model, for `request`'s sampling and memory."""
@@ -271,7 +286,14 @@ class BatchDecoder(_Decoder):
         )
         decoder.start(request.messages)
         self._keys += 1
-        calls = TurnCalls(request.store, request.namespace, request.max_calls, request.on_text, request.messages)
+        calls = TurnCalls(
+            request.store,
+            request.namespace,
+            request.max_calls,
+            request.on_text,
+            request.messages,
+            request.cancel.is_set,
+        )
         turn = _Turn(self._keys, request, decoder, calls)
         prompt = decoder.prompt_ids
         if len(prompt) < 2:

@@ -22,7 +22,9 @@ from typing import Literal
 from memory_runtime.backend import Backend
 from memory_runtime.injection import REFUSED, InjectionGuard
 from memory_runtime.protocol import (
+    ACK,
     SYSTEM_PROMPT,
+    WRITE_OPEN,
     Call,
     ParseError,
     StreamParser,
@@ -32,7 +34,7 @@ from memory_runtime.protocol import (
 )
 from memory_runtime.store import FieldMatch, TripletStore
 
-Status = Literal["ok", "max_calls", "max_tokens"]
+Status = Literal["ok", "max_calls", "max_tokens", "cancelled"]
 Action = Literal["continue", "pause", "stop"]
 
 
@@ -79,6 +81,11 @@ def turn_messages(
     return messages + [*history, {"role": "user", "content": user_text}]
 
 
+NOT_STORED = "I could not store that."
+"""The reply of a turn whose only answer was the acknowledgement while a write failed (refused,
+malformed, cut by the token limit): the user must not be told it was stored."""
+
+
 class TurnCalls:
     """The memory calls of one turn, executed as its text arrives.
 
@@ -94,7 +101,9 @@ class TurnCalls:
         max_calls: int,
         on_text: Callable[[str], None] | None = None,
         messages: Sequence[dict[str, str]] = (),
+        cancelled: Callable[[], bool] | None = None,
     ) -> None:
+        self.cancelled = cancelled  # asked before every piece: the client went away, the turn ends
         self.on_text = on_text  # called with the turn's text (calls included) after every piece: streaming
         # the turn's prompt: call syntax in any message but the system prompt came from outside the model
         self.guard = InjectionGuard.of(m["content"] for m in messages if m["role"] != "system")
@@ -114,6 +123,9 @@ class TurnCalls:
         return action
 
     def _feed(self, piece: str) -> Action:
+        if self.cancelled is not None and self.cancelled():
+            self.status = "cancelled"
+            return "stop"
         events = self.parser.feed(piece)
         self.text += piece
         for event in events:
@@ -155,8 +167,12 @@ class TurnCalls:
                 self.calls.append(CallRecord("error", error.text, status=error.message))
             if generated_tokens >= max_new_tokens:
                 self.status = "max_tokens"
+        reply = strip_calls(self.text)
+        unstored = [c for c in self.calls if c.kind == "error" and c.text.startswith(WRITE_OPEN)]
+        if unstored and reply.strip() == ACK:  # "Noted." would say a write was stored that was not
+            reply = NOT_STORED
         return TurnResult(
-            reply=strip_calls(self.text),
+            reply=reply,
             text=self.text,
             calls=self.calls,
             status=self.status,
@@ -220,14 +236,18 @@ class Controller:
         self.max_new_tokens = max_new_tokens
 
     def run_turn(
-        self, user_text: str, history: Sequence[dict[str, str]] = (), on_text: Callable[[str], None] | None = None
+        self,
+        user_text: str,
+        history: Sequence[dict[str, str]] = (),
+        on_text: Callable[[str], None] | None = None,
+        cancelled: Callable[[], bool] | None = None,
     ) -> TurnResult:
         """Generate the assistant's reply to `user_text`, running its memory calls; `on_text` gets
-        the turn's text (calls included) as it grows."""
+        the turn's text (calls included) as it grows; `cancelled()` true ends the turn early."""
         start = time.perf_counter()
         messages = turn_messages(user_text, history, self.system_prompt)
         self.backend.start(messages)
-        turn = TurnCalls(self.store, self.namespace, self.max_calls, on_text, messages)
+        turn = TurnCalls(self.store, self.namespace, self.max_calls, on_text, messages, cancelled)
         generated = 0
         while True:
             action: Action = "continue"

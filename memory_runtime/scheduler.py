@@ -24,12 +24,18 @@ class Overloaded(Exception):
     """More turns are waiting than the server's queue allows."""
 
 
+class OwnerBusy(Overloaded):
+    """One owner (an API key) has as many turns waiting or running as it may."""
+
+
 class TurnScheduler:
     """Admits requests fairly into `decoder` (a BatchDecoder or OneAtATime) and steps it on its own thread."""
 
-    def __init__(self, decoder: Any, max_queue: int) -> None:
+    def __init__(self, decoder: Any, max_queue: int, max_per_owner: int | None = None) -> None:
         self.decoder = decoder
         self.max_queue = max_queue
+        self.max_per_owner = max_per_owner  # turns one owner may have waiting or running at once
+        self._in_flight: collections.Counter[str] = collections.Counter()  # owner -> turns waiting or running
         self._queues: collections.OrderedDict[str, collections.deque] = collections.OrderedDict()
         self._jobs: collections.deque = collections.deque()
         self._waiting = 0
@@ -50,12 +56,22 @@ class TurnScheduler:
         loop = asyncio.get_running_loop()
         future = loop.create_future()
         with self._wake:
+            if self.max_per_owner is not None and self._in_flight[owner] >= self.max_per_owner:
+                raise OwnerBusy(f"{self._in_flight[owner]} turns of this key are waiting or running")
             if self._waiting >= self.max_queue:
                 raise Overloaded(f"{self._waiting} turns are waiting")
             self._queues.setdefault(owner, collections.deque()).append((request, loop, future))
             self._waiting += 1
+            self._in_flight[owner] += 1
+            future.add_done_callback(lambda _: self._release(owner))
             self._wake.notify()
         return future
+
+    def _release(self, owner: str) -> None:
+        with self._wake:
+            self._in_flight[owner] -= 1
+            if self._in_flight[owner] <= 0:
+                del self._in_flight[owner]
 
     async def run(self, request: TurnRequest, owner: str) -> TurnResult:
         return await self.submit(request, owner)

@@ -118,7 +118,14 @@ class VLLMDecoder(_Decoder):
     def _admit(self, request: TurnRequest) -> None:
         decoder = TurnDecoder(self.tokenizer, self.end_token_ids, copy_fields=False)
         decoder.start(request.messages)
-        calls = TurnCalls(request.store, request.namespace, request.max_calls, request.on_text, request.messages)
+        calls = TurnCalls(
+            request.store,
+            request.namespace,
+            request.max_calls,
+            request.on_text,
+            request.messages,
+            request.cancel.is_set,
+        )
         self._submit(_VTurn(request, decoder, calls))
 
     def _submit(self, turn: _VTurn) -> None:

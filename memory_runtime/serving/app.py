@@ -6,7 +6,7 @@ import asyncio
 import json
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import asdict
 from typing import Annotated, Any, Protocol
@@ -21,7 +21,7 @@ from memory_runtime.batching import OneAtATime, TurnRequest
 from memory_runtime.controller import Controller, TurnResult, turn_messages
 from memory_runtime.feedback import Exchange, Feedback, FeedbackLog
 from memory_runtime.protocol import SYSTEM_PROMPT, visible_reply
-from memory_runtime.scheduler import Overloaded, TurnScheduler
+from memory_runtime.scheduler import Overloaded, OwnerBusy, TurnScheduler
 from memory_runtime.serving.config import ServeConfig
 from memory_runtime.serving.keys import KeyRing, namespace_dependency
 from memory_runtime.serving.metrics import Metrics
@@ -86,7 +86,7 @@ def create_app(
     limits, metrics = config.limits, Metrics()
     if decoder is None:
         decoder = OneAtATime(lambda r: backend_factory(temperature=r.temperature, top_p=r.top_p, seed=r.seed))
-    scheduler = TurnScheduler(decoder, limits.max_queue)
+    scheduler = TurnScheduler(decoder, limits.max_queue, limits.max_turns_per_key)
     user_namespace = namespace_dependency(keyring)
 
     @asynccontextmanager
@@ -117,6 +117,23 @@ def create_app(
     async def _crash(_: Request, err: Exception) -> JSONResponse:
         return APIError(500, f"internal error: {type(err).__name__}", type="server_error").response()
 
+    def fit_context(turn: TurnRequest) -> None:
+        """Refuse a prompt longer than the server takes or the model reads, before any decoding; cap
+        the turn's tokens to what is left of the context."""
+        n = decoder.prompt_tokens(turn)
+        if n is None:
+            return
+        context = decoder.context or n + turn.max_new_tokens
+        if n > limits.max_prompt_tokens or n >= context:
+            limit = min(limits.max_prompt_tokens, context - 1)
+            raise APIError(
+                400,
+                f"the prompt is {n} tokens (history included); this server takes at most {limit}",
+                param="messages",
+                code="context_length_exceeded",
+            )
+        turn.max_new_tokens = min(turn.max_new_tokens, context - n)
+
     # ------------------------------------------------------------------ service
 
     @app.get("/health")
@@ -137,7 +154,7 @@ def create_app(
         }
 
     @app.post("/v1/chat/completions")
-    async def chat_completions(request: ChatRequest, namespace: str = Depends(user_namespace)) -> Any:
+    async def chat_completions(request: ChatRequest, http: Request, namespace: str = Depends(user_namespace)) -> Any:
         """One user turn: the model answers, its memory calls run against the caller's namespace."""
         if request.n != 1:
             raise APIError(400, "only n=1 is supported", param="n")
@@ -171,8 +188,16 @@ def create_app(
             seed=request.seed,
             on_text=on_text if request.stream else None,
         )
+        fit_context(turn)
         try:
             future = scheduler.submit(turn, owner=namespace)
+        except OwnerBusy:
+            raise APIError(
+                429,
+                f"this key has {limits.max_turns_per_key} turns waiting or running; retry when one is done",
+                type="rate_limit_error",
+                code="too_many_turns",
+            ) from None
         except Overloaded:
             raise APIError(
                 503, "the server is overloaded; retry later", type="server_error", code="overloaded"
@@ -204,16 +229,29 @@ def create_app(
             future.add_done_callback(lambda _: visible.put_nowait(None))
             include_usage = bool((request.stream_options or {}).get("include_usage"))
 
-            events = chat_chunks(
-                {**completion, "object": "chat.completion.chunk"},
-                visible,
-                future,
-                finished,
-                include_usage=include_usage,
-            )
+            async def events() -> AsyncIterator[str]:
+                chunks = chat_chunks(
+                    {**completion, "object": "chat.completion.chunk"},
+                    visible,
+                    future,
+                    finished,
+                    include_usage=include_usage,
+                )
+                try:
+                    async for chunk in chunks:
+                        yield chunk
+                finally:  # the client went away mid-stream: the turn stops at its next token
+                    cancel(turn, future, metrics)
+
             return StreamingResponse(
-                events, media_type="text/event-stream", headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+                events(),
+                media_type="text/event-stream",
+                headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
             )
+        while not (await asyncio.wait({future}, timeout=DISCONNECT_POLL_SECONDS))[0]:
+            if await http.is_disconnected():  # nobody waits for the answer: free the model for others
+                cancel(turn, future, metrics)
+                raise APIError(499, "the client closed the request", code="client_closed_request")
         result = await future
         finish, usage, trace = finished(result)
         choice = {
@@ -339,6 +377,17 @@ def create_app(
         Instrumented, max_bytes=limits.max_request_bytes, metrics=metrics, routes={route.path for route in app.routes}
     )
     return app
+
+
+DISCONNECT_POLL_SECONDS = 0.25  # how often a waiting non-streamed request checks that its client is still there
+
+
+def cancel(turn: TurnRequest, future: Any, metrics: Metrics) -> None:
+    """End an unfinished turn whose client is gone: it stops at its next token, or never starts."""
+    if not future.done():
+        turn.cancel.set()
+        future.cancel()
+        metrics.record_cancelled()
 
 
 def _trace(result: TurnResult, namespace: str) -> dict[str, Any]:

@@ -26,6 +26,8 @@ class Limits(BaseModel):
     max_tokens: int = Field(256, ge=1)  # generated tokens per turn; a request's max_tokens is capped to it
     max_calls: int = Field(16, ge=1)  # memory calls per turn (ends runaway call loops)
     max_queue: int = Field(32, ge=1)  # turns waiting for the model; more get 503 "overloaded"
+    max_turns_per_key: int = Field(8, ge=1)  # turns one API key may have waiting or running; more get 429
+    max_prompt_tokens: int = Field(4096, ge=16)  # a longer prompt (history included) gets 400 before any decoding
 
 
 class Generation(BaseModel):

@@ -26,6 +26,7 @@ class Metrics:
             "wall_seconds": 0.0,
             "model_seconds": 0.0,
             "store_seconds": 0.0,
+            "cancelled": 0,  # turns whose client left before the answer (not in the figures above)
         }
         self._overhead: deque[float] = deque(maxlen=window)
 
@@ -35,6 +36,10 @@ class Metrics:
             stats["count"] += 1
             stats["status"][str(status)] = stats["status"].get(str(status), 0) + 1
             stats["latency"].append(seconds)
+
+    def record_cancelled(self) -> None:
+        with self._lock:
+            self._turns["cancelled"] += 1
 
     def record_turn(self, turn: TurnResult) -> None:
         with self._lock:

@@ -137,3 +137,28 @@ def test_trace_serialises(store):
     trace = result.to_dict()
     assert trace["calls"][0]["fields"] == ("Tia Batres", "customer of", "Pfizer")
     assert trace["overhead_seconds"] >= 0
+
+
+def test_the_reply_never_acknowledges_a_write_that_was_not_stored():
+    from memory_runtime.controller import NOT_STORED
+
+    store = TripletStore()
+    malformed = Controller(ScriptedBackend(["[MEM_WRITE{Ada Lin>>employed by}] Noted."]), store).run_turn("Ada?")
+    assert malformed.reply == NOT_STORED and store.facts() == []
+    cut = Controller(ScriptedBackend(["[MEM_WRITE{Ada Lin>>employed by>>Pf"]), store, max_new_tokens=5)
+    result = cut.run_turn("Ada Lin works for Pfizer.")
+    assert result.status == "max_tokens" and result.reply == "" and store.facts() == []
+    stored = Controller(ScriptedBackend(["[MEM_WRITE{Ada Lin>>employed by>>Pfizer}] Noted."]), store)
+    assert stored.run_turn("Ada Lin works for Pfizer.").reply == "Noted."
+
+
+def test_a_cancelled_turn_stops_at_its_next_piece():
+    store = TripletStore()
+    backend = ScriptedBackend(["Thinking... [MEM_WRITE{Ada Lin>>employed by>>Pfizer}] Noted."], chunk=4)
+    pieces = []
+
+    def cancelled():
+        return len(pieces) >= 2
+
+    result = Controller(backend, store).run_turn("hi", on_text=pieces.append, cancelled=cancelled)
+    assert result.status == "cancelled" and store.facts() == [] and result.text == "Thinking"

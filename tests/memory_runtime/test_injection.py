@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from memory_runtime.backend import ScriptedBackend
-from memory_runtime.controller import Controller
+from memory_runtime.controller import NOT_STORED, Controller
 from memory_runtime.injection import REFUSED, InjectionGuard
 from memory_runtime.protocol import render_write
 from memory_runtime.store import TripletStore
@@ -50,7 +50,7 @@ def test_a_copied_write_is_refused_and_the_refusal_is_in_the_trace():
     assert store.facts() == []
     (call,) = result.calls
     assert call.kind == "error" and call.status == REFUSED and call.fields == ("Mallory Evil", "founder of", "Google")
-    assert result.reply == "Noted."
+    assert result.reply == NOT_STORED  # not "Noted.": nothing was stored
 
 
 def test_call_syntax_in_the_history_counts_and_the_system_prompt_does_not():

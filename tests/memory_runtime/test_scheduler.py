@@ -106,3 +106,26 @@ def test_a_failing_batch_fails_its_turns_and_the_server_goes_on():
         return good, job
 
     assert asyncio.run(asyncio.wait_for(scenario(), timeout=20)) == ("result of good", "a correction")
+
+
+def test_one_key_holds_at_most_its_share_of_turns():
+    from memory_runtime.scheduler import OwnerBusy
+
+    gate = threading.Event()
+    decoder = Recorder(places=1, gate=gate)
+
+    async def scenario():
+        scheduler = TurnScheduler(decoder, max_queue=100, max_per_owner=2)
+        mine = [scheduler.submit(request(f"a{i}"), "alice") for i in range(2)]
+        with pytest.raises(OwnerBusy):
+            scheduler.submit(request("a2"), "alice")
+        theirs = scheduler.submit(request("b0"), "bob")  # another key is not held back
+        gate.set()
+        await asyncio.gather(*mine, theirs)
+        again = scheduler.submit(request("a3"), "alice")  # a finished turn frees its place
+        assert await again == "result of a3"
+        mine[0].cancel()  # a done future: cancelling it frees nothing twice
+        scheduler.close()
+        return dict(scheduler._in_flight)
+
+    assert asyncio.run(scenario()) == {}

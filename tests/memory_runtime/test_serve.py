@@ -8,6 +8,7 @@ latter over the tiny real model through HFBackend.
 import asyncio
 import json
 import threading
+import time
 from pathlib import Path
 
 import httpx
@@ -521,3 +522,46 @@ def test_store_pages_and_iterates_in_sql(store):
     assert [f.subject for f in store.iter_facts(page=2)] == [f"P{i}" for i in range(5)]
     with pytest.raises(ValueError, match="limit must be >= 1"):
         store.facts(limit=0)
+
+
+def test_a_prompt_over_the_limit_is_refused_before_any_decoding(store, tiny_model, smollm2_tokenizer):
+    from memory_runtime.batching import BatchDecoder
+
+    decoder = BatchDecoder(tiny_model, smollm2_tokenizer, max_batch_size=2)
+    cfg = ServeConfig(api_keys=KEYS, api_keys_env=None, limits=Limits(max_prompt_tokens=64, max_tokens=4))
+    app = create_app(cfg, store, hf_backend_factory(tiny_model, smollm2_tokenizer), model_name="tiny", decoder=decoder)
+    with TestClient(app) as c:
+        r = say(c, "Ada Lin works for Pfizer. " * 20)
+        assert r.status_code == 400 and r.json()["error"]["code"] == "context_length_exceeded"
+        assert "takes at most 64" in r.json()["error"]["message"]
+        assert c.get("/metrics").json()["turns"]["count"] == 0 and decoder.stats["prefills"] == 0
+        ok = say(c, "Ada Lin works for Pfizer.")
+        assert ok.status_code == 200 and decoder.stats["prefills"] == 1
+
+
+def test_a_client_that_leaves_mid_stream_ends_its_turn(store):
+    pieces = []
+
+    class Slow(ScriptedBackend):
+        """Talks slowly, then writes a fact: a turn that outlives an impatient client."""
+
+        def __init__(self, **_):
+            super().__init__(["Let me think. " + "Hmm. " * 40 + "[MEM_WRITE{Ada Lin>>employed by>>Pfizer}]"], chunk=2)
+
+        def stream(self, max_new_tokens):
+            for piece in super().stream(max_new_tokens):
+                time.sleep(0.02)
+                pieces.append(piece)
+                yield piece
+
+    app = create_app(config(max_tokens=256), store, Slow, model_name="slow")
+    with background_server(app) as url:
+        with httpx.Client(base_url=url, headers=ALICE, timeout=10) as client:
+            body = {"messages": [{"role": "user", "content": "hi"}], "stream": True}
+            with client.stream("POST", "/v1/chat/completions", json=body) as response:
+                next(response.iter_lines())  # the stream has started; the client leaves
+        time.sleep(3)  # the whole turn would take ~3 s: long enough for it to have ended either way
+        cancelled = httpx.get(f"{url}/metrics").json()["turns"]["cancelled"]
+    assert len(pieces) < 60  # of the ~130 pieces of the whole turn
+    assert store.facts("alice") == []  # the write at its end never came
+    assert cancelled == 1
