@@ -43,6 +43,7 @@ from data_gen.examples import Builder, Group, Scene, query_of
 from data_gen.oracle import MemoryOracle, Session
 from data_gen.text import fill
 from data_gen.world import Pool, derive_seed
+from memory_runtime.jsonl import read_models
 from memory_runtime.protocol import Triplet
 
 
@@ -76,14 +77,7 @@ class Episode(BaseModel):
 
 def load_episodes(path: str | Path) -> list[Episode]:
     """Read an episodes JSONL file; errors name the line."""
-    episodes = []
-    for n, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
-        if line.strip():
-            try:
-                episodes.append(Episode.model_validate_json(line))
-            except ValueError as err:
-                raise ValueError(f"{path}:{n}: invalid episode: {err}") from None
-    return episodes
+    return read_models(path, Episode, "an episode")
 
 
 def dump_episodes(episodes: Iterable[Episode], path: str | Path) -> None:

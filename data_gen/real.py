@@ -34,12 +34,12 @@ passage and its entity strings are detokenised the same way ("Party (Labour).").
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from pathlib import Path
 
 from data_gen.config import RepliesConfig
+from memory_runtime.jsonl import read_dicts
 from memory_runtime.protocol import Triplet, render_write
 from memory_runtime.records import Record, Segment
 
@@ -97,14 +97,7 @@ def _dedupe(triplets: list[Triplet]) -> list[Triplet]:
 def _read_jsonl(path: Path) -> list[tuple[int, dict]]:
     if not path.is_file():
         raise RealDataMissing(f"real-text file {path} is missing (see {path.parent / 'README.md'})")
-    rows = []
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if line.strip():
-            try:
-                rows.append((n, json.loads(line)))
-            except json.JSONDecodeError as err:
-                raise ValueError(f"{path}:{n}: not JSON ({err})") from None
-    return rows
+    return read_dicts(path, "a real-text passage")
 
 
 def _record(rid: str, source: str, passage: str, triplets, annotated: list[str], replies: RepliesConfig) -> Record:

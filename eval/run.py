@@ -33,6 +33,7 @@ from eval.real_probe import evaluate_real, real_sample
 from eval.records import evaluate_records, evaluate_typos
 from eval.report import summarise, write_report
 from eval.systems import SYSTEMS, System
+from memory_runtime.jsonl import read_models
 from memory_runtime.records import Record
 from memory_runtime.store import MemoryConfig
 from memory_runtime.yaml_config import apply_overrides, read_mapping, validate
@@ -137,9 +138,7 @@ def load_records(config: EvalConfig) -> list[Record]:
     path = records_path(config)
     if not path.is_file():
         raise FileNotFoundError(f"{path} not found: --data must be a directory written by `memlm generate`")
-    records = [
-        Record.model_validate_json(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()
-    ]
+    records = read_models(path, Record, "a Record")
     return _stratified(records, config.limit, config.seed)
 
 

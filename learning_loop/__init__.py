@@ -2,7 +2,8 @@
 
     self_instruct.py  `memlm self-instruct`: model-phrased tasks, executed, rewarded, kept, trained on
     reward.py         reward: 0/1 score of a turn against a task's gold (self-instruct's filter)
+    review.py         `memlm feedback list | accept | reject`: feedback reviewed before it trains
 
-Feedback from chat and serve (memory_runtime.feedback) becomes Records in trajectories.jsonl that
-`memlm train` takes through data.extra_jsonl.
+Feedback from chat and serve (memory_runtime.feedback) is kept per user in pending/ until it is
+accepted into accepted.jsonl, which `memlm train` takes through data.extra_jsonl.
 """

@@ -32,12 +32,13 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from eval.metrics import names_in
 from learning_loop.reward import Reward, reward
 from memory_runtime.backend import Backend
 from memory_runtime.controller import Controller, TurnResult
+from memory_runtime.jsonl import read_models
 from memory_runtime.protocol import SYSTEM_PROMPT, Call, Triplet, parse_calls
 from memory_runtime.records import Record, turn_segments
 from memory_runtime.store import MemoryConfig, TripletStore, normalize_term
@@ -91,16 +92,8 @@ class Task(BaseModel):
 
 
 def load_tasks(path: str | Path) -> list[Task]:
-    """Tasks from JSONL (one Task per line); errors name the line."""
-    tasks = []
-    for i, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip() or line.lstrip().startswith("#"):
-            continue
-        try:
-            tasks.append(Task.model_validate_json(line))
-        except ValidationError as err:
-            raise ValueError(f"{path}:{i}: not a task: {err}") from None
-    return tasks
+    """Tasks from JSONL (one Task per line, ``#`` comments); errors name the line."""
+    return read_models(path, Task, "a task", comments=True)
 
 
 def write_jsonl(path: Path, items: Iterable[BaseModel]) -> int:

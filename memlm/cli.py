@@ -40,6 +40,11 @@ def _quiet_known_warnings() -> None:
 
 app.add_typer(bench_app, name="bench")
 app.add_typer(memory_app, name="memory")
+feedback_app = typer.Typer(
+    help="Review the feedback chat and serve kept (DIR/pending/): nothing trains until it is accepted.",
+    no_args_is_help=True,
+)
+app.add_typer(feedback_app, name="feedback")
 
 console = Console(stderr=True)
 DB = typer.Option(..., "--db", help="Path of the memory database (SQLite file).")
@@ -514,6 +519,72 @@ def generate(
     console.print(report.summary(), markup=False, highlight=False, soft_wrap=True)
 
 
+# ----------------------------------------------------------------------------- feedback review
+
+FEEDBACK_DIR = typer.Option(..., "--dir", help="A feedback directory (chat's --feedback-dir, serve's feedback_dir).")
+FEEDBACK_NAMESPACE = typer.Option(None, "--namespace", "-n", help="Only this user's (namespace's) trajectories.")
+
+
+@feedback_app.command("list")
+def feedback_list(
+    directory: Path = FEEDBACK_DIR,
+    namespace: str | None = FEEDBACK_NAMESPACE,
+    as_json: bool = typer.Option(False, "--json", help="Print JSON lines instead of a table."),
+) -> None:
+    """The trajectories waiting for review: id, namespace, what the user said, what would be trained."""
+    from learning_loop.review import summary
+
+    try:
+        rows = summary(directory, namespace)
+    except (OSError, ValueError) as err:
+        _fail(err)
+    if as_json:
+        for row in rows:
+            print(json.dumps(row, ensure_ascii=False))
+        return
+    table = Table(title=f"{len(rows)} pending in {directory}")
+    for column in ("id", "namespace", "user", "trained"):
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        table.add_row(*(str(row[k]) for k in ("id", "namespace", "user", "trained")))
+    Console().print(table)
+
+
+def _decide(directory: Path, ids: list[str] | None, every: bool, namespace: str | None, accept: bool) -> None:
+    from learning_loop.review import decide
+
+    if bool(ids) == every:
+        _fail(ValueError("name the trajectories to decide on (IDS) or pass --all, not both"))
+    try:
+        moved = decide(directory, None if every else ids, accept=accept, namespace=namespace)
+    except (OSError, ValueError) as err:
+        _fail(err)
+    where = directory / ("accepted.jsonl" if accept else "rejected.jsonl")
+    console.print(f"{'accepted' if accept else 'rejected'} {len(moved)} trajectories: {where}")
+
+
+@feedback_app.command("accept")
+def feedback_accept(
+    ids: list[str] | None = typer.Argument(None, help="Trajectory ids (from `memlm feedback list`)."),
+    directory: Path = FEEDBACK_DIR,
+    every: bool = typer.Option(False, "--all", help="Every pending trajectory (of --namespace, if given)."),
+    namespace: str | None = FEEDBACK_NAMESPACE,
+) -> None:
+    """Move trajectories to DIR/accepted.jsonl: `memlm train ... 'data.extra_jsonl=[DIR/accepted.jsonl]'`."""
+    _decide(directory, ids, every, namespace, accept=True)
+
+
+@feedback_app.command("reject")
+def feedback_reject(
+    ids: list[str] | None = typer.Argument(None, help="Trajectory ids (from `memlm feedback list`)."),
+    directory: Path = FEEDBACK_DIR,
+    every: bool = typer.Option(False, "--all", help="Every pending trajectory (of --namespace, if given)."),
+    namespace: str | None = FEEDBACK_NAMESPACE,
+) -> None:
+    """Move trajectories to DIR/rejected.jsonl: kept for the record, never trained on."""
+    _decide(directory, ids, every, namespace, accept=False)
+
+
 # ----------------------------------------------------------------------------- eval
 
 
@@ -794,7 +865,7 @@ def chat_command(
         None,
         "--feedback-dir",
         help="Where /good /bad /correct are logged "
-        "(trajectories.jsonl: `memlm train` data via data.extra_jsonl; "
+        "(pending/: trajectories to review with `memlm feedback`; "
         "default: DB's name + '-feedback' beside it).",
     ),
     device: str = DEVICE,

@@ -280,7 +280,7 @@ def chat(
     dtype: str = "auto",
 ) -> None:
     """`memlm chat`: load the model and the memory, then run the REPL on stdin/stdout.
-    `feedback_dir` keeps /good /bad /correct as JSONL (trajectories.jsonl is `memlm train` data)."""
+    `feedback_dir` keeps /good /bad /correct as JSONL (pending/: reviewed with `memlm feedback`)."""
     from memory_runtime.feedback import FeedbackLog
     from memory_runtime.hardware import resolve_device
     from memory_runtime.hf_backend import HFBackend

@@ -15,20 +15,29 @@
     flag      a reply to a question equal to one marked wrong (bad or corrected) for that same
               question is flagged `repeated_wrong`: the model should ask for help, not repeat.
 
-Feedback trajectories are data_gen Records (type "feedback") in `trajectories.jsonl`, which
-`memlm train` includes with data.extra_jsonl; every event also goes to `events.jsonl`.
+Feedback trajectories are Records (type "feedback") kept per namespace in `pending/`, waiting
+for review (:class:`FeedbackLog`); accepted ones go to `accepted.jsonl`, which `memlm train`
+includes with data.extra_jsonl. Every event also goes to `events.jsonl`.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import threading
 import time
+import urllib.parse
 import uuid
+from collections import OrderedDict
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pydantic import BaseModel, ConfigDict
+
 from memory_runtime.controller import Controller, TurnResult
+from memory_runtime.jsonl import read_models
 from memory_runtime.protocol import ACK, Triplet, render_write
 from memory_runtime.records import Record, Segment, turn_segments
 from memory_runtime.store import TripletStore, normalize_term
@@ -52,29 +61,74 @@ class Correction:
 
 
 class FeedbackLog:
-    """Append-only JSONL files in `directory` (None: keep nothing on disk)."""
+    """Feedback files in `directory` (None: keep nothing on disk).
+
+        events.jsonl               every event, for the operator
+        pending/<namespace>.jsonl  each user's trajectories, waiting for review: {"namespace", "record"}
+        accepted.jsonl             reviewed and accepted Records: what `memlm train` may take
+        rejected.jsonl             reviewed and rejected, kept for the record
+
+    A trajectory is never training data until someone accepts it (`memlm feedback accept`,
+    learning_loop/review.py): one user's feedback cannot reach everyone's next adapter, and the
+    pending lines are not Records, so `data.extra_jsonl` refuses them. Appends and reviews take a
+    lock on the directory (other processes included)."""
 
     def __init__(self, directory: str | Path | None) -> None:
         self.directory = Path(directory) if directory is not None else None
         self._lock = threading.Lock()
 
-    @property
-    def trajectories_path(self) -> Path | None:
-        return self.directory / "trajectories.jsonl" if self.directory else None
-
-    def _append(self, name: str, line: str) -> None:
-        if self.directory is None:
-            return
-        with self._lock:
-            self.directory.mkdir(parents=True, exist_ok=True)
-            with open(self.directory / name, "a", encoding="utf-8") as fh:
+    def _append(self, path: Path, line: str) -> None:
+        with self._lock, directory_lock(path.parent):
+            with open(path, "a", encoding="utf-8") as fh:
                 fh.write(line + "\n")
 
     def event(self, row: dict) -> None:
-        self._append("events.jsonl", json.dumps({"time": time.time(), **row}))
+        if self.directory is not None:
+            self._append(self.directory / "events.jsonl", json.dumps({"time": time.time(), **row}))
 
-    def trajectory(self, record: Record) -> None:
-        self._append("trajectories.jsonl", record.model_dump_json())
+    def trajectory(self, namespace: str, record: Record) -> None:
+        if self.directory is not None:
+            line = json.dumps({"namespace": namespace, "record": record.model_dump(mode="json")}, ensure_ascii=False)
+            self._append(pending_path(self.directory, namespace), line)
+
+
+ACCEPTED, REJECTED, PENDING = "accepted.jsonl", "rejected.jsonl", "pending"
+
+
+def pending_path(directory: str | Path, namespace: str) -> Path:
+    """The file of one namespace's trajectories waiting for review (the name escaped: any namespace)."""
+    return Path(directory) / PENDING / f"{urllib.parse.quote(namespace, safe='')}.jsonl"
+
+
+class PendingTrajectory(BaseModel):
+    """A line of pending/<namespace>.jsonl."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    namespace: str
+    record: Record
+
+
+def read_pending(directory: str | Path, namespace: str | None = None) -> list[PendingTrajectory]:
+    """The trajectories waiting for review (of one namespace, or all), oldest first per namespace."""
+    folder = Path(directory) / PENDING
+    paths = [pending_path(directory, namespace)] if namespace is not None else sorted(folder.glob("*.jsonl"))
+    return [t for path in paths if path.is_file() for t in read_models(path, PendingTrajectory, "a pending trajectory")]
+
+
+@contextlib.contextmanager
+def directory_lock(directory: Path) -> Iterator[None]:
+    """An exclusive lock on a feedback directory (an flock on its .lock file): the server's appends
+    and a review's rewrite never interleave, across processes."""
+    root = directory if directory.name != PENDING else directory.parent
+    root.mkdir(parents=True, exist_ok=True)
+    directory.mkdir(parents=True, exist_ok=True)
+    with open(root / ".lock", "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def complete_name(term: str, known: list[str]) -> str:
@@ -91,10 +145,15 @@ def complete_name(term: str, known: list[str]) -> str:
 class Feedback:
     """Feedback of every namespace on one store; thread-safe for the server."""
 
-    def __init__(self, store: TripletStore, log: FeedbackLog | None = None) -> None:
+    def __init__(
+        self, store: TripletStore, log: FeedbackLog | None = None, *, max_questions: int = 10_000, max_replies: int = 16
+    ) -> None:
         self.store = store
         self.log = log or FeedbackLog(None)
-        self._wrong: dict[tuple[str, str], set[str]] = {}
+        # (namespace, question) -> replies marked wrong: bounded, the least recently marked question
+        # dropped first, so a long-running server's memory does not grow with every 👎
+        self._wrong: OrderedDict[tuple[str, str], OrderedDict[str, None]] = OrderedDict()
+        self.max_questions, self.max_replies = max_questions, max_replies
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------------ the ask-for-help trigger
@@ -102,7 +161,7 @@ class Feedback:
     def repeated_wrong(self, namespace: str, user: str, reply: str) -> bool:
         """Is this reply one already marked wrong for this question? (Logged when it is.)"""
         with self._lock:
-            wrong = normalize_term(reply) in self._wrong.get((namespace, normalize_term(user)), set())
+            wrong = normalize_term(reply) in self._wrong.get((namespace, normalize_term(user)), {})
         if wrong:
             self.log.event({"namespace": namespace, "event": "repeated_wrong", "user": user, "reply": reply})
         return wrong
@@ -111,9 +170,15 @@ class Feedback:
         """Remember the reply as wrong; True when it had been marked wrong before (a repeat)."""
         key, reply = (namespace, normalize_term(exchange.user)), normalize_term(exchange.result.reply)
         with self._lock:
-            seen = self._wrong.setdefault(key, set())
+            seen = self._wrong.setdefault(key, OrderedDict())
+            self._wrong.move_to_end(key)
             repeat = reply in seen
-            seen.add(reply)
+            seen[reply] = None
+            seen.move_to_end(reply)
+            if len(seen) > self.max_replies:
+                seen.popitem(last=False)
+            if len(self._wrong) > self.max_questions:
+                self._wrong.popitem(last=False)
         return repeat
 
     # ------------------------------------------------------------------ ratings
@@ -136,7 +201,7 @@ class Feedback:
                 split="train",
                 segments=segments,
             )
-            self.log.trajectory(record)
+            self.log.trajectory(namespace, record)
             event["record"] = record.id
         elif not good and self._mark_wrong(namespace, exchange):
             event["repeated_wrong"] = True
@@ -203,7 +268,7 @@ class Feedback:
                 gold_triplets=writes,
                 memory=[f.triplet for f in current],
             )
-            self.log.trajectory(out.record)
+            self.log.trajectory(namespace, out.record)
         self.log.event(
             {
                 "namespace": namespace,

@@ -10,6 +10,7 @@ result has the two columns the TRL trainer uses as is: ``input_ids`` and ``label
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from typing import Any
 
 from memory_runtime.records import Record
@@ -75,20 +76,22 @@ def load_record_splits(config: TrainConfig) -> dict[str, Any]:
 
 
 def load_extra_records(paths: list[str]) -> list[dict[str, Any]]:
-    """Rows of data.extra_jsonl files (one data_gen Record per line), validated; errors name file and line."""
-    from pathlib import Path
-
-    from pydantic import ValidationError
+    """Rows of data.extra_jsonl files (one Record per line), validated; errors name file and line, a
+    torn last line (an interrupted append) is skipped with a warning."""
+    from memory_runtime.feedback import PENDING
+    from memory_runtime.jsonl import read_models
 
     rows = []
     for path in paths:
-        for n, line in enumerate(Path(path).expanduser().read_text(encoding="utf-8").splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                rows.append(Record.model_validate_json(line).model_dump(mode="json"))
-            except ValidationError as err:
-                raise ValueError(f"data.extra_jsonl: {path}:{n}: not a data_gen Record: {err}") from None
+        if Path(path).expanduser().parent.name == PENDING:
+            raise ValueError(
+                f"data.extra_jsonl: {path} is feedback waiting for review: accept it first "
+                "(memlm feedback list / accept --dir DIR), then train on DIR/accepted.jsonl"
+            )
+        try:
+            rows += [r.model_dump(mode="json") for r in read_models(path, Record, "a data_gen Record")]
+        except (OSError, ValueError) as err:
+            raise ValueError(f"data.extra_jsonl: {err}") from None
     return rows
 
 

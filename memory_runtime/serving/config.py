@@ -56,7 +56,7 @@ class ServeConfig(BaseModel):
     model_name: str | None = None  # the `model` reported to clients (default: the --model value)
     memory_config: Path | None = None  # relation table / fuzzy settings (relative to the config file)
     torch_threads: int | None = Field(None, ge=1)  # CPU threads of the model (None: torch's default)
-    feedback_dir: Path | None = None  # POST /v1/feedback log; its trajectories.jsonl is `memlm train` data
+    feedback_dir: Path | None = None  # POST /v1/feedback: pending/ per user, reviewed with `memlm feedback`
     limits: Limits = Limits()
     generation: Generation = Generation()
 

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
 from memory_runtime.backend import ScriptedBackend
 from memory_runtime.controller import Controller
-from memory_runtime.feedback import Exchange, Feedback, FeedbackLog, complete_name
+from memory_runtime.feedback import Exchange, Feedback, FeedbackLog, complete_name, pending_path, read_pending
 from memory_runtime.protocol import render_read, render_write
-from memory_runtime.records import Record
 from memory_runtime.store import TripletStore
 
 ASK = "Where does Dorothea Altemus work?"
@@ -54,8 +54,9 @@ def test_a_correction_becomes_a_superseding_write_and_a_trajectory(store, tmp_pa
     history = store.history("Dorothea Altemus", namespace="alice")
     assert [(f.object, f.ended_by) for f in history] == [("Pfizer", "superseded"), ("BMW", None)]
     assert [m["role"] for m in backend.seen[1]] == ["system", "user"]  # the correction alone, as trained
-    lines = (tmp_path / "fb" / "trajectories.jsonl").read_text().splitlines()
-    record = Record.model_validate_json(lines[0])
+    (pending,) = read_pending(tmp_path / "fb")  # kept for review, in alice's file
+    record = pending.record
+    assert pending.namespace == "alice" and pending_path(tmp_path / "fb", "alice").is_file()
     assert record.type == "feedback" and record.gold_triplets == [("Dorothea Altemus", "employed by", "BMW")]
     assert [(s.role, s.train) for s in record.segments] == [
         ("user", False),
@@ -99,7 +100,7 @@ def test_a_correction_without_a_fact_writes_nothing(store, tmp_path):
     feedback = Feedback(store, FeedbackLog(tmp_path))
     controller = Controller(ScriptedBackend(["Nothing to store."]), store, namespace="alice")
     fix = feedback.correct(controller, "That is not right.")
-    assert fix.writes == [] and fix.record is None and not (tmp_path / "trajectories.jsonl").exists()
+    assert fix.writes == [] and fix.record is None and not (tmp_path / "pending").exists()
     assert len(store.facts("alice")) == 2
 
 
@@ -116,7 +117,7 @@ def test_ratings_and_the_repeated_wrong_answer_flag(store, tmp_path):
     assert not feedback.repeated_wrong("alice", "Who works for Pfizer?", again.result.reply)
     _, good = ask(store, backend)
     event = feedback.rate("alice", good, good=True)
-    record = Record.model_validate_json((tmp_path / "trajectories.jsonl").read_text().splitlines()[0])
+    record = read_pending(tmp_path, "alice")[0].record
     assert event["record"] == record.id and [s.train for s in record.segments] == [False, True, False, True]
     events = [json.loads(line)["event"] for line in (tmp_path / "events.jsonl").read_text().splitlines()]
     assert events == ["bad", "bad", "repeated_wrong", "good"]
@@ -158,7 +159,7 @@ def test_chat_commands_rate_correct_and_flag_repeats(tmp_path):
         )
         assert "usage: /correct TEXT" in text and text.rstrip().endswith("You told me: Siemens.\nalice>")
         assert [f.object for f in store.history("Tia Batres", namespace="alice")] == ["BMW", "Siemens"]
-    records = [Record.model_validate_json(line) for line in (tmp_path / "trajectories.jsonl").read_text().splitlines()]
+    records = [t.record for t in read_pending(tmp_path)]
     assert [r.type for r in records] == ["feedback", "feedback"]
 
 
@@ -183,6 +184,16 @@ def test_serve_feedback_endpoint(tmp_path):
         assert body["superseded"] == [["Tia Batres", "employed by", "BMW"]] and body["record"]
         assert say(c, "recall Tia Batres").json()["choices"][0]["message"]["content"] == "You told me: Siemens."
         assert c.post("/v1/feedback", json={"rating": "good"}, headers=BOB).status_code == 400  # bob has no turn
-    assert (
-        Record.model_validate_json((tmp_path / "trajectories.jsonl").read_text().splitlines()[0]).id == body["record"]
-    )
+    assert [t.record.id for t in read_pending(tmp_path)] == [body["record"]]
+
+
+def test_the_wrong_answers_remembered_are_bounded(store):
+    feedback = Feedback(store, max_questions=3, max_replies=2)
+    result = Controller(ScriptedBackend(["x"]), store).run_turn("q")
+    for q in range(5):
+        for r in range(4):
+            feedback._mark_wrong("alice", Exchange(f"question {q}", replace(result, reply=f"reply {r}")))
+    assert len(feedback._wrong) == 3 and all(len(replies) == 2 for replies in feedback._wrong.values())
+    assert feedback.repeated_wrong("alice", "question 4", "reply 3")  # the most recent are kept
+    assert not feedback.repeated_wrong("alice", "question 0", "reply 3")  # the oldest question dropped
+    assert not feedback.repeated_wrong("alice", "question 4", "reply 0")  # and its oldest replies

@@ -56,3 +56,13 @@ def test_bad_extra_files_are_named(tmp_path):
     bad.write_text('{"id": "x"}\n')
     with pytest.raises(ValueError, match=r"bad.jsonl:1: not a data_gen Record"):
         load_record_splits(load_config(None, [f"data.extra_jsonl=[{bad}]", "output.eval_strategy=no"]))
+
+
+def test_a_torn_last_line_is_skipped_with_a_warning(tmp_path, caplog):
+    from memory_runtime.records import Record, turn_segments
+
+    record = Record(id="f1", type="feedback", segments=turn_segments("Hi", "Hello."))
+    path = tmp_path / "accepted.jsonl"
+    path.write_text(record.model_dump_json() + "\n" + record.model_dump_json()[:30])  # a crash mid-append
+    rows = load_record_splits(load_config(None, [f"data.extra_jsonl=[{path}]", "output.eval_strategy=no"]))
+    assert len(rows["train"]) == 1 and "torn last line" in caplog.text
