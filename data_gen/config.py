@@ -176,6 +176,12 @@ class SplitSizes(_Strict):
     validation: int = Field(ge=0)
     test: int = Field(ge=0)
 
+    @model_validator(mode="after")
+    def _something(self) -> SplitSizes:
+        if not (self.train or self.validation or self.test):
+            raise ValueError("every split is 0: there is nothing to generate")
+        return self
+
 
 class MixConfig(_Strict):
     """Relative weights of the record types (counts are allotted exactly, largest remainder)."""

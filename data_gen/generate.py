@@ -8,14 +8,18 @@
     OUT/README.md                                                    dataset card: counts, conventions, config
 
 Nothing in OUT depends on the clock or the machine: the same config and seed give byte-identical
-files. Timings are returned (and printed by the CLI), never written.
+files. Timings are returned (and printed by the CLI), never written. Everything is written into a
+temporary sibling folder renamed into place when complete: an interrupted run leaves the earlier
+output (or nothing), never half of each.
 """
 
 from __future__ import annotations
 
 import gc
 import json
+import os
 import shutil
+import tempfile
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -148,14 +152,25 @@ def tiny_dataset_dict(train: int, validation: int = 0, *, seed: int = 0):
 # ----------------------------------------------------------------------------- the run
 
 
-def _prepare(out_dir: Path, overwrite: bool) -> None:
+def _check_out(out_dir: Path, overwrite: bool) -> None:
+    """`out_dir` may be written: new, empty, or (with overwrite) an earlier `memlm generate` output."""
     if out_dir.exists() and any(out_dir.iterdir()):
         if not overwrite:
             raise FileExistsError(f"{out_dir} exists and is not empty (pass --overwrite to replace it)")
         if not (out_dir / "dataset_dict.json").exists():
             raise FileExistsError(f"{out_dir} is not the output of memlm generate; refusing to delete it")
-        shutil.rmtree(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+
+
+def _install(tmp: Path, out_dir: Path) -> None:
+    """Put the finished output in place: the old one (if any) is renamed away first and deleted
+    after, so at every moment `out_dir` is either the old output or the new one."""
+    old = None
+    if out_dir.exists():
+        old = out_dir.with_name(f".{out_dir.name}.old-{os.getpid()}")
+        os.replace(out_dir, old)
+    os.replace(tmp, out_dir)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
 
 
 def generate_records(config: DataConfig, world: World | None = None, *, progress=None):
@@ -184,7 +199,9 @@ def generate(config: DataConfig, out_dir: str | Path, *, overwrite: bool = False
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     out_dir = Path(out_dir)
-    _prepare(out_dir, overwrite)
+    _check_out(out_dir, overwrite)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-", dir=out_dir.parent))  # a crash leaves the old output
     total = sum(getattr(config.splits, s) for s in SPLITS) + config.episodes.count
     # Millions of small objects and no reference cycles: the cyclic GC would rescan the growing heap
     # again and again (~30% of the run), so it is paused for the run.
@@ -204,8 +221,10 @@ def generate(config: DataConfig, out_dir: str | Path, *, overwrite: bool = False
             task = bar.add_task("generate", total=total)
             world, splits, episodes = generate_records(config, progress=lambda n: bar.advance(task, n))
         generated, generated_cpu = time.perf_counter(), time.process_time()
-        write_outputs(config, out_dir, world, splits, episodes)
+        write_outputs(config, tmp, world, splits, episodes)
+        _install(tmp, out_dir)
     finally:
+        shutil.rmtree(tmp, ignore_errors=True)
         if gc_was_enabled:
             gc.enable()
     report = Report(
@@ -250,7 +269,8 @@ def write_outputs(
     was_enabled = datasets.is_progress_bar_enabled()
     datasets.disable_progress_bars()
     try:
-        dataset_dict_from_jsonl(jsonl, [*splits, "episodes"]).save_to_disk(str(out_dir))
+        names = [split for split, records in splits.items() if records] + (["episodes"] if episodes else [])
+        dataset_dict_from_jsonl(jsonl, names).save_to_disk(str(out_dir))  # (Arrow has no empty JSONL table)
     finally:
         if was_enabled:
             datasets.enable_progress_bars()

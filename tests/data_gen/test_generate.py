@@ -3,6 +3,7 @@ import os
 import subprocess
 import sys
 
+import pytest
 import yaml
 from typer.testing import CliRunner
 
@@ -129,3 +130,47 @@ def test_key_value_overrides_reach_the_config_and_its_record(tmp_path):
     bad = runner.invoke(app, ["generate", "--config", str(TINY), "--out", str(tmp_path / "bad"), "splits.trian=10"])
     assert bad.exit_code == 2 and "splits.trian" in bad.output and "unknown field" in bad.output
     assert not (tmp_path / "bad").exists()
+
+
+def test_an_interrupted_run_leaves_the_earlier_output_whole(tiny_out, tmp_path, monkeypatch):
+    import shutil
+
+    from data_gen import generate as gen
+
+    out = tmp_path / "data"
+    shutil.copytree(tiny_out, out)
+    before = (out / "jsonl" / "train.jsonl").read_bytes()
+
+    def crash(*args, **kwargs):
+        raise KeyboardInterrupt  # Ctrl-C while writing
+
+    monkeypatch.setattr(gen, "dataset_card", crash)
+    with pytest.raises(KeyboardInterrupt):
+        gen.generate(DataConfig.load(TINY, seed=5), out, overwrite=True, show_progress=False)
+    assert (out / "jsonl" / "train.jsonl").read_bytes() == before and (out / "README.md").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data"]  # no temporary folder left behind
+
+
+def test_every_split_at_zero_is_a_clear_error_and_an_empty_split_is_left_out(tmp_path):
+    bad = runner.invoke(
+        app,
+        [
+            "generate",
+            "--config",
+            str(TINY),
+            "--out",
+            str(tmp_path / "none"),
+            "splits.train=0",
+            "splits.validation=0",
+            "splits.test=0",
+        ],
+    )
+    assert bad.exit_code == 2 and "every split is 0" in bad.output and not (tmp_path / "none").exists()
+    ok = runner.invoke(
+        app,
+        ["generate", "--config", str(TINY), "--out", str(tmp_path / "some"), "splits.validation=0", "episodes.count=0"],
+    )
+    assert ok.exit_code == 0, ok.output
+    import datasets
+
+    assert set(datasets.load_from_disk(str(tmp_path / "some"))) == {"train", "test"}
