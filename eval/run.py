@@ -203,6 +203,11 @@ def load_cases(config: EvalConfig) -> dict[str, list]:
         cases["real"] = load_real_records(config)
     if "injection" in config.parts:
         cases["injection"] = injection_cases(config.limit or 12, config.seed)
+    empty = [part for part in config.parts if not cases[_CASES_OF[part]]]
+    if empty:  # a table of dashes and exit 0 would look like a run
+        sources = {"records": records_path, "typos": records_path, "episodes": episodes_path}
+        where = "; ".join(f"{part}: {sources[part](config)}" if part in sources else part for part in empty)
+        raise ValueError(f"nothing to evaluate for {', '.join(empty)} ({where} holds no cases)")
     return cases
 
 
@@ -283,7 +288,32 @@ def _jobs(config: EvalConfig, systems: list[str]) -> list[tuple[str, str]]:
 _WORKER: dict[str, Any] = {}
 
 
-def _init_worker(config_json: str, memory_json: str | None) -> None:
+def end_with_parent(parent: int, poll_seconds: float = 0.5) -> None:
+    """Make this (worker) process end when `parent` does, however it ends (Ctrl-C, SIGTERM, kill -9):
+    a worker left behind would hold a core and a copy of the model until killed by hand. Linux
+    signals the death at once (prctl PR_SET_PDEATHSIG); a watcher thread covers every platform."""
+    import signal
+    import sys
+    import threading
+
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    if os.getppid() != parent:  # the parent died before the signal was asked for
+        os._exit(1)
+
+    def watch() -> None:
+        while True:
+            time.sleep(poll_seconds)
+            if os.getppid() != parent:
+                os._exit(1)
+
+    threading.Thread(target=watch, name="end-with-parent", daemon=True).start()
+
+
+def _init_worker(config_json: str, memory_json: str | None, parent: int) -> None:
+    end_with_parent(parent)
     config = EvalConfig.model_validate_json(config_json)
     _WORKER.update(
         config=config,
@@ -325,7 +355,7 @@ def run_eval(
             config.workers,
             mp_context=multiprocessing.get_context("spawn"),
             initializer=_init_worker,
-            initargs=(config.model_dump_json(), memory_json),
+            initargs=(config.model_dump_json(), memory_json, os.getpid()),
         ) as pool:
             for name, part in _jobs(config, config.systems):
                 n, size = len(cases[_CASES_OF[part]]), batch_size(config)

@@ -235,7 +235,7 @@ def train_command(
     _quiet_training_logs()
     try:
         result = train(cfg, log=_log)
-    except ConfigError as err:
+    except (ConfigError, ValueError, FileNotFoundError) as err:  # bad config, data or model: one line, no traceback
         _fail(err)
     keep = (
         "train_loss",

@@ -287,8 +287,9 @@ def chat(
     from memory_runtime.models import cache_root, load_model, trained_system_prompt
     from memory_runtime.store import MemoryConfig
 
-    with TripletStore(db, MemoryConfig.load(memory_config)) as store:
-        loaded, tokenizer = load_model(model, merge=True, device=resolve_device(device), dtype=dtype)
+    memory = MemoryConfig.load(memory_config)
+    loaded, tokenizer = load_model(model, merge=True, device=resolve_device(device), dtype=dtype)  # before the db:
+    with TripletStore(db, memory) as store:  # a model that does not load leaves no empty memory file behind
         backend = HFBackend(
             loaded, tokenizer, temperature=temperature, copy_fields=copy_fields, relations=store.config.relation_names
         )  # start() resets it every turn

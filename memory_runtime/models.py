@@ -548,6 +548,21 @@ def resolve_base(name_or_path: str | os.PathLike[str]) -> str:
 # --------------------------------------------------------------------------- loading
 
 
+def _require_local(source: str, name: str) -> None:
+    """A hub id read with local_files_only must be in the Hugging Face cache: say so plainly
+    (transformers would blame the network, and `runs/typo` looks like a hub id)."""
+    if Path(source).expanduser().exists():
+        return
+    from huggingface_hub import try_to_load_from_cache
+
+    if not isinstance(try_to_load_from_cache(source, "config.json"), str):
+        raise FileNotFoundError(
+            f"model {name!r} not found: it is no local directory or file, and no model of that id is in the "
+            "Hugging Face cache (memlm reads local files only; give a run directory, a model directory, a .gguf "
+            "file, or an embedded: name)"
+        )
+
+
 def _finish_tokenizer(tokenizer: Any, source: str) -> Any:
     """Make sure the tokenizer can pad and render chats."""
     if tokenizer.pad_token is None:
@@ -580,6 +595,8 @@ def load_tokenizer(name_or_path: str = EMBEDDED_MODEL, *, local_files_only: bool
     from transformers import AutoTokenizer
 
     source = _tokenizer_source(str(name_or_path))
+    if local_files_only:
+        _require_local(source, str(name_or_path))
     try:
         tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=local_files_only)
     except OSError as exc:
@@ -625,6 +642,8 @@ def load_model(
             raise ValueError(f"{str(adapter)!r} is not a PEFT adapter directory (no adapter_config.json)")
 
     base = resolve_base(name)
+    if local_files_only:
+        _require_local(base, name)
     choice = resolve_dtype(dtype, device)
     logger.info("loading %s in %s on %s (%s)", name, choice.dtype, device, choice.reason)
     if local_files_only:

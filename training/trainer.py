@@ -505,15 +505,14 @@ def train(
     from memory_runtime.models import load_tokenizer
     from training.data import build_datasets, token_stats
 
-    out = Path(config.output.output_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    if is_main_process():
-        config.save(out / CONFIG_FILENAME, notes)
     t0 = time.perf_counter()
-
     tokenizer = load_tokenizer(config.model.name, local_files_only=config.model.local_files_only)
     if datasets is None:
         datasets = build_datasets(config, tokenizer)
+    out = Path(config.output.output_dir)  # written only once the data is there: bad data leaves nothing
+    out.mkdir(parents=True, exist_ok=True)
+    if is_main_process():
+        config.save(out / CONFIG_FILENAME, notes)
     train_ds, eval_ds = datasets["train"], datasets.get("validation")
     stats = {"train": token_stats(train_ds)}
     if eval_ds is not None:

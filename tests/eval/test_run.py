@@ -364,3 +364,44 @@ def test_eval_reads_a_config_with_overrides_and_saves_the_resolved_one(tiny_data
     missing = runner.invoke(app, ["eval", "--out", str(tmp_path / "d"), "--data", str(tiny_data)])
     assert missing.exit_code == 2 and "model: Field required" in missing.output
     assert not (tmp_path / "c").exists() and not (tmp_path / "d").exists()
+
+
+def test_eval_with_no_cases_is_an_error_not_a_table_of_dashes(tmp_path):
+    from typer.testing import CliRunner
+
+    from memlm.cli import app
+
+    (tmp_path / "data" / "jsonl").mkdir(parents=True)
+    (tmp_path / "data" / "jsonl" / "test.jsonl").write_text("")
+    r = CliRunner().invoke(
+        app,
+        [
+            "eval",
+            "--model",
+            "x",
+            "--data",
+            str(tmp_path / "data"),
+            "--out",
+            str(tmp_path / "out"),
+            "--parts",
+            "records",
+        ],
+    )
+    assert r.exit_code == 2 and "nothing to evaluate for records" in r.output and "test.jsonl" in r.output
+    assert not (tmp_path / "out").exists()
+    (tmp_path / "data" / "jsonl" / "test.jsonl").write_text('{"id": "r1"}\n{"id": "r2"}\n')
+    r = CliRunner().invoke(
+        app,
+        [
+            "eval",
+            "--model",
+            "x",
+            "--data",
+            str(tmp_path / "data"),
+            "--out",
+            str(tmp_path / "out"),
+            "--parts",
+            "records",
+        ],
+    )
+    assert r.exit_code == 2 and "test.jsonl:1: not a Record" in r.output

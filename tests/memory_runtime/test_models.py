@@ -388,3 +388,19 @@ def test_real_gemma3_base_model_knows_some_facts(tmp_path):
     get_peft_model(model, LoraConfig(r=2, target_modules=["q_proj"])).save_pretrained(tmp_path / "adapter")
     cfg = json.loads((tmp_path / "adapter" / "adapter_config.json").read_text())
     assert cfg["base_model_name_or_path"] == GEMMA3_MODEL
+
+
+def test_a_missing_model_is_named_not_blamed_on_the_network(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from memlm.cli import app
+
+    monkeypatch.chdir(tmp_path)
+    for name in ("runs/does-not-exist", "nobody/no-such-model"):
+        with pytest.raises(FileNotFoundError, match="not found: it is no local directory or file"):
+            load_model(name)
+        with pytest.raises(FileNotFoundError, match="not found"):
+            load_tokenizer(name)
+    r = CliRunner().invoke(app, ["chat", "--model", "runs/does-not-exist", "--db", "m.sqlite"], input="hi\n")
+    assert r.exit_code == 2 and "not found" in r.output and "internet" not in r.output
+    assert not (tmp_path / "m.sqlite").exists()  # no empty memory file left behind

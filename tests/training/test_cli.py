@@ -301,3 +301,13 @@ def test_bench_train_compares_record_counts_and_token_budgets_side_by_side(tiny_
     assert figures["speedup_padding_free/600tok_vs_2rec"] > 0
     bad = runner.invoke(app, ["bench", "train", "--config", CPU_CONFIG, "--batches", "tokens=lots"])
     assert bad.exit_code == 2 and "neither a record count" in bad.output
+
+
+def test_a_data_dir_that_holds_no_dataset_is_one_line_and_leaves_nothing(tmp_path):
+    (tmp_path / "empty").mkdir()
+    out = tmp_path / "run"
+    result = runner.invoke(
+        app, ["train", "--config", CPU_CONFIG, "--data", str(tmp_path / "empty"), "--output-dir", str(out)]
+    )
+    assert result.exit_code == 2 and "cannot load a dataset" in result.output
+    assert "Traceback" not in result.output and not out.exists()
