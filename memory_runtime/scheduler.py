@@ -117,7 +117,7 @@ class TurnScheduler:
                 jobs = list(self._jobs)
                 self._jobs.clear()
                 admitted = []
-                while self.decoder.room and self._queues:
+                while self.decoder.room > len(admitted) and self._queues:  # the rest wait their turn, fairly
                     item = self._next_fair()
                     if item is not None:
                         admitted.append(item)

@@ -162,3 +162,22 @@ def test_a_cancelled_turn_stops_at_its_next_piece():
 
     result = Controller(backend, store).run_turn("hi", on_text=pieces.append, cancelled=cancelled)
     assert result.status == "cancelled" and store.facts() == [] and result.text == "Thinking"
+
+
+def test_a_turns_writes_commit_as_they_are_generated():
+    """The documented semantics (docs/serving.md): each write is its own transaction, committed when
+    its call closes; a read later in the turn sees it; a turn cut afterwards keeps it."""
+    from memory_runtime.protocol import render_read, render_write
+
+    store = TripletStore()
+    write = render_write("Ada Lin", "employed by", "Pfizer")
+    backend = ScriptedBackend([[write + " " + render_read("Ada Lin", "employed by", None), " Pfizer."]])
+    result = Controller(backend, store).run_turn("Ada Lin works for Pfizer. Where does she work?")
+    assert result.calls[1].results == [("Ada Lin", "employed by", "Pfizer")]
+    cut = Controller(
+        ScriptedBackend([write + " " + render_write("Bo Ek", "employed by", "BMW")]),
+        store,
+        max_new_tokens=len(write) // 3 + 2,
+    )  # three characters a token: cut inside the second call
+    result = cut.run_turn("Ada Lin works for Pfizer and Bo Ek for BMW.")
+    assert result.status == "max_tokens" and [f.subject for f in store.facts()] == ["Ada Lin"]
