@@ -1,10 +1,13 @@
 """`memlm bench memory`: ingest and lookup speed of the triplet memory, fuzzy vs brute force.
 
 One run builds a synthetic world of N person-relation-organisation triplets (unique person
-names from Faker's name pools of five locales), ingests it into an SQLite file, then times
-exact lookups and one-typo lookups, and the same typo lookups by two brute-force scans, side
-by side: a numpy-vectorised scan of the MinHash signatures of all distinct terms (the
-strongest brute force) and exact Jaccard over all terms.
+names from Faker's name pools of five locales), ingests it into a memory (a temporary SQLite
+file, or an empty PostgreSQL database given with `--db postgresql://...`), then times exact
+lookups and one-typo lookups, and the same typo lookups by two brute-force scans, side by side: a
+numpy-vectorised scan of the MinHash signatures of all distinct terms (the strongest brute force)
+and exact Jaccard over all terms. On PostgreSQL it also times pg_trgm as the fuzzy candidate
+source (a trigram GIN index and `%` / `similarity()`), on the same typo queries, and empties the
+database again at the end.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from memory_runtime.databases import is_postgres, redacted
 from memory_runtime.fuzzy import jaccard, shingles, signatures
 from memory_runtime.protocol import Triplet
 from memory_runtime.stats import percentile
@@ -99,6 +103,7 @@ def run_memory_bench(
     seed: int = 0,
     batch: int = 10_000,
     db_dir: str | None = None,
+    db: str | None = None,
     config: MemoryConfig | None = None,
     progress=None,
 ) -> dict:
@@ -106,8 +111,11 @@ def run_memory_bench(
     rng = random.Random(seed + 1)
     world = BenchWorld(triplets, namespaces, seed)
     with tempfile.TemporaryDirectory(dir=db_dir) as tmp:
-        path = Path(tmp) / "bench.sqlite"
+        path = db or str(Path(tmp) / "bench.sqlite")
         store = TripletStore(path, config)
+        if store.namespaces():
+            store.close()
+            raise ValueError(f"{redacted(path)} already holds facts: the benchmark needs an empty memory")
 
         # Ingest, one transaction per batch (a bulk load); no index is resident yet: they are
         # built on a namespace's first fuzzy lookup.
@@ -196,8 +204,10 @@ def run_memory_bench(
             exact_scan_lat.append(time.perf_counter() - t0)
         del all_shingles
 
+        trigram = _pg_trgm(store, target_ns, typos) if is_postgres(path) else {}
         fuzzy_p50 = _ms(fuzzy_lat, 50)
         result = {
+            "backend": "postgresql" if is_postgres(path) else "sqlite",
             "triplets": triplets,
             "namespaces": namespaces,
             "terms_in_index": len(index),
@@ -218,6 +228,48 @@ def run_memory_bench(
             "speedup_vs_scan": round(_ms(scan_lat, 50) / fuzzy_p50, 1),
             "peak_rss_mb": round(peak_rss_mb),
             "resident_indexes": len(store._indexes),
+            **trigram,
         }
         store.close()
+        if is_postgres(path):
+            _empty(path)
     return result
+
+
+def _pg_trgm(store: TripletStore, namespace: str, typos: list[tuple[str, str, str]]) -> dict:
+    """pg_trgm as the fuzzy candidate source, on the same typo queries: index build time, latency
+    and top-1 of `subject_norm % q ORDER BY similarity(subject_norm, q) DESC LIMIT 1`."""
+    t0 = time.perf_counter()
+    store._db.execute("CREATE EXTENSION IF NOT EXISTS pg_trgm")
+    store._db.execute(
+        "CREATE INDEX IF NOT EXISTS triplets_subject_trgm ON triplets USING gin (subject_norm gin_trgm_ops)"
+    )
+    build_s = time.perf_counter() - t0
+    lat, top1 = [], 0
+    for q, truth, _ in typos:
+        t0 = time.perf_counter()
+        row = store._db.row(
+            "SELECT subject_norm FROM triplets WHERE namespace = ? AND subject_norm % ? "
+            "ORDER BY similarity(subject_norm, ?) DESC, subject_norm LIMIT 1",
+            (namespace, q, q),
+        )
+        lat.append(time.perf_counter() - t0)
+        top1 += row is not None and row[0] == truth
+    store._db.execute("DROP INDEX triplets_subject_trgm")
+    return {
+        "trgm_index_build_s": round(build_s, 2),
+        "trgm_p50_ms": _ms(lat, 50),
+        "trgm_p99_ms": _ms(lat, 99),
+        "trgm_top1": round(top1 / len(typos), 4),
+    }
+
+
+def _empty(location: str) -> None:
+    from memory_runtime.databases import open_database
+
+    db = open_database(location)
+    try:
+        with db.transaction("bench") as cur:
+            cur.execute("DELETE FROM triplets")
+    finally:
+        db.close()

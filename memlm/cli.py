@@ -47,7 +47,9 @@ feedback_app = typer.Typer(
 app.add_typer(feedback_app, name="feedback")
 
 console = Console(stderr=True)
-DB = typer.Option(..., "--db", help="Path of the memory database (SQLite file).")
+DB = typer.Option(
+    ..., "--db", help="The memory: an SQLite file, or a postgresql:// URL (pip install 'memlm[postgres]')."
+)
 NAMESPACE = typer.Option("default", "--namespace", "-n", help="Whose memory: a user or session name.")
 CONFIG = typer.Option(None, "--config", help="Memory config YAML (relation table, fuzzy settings).")
 SUBJECT = typer.Option(None, "--subject", "-s", help="Subject (a person), or leave empty.")
@@ -67,10 +69,18 @@ def _find_config(path: Path | None) -> Path | None:
     return PROJECT_ROOT / path
 
 
-def _store(db: Path, config: Path | None, must_exist: bool = True):
+def _default_feedback_dir(db: str) -> Path:
+    """Beside an SQLite file (its name + '-feedback'); for a PostgreSQL memory, ./memlm-feedback."""
+    from memory_runtime.databases import is_postgres
+
+    return Path("memlm-feedback") if is_postgres(db) else Path(db).with_name(Path(db).stem + "-feedback")
+
+
+def _store(db: str, config: Path | None, must_exist: bool = True):
+    from memory_runtime.databases import is_postgres
     from memory_runtime.store import MemoryConfig, TripletStore
 
-    if must_exist and not db.exists():
+    if must_exist and not is_postgres(db) and not Path(db).exists():
         raise typer.BadParameter(f"{db} does not exist", param_hint="--db")
     try:
         return TripletStore(db, MemoryConfig.load(_find_config(config)))
@@ -104,6 +114,12 @@ def bench_memory(
     batch: int = typer.Option(10_000, "--batch", min=1, help="Writes per transaction while ingesting."),
     seed: int = typer.Option(0, "--seed"),
     config: Path | None = CONFIG,
+    db: str | None = typer.Option(
+        None,
+        "--db",
+        help="An empty postgresql:// database to measure (emptied again "
+        "after; default: a temporary SQLite file). PostgreSQL also times pg_trgm.",
+    ),
 ) -> None:
     """Ingest speed, exact and fuzzy lookup latency, recall, and fuzzy vs brute-force scans."""
     from rich.progress import Progress
@@ -119,15 +135,19 @@ def bench_memory(
 
     with Progress(console=console, transient=True) as bar:
         task = bar.add_task("ingesting", total=triplets)
-        result = run_memory_bench(
-            triplets,
-            namespaces,
-            queries,
-            seed=seed,
-            batch=batch,
-            config=memory_config,
-            progress=lambda done: bar.update(task, completed=done),
-        )
+        try:
+            result = run_memory_bench(
+                triplets,
+                namespaces,
+                queries,
+                seed=seed,
+                batch=batch,
+                db=db,
+                config=memory_config,
+                progress=lambda done: bar.update(task, completed=done),
+            )
+        except ValueError as err:  # a memory that is not empty, or not reachable
+            _fail(err)
     print(json.dumps(result))
 
 
@@ -407,7 +427,7 @@ def merge_command(
 
 @memory_app.command("facts")
 def memory_facts(
-    db: Path = DB,
+    db: str = DB,
     namespace: str = NAMESPACE,
     config: Path | None = CONFIG,
     as_json: bool = typer.Option(False, "--json", help="Print JSON lines instead of a table."),
@@ -424,7 +444,7 @@ def memory_facts(
 
 @memory_app.command("query")
 def memory_query(
-    db: Path = DB,
+    db: str = DB,
     subject: str | None = SUBJECT,
     relation: str | None = RELATION,
     object: str | None = OBJECT,
@@ -444,7 +464,7 @@ def memory_query(
 
 @memory_app.command("history")
 def memory_history(
-    db: Path = DB,
+    db: str = DB,
     subject: str | None = SUBJECT,
     relation: str | None = RELATION,
     object: str | None = OBJECT,
@@ -462,7 +482,7 @@ def memory_write(
     subject: str,
     relation: str,
     object: str,
-    db: Path = DB,
+    db: str = DB,
     namespace: str = NAMESPACE,
     config: Path | None = CONFIG,
 ) -> None:
@@ -479,7 +499,7 @@ def memory_write(
 
 @memory_app.command("forget")
 def memory_forget(
-    db: Path = DB,
+    db: str = DB,
     subject: str | None = SUBJECT,
     relation: str | None = RELATION,
     object: str | None = OBJECT,
@@ -494,6 +514,27 @@ def memory_forget(
         except (TypeError, ValueError) as err:
             raise typer.BadParameter(str(err)) from None
     console.print(f"{'purged' if purge else 'forgot'} {n} fact(s)")
+
+
+@memory_app.command("migrate")
+def memory_migrate(
+    src: str = typer.Argument(..., help="The memory to copy: an SQLite file or a postgresql:// URL."),
+    dst: str = typer.Argument(..., help="An empty memory to copy into (SQLite file, created; or postgresql:// URL)."),
+) -> None:
+    """Copy a memory between SQLite and PostgreSQL, every version with its id, then verify it row by row."""
+    from memory_runtime.databases import is_postgres
+    from memory_runtime.migrate import migrate
+
+    if not is_postgres(src) and not Path(src).exists():
+        _fail(FileNotFoundError(f"{src} does not exist"))
+    try:
+        done = migrate(src, dst)
+    except (ValueError, OSError) as err:
+        _fail(err)
+    console.print(
+        f"copied and verified {done.rows:,} facts of {done.namespaces} namespaces in {done.seconds:.1f} s",
+        markup=False,
+    )
 
 
 @app.command("generate")
@@ -781,7 +822,7 @@ MODEL = typer.Option(
     help="Model: a `memlm train` run directory (PEFT adapter), a Hugging Face model directory or hub id, "
     "or embedded:SmolLM2-135M-Instruct (the default base model, shipped in a package).",
 )
-SERVE_DB = typer.Option(..., "--db", help="Memory database (SQLite file), created if missing.")
+SERVE_DB = typer.Option(..., "--db", help="The memory: an SQLite file (created if missing) or a postgresql:// URL.")
 
 
 def _serve_config(path: Path, overrides: list[str] | None = None):
@@ -797,10 +838,11 @@ def _serve_config(path: Path, overrides: list[str] | None = None):
 @app.command("serve")
 def serve_command(
     model: str = MODEL,
-    db: Path = typer.Option(
+    db: str = typer.Option(
         ...,
         "--db",
-        help="Memory database (SQLite file), created if missing: every user's facts, one namespace per API key.",
+        help="The memory: an SQLite file (created if missing) or a postgresql:// URL, which several servers may "
+        "share; every user's facts, one namespace per API key.",
     ),
     host: str = typer.Option(
         "127.0.0.1",
@@ -836,7 +878,7 @@ def serve_command(
 @app.command("chat")
 def chat_command(
     model: str = MODEL,
-    db: Path = SERVE_DB,
+    db: str = SERVE_DB,
     user: str = typer.Option(
         "default", "--user", "-u", help="Whose memory to start with (a namespace); /user NAME switches."
     ),
@@ -888,7 +930,7 @@ def chat_command(
             history_turns=history_turns,
             show_calls=show_calls,
             copy_fields=copy_fields,
-            feedback_dir=feedback_dir or db.with_name(db.stem + "-feedback"),
+            feedback_dir=feedback_dir or _default_feedback_dir(db),
             device=device,
             dtype=dtype,
         )

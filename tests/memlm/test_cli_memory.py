@@ -1,5 +1,6 @@
 import json
 
+import pytest
 from typer.testing import CliRunner
 
 from memlm.cli import app
@@ -60,3 +61,19 @@ def test_bench_memory_prints_one_json_line_with_every_figure():
         assert figures[key] > 0, key
     assert figures["recall"] >= 0.95 and figures["top1"] >= 0.9
     assert figures["resident_indexes"] == 1  # only the queried namespace's subject index was built
+
+
+@pytest.mark.postgres
+def test_bench_memory_on_postgres_times_pg_trgm_and_leaves_the_database_empty(postgres_url):
+    from memory_runtime.store import TripletStore
+
+    r = runner.invoke(app, ["bench", "memory", "--triplets", "2000", "--queries", "50", "--db", postgres_url])
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert out["backend"] == "postgresql" and out["triplets"] == 2000
+    assert out["top1"] > 0.8 and 0 <= out["trgm_top1"] <= 1 and out["trgm_p50_ms"] > 0
+    with TripletStore(postgres_url) as store:
+        assert store.namespaces() == []
+        store.write("Ada Lin", "employed by", "Pfizer")
+    r = runner.invoke(app, ["bench", "memory", "--triplets", "1000", "--db", postgres_url])
+    assert r.exit_code == 2 and "already holds facts" in r.output

@@ -289,3 +289,41 @@ def test_the_cli_answers_bad_input_with_a_line_not_a_traceback(tmp_path_factory,
         assert not isinstance(result.exception, Exception) or isinstance(result.exception, SystemExit), result.exception
     with TripletStore(db) as store:
         assert ("Ada Lin", "employed by", "Pfizer") in [f.triplet for f in store.facts()]
+
+
+@pytest.mark.postgres
+def test_two_servers_on_one_postgres_database_share_the_memory(tmp_path, postgres_url):
+    servers, urls = [], []
+    for k in range(2):
+        port = _free_port()
+        script = tmp_path / f"server{k}.py"
+        script.write_text(SERVER.format(repo=str(REPO), db=postgres_url, port=port))
+        servers.append(subprocess.Popen([sys.executable, str(script)], cwd=REPO))
+        urls.append(f"http://127.0.0.1:{port}")
+    try:
+        for url in urls:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                try:
+                    if httpx.get(f"{url}/health", timeout=1).status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    time.sleep(0.1)
+        one, two = (httpx.Client(base_url=url, headers=ALICE, timeout=30) for url in urls)
+
+        def say(client, text):
+            body = {"messages": [{"role": "user", "content": text}]}
+            return client.post("/v1/chat/completions", json=body).json()["choices"][0]["message"]["content"]
+
+        assert two.get("/v1/memory/search", params={"subject": "Ada Lin"}).json()["data"] == []  # two's index built
+        say(one, "remember Ada Lin / employed by / Pfizer")
+        assert say(two, "recall Ada Lin") == "You told me: Pfizer."
+        found = two.get("/v1/memory/search", params={"subject": "Ada Lyn"}).json()  # fuzzy, caught up
+        assert [f["object"] for f in found["data"]] == ["Pfizer"] and found["fuzzy"]
+        say(two, "remember Ada Lin / employed by / BMW")  # supersedes through the other server
+        assert say(one, "recall Ada Lin") == "You told me: BMW."
+        assert two.get("/v1/memory/facts", headers=BOB).json()["total"] == 0  # still one namespace per key
+    finally:
+        for server in servers:
+            server.kill()
+            server.wait(10)

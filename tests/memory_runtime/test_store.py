@@ -6,12 +6,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memory_runtime.store import InvalidDatabaseError, MemoryConfig, TripletStore, normalize_term
+from memory_runtime.databases import InvalidDatabaseError
+from memory_runtime.store import MemoryConfig, TripletStore, normalize_term
 
 
 @pytest.fixture
-def store():
-    with TripletStore() as s:
+def store(memory_location):
+    """A fresh memory on each backend: the semantics are the same on SQLite and PostgreSQL."""
+    with TripletStore(memory_location) as s:
         yield s
 
 
@@ -233,8 +235,8 @@ def test_bad_namespace_and_empty_query(store):
         store.query()
 
 
-def test_reopen_loses_nothing(tmp_path):
-    path = tmp_path / "memory.sqlite"
+def test_reopen_loses_nothing(memory_location):
+    path = memory_location
     with TripletStore(path) as s:
         s.write_many(
             [("Dorothea Altemus", "employed by", "Pfizer"), ("Tia Batres", "customer of", "Pfizer")],
@@ -248,8 +250,9 @@ def test_reopen_loses_nothing(tmp_path):
             ("Tia Batres", "customer of", "Pfizer"),
         ]
         assert len(s.history(subject="Dorothea Altemus", namespace="alice")) == 2
-        assert len(s.query(subject="Dorothea Altemas", namespace="alice")) == 1  # index rebuilt from SQLite
-    assert sqlite3.connect(path).execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert len(s.query(subject="Dorothea Altemas", namespace="alice")) == 1  # index rebuilt from the database
+    if not path.startswith("postgresql://"):
+        assert sqlite3.connect(path).execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
 
 def test_foreign_files_are_refused_and_left_untouched(tmp_path):
@@ -282,8 +285,8 @@ def test_config_rejects_alias_claimed_twice(tmp_path):
         MemoryConfig.load(path)
 
 
-def test_concurrent_writers_lose_nothing(tmp_path):
-    store = TripletStore(tmp_path / "m.sqlite")
+def test_concurrent_writers_lose_nothing(memory_location):
+    store = TripletStore(memory_location)
 
     def writer(user):
         for i in range(50):
@@ -411,3 +414,63 @@ def test_a_purge_during_a_build_discards_it(store, monkeypatch):
 def test_an_index_is_of_one_of_the_three_fields(store):
     with pytest.raises(ValueError, match="no field 'subject_norm FROM triplets; --'"):
         store.fuzzy_index("default", "subject_norm FROM triplets; --")
+
+
+# --------------------------------------------------------------------------- two stores on one database
+
+
+def test_a_second_store_on_the_same_database_sees_every_write(memory_location):
+    """Two servers on one database: exact reads are always current; a resident fuzzy index catches
+    up with the other's writes, and forgets terms the other purged."""
+    with TripletStore(memory_location) as one, TripletStore(memory_location) as two:
+        one.write("Dorothea Altemus", "employed by", "Pfizer")
+        assert two.query("Dorothea Altemas").facts[0].object == "Pfizer"  # two builds its index
+        one.write("Wilhelmina Oosterhuis", "employed by", "Siemens")
+        assert two.query("Wilhelmina Oosterhuys").facts[0].object == "Siemens"  # caught up
+        one.forget("Dorothea Altemus", purge=True)
+        assert two.query("Dorothea Altemas").facts == [] and two.query("Dorothea Altemus").facts == []
+        two.write("Dorothea Altemus", "employed by", "BMW")
+        assert one.query("Dorothea Altemos").facts[0].object == "BMW"
+
+
+def test_functional_supersede_holds_across_stores(memory_location):
+    """Writers of one namespace take turns (a lock across processes): two stores superseding the
+    same person's employer leave exactly one current fact."""
+    stores = [TripletStore(memory_location) for _ in range(2)]
+
+    def writer(k):
+        for i in range(25):
+            stores[k].write("Tia Batres", "employed by", f"Org {k}-{i}")
+
+    threads = [threading.Thread(target=writer, args=(k,)) for k in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    current = stores[0].query("Tia Batres", "employed by").facts
+    assert len(current) == 1 and len(stores[1].history("Tia Batres")) == 50
+    for s in stores:
+        s.close()
+
+
+@pytest.mark.postgres
+def test_postgres_refuses_a_foreign_or_newer_database(postgres_url):
+    import psycopg
+
+    from memory_runtime.databases import InvalidDatabaseError
+
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute("CREATE TABLE triplets (name TEXT)")
+        conn.execute("INSERT INTO triplets VALUES ('kept')")
+    with pytest.raises(InvalidDatabaseError, match="another application"):
+        TripletStore(postgres_url)
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        assert conn.execute("SELECT name FROM triplets").fetchall() == [("kept",)]
+        conn.execute("DROP TABLE triplets")
+    TripletStore(postgres_url).close()
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute("UPDATE memlm_meta SET value = '99' WHERE key = 'schema_version'")
+    with pytest.raises(InvalidDatabaseError, match="schema version 99"):
+        TripletStore(postgres_url)
+    with pytest.raises(InvalidDatabaseError, match=r"cannot connect to postgresql://memlm:\*\*\*@"):
+        TripletStore("postgresql://memlm:secret@/nope?host=/nonexistent&connect_timeout=1")
