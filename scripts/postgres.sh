@@ -3,7 +3,8 @@
 #   bash scripts/postgres.sh start DIR   # initdb in DIR/data, start it; prints its URL (postgresql://...)
 #   bash scripts/postgres.sh stop DIR
 # Uses Debian's postgresql package (scripts/install.sh installs it where apt-get can); as root, the
-# server runs as the `postgres` user, which must be able to enter DIR.
+# server runs as the `postgres` user, which must be able to enter DIR. fsync is off (tests); benchmarks
+# that report write speed set MEMLM_PG_FSYNC=on.
 set -euo pipefail
 cmd=${1:?start|stop} dir=${2:?a directory}
 bin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)
@@ -16,7 +17,7 @@ case $cmd in
     [ "$(id -u)" = 0 ] && chown postgres "$dir"
     as_pg "$bin/initdb" -D "$dir/data" -A trust -U memlm -E UTF8 --no-sync >"$dir/initdb.log"
     as_pg "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w start \
-      -o "-c listen_addresses='' -c unix_socket_directories='$dir' -c fsync=off -c max_connections=100" >/dev/null
+      -o "-c listen_addresses='' -c unix_socket_directories='$dir' -c fsync=${MEMLM_PG_FSYNC:-off} -c max_connections=100" >/dev/null
     echo "postgresql://memlm@/postgres?host=$dir"
     ;;
   stop)
