@@ -1,0 +1,144 @@
+"""The quality curve of docs/results.md: one table and one plot from the cells of a curve run.
+
+A cell is a directory with `model/` (a `memlm train` run: metrics.json, train_config.yaml) and the
+evaluations `eval-records*/`, `eval-episodes*/`, `eval-real/` (`memlm eval` outputs). Run:
+
+    python3 scripts/curve.py runs/curve --plot docs/img/curve.png > table.md
+
+The table gives every figure with its sample size; the plot puts real-text pair F1 and false
+writes against training records, one line per base x method.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import yaml
+
+
+def _load(path: Path) -> dict | None:
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def _largest(cell: Path, prefix: str) -> dict | None:
+    """The evaluation of this part with the most cases (eval-records40 over eval-records)."""
+    runs = [(_load(d / "metrics.json"), d) for d in cell.glob(f"{prefix}*") if d.is_dir()]
+    runs = [(m, d) for m, d in runs if m is not None]
+    if not runs:
+        return None
+    part = prefix.removeprefix("eval-")
+
+    def size(m: dict) -> int:
+        s = m["systems"]["memlm"][part]
+        return s.get("turns") or s.get("questions") or 0
+
+    return max(runs, key=lambda md: size(md[0]))[0]["systems"]["memlm"][part]
+
+
+def cell_row(cell: Path) -> dict | None:
+    metrics = _load(cell / "model" / "metrics.json")
+    config_path = cell / "model" / "train_config.yaml"
+    if metrics is None or not config_path.is_file():
+        return None
+    config = yaml.safe_load(
+        "\n".join(line for line in config_path.read_text().splitlines() if not line.startswith("#"))
+    )
+    method = config["method"] if config["method"] == "full" else f"LoRA r{config['lora']['r']}"
+    records_seen = metrics["global_step"] * config["optim"]["per_device_train_batch_size"]
+    row = {
+        "cell": cell.name,
+        "base": config["model"]["name"].removeprefix("embedded:"),
+        "method": method,
+        "steps": metrics["global_step"],
+        "records": records_seen,
+        "eval_loss": metrics.get("eval_loss"),
+    }
+    if records := _largest(cell, "eval-records"):
+        row.update(exact=records["calls"]["exact"], turns=records["turns"])
+    if episodes := _largest(cell, "eval-episodes"):
+        row.update(episode_q=episodes["question_accuracy"], questions=episodes["questions"])
+    if (real := _load(cell / "eval-real" / "metrics.json")) is not None:
+        a = real["systems"]["memlm"]["real"]["all"]
+        row.update(
+            pair_f1=a["pair"]["f1"],
+            triplet_f1=a["triplet"]["f1"],
+            false_writes=a["false_write_rate"],
+            passages=a["passages"],
+            no_fact=a["no_fact_passages"],
+        )
+    return row
+
+
+def _pct(x: float | None) -> str:
+    return "–" if x is None else f"{100 * x:.1f}%"
+
+
+def table(rows: list[dict]) -> str:
+    head = (
+        "| base | method | steps × records | eval loss | exact calls | episode questions "
+        "| real pair F1 | real triplet F1 | false writes |\n|---|---|---|---|---|---|---|---|---|"
+    )
+    lines = [head]
+    for r in rows:
+        lines.append(
+            f"| {r['base']} | {r['method']} | {r['steps']} × 4 = {r['records']:,} "
+            f"| {r['eval_loss']:.4f} | {_pct(r.get('exact'))} ({r.get('turns', '–')} turns) "
+            f"| {_pct(r.get('episode_q'))} ({r.get('questions', '–')} questions) "
+            f"| {r.get('pair_f1', float('nan')):.3f} | {r.get('triplet_f1', float('nan')):.3f} "
+            f"| {_pct(r.get('false_writes'))} ({r.get('no_fact', '–')} passages) |"
+        )
+    return "\n".join(lines)
+
+
+def plot(rows: list[dict], out: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 3, figsize=(13, 4))
+    series: dict[str, list[dict]] = {}
+    for r in rows:
+        series.setdefault(f"{r['base']} · {r['method']}", []).append(r)
+    for label, points in sorted(series.items()):
+        points.sort(key=lambda r: r["records"])
+        x = [r["records"] for r in points]
+        for ax, key in zip(axes, ("pair_f1", "false_writes", "exact")):
+            y = [r.get(key) for r in points]
+            ax.plot(x, y, marker="o", label=label)
+    targets = {"pair_f1": 0.5, "false_writes": 0.10, "exact": 0.98}
+    titles = {
+        "pair_f1": "real pair F1 (509 passages)",
+        "false_writes": "real false writes (148 passages)",
+        "exact": "synthetic exact calls",
+    }
+    for ax, key in zip(axes, ("pair_f1", "false_writes", "exact")):
+        ax.axhline(targets[key], color="grey", linestyle="--", linewidth=1)
+        ax.set_title(titles[key])
+        ax.set_xscale("log")
+        ax.set_xlabel("training records (log)")
+    axes[0].legend(fontsize=8)
+    fig.tight_layout()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=110)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("curve", type=Path, help="the directory of the cells")
+    parser.add_argument("--plot", type=Path, help="write the plot here (PNG)")
+    args = parser.parse_args()
+    rows = [r for cell in sorted(args.curve.iterdir()) if cell.is_dir() and (r := cell_row(cell))]
+    if not rows:
+        sys.exit(f"no finished cells in {args.curve}")
+    rows.sort(key=lambda r: (r["base"], r["method"], r["records"]))
+    print(table(rows))
+    if args.plot:
+        plot(rows, args.plot)
+
+
+if __name__ == "__main__":
+    main()
