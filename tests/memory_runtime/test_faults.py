@@ -35,9 +35,10 @@ sys.path.insert(0, {repo!r})
 from memory_runtime.serving.app import create_app
 from memory_runtime.serving.config import Limits, ServeConfig
 from memory_runtime.store import TripletStore
-from tests.memory_runtime.test_serve import KEYS, MemoryEchoBackend
-config = ServeConfig(api_keys=KEYS, api_keys_env=None, limits=Limits(max_queue=256, max_turns_per_key=64))
-app = create_app(config, TripletStore({db!r}), MemoryEchoBackend, model_name="echo")
+from tests.memory_runtime.test_serve import KEYS
+from {module} import {backend}
+config = ServeConfig(api_keys=KEYS, api_keys_env=None, limits={limits})
+app = create_app(config, TripletStore({db!r}), {backend}, model_name="test")
 uvicorn.run(app, host="127.0.0.1", port={port}, log_level="error")
 """
 
@@ -48,19 +49,35 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_kill_9_during_a_write_storm_loses_no_acknowledged_write(tmp_path):
-    db, port = tmp_path / "memory.sqlite", _free_port()
-    script = tmp_path / "server.py"
-    script.write_text(SERVER.format(repo=str(REPO), db=str(db), port=port))
+def _serve(
+    tmp_path: Path,
+    *,
+    db: str = ":memory:",
+    backend: str = "MemoryEchoBackend",
+    module: str = "tests.memory_runtime.test_serve",
+    limits: str = "Limits(max_queue=256, max_turns_per_key=64)",
+) -> tuple[subprocess.Popen, str]:
+    """A server in its own process (clients' threads must not share its interpreter, a test may
+    kill it); its base URL once it answers /health."""
+    port = _free_port()
+    script = tmp_path / f"server-{port}.py"
+    script.write_text(SERVER.format(repo=str(REPO), module=module, backend=backend, limits=limits, db=db, port=port))
     server = subprocess.Popen([sys.executable, str(script)], cwd=REPO)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         try:
             if httpx.get(f"{url}/health", timeout=1).status_code == 200:
-                break
+                return server, url
         except httpx.HTTPError:
             time.sleep(0.1)
+    server.kill()
+    raise RuntimeError("the server did not start")
+
+
+def test_kill_9_during_a_write_storm_loses_no_acknowledged_write(tmp_path):
+    db = tmp_path / "memory.sqlite"
+    server, url = _serve(tmp_path, db=str(db))
     acknowledged: list[tuple[str, str]] = []
     stop = threading.Event()
 
@@ -137,36 +154,15 @@ asyncio.run(main())
 """
 
 
-def _serve(tmp_path: Path, backend: str, limits: str) -> tuple[subprocess.Popen, str]:
-    """A server in its own process (the clients' threads must not share its interpreter)."""
-    port = _free_port()
-    script = tmp_path / "paced_server.py"
-    script.write_text(
-        SERVER.replace("MemoryEchoBackend", backend)
-        .replace(
-            "from tests.memory_runtime.test_serve import KEYS, " + backend,
-            "from tests.memory_runtime.test_serve import KEYS\nfrom tests.memory_runtime.test_faults import " + backend,
-        )
-        .replace("Limits(max_queue=256, max_turns_per_key=64)", limits)
-        .format(repo=str(REPO), db=":memory:", port=port)
-    )
-    server = subprocess.Popen([sys.executable, str(script)], cwd=REPO)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"{url}/health", timeout=1).status_code == 200:
-                return server, url
-        except httpx.HTTPError:
-            time.sleep(0.1)
-    server.kill()
-    raise RuntimeError("the server did not start")
-
-
 def test_a_flooding_key_does_not_starve_another(tmp_path):
     """Key A floods with 8 concurrent clients; key B, one request at a time, keeps its p95 within
     3x its p95 alone (turns are admitted round robin across keys)."""
-    server, url = _serve(tmp_path, "Paced", "Limits(max_queue=64, max_turns_per_key=16)")
+    server, url = _serve(
+        tmp_path,
+        backend="Paced",
+        module="tests.memory_runtime.test_faults",
+        limits="Limits(max_queue=64, max_turns_per_key=16)",
+    )
     try:
         alone = _latencies(url, BOB, 30)
         flood = subprocess.Popen([sys.executable, "-c", FLOOD.format(url=url, seconds=8, clients=8)])
@@ -293,22 +289,8 @@ def test_the_cli_answers_bad_input_with_a_line_not_a_traceback(tmp_path_factory,
 
 @pytest.mark.postgres
 def test_two_servers_on_one_postgres_database_share_the_memory(tmp_path, postgres_url):
-    servers, urls = [], []
-    for k in range(2):
-        port = _free_port()
-        script = tmp_path / f"server{k}.py"
-        script.write_text(SERVER.format(repo=str(REPO), db=postgres_url, port=port))
-        servers.append(subprocess.Popen([sys.executable, str(script)], cwd=REPO))
-        urls.append(f"http://127.0.0.1:{port}")
+    servers, urls = zip(*(_serve(tmp_path, db=postgres_url) for _ in range(2)))
     try:
-        for url in urls:
-            deadline = time.monotonic() + 60
-            while time.monotonic() < deadline:
-                try:
-                    if httpx.get(f"{url}/health", timeout=1).status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    time.sleep(0.1)
         one, two = (httpx.Client(base_url=url, headers=ALICE, timeout=30) for url in urls)
 
         def say(client, text):
