@@ -182,7 +182,13 @@ class Builder:
         if self._passages is None:
             bank = PassageBank.load(self.config.passages.bank)
             self._passages = PassageMaker(
-                bank, self.pool.people, self.pool.orgs, list(bank.relations), self.rng, self.config.passages.max_facts
+                bank,
+                self.pool.people,
+                self.pool.orgs,
+                list(bank.relations),
+                self.rng,
+                self.config.passages.max_facts,
+                self.config.passages.unnamed_facts,
             )
         return self._passages
 

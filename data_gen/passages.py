@@ -12,7 +12,11 @@ below put them together:
     sentence     "<s>"  (organisation first, passive)     two_people  "{per} <vp>, while {per2} <vp>."
     apposition   "{per}, <app>, <distractor>."            surname     "{per} <distractor>. {Surname} <vp>."
     prefix       "<pre> {per} <distractor>."              dated       "In {year}, {per} <vp>."
-    relative     "{per}, who <vp>, <distractor>."         + an opener sentence or a trailer clause at times
+    relative     "{per}, who <vp>, <distractor>."         pronoun     "{per} <distractor>. {Pron} <vp>."
+    + an opener sentence or a trailer clause at times, a birth year after a name ("Jane Roe (born 1961)")
+
+A fact about someone the text names only by a pronoun ("He joined Acme in 1990.") is a hard
+negative: nothing names the person, so nothing can be stored (`unnamed_facts` of the negatives).
 
 The write is the full name as the text gives it without a title ("Dr. Jane K. Roe" -> "Jane K.
 Roe"; a later "Roe" is still "Jane K. Roe") and the organisation as named ("Acme's" -> "Acme").
@@ -33,14 +37,14 @@ from data_gen.config import _check_templates
 from data_gen.text import placeholders
 from memory_runtime.protocol import Triplet
 
-ORG_KINDS = ("company", "university", "party", "club", "agency", "ngo", "media")
+ORG_KINDS = ("company", "university", "party", "club", "agency", "ngo", "media", "band", "team")
 NAME_FORMS = ("plain", "middle_initial", "middle_name", "title", "suffix")
-_FACT_SLOTS = {"per", "org", "job", "job_a", "year", "city"}
+_FACT_SLOTS = {"per", "org", "job", "job_a", "role", "year", "city"}
 _DISTRACTOR_SLOTS = {"city", "year", "org2"}
 _NEGATIVE_SLOTS = {"per", "per2", "org", "org2", "city", "year", "pron", "product"}
 _ORG_NAME_SLOTS = {"city", "country", "field", "surname", "adjective"}
 _INITIALS = "ABCDEFGHJKLMNPRSTW"
-# frame -> relative weight (the last three need max_facts >= 2: two facts, or two sentences)
+# frame -> relative weight (the last four need max_facts >= 2: two facts, or two sentences)
 FRAME_WEIGHTS = {
     "simple": 1,
     "sentence": 1,
@@ -51,7 +55,9 @@ FRAME_WEIGHTS = {
     "two_facts": 0.8,
     "two_people": 0.8,
     "surname": 0.7,
+    "pronoun": 0.7,
 }
+_MULTI_FRAMES = ("two_facts", "two_people", "surname", "pronoun")
 
 
 class BankError(ValueError):
@@ -99,6 +105,7 @@ class Words(_Strict):
     jobs: list[str] = Field(min_length=1)
     products: list[str] = Field(min_length=1)
     pronouns: list[str] = Field(min_length=1)
+    roles: list[str] = Field(min_length=1)
 
 
 class TemplateGroup(_Strict):
@@ -215,9 +222,13 @@ def _possessive(org: str) -> str:
 
 
 def _tidy(text: str) -> str:
-    """Capitalise the first letter, collapse a name's period with the sentence's ('Inc..' -> 'Inc.')."""
+    """Capitalise the first letter, collapse a name's period with the sentence's ('Inc..' -> 'Inc.').
+    A first word with a capital inside ('eBay') is a name written so, and stays as it is."""
     text = " ".join(text.split())
     text = re.sub(r"\.\.(?!\.)", ".", text)
+    first = text.split(" ", 1)[0]
+    if any(c.isupper() for c in first[1:]):
+        return text
     return text[:1].upper() + text[1:]
 
 
@@ -232,12 +243,14 @@ class PassageMaker:
         relations: list[str],
         rng: random.Random,
         max_facts: int = 2,
+        unnamed_facts: float = 0.0,
     ) -> None:
         self.bank = bank
         self.people = people
         self.companies = companies
         self.rng = rng
         self.max_facts = max_facts
+        self.unnamed_facts = unnamed_facts
         self.relations = [r for r in relations if bank.relations[r].weight > 0]
         if not self.relations:
             raise BankError("passages: no relation with a weight > 0")
@@ -298,6 +311,7 @@ class PassageMaker:
         slots = {
             "job": job,
             "job_a": _article(job),
+            "role": self.rng.choice(self.bank.words.roles),
             "year": str(self.rng.randint(1975, 2024)),
             "city": self.rng.choice(self.bank.words.cities),
         }
@@ -341,7 +355,7 @@ class PassageMaker:
     def passage(self) -> tuple[str, list[Triplet]]:
         """A passage and the facts it states, in the order they appear."""
         rng, people, orgs = self.rng, set(), set()
-        frames = [f for f in FRAME_WEIGHTS if self.max_facts >= 2 or f not in ("two_facts", "two_people", "surname")]
+        frames = [f for f in FRAME_WEIGHTS if self.max_facts >= 2 or f not in _MULTI_FRAMES]
         for _ in range(20):
             frame = rng.choices(frames, weights=[FRAME_WEIGHTS[f] for f in frames])[0]
             made = getattr(self, "_" + frame)(people, orgs)
@@ -355,6 +369,11 @@ class PassageMaker:
             text = text[:-1] + self._fill(rng.choice(d.trailers), self._slots(None), orgs) + "."
         if d.openers and rng.random() < 0.15:
             text = self._fill(rng.choice(d.openers), self._slots(None), orgs) + " " + text
+        first = facts[0].person.mention
+        if frame in ("simple", "apposition", "relative", "surname", "pronoun") and rng.random() < 0.15:
+            city = rng.choice(self._words("city"))
+            born = f"born {rng.randint(1930, 1995)}" if rng.random() < 0.6 else f"born in {city}"
+            text = text.replace(first, f"{first} ({born})", 1)  # "Jane Roe (born 1961), CEO of Acme, ..."
         return _tidy(text), [(f.person.full, f.relation, f.org) for f in facts]
 
     def _simple(self, people, orgs):
@@ -415,10 +434,34 @@ class PassageMaker:
         surname = f.person.surname[:1].upper() + f.person.surname[1:]  # "van der Berg" starts a sentence
         return (f"{f.person.mention} {self.distractor(orgs)}. {surname} {self._piece(f, 'vp', orgs)}."), [f]
 
+    def _pronoun(self, people, orgs):
+        """The person named once, the fact stated about a pronoun in the next sentence: the write
+        names the person the pronoun stands for."""
+        f = self.fact(people, orgs)
+        pron = self._pronoun_for_one()
+        return (f"{f.person.mention} {self.distractor(orgs)}. {pron} {self._piece(f, 'vp', orgs)}."), [f]
+
     # ------------------------------------------------------------------ negatives
+
+    def unnamed_fact(self) -> str:
+        """A fact about someone the text names only by a pronoun ("She joined Acme in 1990."):
+        nothing identifies the person, so nothing is stored."""
+        orgs: set[str] = set()
+        f = self.fact(set(), orgs)
+        pron = self._pronoun_for_one()
+        app = self._piece(f, "app", orgs)
+        if app is not None and self.rng.random() < 0.3:
+            return _tidy(f"{pron} is {app}.")
+        return _tidy(f"{pron} {self._piece(f, 'vp', orgs)}.")
+
+    def _pronoun_for_one(self) -> str:
+        """A pronoun the bank's singular verb phrases agree with ("She works for", not "They works for")."""
+        return self.rng.choice([p for p in self.bank.words.pronouns if p.lower() != "they"] or ["She"])
 
     def negative(self) -> str:
         """A sentence that states no person–organisation fact."""
+        if self.rng.random() < self.unnamed_facts:
+            return self.unnamed_fact()
         orgs: set[str] = set()
         template = self.rng.choice(self.bank.negatives)
         used = placeholders(template)

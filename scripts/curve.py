@@ -1,7 +1,8 @@
 """The quality curve of docs/results.md: one table and one plot from the cells of a curve run.
 
-A cell is a directory with `model/` (a `memlm train` run: metrics.json, train_config.yaml) and the
-evaluations `eval-records*/`, `eval-episodes*/`, `eval-real/` (`memlm eval` outputs). Run:
+A cell is a directory with `model/` (a `memlm train` run: metrics.json, train_config.yaml) and
+`memlm eval` outputs in `eval-*/`; each part's figure comes from the evaluation of that part with the
+most cases. `scripts/curve_cell.sh` makes a cell. Run:
 
     python3 scripts/curve.py runs/curve --plot docs/img/curve.png > table.md
 
@@ -23,19 +24,14 @@ def _load(path: Path) -> dict | None:
     return json.loads(path.read_text()) if path.is_file() else None
 
 
-def _largest(cell: Path, prefix: str) -> dict | None:
-    """The evaluation of this part with the most cases (eval-records40 over eval-records)."""
-    runs = [(_load(d / "metrics.json"), d) for d in cell.glob(f"{prefix}*") if d.is_dir()]
-    runs = [(m, d) for m, d in runs if m is not None]
-    if not runs:
-        return None
-    part = prefix.removeprefix("eval-")
-
-    def size(m: dict) -> int:
-        s = m["systems"]["memlm"][part]
-        return s.get("turns") or s.get("questions") or 0
-
-    return max(runs, key=lambda md: size(md[0]))[0]["systems"]["memlm"][part]
+def _largest(cell: Path, part: str) -> dict | None:
+    """This part's figures from the cell's evaluation of it with the most cases."""
+    found = [
+        m["systems"]["memlm"][part]
+        for d in cell.glob("eval-*")
+        if (m := _load(d / "metrics.json")) is not None and part in m["systems"].get("memlm", {})
+    ]
+    return max(found, key=lambda s: s.get("turns") or s.get("questions") or s.get("passages") or 0, default=None)
 
 
 def cell_row(cell: Path) -> dict | None:
@@ -47,21 +43,26 @@ def cell_row(cell: Path) -> dict | None:
         "\n".join(line for line in config_path.read_text().splitlines() if not line.startswith("#"))
     )
     method = config["method"] if config["method"] == "full" else f"LoRA r{config['lora']['r']}"
-    records_seen = metrics["global_step"] * config["optim"]["per_device_train_batch_size"]
+    optim = config["optim"]
+    if optim.get("max_tokens_per_step"):
+        sys.exit(f"{cell}: token-budget batches have no fixed records per step; the curve counts records")
+    per_step = optim["per_device_train_batch_size"] * optim["gradient_accumulation_steps"]
+    records_seen = metrics["global_step"] * per_step
     row = {
         "cell": cell.name,
         "base": config["model"]["name"].removeprefix("embedded:"),
         "method": method,
         "steps": metrics["global_step"],
         "records": records_seen,
+        "per_step": per_step,
         "eval_loss": metrics.get("eval_loss"),
     }
-    if records := _largest(cell, "eval-records"):
+    if records := _largest(cell, "records"):
         row.update(exact=records["calls"]["exact"], turns=records["turns"])
-    if episodes := _largest(cell, "eval-episodes"):
+    if episodes := _largest(cell, "episodes"):
         row.update(episode_q=episodes["question_accuracy"], questions=episodes["questions"])
-    if (real := _load(cell / "eval-real" / "metrics.json")) is not None:
-        a = real["systems"]["memlm"]["real"]["all"]
+    if real := _largest(cell, "real"):
+        a = real["all"]
         row.update(
             pair_f1=a["pair"]["f1"],
             triplet_f1=a["triplet"]["f1"],
@@ -84,7 +85,7 @@ def table(rows: list[dict]) -> str:
     lines = [head]
     for r in rows:
         lines.append(
-            f"| {r['base']} | {r['method']} | {r['steps']} × 4 = {r['records']:,} "
+            f"| {r['base']} | {r['method']} | {r['steps']} × {r['per_step']} = {r['records']:,} "
             f"| {r['eval_loss']:.4f} | {_pct(r.get('exact'))} ({r.get('turns', '–')} turns) "
             f"| {_pct(r.get('episode_q'))} ({r.get('questions', '–')} questions) "
             f"| {r.get('pair_f1', float('nan')):.3f} | {r.get('triplet_f1', float('nan')):.3f} "
