@@ -354,34 +354,41 @@ class TripletStore:
         return results
 
     def _write_one(self, cur: Cursor, namespace: str, terms, when: float) -> WriteResult:
+        """One write in two statements when nothing is ended (an insert unless the fact is already
+        current, then the facts it ends on each functional side): on PostgreSQL every statement
+        is a round trip, and a bulk import is made of them."""
         (s, s_norm), (r, r_norm), (o, o_norm) = terms
-        row = cur.row(
-            f"SELECT {_COLUMNS} FROM triplets WHERE namespace=? AND subject_norm=? AND relation_norm=?"
-            " AND object_norm=? AND valid_to IS NULL",
-            (namespace, s_norm, r_norm, o_norm),
+        current = (
+            "FROM triplets WHERE namespace=? AND subject_norm=? AND relation_norm=? AND object_norm=?"
+            " AND valid_to IS NULL"
         )
-        if row is not None:
-            return WriteResult(_fact(row), "duplicate")
-        (new_id,) = cur.row(
+        key = (namespace, s_norm, r_norm, o_norm)
+        inserted = cur.row(
             "INSERT INTO triplets (namespace, subject, relation, object, subject_norm, relation_norm, object_norm,"
-            " valid_from) VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
-            (namespace, s, r, o, s_norm, r_norm, o_norm, when),
+            f" valid_from) SELECT ?, ?, ?, ?, ?, ?, ?, ? WHERE NOT EXISTS (SELECT 1 {current}) RETURNING id",
+            (namespace, s, r, o, s_norm, r_norm, o_norm, when, *key),
         )
-        superseded = []
+        if inserted is None:
+            return WriteResult(_fact(cur.row(f"SELECT {_COLUMNS} {current}", key)), "duplicate")
+        (new_id,) = inserted
+        # The facts this one ends, one query per side that holds (each answered by that side's index):
+        # the subject's other objects in this relation (functional subject) and in the relations a
+        # new fact of it ends ("employed by" ends "CEO of"), the object's other subjects (functional object).
         functional = self._functional.get(r_norm)
-        # One query per functional side, so each is answered by its own index.
-        sides = {"subject": [("subject", s_norm, "object", o_norm)], "object": [("object", o_norm, "subject", s_norm)]}
-        sides["both"] = sides["subject"] + sides["object"]
-        ending = [
-            (held, held_norm, r_norm, other, other_norm)
-            for held, held_norm, other, other_norm in sides.get(functional, [])
-        ]
-        ending += [("subject", s_norm, ended, "object", o_norm) for ended in self._ends.get(r_norm, [])]
-        for held, held_norm, relation_norm, other, other_norm in ending:
+        by_side = {
+            ("subject", s_norm, "object", o_norm): ([r_norm] if functional in ("subject", "both") else [])
+            + self._ends.get(r_norm, []),
+            ("object", o_norm, "subject", s_norm): [r_norm] if functional in ("object", "both") else [],
+        }
+        superseded = []
+        for (held, held_norm, other, other_norm), relations in by_side.items():
+            if not relations:
+                continue
+            marks = ", ".join("?" * len(relations))
             for row in cur.rows(
-                f"SELECT {_COLUMNS} FROM triplets WHERE namespace = ? AND {held}_norm = ? AND relation_norm = ?"
-                f" AND valid_to IS NULL AND {other}_norm != ?",
-                (namespace, held_norm, relation_norm, other_norm),
+                f"SELECT {_COLUMNS} FROM triplets WHERE namespace = ? AND {held}_norm = ? AND relation_norm IN"
+                f" ({marks}) AND valid_to IS NULL AND {other}_norm != ? ORDER BY id",
+                (namespace, held_norm, *relations, other_norm),
             ):
                 old = _fact(row)
                 ended = replace(old, valid_to=max(when, old.valid_from), ended_by="superseded", superseded_by=new_id)
