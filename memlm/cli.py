@@ -16,7 +16,7 @@ app = typer.Typer(
 )
 bench_app = typer.Typer(help="Benchmarks that print their figures as one JSON line.", no_args_is_help=True)
 memory_app = typer.Typer(
-    help="Inspect and edit a memory database (an SQLite file written by memlm).", no_args_is_help=True
+    help="Inspect, edit and migrate a memory database (an SQLite file or a postgresql:// URL).", no_args_is_help=True
 )
 # Warnings every run would print and no user can act on (library internals); also set in the
 # environment so that eval's worker processes inherit them.

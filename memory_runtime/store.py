@@ -39,6 +39,9 @@ from memory_runtime.yaml_config import read_mapping, validate
 FIELDS = ("subject", "relation", "object")
 
 _COLUMNS = "id, namespace, subject, relation, object, valid_from, valid_to, ended_by, superseded_by"
+# A lookup by a field's value that wants its rows in id order says ORDER BY +id: with a bare `id`,
+# SQLite's planner walks the (namespace, id) index to skip a sort, which reads the whole namespace
+# (18 ms a fuzzy lookup at 100k facts); `+id` keeps it on the field's index. PostgreSQL is unaffected.
 
 
 # --------------------------------------------------------------------------- configuration
@@ -387,7 +390,7 @@ class TripletStore:
             marks = ", ".join("?" * len(relations))
             for row in cur.rows(
                 f"SELECT {_COLUMNS} FROM triplets WHERE namespace = ? AND {held}_norm = ? AND relation_norm IN"
-                f" ({marks}) AND valid_to IS NULL AND {other}_norm != ? ORDER BY id",
+                f" ({marks}) AND valid_to IS NULL AND {other}_norm != ? ORDER BY +id",  # +id: see _COLUMNS
                 (namespace, held_norm, *relations, other_norm),
             ):
                 old = _fact(row)
@@ -594,7 +597,8 @@ class TripletStore:
 
     def _display(self, namespace: str, name: str, norm: str) -> str | None:
         row = self._db.row(
-            f"SELECT {name} FROM triplets WHERE namespace = ? AND {name}_norm = ? ORDER BY id DESC LIMIT 1",
+            # +id: see _COLUMNS
+            f"SELECT {name} FROM triplets WHERE namespace = ? AND {name}_norm = ? ORDER BY +id DESC LIMIT 1",
             (namespace, norm),
         )
         return None if row is None else row[0]

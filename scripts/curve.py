@@ -4,10 +4,10 @@ A cell is a directory with `model/` (a `memlm train` run: metrics.json, train_co
 `memlm eval` outputs in `eval-*/`; each part's figure comes from the evaluation of that part with the
 most cases. `scripts/curve_cell.sh` makes a cell. Run:
 
-    python3 scripts/curve.py runs/curve --plot docs/img/curve.png > table.md
+    python3 scripts/curve.py runs/curve [runs/curve-v1 ...] --plot docs/img/curve.png > table.md
 
 The table gives every figure with its sample size; the plot puts real-text pair F1 and false
-writes against training records, one line per base x method.
+writes against training records, one line per base x method x data (the --data directory's name).
 """
 
 from __future__ import annotations
@@ -52,6 +52,7 @@ def cell_row(cell: Path) -> dict | None:
         "cell": cell.name,
         "base": config["model"]["name"].removeprefix("embedded:"),
         "method": method,
+        "data": Path(config["data"]["path"] or "synthetic").name,
         "steps": metrics["global_step"],
         "records": records_seen,
         "per_step": per_step,
@@ -79,13 +80,13 @@ def _pct(x: float | None) -> str:
 
 def table(rows: list[dict]) -> str:
     head = (
-        "| base | method | steps × records | eval loss | exact calls | episode questions "
-        "| real pair F1 | real triplet F1 | false writes |\n|---|---|---|---|---|---|---|---|---|"
+        "| base | method | data | steps × records | eval loss | exact calls | episode questions "
+        "| real pair F1 | real triplet F1 | false writes |\n|---|---|---|---|---|---|---|---|---|---|"
     )
     lines = [head]
     for r in rows:
         lines.append(
-            f"| {r['base']} | {r['method']} | {r['steps']} × {r['per_step']} = {r['records']:,} "
+            f"| {r['base']} | {r['method']} | {r['data']} | {r['steps']} × {r['per_step']} = {r['records']:,} "
             f"| {r['eval_loss']:.4f} | {_pct(r.get('exact'))} ({r.get('turns', '–')} turns) "
             f"| {_pct(r.get('episode_q'))} ({r.get('questions', '–')} questions) "
             f"| {r.get('pair_f1', float('nan')):.3f} | {r.get('triplet_f1', float('nan')):.3f} "
@@ -103,7 +104,7 @@ def plot(rows: list[dict], out: Path) -> None:
     fig, axes = plt.subplots(1, 3, figsize=(13, 4))
     series: dict[str, list[dict]] = {}
     for r in rows:
-        series.setdefault(f"{r['base']} · {r['method']}", []).append(r)
+        series.setdefault(f"{r['base']} · {r['method']} · {r['data']}", []).append(r)
     for label, points in sorted(series.items()):
         points.sort(key=lambda r: r["records"])
         x = [r["records"] for r in points]
@@ -129,13 +130,14 @@ def plot(rows: list[dict], out: Path) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("curve", type=Path, help="the directory of the cells")
+    parser.add_argument("curves", type=Path, nargs="+", help="directories of cells (one per data version, say)")
     parser.add_argument("--plot", type=Path, help="write the plot here (PNG)")
     args = parser.parse_args()
-    rows = [r for cell in sorted(args.curve.iterdir()) if cell.is_dir() and (r := cell_row(cell))]
+    cells = [cell for curve in args.curves for cell in sorted(curve.iterdir()) if cell.is_dir()]
+    rows = [r for cell in cells if (r := cell_row(cell))]
     if not rows:
-        sys.exit(f"no finished cells in {args.curve}")
-    rows.sort(key=lambda r: (r["base"], r["method"], r["records"]))
+        sys.exit(f"no finished cells in {', '.join(map(str, args.curves))}")
+    rows.sort(key=lambda r: (r["base"], r["method"], r["data"], r["records"]))
     print(table(rows))
     if args.plot:
         plot(rows, args.plot)

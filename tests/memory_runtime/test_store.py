@@ -474,3 +474,24 @@ def test_postgres_refuses_a_foreign_or_newer_database(postgres_url):
         TripletStore(postgres_url)
     with pytest.raises(InvalidDatabaseError, match=r"cannot connect to postgresql://memlm:\*\*\*@"):
         TripletStore("postgresql://memlm:secret@/nope?host=/nonexistent&connect_timeout=1")
+
+
+def test_sqlite_lookups_by_a_value_use_that_fields_index(tmp_path):
+    """Every statement of a functional write, an exact read and a fuzzy read that filters on a field's
+    value is planned on that field's index: none walks the namespace (O(facts) per call)."""
+    with TripletStore(str(tmp_path / "m.sqlite")) as store:
+        store.write_many([(f"Person {i}", "employed by", f"Org {i % 50}") for i in range(500)], namespace="u")
+        conn = store._db._conn
+        statements = []
+        conn.set_trace_callback(statements.append)
+        store.write("Person 7", "employed by", "Org 3", namespace="u")  # supersedes Org 7
+        store.write("Person 8", "CEO of", "Org 3", namespace="u")
+        store.query(subject="Person 9", namespace="u")
+        store.query(subject="Persno 11", namespace="u")  # fuzzy: candidate, then its display spelling
+        store.query(object="Org 4", namespace="u")
+        conn.set_trace_callback(None)
+        by_value = [s for s in statements if "_norm = " in s or "_norm=" in s]
+        assert len(by_value) >= 5
+        for sql in by_value:
+            plan = " ".join(row[3] for row in conn.execute(f"EXPLAIN QUERY PLAN {sql}"))
+            assert "triplets_namespace_id" not in plan and "SCAN triplets" not in plan, (sql, plan)
