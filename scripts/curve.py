@@ -6,8 +6,9 @@ most cases. `scripts/curve_cell.sh` makes a cell. Run:
 
     python3 scripts/curve.py runs/curve [runs/curve-v1 ...] --plot docs/img/curve.png > table.md
 
-The table gives every figure with its sample size; the plot puts real-text pair F1 and false
-writes against training records, one line per base x method x data (the --data directory's name).
+The table gives every figure with its sample size (real text: with a 95% bootstrap interval over the
+passages); the plot puts real-text pair F1, false writes and synthetic exact calls against training
+records, one line per base x method x data (the --data directory's name).
 """
 
 from __future__ import annotations
@@ -32,6 +33,30 @@ def _largest(cell: Path, part: str) -> dict | None:
         if (m := _load(d / "metrics.json")) is not None and part in m["systems"].get("memlm", {})
     ]
     return max(found, key=lambda s: s.get("turns") or s.get("questions") or s.get("passages") or 0, default=None)
+
+
+def _real_intervals(cell: Path, passages: int) -> dict:
+    """95% bootstrap intervals (1,000 resamples of the passages) of pair F1 and the false-write rate,
+    from the cases of the cell's real-text evaluation over all `passages`."""
+    import numpy as np
+
+    for d in cell.glob("eval-*"):
+        path = d / "cases.jsonl"
+        if not path.is_file():
+            continue
+        cases = [c for line in path.open() if (c := json.loads(line))["part"] == "real" and c["system"] == "memlm"]
+        if len(cases) != passages:
+            continue
+        tp, pred, gold = (np.array([c["pairs"][k] for c in cases]) for k in ("tp", "predicted", "gold"))
+        false = np.array([c["false_write"] for c in cases if not c["has_fact"]], dtype=float)
+        rng = np.random.default_rng(0)
+        f1s, fws = [], []
+        for _ in range(1000):
+            i = rng.integers(0, len(cases), len(cases))
+            f1s.append(2 * tp[i].sum() / max(pred[i].sum() + gold[i].sum(), 1))
+            fws.append(false[rng.integers(0, len(false), len(false))].mean())
+        return {"pair_f1_ci": np.percentile(f1s, [2.5, 97.5]), "false_writes_ci": np.percentile(fws, [2.5, 97.5])}
+    return {}
 
 
 def cell_row(cell: Path) -> dict | None:
@@ -71,11 +96,16 @@ def cell_row(cell: Path) -> dict | None:
             passages=a["passages"],
             no_fact=a["no_fact_passages"],
         )
+        row.update(_real_intervals(cell, a["passages"]))
     return row
 
 
 def _pct(x: float | None) -> str:
     return "–" if x is None else f"{100 * x:.1f}%"
+
+
+def _ci(interval, fmt: str, scale: float = 1) -> str:
+    return "–" if interval is None else "–".join(fmt.format(scale * x) for x in interval)
 
 
 def table(rows: list[dict]) -> str:
@@ -89,8 +119,10 @@ def table(rows: list[dict]) -> str:
             f"| {r['base']} | {r['method']} | {r['data']} | {r['steps']} × {r['per_step']} = {r['records']:,} "
             f"| {r['eval_loss']:.4f} | {_pct(r.get('exact'))} ({r.get('turns', '–')} turns) "
             f"| {_pct(r.get('episode_q'))} ({r.get('questions', '–')} questions) "
-            f"| {r.get('pair_f1', float('nan')):.3f} | {r.get('triplet_f1', float('nan')):.3f} "
-            f"| {_pct(r.get('false_writes'))} ({r.get('no_fact', '–')} passages) |"
+            f"| {r.get('pair_f1', float('nan')):.3f} ({_ci(r.get('pair_f1_ci'), '{:.2f}')}) "
+            f"| {r.get('triplet_f1', float('nan')):.3f} "
+            f"| {_pct(r.get('false_writes'))} ({_ci(r.get('false_writes_ci'), '{:.0f}', 100)}%, "
+            f"{r.get('no_fact', '–')} passages) |"
         )
     return "\n".join(lines)
 
