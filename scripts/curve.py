@@ -5,6 +5,7 @@ A cell is a directory with `model/` (a `memlm train` run: metrics.json, train_co
 most cases. `scripts/curve_cell.sh` makes a cell. Run:
 
     python3 scripts/curve.py runs/curve [runs/curve-v1 ...] --plot docs/img/curve.png > table.md
+    python3 scripts/curve.py --paired runs/curve/s-r16-1x runs/curve/g-r16-1x   # B - A, same passages
 
 The table gives every figure with its sample size (real text: with a 95% bootstrap interval over the
 passages); the plot puts real-text pair F1, false writes and synthetic exact calls against training
@@ -40,23 +41,65 @@ def _real_intervals(cell: Path, passages: int) -> dict:
     from the cases of the cell's real-text evaluation over all `passages`."""
     import numpy as np
 
-    for d in cell.glob("eval-*"):
-        path = d / "cases.jsonl"
-        if not path.is_file():
-            continue
+    cases = _real_cases(cell)
+    if len(cases) != passages:
+        return {}
+    tp, pred, gold = (np.array([c["pairs"][k] for c in cases]) for k in ("tp", "predicted", "gold"))
+    false = np.array([c["false_write"] for c in cases if not c["has_fact"]], dtype=float)
+    rng = np.random.default_rng(0)
+    f1s, fws = [], []
+    for _ in range(1000):
+        i = rng.integers(0, len(cases), len(cases))
+        f1s.append(2 * tp[i].sum() / max(pred[i].sum() + gold[i].sum(), 1))
+        fws.append(false[rng.integers(0, len(false), len(false))].mean())
+    return {"pair_f1_ci": np.percentile(f1s, [2.5, 97.5]), "false_writes_ci": np.percentile(fws, [2.5, 97.5])}
+
+
+def _real_cases(cell: Path) -> list[dict]:
+    """The memlm cases of the cell's real-text evaluation with the most passages, by passage id."""
+    found = []
+    for path in cell.glob("eval-*/cases.jsonl"):
         cases = [c for line in path.open() if (c := json.loads(line))["part"] == "real" and c["system"] == "memlm"]
-        if len(cases) != passages:
-            continue
-        tp, pred, gold = (np.array([c["pairs"][k] for c in cases]) for k in ("tp", "predicted", "gold"))
-        false = np.array([c["false_write"] for c in cases if not c["has_fact"]], dtype=float)
-        rng = np.random.default_rng(0)
-        f1s, fws = [], []
-        for _ in range(1000):
-            i = rng.integers(0, len(cases), len(cases))
-            f1s.append(2 * tp[i].sum() / max(pred[i].sum() + gold[i].sum(), 1))
-            fws.append(false[rng.integers(0, len(false), len(false))].mean())
-        return {"pair_f1_ci": np.percentile(f1s, [2.5, 97.5]), "false_writes_ci": np.percentile(fws, [2.5, 97.5])}
-    return {}
+        found.append(sorted(cases, key=lambda c: c["id"]))
+    return max(found, key=len, default=[])
+
+
+def paired(cell_a: Path, cell_b: Path, resamples: int = 2000) -> str:
+    """B minus A in real pair F1 and false writes on the same passages, with 95% paired bootstrap
+    intervals: two cells' own intervals overlap long before their difference is noise."""
+    import numpy as np
+
+    a, b = _real_cases(cell_a), _real_cases(cell_b)
+    if not a or [c["id"] for c in a] != [c["id"] for c in b]:
+        sys.exit(f"{cell_a} and {cell_b} were not evaluated on the same real passages")
+
+    def counts(cases):
+        return [np.array([c["pairs"][k] for c in cases]) for k in ("tp", "predicted", "gold")]
+
+    (ta, pa, ga), (tb, pb, gb) = counts(a), counts(b)
+    no_fact = np.array([not c["has_fact"] for c in a])
+    fa, fb = (np.array([c["false_write"] for c in cases], dtype=float) for cases in (a, b))
+
+    def f1(tp, pred, gold, i):
+        return 2 * tp[i].sum() / max(pred[i].sum() + gold[i].sum(), 1)
+
+    rng = np.random.default_rng(0)
+    everything = np.arange(len(a))
+    d_f1, d_fw = [], []
+    for _ in range(resamples):
+        i = rng.integers(0, len(a), len(a))
+        d_f1.append(f1(tb, pb, gb, i) - f1(ta, pa, ga, i))
+        j = i[no_fact[i]]
+        d_fw.append(fb[j].mean() - fa[j].mean())
+    lo, hi = np.percentile(d_f1, [2.5, 97.5])
+    fw_lo, fw_hi = 100 * np.percentile(d_fw, [2.5, 97.5])
+    d = f1(tb, pb, gb, everything) - f1(ta, pa, ga, everything)
+    d_false = 100 * (fb[no_fact].mean() - fa[no_fact].mean())
+    return (
+        f"{cell_b.parent.name}/{cell_b.name} - {cell_a.parent.name}/{cell_a.name} on {len(a)} passages: "
+        f"pair F1 {d:+.3f} (95% {lo:+.3f} to {hi:+.3f}), "
+        f"false writes {d_false:+.1f} points (95% {fw_lo:+.1f} to {fw_hi:+.1f}, {no_fact.sum()} passages)"
+    )
 
 
 def cell_row(cell: Path) -> dict | None:
@@ -164,7 +207,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("curves", type=Path, nargs="+", help="directories of cells (one per data version, say)")
     parser.add_argument("--plot", type=Path, help="write the plot here (PNG)")
+    parser.add_argument(
+        "--paired", action="store_true", help="the two cells given: B minus A on the same passages (paired bootstrap)"
+    )
     args = parser.parse_args()
+    if args.paired:
+        if len(args.curves) != 2:
+            sys.exit("--paired takes two cells: A B")
+        print(paired(*args.curves))
+        return
     cells = [cell for curve in args.curves for cell in sorted(curve.iterdir()) if cell.is_dir()]
     rows = [r for cell in cells if (r := cell_row(cell))]
     if not rows:
