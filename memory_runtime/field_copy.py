@@ -23,7 +23,18 @@ PRONOUNS = frozenset(
     "i me my you your he him his she her hers it its we us our they them their this that these "
     "those who whom which someone somebody".split()
 )
-"""Words a subject or object never is: a pronoun names nobody the memory could find again ("She>>manager of>>")."""
+"""Words a subject or object never starts with: a pronoun names nobody the memory could find again
+("She>>manager of>>"), and a field that goes on past it ("He is>>CEO of>>") is the same pronoun."""
+
+
+def _names_nobody(field: str, *, closed: bool) -> bool:
+    """`field` starts with a pronoun as a whole word ("He", "He is", "his wife"); written in capitals
+    it is a name ("US Internet", "IT"), except "I". An open field's first word counts once it ends."""
+    first = re.match(r"\w+", field)
+    if first is None or (not closed and first.end() == len(field)):
+        return False
+    word = first.group()
+    return word.casefold() in PRONOUNS and (word == "I" or not word.isupper())
 
 
 def open_call(text: str) -> int | None:
@@ -98,9 +109,7 @@ def fields_copied(body: str, context: str, relations: Collection[str] | None = N
             continue
         if field[0].isspace() or (not is_open and field[-1].isspace()):
             return False
-        if not _occurs(field, context, closed=not is_open):
-            return False
-        if not is_open and field.casefold() in PRONOUNS:
+        if not _occurs(field, context, closed=not is_open) or _names_nobody(field, closed=not is_open):
             return False
     return True
 
@@ -163,7 +172,7 @@ def _spans(context: str, max_words: int) -> set[str]:
     for i, first in enumerate(words):
         for last in words[i : i + max_words]:
             span = context[first.start() : last.end()].rstrip(".")
-            if span and "\n" not in span and "}" not in span and ">>" not in span:
+            if span and not any(c in span for c in ("\n", "}", ">>")) and not _names_nobody(span, closed=True):
                 spans.add(span)
     return spans
 

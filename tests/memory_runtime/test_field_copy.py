@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
-from memory_runtime.field_copy import allowed, fields_copied
+from memory_runtime.field_copy import allowed, calls_regex, fields_copied
 
 CONTEXT = "Who manages the company that Brett Robson is a customer of?"
 
@@ -126,8 +128,28 @@ def test_answer_names_are_copies_of_returned_names(before, piece, ok):
     assert answer_names_copied("No read here. " + before, piece)  # nothing returned: free
 
 
-@pytest.mark.parametrize("field, ok", [("She", False), ("they", False), ("Shelby", True)])
-def test_a_pronoun_is_never_a_subject_or_object(field, ok):
-    context = "Shelby Ortiz joined Acme in 2010. She manages Acme. Shelby they said."
+@pytest.mark.parametrize(
+    "field, ok",
+    [
+        ("She", False),
+        ("they", False),
+        ("Shelby", True),
+        ("She manages", False),  # a field that goes on past the pronoun is still the pronoun
+        ("I am", False),
+        ("US Internet", True),  # in capitals, a name
+        ("Internet", True),
+    ],
+)
+def test_a_field_never_starts_with_a_pronoun(field, ok):
+    context = "Shelby Ortiz joined Acme in 2010. She manages Acme. Shelby they said. I am with US Internet."
     assert allowed(context, f"[MEM_WRITE{{{field}", ">>", RELATIONS) is ok
     assert allowed(context, f"[MEM_WRITE{{Shelby Ortiz>>manager of>>{field}", "}]", RELATIONS) is ok
+    pattern = calls_regex(context, RELATIONS)
+    assert bool(re.fullmatch(pattern, f"[MEM_WRITE{{{field}>>manager of>>Acme}}]")) is ok
+
+
+def test_an_open_field_is_judged_once_its_first_word_ends():
+    context = "Helen Ortiz joined Acme. He manages Acme."
+    assert allowed(context, "[MEM_WRITE{", "He", RELATIONS)  # may become "Helen"
+    assert allowed(context, "[MEM_WRITE{He", "len", RELATIONS)
+    assert not allowed(context, "[MEM_WRITE{He", " manages", RELATIONS)
