@@ -28,13 +28,16 @@ PRONOUNS = frozenset(
 
 
 def _names_nobody(field: str, *, closed: bool) -> bool:
-    """`field` starts with a pronoun as a whole word ("He", "He is", "his wife"); written in capitals
-    it is a name ("US Internet", "IT"), except "I". An open field's first word counts once it ends."""
-    first = re.match(r"\w+", field)
-    if first is None or (not closed and first.end() == len(field)):
+    """`field` starts with a pronoun as a whole word ("He", "He is", "his wife"). A pronoun in capitals
+    ("US Internet", but not "I") or before a capitalised word ("We Are IT", "He Jiankui") is part of a
+    name. An open field is judged once its second word has begun (or the field is closed)."""
+    first = re.match(r"(\w+)\W*(\w?)", field)
+    if first is None:
         return False
-    word = first.group()
-    return word.casefold() in PRONOUNS and (word == "I" or not word.isupper())
+    word, after = first.groups()
+    if not closed and not after:
+        return False  # the first word, or the gap after it, is still being written
+    return word.casefold() in PRONOUNS and (word == "I" or not word.isupper()) and not after.isupper()
 
 
 def open_call(text: str) -> int | None:

@@ -137,11 +137,12 @@ def test_answer_names_are_copies_of_returned_names(before, piece, ok):
         ("She manages", False),  # a field that goes on past the pronoun is still the pronoun
         ("I am", False),
         ("US Internet", True),  # in capitals, a name
+        ("We Are IT", True),  # before a capitalised word, a name
         ("Internet", True),
     ],
 )
 def test_a_field_never_starts_with_a_pronoun(field, ok):
-    context = "Shelby Ortiz joined Acme in 2010. She manages Acme. Shelby they said. I am with US Internet."
+    context = "Shelby Ortiz joined Acme in 2010. She manages Acme. Shelby they said. I am with US Internet, We Are IT."
     assert allowed(context, f"[MEM_WRITE{{{field}", ">>", RELATIONS) is ok
     assert allowed(context, f"[MEM_WRITE{{Shelby Ortiz>>manager of>>{field}", "}]", RELATIONS) is ok
     pattern = calls_regex(context, RELATIONS)
@@ -152,4 +153,5 @@ def test_an_open_field_is_judged_once_its_first_word_ends():
     context = "Helen Ortiz joined Acme. He manages Acme."
     assert allowed(context, "[MEM_WRITE{", "He", RELATIONS)  # may become "Helen"
     assert allowed(context, "[MEM_WRITE{He", "len", RELATIONS)
+    assert allowed(context, "[MEM_WRITE{He", " ", RELATIONS)  # "He " may still become a name
     assert not allowed(context, "[MEM_WRITE{He", " manages", RELATIONS)
