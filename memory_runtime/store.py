@@ -346,7 +346,12 @@ class TripletStore:
                 subject, relation, object_ = item
             except (TypeError, ValueError):
                 raise ValueError(f"triplet #{i} must be (subject, relation, object), got {item!r}") from None
-            checked.append(self._terms(subject, relation, object_))
+            terms = self._terms(subject, relation, object_)
+            if terms[0][1] == terms[2][1]:
+                raise ValueError(
+                    f"triplet #{i} relates {terms[0][0]!r} to itself: a fact is between two different things"
+                )
+            checked.append(terms)
         with self._lock:
             with self._db.transaction(namespace) as cur:
                 results = [self._write_one(cur, namespace, terms, when) for terms in checked]

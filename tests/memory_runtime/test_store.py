@@ -212,6 +212,7 @@ def test_resident_indexes_are_bounded():
         (("Tia", "employed by", 42), TypeError, "object must be a string"),
         (("Tia", None, "Pfizer"), TypeError, "relation must be a string"),
         (("!!!", "employed by", "Pfizer"), ValueError, "no letters or digits"),
+        (("Top Rank", "founder of", "top  rank"), ValueError, "relates 'Top Rank' to itself"),
     ],
 )
 def test_bad_terms_are_rejected_clearly(store, args, error, message):
