@@ -125,6 +125,7 @@ def cell_row(cell: Path) -> dict | None:
         "records": records_seen,
         "per_step": per_step,
         "eval_loss": metrics.get("eval_loss"),
+        "train_s": metrics.get("wall_seconds"),
     }
     if records := _largest(cell, "records"):
         row.update(exact=records["calls"]["exact"], turns=records["turns"])
@@ -147,20 +148,25 @@ def _pct(x: float | None) -> str:
     return "–" if x is None else f"{100 * x:.1f}%"
 
 
+def _minutes(seconds: float | None) -> str:
+    return "–" if seconds is None else f"{seconds / 60:.1f} min"
+
+
 def _ci(interval, fmt: str, scale: float = 1) -> str:
     return "–" if interval is None else "–".join(fmt.format(scale * x) for x in interval)
 
 
 def table(rows: list[dict]) -> str:
     head = (
-        "| base | method | data | steps × records | eval loss | exact calls | episode questions "
-        "| real pair F1 | real triplet F1 | false writes |\n|---|---|---|---|---|---|---|---|---|---|"
+        "| base | method | data | steps × records | train | eval loss | exact calls | episode questions "
+        "| real pair F1 | real triplet F1 | false writes |\n|---|---|---|---|---|---|---|---|---|---|---|"
     )
     lines = [head]
     for r in rows:
         lines.append(
             f"| {r['base']} | {r['method']} | {r['data']} | {r['steps']} × {r['per_step']} = {r['records']:,} "
-            f"| {r['eval_loss']:.4f} | {_pct(r.get('exact'))} ({r.get('turns', '–')} turns) "
+            f"| {_minutes(r.get('train_s'))} | {r['eval_loss']:.4f} "
+            f"| {_pct(r.get('exact'))} ({r.get('turns', '–')} turns) "
             f"| {_pct(r.get('episode_q'))} ({r.get('questions', '–')} questions) "
             f"| {r.get('pair_f1', float('nan')):.3f} ({_ci(r.get('pair_f1_ci'), '{:.2f}')}) "
             f"| {r.get('triplet_f1', float('nan')):.3f} "
