@@ -36,6 +36,18 @@ def _largest(cell: Path, part: str) -> dict | None:
     return max(found, key=lambda s: s.get("turns") or s.get("questions") or s.get("passages") or 0, default=None)
 
 
+def _pair_counts(cases: list[dict]) -> list:
+    """Per-passage true positives, predicted and gold pairs: what pair F1 is summed from."""
+    import numpy as np
+
+    return [np.array([c["pairs"][k] for c in cases]) for k in ("tp", "predicted", "gold")]
+
+
+def _f1(tp, pred, gold, i) -> float:
+    """Pair F1 over the passages `i` (a resample: indices may repeat), micro-averaged as memlm eval does."""
+    return 2 * tp[i].sum() / max(pred[i].sum() + gold[i].sum(), 1)
+
+
 def _real_intervals(cell: Path, passages: int) -> dict:
     """95% bootstrap intervals (1,000 resamples of the passages) of pair F1 and the false-write rate,
     from the cases of the cell's real-text evaluation over all `passages`."""
@@ -44,13 +56,12 @@ def _real_intervals(cell: Path, passages: int) -> dict:
     cases = _real_cases(cell)
     if len(cases) != passages:
         return {}
-    tp, pred, gold = (np.array([c["pairs"][k] for c in cases]) for k in ("tp", "predicted", "gold"))
+    counts = _pair_counts(cases)
     false = np.array([c["false_write"] for c in cases if not c["has_fact"]], dtype=float)
     rng = np.random.default_rng(0)
     f1s, fws = [], []
     for _ in range(1000):
-        i = rng.integers(0, len(cases), len(cases))
-        f1s.append(2 * tp[i].sum() / max(pred[i].sum() + gold[i].sum(), 1))
+        f1s.append(_f1(*counts, rng.integers(0, len(cases), len(cases))))
         fws.append(false[rng.integers(0, len(false), len(false))].mean())
     return {"pair_f1_ci": np.percentile(f1s, [2.5, 97.5]), "false_writes_ci": np.percentile(fws, [2.5, 97.5])}
 
@@ -59,7 +70,8 @@ def _real_cases(cell: Path) -> list[dict]:
     """The memlm cases of the cell's real-text evaluation with the most passages, by passage id."""
     found = []
     for path in cell.glob("eval-*/cases.jsonl"):
-        cases = [c for line in path.open() if (c := json.loads(line))["part"] == "real" and c["system"] == "memlm"]
+        with path.open() as f:
+            cases = [c for line in f if (c := json.loads(line))["part"] == "real" and c["system"] == "memlm"]
         found.append(sorted(cases, key=lambda c: c["id"]))
     return max(found, key=len, default=[])
 
@@ -73,27 +85,22 @@ def paired(cell_a: Path, cell_b: Path, resamples: int = 2000) -> str:
     if not a or [c["id"] for c in a] != [c["id"] for c in b]:
         sys.exit(f"{cell_a} and {cell_b} were not evaluated on the same real passages")
 
-    def counts(cases):
-        return [np.array([c["pairs"][k] for c in cases]) for k in ("tp", "predicted", "gold")]
-
-    (ta, pa, ga), (tb, pb, gb) = counts(a), counts(b)
+    counts_a, counts_b = _pair_counts(a), _pair_counts(b)
     no_fact = np.array([not c["has_fact"] for c in a])
     fa, fb = (np.array([c["false_write"] for c in cases], dtype=float) for cases in (a, b))
-
-    def f1(tp, pred, gold, i):
-        return 2 * tp[i].sum() / max(pred[i].sum() + gold[i].sum(), 1)
 
     rng = np.random.default_rng(0)
     everything = np.arange(len(a))
     d_f1, d_fw = [], []
     for _ in range(resamples):
         i = rng.integers(0, len(a), len(a))
-        d_f1.append(f1(tb, pb, gb, i) - f1(ta, pa, ga, i))
+        d_f1.append(_f1(*counts_b, i) - _f1(*counts_a, i))
         j = i[no_fact[i]]
-        d_fw.append(fb[j].mean() - fa[j].mean())
+        if j.size:  # a resample with no no-fact passage says nothing of false writes
+            d_fw.append(fb[j].mean() - fa[j].mean())
     lo, hi = np.percentile(d_f1, [2.5, 97.5])
     fw_lo, fw_hi = 100 * np.percentile(d_fw, [2.5, 97.5])
-    d = f1(tb, pb, gb, everything) - f1(ta, pa, ga, everything)
+    d = _f1(*counts_b, everything) - _f1(*counts_a, everything)
     d_false = 100 * (fb[no_fact].mean() - fa[no_fact].mean())
     return (
         f"{cell_b.parent.name}/{cell_b.name} - {cell_a.parent.name}/{cell_a.name} on {len(a)} passages: "

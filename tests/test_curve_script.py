@@ -1,0 +1,43 @@
+"""scripts/curve.py: the curve's paired comparison refuses cells scored on different passages."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+_SPEC = importlib.util.spec_from_file_location("curve", Path(__file__).parents[1] / "scripts" / "curve.py")
+curve = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(curve)
+
+
+def _cell(root: Path, name: str, cases: list[tuple[str, int, int, int, bool]]) -> Path:
+    """A cell with one real-text evaluation: (id, tp, predicted, gold, false_write) per passage."""
+    out = root / name / "eval-real"
+    out.mkdir(parents=True)
+    with (out / "cases.jsonl").open("w") as f:
+        for id_, tp, pred, gold, false in cases:
+            pairs = {"tp": tp, "predicted": pred, "gold": gold}
+            row = {"system": "memlm", "part": "real", "id": id_, "has_fact": gold > 0, "false_write": false}
+            f.write(json.dumps({**row, "pairs": pairs}) + "\n")
+    return root / name
+
+
+def test_paired_difference_on_the_same_passages(tmp_path):
+    a = _cell(tmp_path, "a", [("p1", 0, 1, 1, False), ("p2", 1, 1, 1, False), ("p3", 0, 1, 0, True)])
+    b = _cell(tmp_path, "b", [("p1", 1, 1, 1, False), ("p2", 1, 1, 1, False), ("p3", 0, 0, 0, False)])
+    line = curve.paired(a, b, resamples=50)
+    # A: F1 = 2*1/(3+2) = 0.4; B: 2*2/(2+2) = 1.0; false writes 100% -> 0% on the one no-fact passage
+    assert "pair F1 +0.600" in line and "false writes -100.0 points" in line and "1 passages" in line
+    assert "nan" not in line  # resamples without a no-fact passage are left out, not averaged as NaN
+
+
+def test_paired_refuses_cells_scored_on_different_passages(tmp_path):
+    a = _cell(tmp_path, "a", [("p1", 1, 1, 1, False)])
+    b = _cell(tmp_path, "b", [("p9", 1, 1, 1, False)])
+    with pytest.raises(SystemExit, match="not evaluated on the same real passages"):
+        curve.paired(a, b)
+    with pytest.raises(SystemExit, match="not evaluated on the same real passages"):
+        curve.paired(a, tmp_path / "missing")
