@@ -202,7 +202,12 @@ ROUTES = [
 ]
 
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers(-(2**40), 2**40) | st.floats(allow_nan=False) | st.text(max_size=40),
+    # finite floats: a JSON client cannot send others (raw NaN/Infinity bodies are tested below)
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**40), 2**40)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=40),
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=12), inner, max_size=4),
     max_leaves=12,
 )
@@ -261,6 +266,24 @@ def test_no_input_gets_a_500_or_touches_another_namespace(fuzz_client, route, da
     assert r.status_code < 500, (r.status_code, r.text)
     if r.status_code >= 400:
         assert "error" in r.json() and r.json()["error"]["message"]
+    assert [f.triplet for f in store.facts("bob")] == [("Bob Ek", "employed by", "Pfizer")]
+
+
+@pytest.mark.parametrize("literal", ["Infinity", "-Infinity", "NaN"])
+@pytest.mark.parametrize(
+    "path, body",
+    [
+        ("/v1/chat/completions", '{"messages": [{"role": "user", "content": "hi"}], "max_tokens": %s}'),
+        ("/v1/chat/completions", '{"messages": [{"role": "user", "content": "hi"}], "temperature": %s}'),
+        ("/v1/memory/import", '{"facts": [{"subject": "A B", "relation": "employed by", "object": %s}]}'),
+    ],
+)
+def test_non_finite_json_numbers_are_refused_not_a_500(fuzz_client, path, body, literal):
+    """Python's JSON parser accepts NaN and Infinity, which no JSON client sends: still a 4xx."""
+    client, store = fuzz_client
+    r = client.post(path, headers={**ALICE, "content-type": "application/json"}, content=body % literal)
+    assert 400 <= r.status_code < 500, (r.status_code, r.text)
+    assert r.json()["error"]["message"]
     assert [f.triplet for f in store.facts("bob")] == [("Bob Ek", "employed by", "Pfizer")]
 
 
