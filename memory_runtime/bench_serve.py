@@ -2,10 +2,11 @@
 
 The server runs in this process (uvicorn on a thread, port picked by the OS); each client is
 a thread with its own API key, hence its own namespace, that alternates a statement and a
-question for T seconds, streaming each reply. Latency is what the client sees (queueing
-included); time to first token is when the first words of the reply reach it; the controller
-overhead is measured inside each turn, from the trace: (wall - model forward passes) / wall.
-Turns of concurrent clients share the model's batches (`max_batch_size`).
+question for T seconds (each at least once, however short T), streaming each reply. Latency is
+what the client sees (queueing included); time to first token is when the first words of the
+reply reach it; the controller overhead is measured inside each turn, from the trace: (wall -
+model forward passes) / wall. Turns of concurrent clients share the model's batches
+(`max_batch_size`).
 """
 
 from __future__ import annotations
@@ -73,7 +74,7 @@ def run_serve_bench(
         prompts = _prompts(i)
         with httpx.Client(base_url=url, headers=headers, timeout=max(60.0, seconds)) as http:
             n = 0
-            while time.monotonic() < deadline or n == 0:
+            while time.monotonic() < deadline or n < (len(prompts) if timed else 1):  # a timed client asks both
                 body = {
                     "model": model_name,
                     "max_tokens": max_tokens,
