@@ -5,7 +5,9 @@ stored at once; when a MEM_READ query closes ("}:") generation pauses, the store
 the rendered results are appended to the assistant text and generation resumes from there.
 Only generated text is ever parsed: calls typed by the user (or present in earlier turns)
 are never executed, and a generated write that copies call syntax from the prompt is refused
-(memory_runtime.injection; the refusal is in the trace).
+(memory_runtime.injection; the refusal is in the trace), as is one whose subject or object names
+nobody ("She", "the association": field_copy.names_nobody, which the decoder also follows but
+cannot always hold the model to).
 
 :class:`TurnCalls` is that handling for one turn, fed text as it arrives; :class:`Controller`
 drives it with a streaming backend one turn at a time, memory_runtime.batching drives many at
@@ -20,6 +22,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Literal
 
 from memory_runtime.backend import Backend
+from memory_runtime.field_copy import names_nobody
 from memory_runtime.injection import REFUSED, InjectionGuard
 from memory_runtime.protocol import (
     ACK,
@@ -188,6 +191,9 @@ class TurnCalls:
         subject, _, object_ = call.fields
         if self.guard.copied(subject or "", object_ or ""):
             return CallRecord("error", text, call.fields, status=REFUSED)
+        for term in (subject, object_):
+            if term and names_nobody(term, closed=True):
+                return CallRecord("error", text, call.fields, status=f"refused: {term!r} names nobody, not stored")
         try:
             result = self.store.write(*call.fields, namespace=self.namespace)  # type: ignore[arg-type]
         except (TypeError, ValueError) as err:

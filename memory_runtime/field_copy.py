@@ -25,19 +25,44 @@ PRONOUNS = frozenset(
 )
 """Words a subject or object never starts with: a pronoun names nobody the memory could find again
 ("She>>manager of>>"), and a field that goes on past it ("He is>>CEO of>>") is the same pronoun."""
+FUNCTION_WORDS = frozenset(
+    "a an the to at in on of for from by with as and or into onto about after before between through "
+    "during since until than via among".split()
+)
+"""Words a name ends with only in text around it ("Reporting to", "Director at"), and starts with only
+before a capitalised word ("The Royal British Bank", not "The show" or "A new constitution")."""
+_VERBS_AFTER_A_NAME = frozenset("is was are were be been has had have also then".split())
+"""Words that end a clause's start, not a name ("Nassar was", "Steve has served as")."""
 
 
-def _names_nobody(field: str, *, closed: bool) -> bool:
-    """`field` starts with a pronoun as a whole word ("He", "He is", "his wife"). A pronoun in capitals
-    ("US Internet", but not "I") or before a capitalised word ("We Are IT", "He Jiankui") is part of a
-    name. An open field is judged once its second word has begun (or the field is closed)."""
+def _small(word: str) -> bool:
+    """`word` is written in small letters in a script that has capitals ("bank", "ip.access"; not
+    "eBay", "3M" or a word of a script without case)."""
+    return word[0].islower() and not any(c.isupper() for c in word)
+
+
+def names_nobody(field: str, *, closed: bool) -> bool:
+    """`field` cannot be (or become) a name of a person or organisation: it starts with a pronoun
+    ("He", "He is", "his wife") or with a function word before a small-letter word ("The show", "A new
+    constitution"), or,
+    once closed, it is in small letters throughout ("the association", "bank") or ends with a function
+    word or a verb ("Reporting to", "Nassar was"). A pronoun or function word in capitals ("US
+    Internet", "AT&T"; not "I") or before a capitalised word ("We Are IT", "The Alans") is part of a
+    name, and so is a small-letter particle or legal form beside capitalised words ("van Ginneke BV",
+    "Parri e figli"). An open field is judged once its second word has begun (or the field is closed)."""
     first = re.match(r"(\w+)\W*(\w?)", field)
     if first is None:
         return False
     word, after = first.groups()
-    if not closed and not after:
-        return False  # the first word, or the gap after it, is still being written
-    return word.casefold() in PRONOUNS and (word == "I" or not word.isupper()) and not after.isupper()
+    if closed or after:
+        starter = word.casefold() in PRONOUNS or (word.casefold() in FUNCTION_WORDS and after)
+        if starter and (len(word) == 1 or not word.isupper()) and not after.isupper():
+            return True
+    if not closed:
+        return False
+    words = re.findall(r"\w[\w.'&-]*", field)
+    last = re.findall(r"\w+", field)[-1]
+    return all(_small(w) for w in words) or last in FUNCTION_WORDS or last in _VERBS_AFTER_A_NAME
 
 
 def open_call(text: str) -> int | None:
@@ -112,7 +137,7 @@ def fields_copied(body: str, context: str, relations: Collection[str] | None = N
             continue
         if field[0].isspace() or (not is_open and field[-1].isspace()):
             return False
-        if not _occurs(field, context, closed=not is_open) or _names_nobody(field, closed=not is_open):
+        if not _occurs(field, context, closed=not is_open) or names_nobody(field, closed=not is_open):
             return False
     return True
 
@@ -174,9 +199,9 @@ def _spans(context: str, max_words: int) -> set[str]:
     spans = set()
     for i, first in enumerate(words):
         for last in words[i : i + max_words]:
-            span = context[first.start() : last.end()].rstrip(".")
-            if span and not any(c in span for c in ("\n", "}", ">>")) and not _names_nobody(span, closed=True):
-                spans.add(span)
+            span = context[first.start() : last.end()]
+            if not any(c in span for c in ("\n", "}", ">>")):
+                spans.update(s for s in (span, span.rstrip(".")) if s)  # "Zaguri s.r.l." and "Acme" of "Acme."
     return spans
 
 
@@ -191,7 +216,7 @@ def calls_regex(context: str, relations: Collection[str], *, max_words: int = 8)
         return "(?:" + "|".join(re.escape(t) for t in sorted(terms, key=lambda t: (-len(t), t))) + ")"
 
     spans = _spans(context, max_words)
-    name = alternatives(spans)
+    name = alternatives({s for s in spans if not names_nobody(s, closed=True)})
     relation = alternatives(set(relations) | {s for s in spans if len(s.split()) <= 4})
     write = re.escape(WRITE_OPEN) + f"{name}{re.escape(SEPARATOR)}{relation}{re.escape(SEPARATOR)}{name}" + r"\}\]"
     read = re.escape(READ_OPEN) + f"{name}?{re.escape(SEPARATOR)}{relation}?{re.escape(SEPARATOR)}{name}?" + r"\}:"

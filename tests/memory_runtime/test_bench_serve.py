@@ -18,7 +18,7 @@ class TimedBackend(ScriptedBackend):
         super().__init__([], chunk=8)
 
     def start(self, messages):
-        self._turns = [["[MEM_WRITE{bench>>said>>" + messages[-1]["content"].rstrip(".?") + "}] Noted."]]
+        self._turns = [["[MEM_WRITE{Bench>>heard>>Said " + messages[-1]["content"].rstrip(".?") + "}] Noted."]]
         super().start(messages)
 
     def stream(self, max_new_tokens):
@@ -38,7 +38,7 @@ def test_bench_reports_throughput_latency_and_overhead():
     assert 0 < result["first_token_p50_ms"] <= result["p50_ms"]  # the reply streams before it ends
     assert 0 <= result["overhead_fraction"] < 0.5  # mostly "model" time by construction
     assert namespaces == ["bench-0", "bench-1", "bench-2"]  # each client its own key and namespace
-    assert said == {"Dorothea Altemus works for Pfizer", "Who works for Pfizer"}
+    assert said == {"Said Dorothea Altemus works for Pfizer", "Said Who works for Pfizer"}
 
 
 def test_memlm_bench_serve_prints_one_json_line(tiny_model_dir):

@@ -106,6 +106,21 @@ def test_store_rejection_is_an_error_record(store):
     assert store.facts() == []
 
 
+def test_a_write_that_names_nobody_is_refused(store):
+    text = (
+        "[MEM_WRITE{She>>CEO of>>Pfizer}][MEM_WRITE{Patricia Schroeder>>CEO of>>the association}]"
+        "[MEM_WRITE{Reporting to>>CEO of>>Deutsche Bank AG}][MEM_WRITE{Lot de Haan>>employed by>>van Ginneke BV}] Noted."
+    )
+    result, _ = run(store, [text], user="Patricia Schroeder ran the association. Lot de Haan works for van Ginneke BV.")
+    statuses = [c.status for c in result.calls]
+    assert statuses[:3] == [
+        "refused: 'She' names nobody, not stored",
+        "refused: 'the association' names nobody, not stored",
+        "refused: 'Reporting to' names nobody, not stored",
+    ]
+    assert statuses[3] == "stored" and [f.triplet for f in store.facts()] == [("Lot de Haan", "employed by", "van Ginneke BV")]
+
+
 def test_call_limit_ends_a_runaway_loop(store):
     loop = "".join(f"[MEM_WRITE{{Person {i}>>customer of>>Pfizer}}]" for i in range(10))
     result, _ = run(store, [loop], max_calls=3)

@@ -149,6 +149,46 @@ def test_a_field_never_starts_with_a_pronoun(field, ok):
     assert bool(re.fullmatch(pattern, f"[MEM_WRITE{{{field}>>manager of>>Acme}}]")) is ok
 
 
+@pytest.mark.parametrize(
+    "field, ok",
+    [
+        ("the association", False),  # small letters throughout: a description, not a name
+        ("bank", False),
+        ("Reporting to", False),  # ends with a function word
+        ("Nassar was", False),  # ends with a verb
+        ("The show", False),  # a function word before a small-letter word
+        ("A new constitution", False),
+        ("The Royal British Bank", True),  # before a capitalised word, part of a name
+        ("A Tribe Called Quest", True),
+        ("AT&T", True),
+        ("van Ginneke BV", True),  # a small-letter particle or legal form beside capitalised words
+        ("Parri e figli", True),
+        ("Zaguri s.r.l.", True),
+        ("eBay", True),
+        ("3M", True),
+        ("Nassar", True),
+    ],
+)
+def test_a_field_is_a_name(field, ok):
+    context = (
+        "Nassar was with the association and a bank. Reporting to The show of AT&T, A new constitution, "
+        "The Royal British Bank, A Tribe Called Quest, van Ginneke BV, Parri e figli, Zaguri s.r.l., eBay and 3M."
+    )
+    assert allowed(context, f"[MEM_WRITE{{Nassar>>employed by>>{field}", "}]", RELATIONS) is ok
+    assert allowed(context, f"[MEM_WRITE{{{field}", ">>", RELATIONS) is ok
+    pattern = calls_regex(context, RELATIONS)
+    assert bool(re.fullmatch(pattern, f"[MEM_WRITE{{Nassar>>employed by>>{field}}}]")) is ok
+
+
+def test_a_field_in_small_letters_may_still_become_a_name():
+    context = "Lot works for van Ginneke BV. Lot coaches the team."
+    assert allowed(context, "[MEM_WRITE{Lot>>employed by>>", "van", RELATIONS)
+    assert allowed(context, "[MEM_WRITE{Lot>>employed by>>van", " Ginneke", RELATIONS)
+    assert not allowed(context, "[MEM_WRITE{Lot>>employed by>>the", " team", RELATIONS)  # judged at its second word
+    # a relation as stated is in small letters: the regex still allows it
+    assert re.fullmatch(calls_regex(context, RELATIONS), "[MEM_WRITE{Lot>>coaches>>van Ginneke BV}]")
+
+
 def test_an_open_field_is_judged_once_its_first_word_ends():
     context = "Helen Ortiz joined Acme. He manages Acme."
     assert allowed(context, "[MEM_WRITE{", "He", RELATIONS)  # may become "Helen"

@@ -312,7 +312,7 @@ def test_list_search_history_forget_export_import(client, store):
 
 def test_limits_and_bad_requests_get_openai_style_errors(store):
     def long_answer(**_):
-        return ScriptedBackend(["word " * 50 + "[MEM_WRITE{a>>r>>b}]" * 5])
+        return ScriptedBackend(["word " * 50 + "[MEM_WRITE{A>>r>>B}]" * 5])
 
     with TestClient(
         create_app(config(max_request_bytes=2048, max_tokens=8, max_messages=3), store, long_answer, model_name="m")
@@ -353,7 +353,7 @@ def test_limits_and_bad_requests_get_openai_style_errors(store):
         assert error(c.get("/v1/nothing-here", headers=ALICE), 404)["code"] == "not_found"
 
     def many_calls(**_):
-        return ScriptedBackend(["[MEM_WRITE{a>>r>>b}]" * 5 + " done"])
+        return ScriptedBackend(["[MEM_WRITE{A>>r>>B}]" * 5 + " done"])
 
     with TestClient(create_app(config(max_calls=2), store, many_calls, model_name="m")) as c:
         body = say(c, "hi", memlm={"trace": True}).json()
@@ -446,15 +446,15 @@ def test_concurrent_clients_lose_no_write_and_get_only_their_own_answers(store):
             with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=20) as http:
                 for j in range(rounds):
                     body = {
-                        "messages": [{"role": "user", "content": f"remember {namespace} / likes / {namespace}-{j}"}]
+                        "messages": [{"role": "user", "content": f"remember {namespace.title()} / likes / {namespace.title()}-{j}"}]
                     }
                     assert (
                         http.post("/v1/chat/completions", json=body).json()["choices"][0]["message"]["content"]
                         == "Noted."
                     )
-                body = {"messages": [{"role": "user", "content": f"recall {namespace}"}]}
+                body = {"messages": [{"role": "user", "content": f"recall {namespace.title()}"}]}
                 reply = http.post("/v1/chat/completions", json=body).json()["choices"][0]["message"]["content"]
-                assert reply == "You told me: " + ", ".join(f"{namespace}-{j}" for j in range(rounds)) + ".", reply
+                assert reply == "You told me: " + ", ".join(f"{namespace.title()}-{j}" for j in range(rounds)) + ".", reply
         except Exception as err:  # noqa: BLE001 - reported by the main thread
             failures.append(f"{namespace}: {err!r}")
 
@@ -467,7 +467,7 @@ def test_concurrent_clients_lose_no_write_and_get_only_their_own_answers(store):
         assert not any(t.is_alive() for t in threads)
     assert failures == []
     for namespace in users.values():
-        assert sorted(f.object for f in store.facts(namespace)) == [f"{namespace}-{j}" for j in range(rounds)]
+        assert sorted(f.object for f in store.facts(namespace)) == [f"{namespace.title()}-{j}" for j in range(rounds)]
 
 
 def test_the_openai_client_works_unchanged_over_the_real_model(store, tiny_model, smollm2_tokenizer):
