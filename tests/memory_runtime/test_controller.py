@@ -118,7 +118,9 @@ def test_a_write_that_names_nobody_is_refused(store):
         "refused: 'the association' names nobody, not stored",
         "refused: 'Reporting to' names nobody, not stored",
     ]
-    assert statuses[3] == "stored" and [f.triplet for f in store.facts()] == [("Lot de Haan", "employed by", "van Ginneke BV")]
+    assert statuses[3] == "stored" and [f.triplet for f in store.facts()] == [
+        ("Lot de Haan", "employed by", "van Ginneke BV")
+    ]
 
 
 def test_call_limit_ends_a_runaway_loop(store):

@@ -442,19 +442,18 @@ def test_concurrent_clients_lose_no_write_and_get_only_their_own_answers(store):
     rounds, failures = 5, []
 
     def user(key: str, namespace: str, url: str) -> None:
+        name = namespace.title()  # "User0": a name the memory stores
         try:
             with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=20) as http:
                 for j in range(rounds):
-                    body = {
-                        "messages": [{"role": "user", "content": f"remember {namespace.title()} / likes / {namespace.title()}-{j}"}]
-                    }
+                    body = {"messages": [{"role": "user", "content": f"remember {name} / likes / {name}-{j}"}]}
                     assert (
                         http.post("/v1/chat/completions", json=body).json()["choices"][0]["message"]["content"]
                         == "Noted."
                     )
-                body = {"messages": [{"role": "user", "content": f"recall {namespace.title()}"}]}
+                body = {"messages": [{"role": "user", "content": f"recall {name}"}]}
                 reply = http.post("/v1/chat/completions", json=body).json()["choices"][0]["message"]["content"]
-                assert reply == "You told me: " + ", ".join(f"{namespace.title()}-{j}" for j in range(rounds)) + ".", reply
+                assert reply == "You told me: " + ", ".join(f"{name}-{j}" for j in range(rounds)) + ".", reply
         except Exception as err:  # noqa: BLE001 - reported by the main thread
             failures.append(f"{namespace}: {err!r}")
 
