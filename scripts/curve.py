@@ -6,6 +6,10 @@ most cases. `scripts/curve_cell.sh` makes a cell. Run:
 
     python3 scripts/curve.py runs/curve [runs/curve-v1 ...] --plot docs/img/curve.png > table.md
     python3 scripts/curve.py --paired runs/curve/s-r16-1x runs/curve/g-r16-1x   # B - A, same passages
+    python3 scripts/curve.py --paired CELL/eval-real-OLD CELL/eval-real-NEW      # one cell, two evaluations
+
+A cell evaluated on real text more than once (at two commits, say) reports the evaluation named by
+`--real NAME` where it has one, else its newest with the most passages.
 
 The table gives every figure with its sample size (real text: with a 95% bootstrap interval over the
 passages); the plot puts real-text pair F1, false writes and synthetic exact calls against training
@@ -26,14 +30,30 @@ def _load(path: Path) -> dict | None:
     return json.loads(path.read_text()) if path.is_file() else None
 
 
-def _largest(cell: Path, part: str) -> dict | None:
-    """This part's figures from the cell's evaluation of it with the most cases."""
+REAL_EVAL: str | None = None  # --real: the evaluation folder a cell's real-text figures come from, where it has one
+
+
+def _evals(cell: Path, part: str) -> list[Path]:
+    """The cell's evaluation folders of `part`, the best first: the one named by --real (real text),
+    then the most cases, then the newest."""
     found = [
-        m["systems"]["memlm"][part]
+        (d, m["systems"]["memlm"][part])
         for d in cell.glob("eval-*")
         if (m := _load(d / "metrics.json")) is not None and part in m["systems"].get("memlm", {})
     ]
-    return max(found, key=lambda s: s.get("turns") or s.get("questions") or s.get("passages") or 0, default=None)
+
+    def rank(item: tuple[Path, dict]) -> tuple:
+        d, s = item
+        size = s.get("turns") or s.get("questions") or s.get("all", {}).get("passages") or 0
+        return (part == "real" and d.name == REAL_EVAL, size, (d / "metrics.json").stat().st_mtime)
+
+    return [d for d, _ in sorted(found, key=rank, reverse=True)]
+
+
+def _largest(cell: Path, part: str) -> dict | None:
+    """This part's figures from the cell's best evaluation of it (see _evals)."""
+    best = _evals(cell, part)
+    return _load(best[0] / "metrics.json")["systems"]["memlm"][part] if best else None
 
 
 def _pair_counts(cases: list[dict]) -> list:
@@ -66,14 +86,14 @@ def _real_intervals(cell: Path, passages: int) -> dict:
     return {"pair_f1_ci": np.percentile(f1s, [2.5, 97.5]), "false_writes_ci": np.percentile(fws, [2.5, 97.5])}
 
 
-def _real_cases(cell: Path) -> list[dict]:
-    """The memlm cases of the cell's real-text evaluation with the most passages, by passage id."""
-    found = []
-    for path in cell.glob("eval-*/cases.jsonl"):
-        with path.open() as f:
-            cases = [c for line in f if (c := json.loads(line))["part"] == "real" and c["system"] == "memlm"]
-        found.append(sorted(cases, key=lambda c: c["id"]))
-    return max(found, key=len, default=[])
+def _real_cases(path: Path) -> list[dict]:
+    """The memlm real-text cases, by passage id, of an evaluation folder, or of a cell's best one."""
+    folder = path if (path / "cases.jsonl").is_file() else next(iter(_evals(path, "real")), None)
+    if folder is None:
+        return []
+    with (folder / "cases.jsonl").open() as f:
+        cases = [c for line in f if (c := json.loads(line))["part"] == "real" and c["system"] == "memlm"]
+    return sorted(cases, key=lambda c: c["id"])
 
 
 def paired(cell_a: Path, cell_b: Path, resamples: int = 2000) -> str:
@@ -221,9 +241,14 @@ def main() -> None:
     parser.add_argument("curves", type=Path, nargs="+", help="directories of cells (one per data version, say)")
     parser.add_argument("--plot", type=Path, help="write the plot here (PNG)")
     parser.add_argument(
-        "--paired", action="store_true", help="the two cells given: B minus A on the same passages (paired bootstrap)"
+        "--paired",
+        action="store_true",
+        help="the two cells (or evaluation folders) given: B minus A on the same passages (paired bootstrap)",
     )
+    parser.add_argument("--real", metavar="NAME", help="a cell's real-text figures from its evaluation folder NAME")
     args = parser.parse_args()
+    global REAL_EVAL
+    REAL_EVAL = args.real
     if args.paired:
         if len(args.curves) != 2:
             sys.exit("--paired takes two cells: A B")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -13,10 +14,12 @@ curve = importlib.util.module_from_spec(_SPEC)
 _SPEC.loader.exec_module(curve)
 
 
-def _cell(root: Path, name: str, cases: list[tuple[str, int, int, int, bool]]) -> Path:
-    """A cell with one real-text evaluation: (id, tp, predicted, gold, false_write) per passage."""
-    out = root / name / "eval-real"
+def _cell(root: Path, name: str, cases: list[tuple[str, int, int, int, bool]], folder: str = "eval-real") -> Path:
+    """A cell with a real-text evaluation: (id, tp, predicted, gold, false_write) per passage."""
+    out = root / name / folder
     out.mkdir(parents=True)
+    real = {"all": {"passages": len(cases)}}
+    (out / "metrics.json").write_text(json.dumps({"systems": {"memlm": {"real": real}}}))
     with (out / "cases.jsonl").open("w") as f:
         for id_, tp, pred, gold, false in cases:
             pairs = {"tp": tp, "predicted": pred, "gold": gold}
@@ -41,3 +44,18 @@ def test_paired_refuses_cells_scored_on_different_passages(tmp_path):
         curve.paired(a, b)
     with pytest.raises(SystemExit, match="not evaluated on the same real passages"):
         curve.paired(a, tmp_path / "missing")
+
+
+def test_one_cell_evaluated_twice_is_compared_by_folder_and_reported_as_asked(tmp_path):
+    old = [("p1", 0, 1, 1, False), ("p2", 0, 1, 0, True)]
+    cell = _cell(tmp_path, "a", old, "eval-real-old")
+    _cell(tmp_path, "a", [("p1", 1, 1, 1, False), ("p2", 0, 0, 0, False)], "eval-real-new")
+    os.utime(cell / "eval-real-old" / "metrics.json", (1_000_000, 1_000_000))  # the older evaluation
+    line = curve.paired(cell / "eval-real-old", cell / "eval-real-new", resamples=50)
+    assert "pair F1 +1.000" in line and "false writes -100.0 points" in line
+    curve.REAL_EVAL = "eval-real-old"
+    try:
+        assert [c["pairs"]["tp"] for c in curve._real_cases(cell)] == [0, 0]
+    finally:
+        curve.REAL_EVAL = None
+    assert [c["pairs"]["tp"] for c in curve._real_cases(cell)] == [1, 0]  # else the newest
