@@ -8,7 +8,9 @@ what the model has seen (messages, the assistant text before the call, inserted 
 when none qualifies the model's own choice stands. Relations, when the caller gives the memory's
 relation names, are held to those names or to words copied from the conversation: a relation the
 table does not know ("X coaches Y") is stored as stated rather than forced into one it does, and
-a relation is never spelled in words nobody wrote.
+a relation is never spelled in words nobody wrote. A subject or object must also be a name
+(`names_nobody`: not "She", "the association" or "Reporting to"); the controller refuses a
+generated write that is not, whatever the decoder could do.
 """
 
 from __future__ import annotations
