@@ -137,8 +137,8 @@ def cell_row(cell: Path) -> dict | None:
     config = yaml.safe_load(
         "\n".join(line for line in config_path.read_text().splitlines() if not line.startswith("#"))
     )
-    method = config["method"] if config["method"] == "full" else f"LoRA r{config['lora']['r']}"
     optim = config["optim"]
+    method = f"full, lr {optim['learning_rate']:.0e}" if config["method"] == "full" else f"LoRA r{config['lora']['r']}"
     if optim.get("max_tokens_per_step"):
         sys.exit(f"{cell}: token-budget batches have no fixed records per step; the curve counts records")
     per_step = optim["per_device_train_batch_size"] * optim["gradient_accumulation_steps"]
