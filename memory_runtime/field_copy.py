@@ -46,9 +46,8 @@ def _small(word: str) -> bool:
 def names_nobody(field: str, *, closed: bool) -> bool:
     """`field` cannot be (or become) a name of a person or organisation: it starts with a pronoun
     ("He", "He is", "his wife") or with a function word before a small-letter word ("The show", "A new
-    constitution"), or,
-    once closed, it is in small letters throughout ("the association", "bank") or ends with a function
-    word or a verb ("Reporting to", "Nassar was"). A pronoun or function word in capitals ("US
+    constitution"), or, once closed, it is in small letters throughout ("the association", "bank") or
+    ends with a function word or a verb ("Reporting to", "Nassar was"). A pronoun or function word in capitals ("US
     Internet", "AT&T"; not "I") or before a capitalised word ("We Are IT", "The Alans") is part of a
     name, and so is a small-letter particle or legal form beside capitalised words ("van Ginneke BV",
     "Parri e figli"). An open field is judged once its second word has begun (or the field is closed)."""

@@ -33,9 +33,9 @@ def _load(path: Path) -> dict | None:
 REAL_EVAL: str | None = None  # --real: the evaluation folder a cell's real-text figures come from, where it has one
 
 
-def _evals(cell: Path, part: str) -> list[Path]:
-    """The cell's evaluation folders of `part`, the best first: the one named by --real (real text),
-    then the most cases, then the newest."""
+def _evals(cell: Path, part: str) -> list[tuple[Path, dict]]:
+    """The cell's evaluation folders of `part` with that part's figures, the best first: the one named
+    by --real (real text), then the most cases, then the newest."""
     found = [
         (d, m["systems"]["memlm"][part])
         for d in cell.glob("eval-*")
@@ -47,13 +47,13 @@ def _evals(cell: Path, part: str) -> list[Path]:
         size = s.get("turns") or s.get("questions") or s.get("all", {}).get("passages") or 0
         return (part == "real" and d.name == REAL_EVAL, size, (d / "metrics.json").stat().st_mtime)
 
-    return [d for d, _ in sorted(found, key=rank, reverse=True)]
+    return sorted(found, key=rank, reverse=True)
 
 
 def _largest(cell: Path, part: str) -> dict | None:
     """This part's figures from the cell's best evaluation of it (see _evals)."""
     best = _evals(cell, part)
-    return _load(best[0] / "metrics.json")["systems"]["memlm"][part] if best else None
+    return best[0][1] if best else None
 
 
 def _pair_counts(cases: list[dict]) -> list:
@@ -88,8 +88,11 @@ def _real_intervals(cell: Path, passages: int) -> dict:
 
 def _real_cases(path: Path) -> list[dict]:
     """The memlm real-text cases, by passage id, of an evaluation folder, or of a cell's best one."""
-    folder = path if (path / "cases.jsonl").is_file() else next(iter(_evals(path, "real")), None)
-    if folder is None:
+    if (path / "cases.jsonl").is_file():
+        folder = path
+    elif best := _evals(path, "real"):
+        folder = best[0][0]
+    else:
         return []
     with (folder / "cases.jsonl").open() as f:
         cases = [c for line in f if (c := json.loads(line))["part"] == "real" and c["system"] == "memlm"]
