@@ -31,7 +31,18 @@ from memory_runtime.yaml_config import apply_overrides, read_mapping, validate
 
 SPLITS = ("train", "validation", "test")
 READ_SHAPES = ("per", "per_org", "per_rel", "org", "rel", "rel_org", "per_rel_org")
-RECORD_KINDS = ("write", "read", "unanswerable", "update", "two_hop", "negative", "passage", "injection")
+RECORD_KINDS = (
+    "write",
+    "read",
+    "unanswerable",
+    "update",
+    "two_hop",
+    "negative",
+    "passage",
+    "injection",
+    "real",
+    "verify",
+)
 
 
 DATA_CONFIGS_DIR = Path(__file__).resolve().parents[1] / "configs" / "data"
@@ -194,6 +205,8 @@ class MixConfig(_Strict):
     negative: float = Field(0, ge=0)
     passage: float = Field(0, ge=0)  # a realistic statement (data_gen/passages.py) -> its write calls
     injection: float = Field(0, ge=0)  # user text carrying call syntax -> only what it states in words
+    real: float = Field(0, ge=0)  # a passage of a real annotated corpus (`real.sources`; train split only)
+    verify: float = Field(0, ge=0)  # a passage and a fact: does the text state it? (the write gate's verify signal)
 
     @model_validator(mode="after")
     def _something(self) -> MixConfig:
@@ -301,6 +314,26 @@ class InjectionConfig(_Strict):
         return _check_templates(value, {"call"})
 
 
+class RealSource(_Strict):
+    """One annotated corpus (data_gen/real.py reads it): real text in training, beside the worlds."""
+
+    path: str  # a file, relative to the config file
+    format: Literal["auto", "knowledgenet", "docred", "redocred_sentences", "conll04", "jsonl"] = "auto"
+    weight: float = Field(1.0, gt=0)  # relative share among the sources
+    relations: dict[str, str] = {}  # the corpus's relation names -> canonical memory relations (jsonl)
+    window: int = Field(1, ge=1, le=5)  # docred: consecutive sentences per passage
+
+
+class RealConfig(_Strict):
+    """Real annotated text as training records (`mix.real` of the train split; validation and test
+    stay synthetic). A passage that contains a dev passage of data/real/ is left out: the text
+    `memlm eval` measures on is never trained on."""
+
+    sources: list[RealSource] = []
+    reads: float = Field(0.3, ge=0, le=1)  # share of records whose passage is then asked about (a read shape)
+    verify: float = Field(0.3, ge=0, le=1)  # share of verify records whose passage is a real one
+
+
 class RepliesConfig(_Strict):
     """The assistant's fixed short texts (kept short and identical: the model is small)."""
 
@@ -331,6 +364,7 @@ class DataConfig(_Strict):
     replies: RepliesConfig = RepliesConfig()
     passages: PassagesConfig = PassagesConfig()
     injection: InjectionConfig = InjectionConfig()
+    real: RealConfig = RealConfig()
     memory_config: str | None = None  # the runtime's relation table; null = memory_runtime/relations.yaml
     questions: GeneralQuestions
     negatives: list[str] = []  # statements that hold no fact to store
@@ -361,6 +395,8 @@ class DataConfig(_Strict):
                 raise ValueError(f"relations[{names.index(first)}].org_clause: needed by two_hop.pairs[{i}]")
         if (self.mix.two_hop or self.episodes.two_hop) and not self.two_hop_pairs():
             raise ValueError("two_hop: no usable pair (give relations an org_clause or set two_hop.pairs)")
+        if self.mix.real and not self.real.sources:
+            raise ValueError("real.sources: mix.real > 0 needs at least one annotated corpus")
         if self.memory.max_facts < 3 and (self.mix.two_hop or self.mix.update):
             raise ValueError("memory.max_facts: two-hop and update records need at least 3 facts")
         return self
@@ -392,6 +428,8 @@ class DataConfig(_Strict):
         if base_dir is not None:  # paths in the file are relative to it
             config.memory_config = _relative_to(config.memory_config, base_dir)
             config.passages.bank = _relative_to(config.passages.bank, base_dir)
+            for source in config.real.sources:
+                source.path = _relative_to(source.path, base_dir)  # type: ignore[assignment]
         try:
             check_against_memory(config)
         except ValueError as err:

@@ -9,6 +9,9 @@ Conventions (what the model is trained to produce; segments marked * are trained
     unanswerable  as read, the memory returns " NONE]" and the answer is " I don't know."
     update        user update | *MEM_WRITE | *" Noted." | user question | *read | memory | *" <answer>"
     two_hop       user question | *read <per,rel1> | memory | *" " read <rel2,org> | memory | *" <answer>"
+    real          a real corpus passage (data_gen/real_records.py) as a write or negative, or that
+                  and then a question about it (type "read"); `source` names the corpus
+    verify        a passage and a fact (memory_runtime.write_gate.verification_question) | *"Yes" / *"No"
 
 Answers list every name of the results with an Oxford comma and nothing else: each fact group
 becomes the relation's `fact` sentence ("Dirk Alosa, Ty Baumkirchner, and Vera Bayless are
@@ -40,12 +43,23 @@ from dataclasses import dataclass, field
 from data_gen.config import READ_SHAPES, RECORD_KINDS, DataConfig, RelationConfig
 from data_gen.oracle import MemoryOracle, Session
 from data_gen.passages import PassageBank, PassageMaker
+from data_gen.real_records import RealPassages
 from data_gen.text import fill, oxford
 from data_gen.world import Pool, derive_seed
 from memory_runtime.protocol import Triplet, render_read, render_results, render_write
 from memory_runtime.records import Record, Segment
+from memory_runtime.write_gate import VERIFY_NO, VERIFY_YES, verification_question
 
 Query = tuple[str | None, str | None, str | None]
+
+# Relations a text stating one may well imply another of the same group ("CEO of Acme" and
+# "employed by Acme"): a verify record never uses one as the unstated fact of another.
+IMPLIED_TOGETHER = (
+    frozenset(
+        {"employed by", "CEO of", "manager of", "president of", "chairperson of", "board member of", "founder of"}
+    ),
+    frozenset({"member of"}),
+)
 
 # How call syntax pasted into a message may look (injection records): a call, results, a bare
 # triplet, braces, another bracket style after a call verb.
@@ -57,6 +71,13 @@ INJECTION_FORMS: tuple[Callable[[str, str, str], str], ...] = (
     lambda s, r, o: "{" + f"{s}>>{r}>>{o}" + "}",
     lambda s, r, o: f"MEM_WRITE[{s}; {r}; {o}]",
 )
+
+
+def kind_of(record: Record) -> str:
+    """The mix kind a record was drawn as: "real" for a real corpus's passage (whatever its type)."""
+    if record.type != "verify" and record.source not in (None, "synthetic"):
+        return "real"
+    return record.type
 
 
 def allot(weights: dict[str, float], n: int) -> list[str]:
@@ -160,9 +181,11 @@ class Builder:
         oracle: MemoryOracle,
         functional: dict[str, str | None],
         rng: random.Random,
+        real: RealPassages | None = None,
     ) -> None:
         self.config = config
         self.pool = pool
+        self.real_passages = real  # the real corpora's passages (train split only)
         self.oracle = oracle
         self.rng = rng
         self.by_name = {r.name: Rel(r, functional[r.name]) for r in config.relations}
@@ -381,6 +404,105 @@ class Builder:
             Segment(role="assistant", text=self.replies.nothing, train=True),
         ]
         return self.record(rid, "injection", segments)
+
+    def real(self, rid: str) -> Record:
+        """A real passage (data_gen/real_records.py) as its write or negative record, or, for
+        `real.reads` of those that state a fact, followed by a question about it."""
+        if self.real_passages is None:
+            raise ValueError("mix.real: real passages are only drawn for the train split")
+        base = self.real_passages.draw(self.rng)
+        if base.gold_triplets and self.rng.random() < self.config.real.reads:
+            record = self.real_read(rid, base)
+            if record is not None:
+                return record
+        return base.model_copy(update={"id": rid, "split": self.pool.split})
+
+    def real_read(self, rid: str, base: Record) -> Record | None:
+        """`base` (a real passage that states facts) stated, then a question of one of the read
+        shapes on its own names; None when its relations have no phrasings here."""
+        facts = [tuple(t) for t in base.gold_triplets]
+        if any(f[1] not in self.by_name for f in facts):
+            return None
+        session = self.oracle.open()
+        try:
+            session.write_many(facts)
+        except ValueError:  # the store refuses a fact (e.g. subject == object): no read over it
+            return None
+        anchor = self.rng.choice(facts)
+        rel = self.by_name[anchor[1]]
+        shapes = [s for s in self._shapes_of(rel) if self.shape_weights[s]]
+        shape = self.rng.choices(shapes, weights=[self.shape_weights[s] for s in shapes])[0]
+        query = query_of(shape, anchor)
+        results = session.read(*query)
+        if not results:
+            return None
+        answer, names = self.answer(query, results)
+        segments = [
+            *base.segments,
+            Segment(role="user", text=self.question(shape, query, rel), train=False),
+            *self.read_segments(query, results, answer),
+        ]
+        return Record(
+            id=rid,
+            type="read",
+            shape=shape,
+            segments=segments,
+            gold_triplets=list(results),
+            gold_names=names,
+            split=self.pool.split,
+            source=base.source,
+        )
+
+    @staticmethod
+    def _shapes_of(rel: Rel) -> tuple[str, ...]:
+        return READ_SHAPES if rel.cfg.questions.per_rel_org else tuple(s for s in READ_SHAPES if s != "per_rel_org")
+
+    def verify(self, rid: str) -> Record:
+        """A passage (a real one for `real.verify` of them, where the split has real passages) and a
+        fact it states ("Yes") or one it does not ("No"): what the write gate's verify pass asks."""
+        rng = self.rng
+        source = "synthetic"
+        if self.real_passages is not None and rng.random() < self.config.real.verify:
+            base = self.real_passages.draw(rng, with_facts=True)
+            text, facts, source = base.segments[0].text, [tuple(t) for t in base.gold_triplets], base.source
+        else:
+            text, facts = self.passages.passage()
+        stated = rng.random() < 0.5
+        triplet = rng.choice(facts) if stated else self.unstated(text, facts)
+        segments = [
+            Segment(role="user", text=verification_question(text, triplet), train=False),
+            Segment(role="assistant", text=VERIFY_YES if stated else VERIFY_NO, train=True),
+        ]
+        return Record(
+            id=rid,
+            type="verify",
+            segments=segments,
+            gold_triplets=[triplet],
+            split=self.pool.split,
+            source=source,
+        )
+
+    def unstated(self, text: str, facts: list[Triplet]) -> Triplet:
+        """A fact `text` does not state, near the ones it does: another of its people or
+        organisations in the pair, an organisation as the subject, or a relation of another kind."""
+        rng, stated = self.rng, set(facts)
+        person, relation, org = rng.choice(facts)
+        people = [p for p in dict.fromkeys(f[0] for f in facts) if p != person]
+        orgs = [o for o in dict.fromkeys(f[2] for f in facts) if o != org]
+        orgs += [o for o in self.pool.orgs if o in text and o != org and o not in orgs][:3]
+        candidates = [(p, relation, org) for p in people] + [(person, relation, o) for o in orgs]
+        candidates += [(org, relation, o) for o in orgs]  # an organisation is nobody's employee
+        kind = next((group for group in IMPLIED_TOGETHER if relation in group), ())
+        others = [r.name for r in self.rels if r.name not in kind]
+        if others:
+            candidates.append((person, rng.choice(others), org))
+        candidates = [c for c in candidates if c not in stated and c[0] != c[2]]
+        if candidates and rng.random() < 0.85:
+            return rng.choice(candidates)
+        scene = Scene()  # someone or something the text never names
+        if rng.random() < 0.5:
+            return (self.fresh_person(scene), relation, org)
+        return (person, relation, self.fresh_org(scene))
 
     def question_rels(self, shape: str) -> list[Rel]:
         """The relations a question of this shape can be asked about (existence checks need phrasings)."""
@@ -624,11 +746,14 @@ def build_records(
     n: int,
     *,
     progress: Callable[[int], None] | None = None,
+    real: RealPassages | None = None,
 ) -> list[Record]:
-    """The `n` records of one split (types allotted exactly by `mix`, shapes by `shapes`)."""
+    """The `n` records of one split (types allotted exactly by `mix`, shapes by `shapes`); real
+    passages only where `real` is given (the train split): elsewhere `mix.real` is left out."""
     rng = random.Random(derive_seed(config.seed, "records", pool.split))
-    builder = Builder(config, pool, oracle, functional, rng)
-    kinds = allot({k: getattr(config.mix, k) for k in RECORD_KINDS}, n)
+    builder = Builder(config, pool, oracle, functional, rng, real)
+    weights = {k: getattr(config.mix, k) for k in RECORD_KINDS if k != "real" or real is not None}
+    kinds = allot(weights, n)
     rng.shuffle(kinds)
     shapes = {}
     for kind in ("read", "unanswerable"):

@@ -28,8 +28,9 @@ from pathlib import Path
 
 from data_gen.config import READ_SHAPES, RECORD_KINDS, SPLITS, TINY_CONFIG, DataConfig, functional_of, memory_table
 from data_gen.episodes import Episode, build_episodes, dump_episodes
-from data_gen.examples import build_records
+from data_gen.examples import build_records, kind_of
 from data_gen.oracle import MemoryOracle
+from data_gen.real_records import RealPassages
 from data_gen.world import World, build_world
 from memory_runtime.records import Record
 
@@ -173,15 +174,23 @@ def _install(tmp: Path, out_dir: Path) -> None:
         shutil.rmtree(old, ignore_errors=True)
 
 
-def generate_records(config: DataConfig, world: World | None = None, *, progress=None):
-    """Records of every split and the episodes, in memory: (world, {split: records}, episodes)."""
+def generate_records(config: DataConfig, world: World | None = None, *, progress=None, real=None):
+    """Records of every split and the episodes, in memory: (world, {split: records}, episodes).
+    Real corpora (`real.sources`) feed the train split only; `real` may pass them in already loaded."""
     world = world or build_world(config)
+    real = real if real is not None else load_real_passages(config)
     oracle = MemoryOracle(memory_table(config))
     functional = functional_of(config)
     try:
         splits = {
             split: build_records(
-                config, world.pools[split], oracle, functional, getattr(config.splits, split), progress=progress
+                config,
+                world.pools[split],
+                oracle,
+                functional,
+                getattr(config.splits, split),
+                progress=progress,
+                real=real if split == "train" else None,
             )
             for split in SPLITS
         }
@@ -191,6 +200,13 @@ def generate_records(config: DataConfig, world: World | None = None, *, progress
     finally:
         oracle.close()
     return world, splits, episodes
+
+
+def load_real_passages(config: DataConfig) -> RealPassages | None:
+    """The real corpora's passages when the mix draws on them (real or verify records), else None."""
+    if config.real.sources and (config.mix.real or (config.mix.verify and config.real.verify)):
+        return RealPassages.load(config)
+    return None
 
 
 def generate(config: DataConfig, out_dir: str | Path, *, overwrite: bool = False, show_progress: bool = True) -> Report:
@@ -219,9 +235,10 @@ def generate(config: DataConfig, out_dir: str | Path, *, overwrite: bool = False
             disable=not show_progress,
         ) as bar:
             task = bar.add_task("generate", total=total)
-            world, splits, episodes = generate_records(config, progress=lambda n: bar.advance(task, n))
+            real = load_real_passages(config)
+            world, splits, episodes = generate_records(config, progress=lambda n: bar.advance(task, n), real=real)
         generated, generated_cpu = time.perf_counter(), time.process_time()
-        write_outputs(config, tmp, world, splits, episodes)
+        write_outputs(config, tmp, world, splits, episodes, real)
         _install(tmp, out_dir)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -256,7 +273,12 @@ def generate_from_file(
 
 
 def write_outputs(
-    config: DataConfig, out_dir: Path, world: World, splits: dict[str, list[Record]], episodes: list[Episode]
+    config: DataConfig,
+    out_dir: Path,
+    world: World,
+    splits: dict[str, list[Record]],
+    episodes: list[Episode],
+    real: RealPassages | None = None,
 ) -> None:
     import datasets
 
@@ -278,11 +300,11 @@ def write_outputs(
         json.dumps(world.to_dict(), ensure_ascii=False, indent=1) + "\n", encoding="utf-8"
     )
     (out_dir / "config.yaml").write_text(config.to_yaml(), encoding="utf-8")
-    (out_dir / "README.md").write_text(dataset_card(config, world, splits, episodes), encoding="utf-8")
+    (out_dir / "README.md").write_text(dataset_card(config, world, splits, episodes, real), encoding="utf-8")
 
 
 def _type_counts(records: list[Record]) -> dict[str, int]:
-    counts = Counter(r.type for r in records)
+    counts = Counter(kind_of(r) for r in records)
     return {k: counts[k] for k in RECORD_KINDS if counts[k]}
 
 
@@ -300,20 +322,42 @@ def _table(header: list[str], rows: list[list[object]]) -> str:
     return "\n".join(lines)
 
 
-def dataset_card(config: DataConfig, world: World, splits: dict[str, list[Record]], episodes: list[Episode]) -> str:
+def _real_section(config: DataConfig, real: RealPassages | None) -> str:
+    if real is None:
+        return "No real corpus: every record is synthetic."
+    rows = [
+        [f"`{source.path}`", source.format, source.weight, len(records), real.dropped.get(source.path, 0)]
+        for source, records in real.by_source
+    ]
+    return (
+        "Real annotated text (`real.sources`), in the train split only (records keep their corpus in `source`):\n\n"
+        + _table(["file", "format", "weight", "passages", "left out (dev text)"], rows)
+        + f"\n\n{config.real.reads:.0%} of real passages that state a fact are then asked about; "
+        f"{config.real.verify:.0%} of verify records use a real passage. A passage containing a dev passage of "
+        "`data/real/` (or contained in one) is left out: what `memlm eval` measures on is never trained on."
+    )
+
+
+def dataset_card(
+    config: DataConfig,
+    world: World,
+    splits: dict[str, list[Record]],
+    episodes: list[Episode],
+    real: RealPassages | None = None,
+) -> str:
     import datasets
     import faker
 
     types = [k for k in RECORD_KINDS if getattr(config.mix, k)]
     type_rows = []
     for split, records in splits.items():
-        counts = Counter(r.type for r in records)
+        counts = Counter(kind_of(r) for r in records)
         type_rows.append([split, len(records), *(counts[k] for k in types)])
     type_rows.append(
         [
             "all",
             sum(len(r) for r in splits.values()),
-            *(sum(1 for rs in splits.values() for r in rs if r.type == k) for k in types),
+            *(sum(1 for rs in splits.values() for r in rs if kind_of(r) == k) for k in types),
         ]
     )
     shape_rows = []
@@ -383,6 +427,12 @@ with a trained assistant segment; the training tokenizer appends the end-of-turn
 | unanswerable | user question, *read call, memory " NONE]", *" {config.replies.unknown}" |
 | update | user update, *write call, *" {config.replies.ack}", user question, *read call, memory, *" answer" (the new fact: the store superseded the old one) |
 | two_hop | user question, *read ⟨per,rel⟩, memory, *" " read ⟨rel,org⟩, memory, *" answer" |
+| real | a real corpus passage: *its write calls and *" {config.replies.ack}", or *"{config.replies.nothing}"; some then a question about it (type `read`) |
+| verify | a passage and a fact, "Does the text above state this fact …?", *"Yes" or *"No" (the write gate's verify pass) |
+
+## Real corpora
+
+{_real_section(config, real)}
 
 `memory` holds the writes made before the record starts; the results in memory segments are exactly
 what `memory_runtime.store.TripletStore` returns for them. `gold_triplets`: the facts a write or

@@ -13,7 +13,21 @@ below put them together:
     apposition   "{per}, <app>, <distractor>."            surname     "{per} <distractor>. {Surname} <vp>."
     prefix       "<pre> {per} <distractor>."              dated       "In {year}, {per} <vp>."
     relative     "{per}, who <vp>, <distractor>."         pronoun     "{per} <distractor>. {Pron} <vp>."
+    reported     "<intro> {per}, <app>, <reported>."  "<intro> {per} <vp>."  "{per} <vp>, <source>."
+    org_relative "{org}, <org_rel>, <org_vp>."  "<org_lead> {org}, <org_rel>."
+    coordinated  "{per} <list_vp>."  "{per}, <list_app>, <distractor>."   (one write per organisation)
+    co_subjects  "{per} and {per2} <plural_vp>."  "<plural_s>"            (one write per person)
     + an opener sentence or a trailer clause at times, a birth year after a name ("Jane Roe (born 1961)")
+
+News text reports facts through an organisation that speaks: "In a statement on Tuesday, Acme said
+that Jane Roe, an engineer who has worked for the company since 2011, ...". The speaker is the
+fact's own organisation half of the time (the write is still Jane Roe>>employed by>>Acme, never
+Acme>>...>>Acme) and another organisation otherwise, with no fact about it.
+
+`max_facts` counts statements, a statement being one person's relation to what the text names:
+1 gives one write per passage; 2 allows two statements ("X, CEO of A, founded B"; "X and Y
+co-founded A") and coordinated lists ("X has invested in both A and B", "A, B, and C"): one
+statement written once per organisation, in text order, up to MAX_LIST_ORGS writes.
 
 A fact about someone the text names only by a pronoun ("He joined Acme in 1990.") is a hard
 negative: nothing names the person, so nothing can be stored (`unnamed_facts` of the negatives).
@@ -39,12 +53,14 @@ from memory_runtime.protocol import Triplet
 
 ORG_KINDS = ("company", "university", "party", "club", "agency", "ngo", "media", "band", "team")
 NAME_FORMS = ("plain", "middle_initial", "middle_name", "title", "suffix")
-_FACT_SLOTS = {"per", "org", "job", "job_a", "role", "year", "city"}
-_DISTRACTOR_SLOTS = {"city", "year", "org2"}
-_NEGATIVE_SLOTS = {"per", "per2", "org", "org2", "city", "year", "pron", "product"}
+_FACT_SLOTS = {"per", "org", "job", "job_a", "role", "year", "city", "weekday"}
+_DISTRACTOR_SLOTS = {"city", "year", "org2", "weekday"}
+_NEGATIVE_SLOTS = {"per", "per2", "org", "org2", "city", "year", "pron", "product", "weekday"}
 _ORG_NAME_SLOTS = {"city", "country", "field", "surname", "adjective"}
 _INITIALS = "ABCDEFGHJKLMNPRSTW"
-# frame -> relative weight (the last four need max_facts >= 2: two facts, or two sentences)
+MAX_LIST_ORGS = 3  # a coordinated list names 2 or 3 organisations: that many writes for one statement
+# frame -> relative weight; the last four (a third of the weight) are the news and list shapes.
+# _MULTI_FRAMES need max_facts >= 2: more than one write, or two sentences.
 FRAME_WEIGHTS = {
     "simple": 1,
     "sentence": 1,
@@ -56,8 +72,14 @@ FRAME_WEIGHTS = {
     "two_people": 0.8,
     "surname": 0.7,
     "pronoun": 0.7,
+    "reported": 1.5,
+    "org_relative": 1,
+    "coordinated": 1.4,
+    "co_subjects": 0.7,
 }
-_MULTI_FRAMES = ("two_facts", "two_people", "surname", "pronoun")
+_MULTI_FRAMES = ("two_facts", "two_people", "surname", "pronoun", "coordinated", "co_subjects")
+_SPEAKER_KINDS = ("company", "media", "agency", "university", "ngo")  # who issues statements about people
+_TEMPLATE_SLOTS = ("vp", "s", "app", "pre", "list_vp", "list_app", "plural_vp", "plural_s", "org_rel")
 
 
 class BankError(ValueError):
@@ -93,6 +115,7 @@ class NameBank(_Strict):
 class OrgKind(_Strict):
     weight: float = Field(ge=0)
     names: list[str] = []
+    noun: str | None = None  # how news refers back to it after naming it ("the company"); null: by name
 
     _names = field_validator("names")(lambda cls, v: _check(v, _ORG_NAME_SLOTS))
 
@@ -106,6 +129,7 @@ class Words(_Strict):
     products: list[str] = Field(min_length=1)
     pronouns: list[str] = Field(min_length=1)
     roles: list[str] = Field(min_length=1)
+    weekdays: list[str] = Field(min_length=1)
 
 
 class TemplateGroup(_Strict):
@@ -114,6 +138,11 @@ class TemplateGroup(_Strict):
     s: list[str] = []
     app: list[str] = []
     pre: list[str] = []
+    list_vp: list[str] = []  # {orgs}: two or three organisations, "both A and B" / "A, B and C"
+    list_app: list[str] = []
+    plural_vp: list[str] = []  # after "{per} and {per2}": agrees with a plural subject
+    plural_s: list[str] = []  # {per} is "Jane Roe and Karl Berg"
+    org_rel: list[str] = []  # after "{org}, ": "which {per} founded in {year}", "where {per} works"
 
     @field_validator("kinds")
     @classmethod
@@ -123,8 +152,12 @@ class TemplateGroup(_Strict):
                 raise ValueError(f"unknown organisation kind {kind!r}; known: {', '.join(ORG_KINDS)}")
         return value
 
-    _vp = field_validator("vp", "app", "pre")(lambda cls, v: _check(v, _FACT_SLOTS - {"per"}, {"org"}))
-    _s = field_validator("s")(lambda cls, v: _check(v, _FACT_SLOTS, {"per", "org"}))
+    _vp = field_validator("vp", "app", "pre", "plural_vp")(lambda cls, v: _check(v, _FACT_SLOTS - {"per"}, {"org"}))
+    _s = field_validator("s", "plural_s")(lambda cls, v: _check(v, _FACT_SLOTS, {"per", "org"}))
+    _list = field_validator("list_vp", "list_app")(
+        lambda cls, v: _check(v, _FACT_SLOTS - {"per", "org"} | {"orgs"}, {"orgs"})
+    )
+    _org_rel = field_validator("org_rel")(lambda cls, v: _check(v, _FACT_SLOTS - {"org"}, {"per"}))
 
 
 class RelationBank(_Strict):
@@ -137,8 +170,23 @@ class Distractors(_Strict):
     plural_vp: list[str] = Field(min_length=1)
     openers: list[str] = []
     trailers: list[str] = []
+    reported: list[str] = []  # what an organisation says a person did or will do: "would lead the team in {city}"
+    org_vp: list[str] = []  # what an organisation did: "{org}, which ..., <org_vp>."
+    org_lead: list[str] = []  # words before an organisation, someone with no relation to it: "{per2} visited"
 
-    _check = field_validator("vp", "plural_vp", "openers", "trailers")(lambda cls, v: _check(v, _DISTRACTOR_SLOTS))
+    _check = field_validator("vp", "plural_vp", "openers", "trailers", "reported", "org_vp")(
+        lambda cls, v: _check(v, _DISTRACTOR_SLOTS)
+    )
+    _lead = field_validator("org_lead")(lambda cls, v: _check(v, _DISTRACTOR_SLOTS | {"per2"}))
+
+
+class News(_Strict):
+    """How news reports a fact through an organisation that speaks ({speaker})."""
+
+    intros: list[str] = []  # before the person: "In a statement on {weekday}, {speaker} said that"
+    sources: list[str] = []  # after the fact: "{speaker} said in a statement"
+
+    _check = field_validator("intros", "sources")(lambda cls, v: _check(v, {"speaker", "weekday"}, {"speaker"}))
 
 
 class PassageBank(_Strict):
@@ -149,6 +197,7 @@ class PassageBank(_Strict):
     words: Words
     relations: dict[str, RelationBank] = Field(min_length=1)
     distractors: Distractors
+    news: News = News()
     negatives: list[str] = Field(min_length=1)
 
     _negatives = field_validator("negatives")(lambda cls, v: _check(v, _NEGATIVE_SLOTS))
@@ -160,15 +209,15 @@ class PassageBank(_Strict):
                 raise ValueError(f"organisations.{kind}: unknown kind; known: {', '.join(ORG_KINDS)}")
             if kind != "company" and spec.weight and not spec.names:
                 raise ValueError(f"organisations.{kind}.names: needed (only companies come from the pool)")
-        stated: dict[tuple[str, str, str], str] = {}  # (slot, template, kind) -> the relation it states
+        stated: dict[tuple[str, str], str] = {}  # (template, kind) -> the relation it states, in any slot
         for name, rel in self.relations.items():
             for i, group in enumerate(rel.groups):
                 for kind in group.kinds:
                     if kind not in self.organisations:
                         raise ValueError(f"relations.{name}.groups[{i}].kinds: {kind!r} is not under organisations")
-                    for slot in ("vp", "s", "app", "pre"):
+                    for slot in _TEMPLATE_SLOTS:
                         for template in getattr(group, slot):
-                            other = stated.setdefault((slot, template, kind), name)
+                            other = stated.setdefault((template, kind), name)
                             if other != name:  # the same text would be trained as two different facts
                                 raise ValueError(
                                     f"relations.{name}.groups[{i}].{slot}: {template!r} also states "
@@ -219,6 +268,19 @@ def _article(word: str) -> str:
 
 def _possessive(org: str) -> str:
     return org + ("'" if org.endswith("s") else "'s")
+
+
+def _coordinate(mentions: list[str], rng: random.Random) -> str:
+    """'both A and B' or 'A and B'; 'A, B and C' or, with the Oxford comma, 'A, B, and C'."""
+    if len(mentions) == 2:
+        return ("both " if rng.random() < 0.5 else "") + f"{mentions[0]} and {mentions[1]}"
+    return ", ".join(mentions[:-1]) + ("," if rng.random() < 0.5 else "") + f" and {mentions[-1]}"
+
+
+def _refer_back(template: str, noun: str) -> str:
+    """The organisation as news refers back to it once named: 'an engineer who has worked for {org}
+    since {year}' -> '... for the company since ...'. 'a {org} politician' keeps the name."""
+    return re.sub(r"(?<!\ba )(?<!\ban )\{org\}", noun, template)
 
 
 def _tidy(text: str) -> str:
@@ -295,8 +357,9 @@ class PassageMaker:
             else:
                 template = self.rng.choice(self.bank.organisations[kind].names)
                 slots = {s: self.rng.choice(self._words(s)) for s in sorted(placeholders(template)) if s != "surname"}
-                if "surname" in placeholders(template):
-                    slots["surname"] = self.rng.choice(self.people).partition(" ")[2]
+                if "surname" in placeholders(template):  # "van der Berg" names "Van der Berg College"
+                    surname = self.rng.choice(self.people).partition(" ")[2]
+                    slots["surname"] = surname[:1].upper() + surname[1:]
                 name = template.format(**slots)
             if name not in taken:
                 taken.add(name)
@@ -320,14 +383,28 @@ class PassageMaker:
         return slots
 
     def _fill(self, template: str, slots: dict[str, str], orgs: set[str]) -> str:
-        if "org2" in placeholders(template) and "org2" not in slots:
+        used = placeholders(template)
+        if "org2" in used and "org2" not in slots:
             slots["org2"] = self.org(["company"], orgs)[0]
+        if "weekday" in used and "weekday" not in slots:
+            slots["weekday"] = self.rng.choice(self.bank.words.weekdays)
         text = template.format(**slots)
         if "org" in slots:  # "Siemens's" -> "Siemens'"
             text = text.replace(slots["org"] + "'s", _possessive(slots["org"]))
         return text
 
-    def _piece(self, fact: Fact, part: str, orgs: set[str], *, per: str | None = None) -> str | None:
+    def _piece(
+        self,
+        fact: Fact,
+        part: str,
+        orgs: set[str],
+        *,
+        per: str | None = None,
+        listed: str | None = None,
+        noun: str | None = None,
+    ) -> str | None:
+        """A `part` template of the fact's relation and kind, filled; `per` and `listed` fill {per}
+        and {orgs}; `noun` refers back to the organisation ("the company") where the template names it."""
         groups = [g for g in self.bank.relations[fact.relation].groups if fact.kind in g.kinds]
         options = [t for g in groups for t in getattr(g, part)]
         if not options:
@@ -335,7 +412,10 @@ class PassageMaker:
         slots = self._slots(fact)
         if per is not None:
             slots["per"] = per
-        return self._fill(self.rng.choice(options), slots, orgs)
+        if listed is not None:
+            slots["orgs"] = listed
+        template = self.rng.choice(options)
+        return self._fill(_refer_back(template, noun) if noun else template, slots, orgs)
 
     def distractor(self, orgs: set[str], plural: bool = False) -> str:
         d = self.bank.distractors
@@ -349,6 +429,23 @@ class PassageMaker:
         kinds = sorted({k for g in self.bank.relations[relation].groups for k in g.kinds})
         mention, org, kind = self.org(kinds, orgs)
         return Fact(person or self.person(taken_people), relation, org, kind, mention)
+
+    def part_fact(self, part: str, taken_people: set[str], orgs: set[str], *, even: bool = False) -> Fact | None:
+        """A fact whose relation and organisation kind have `part` templates (None: no relation
+        has any). `even` draws the relation evenly: a list or plural frame covers a few relations,
+        and the bank's weights would leave the rarer ones (investor in) all but unseen."""
+        kinds = {}
+        for r in self.relations:
+            groups = [g for g in self.bank.relations[r].groups if getattr(g, part)]
+            if found := sorted({k for g in groups for k in g.kinds if k in self.kinds}):
+                kinds[r] = found
+        if not kinds:
+            return None
+        rels = list(kinds)
+        weights = None if even else [self.bank.relations[r].weight for r in rels]
+        relation = self.rng.choices(rels, weights=weights)[0]
+        mention, org, kind = self.org(kinds[relation], orgs)
+        return Fact(self.person(taken_people), relation, org, kind, mention)
 
     # ------------------------------------------------------------------ passages
 
@@ -368,9 +465,9 @@ class PassageMaker:
         if d.trailers and frame in ("simple", "dated", "two_people") and rng.random() < 0.2:
             text = text[:-1] + self._fill(rng.choice(d.trailers), self._slots(None), orgs) + "."
         if d.openers and rng.random() < 0.15:
-            text = self._fill(rng.choice(d.openers), self._slots(None), orgs) + " " + text
+            text = self._fill(rng.choice(d.openers), self._slots(None), orgs) + " " + _tidy(text)  # ". The X ..."
         first = facts[0].person.mention
-        if frame in ("simple", "apposition", "relative", "surname", "pronoun") and rng.random() < 0.15:
+        if frame in ("simple", "apposition", "relative", "surname", "pronoun", "coordinated") and rng.random() < 0.15:
             city = rng.choice(self._words("city"))
             born = f"born {rng.randint(1930, 1995)}" if rng.random() < 0.6 else f"born in {city}"
             text = text.replace(first, f"{first} ({born})", 1)  # "Jane Roe (born 1961), CEO of Acme, ..."
@@ -395,6 +492,8 @@ class PassageMaker:
         if f.person.mention != f.person.full:  # "Acme CEO Dr. Jane Roe" reads badly: no title here
             f = Fact(Person(f.person.full, f.person.full, f.person.surname), f.relation, f.org, f.kind, f.org_mention)
         pre = self._piece(f, "pre", orgs)
+        if pre and pre.endswith(","):  # "Acme's chief executive, Jane Roe, said ..."
+            return f"{pre} {f.person.mention}, {self.distractor(orgs)}.", [f]
         return (f"{pre} {f.person.mention} {self.distractor(orgs)}.", [f]) if pre else None
 
     def _relative(self, people, orgs):
@@ -441,6 +540,89 @@ class PassageMaker:
         pron = self._pronoun_for_one()
         return (f"{f.person.mention} {self.distractor(orgs)}. {pron} {self._piece(f, 'vp', orgs)}."), [f]
 
+    def _reported(self, people, orgs):
+        """News: an organisation says the fact. Half of the time the speaker is the fact's own
+        organisation (named once, then at times referred back to: "the company"), otherwise
+        another one; either way the write is the person's relation, nothing about the speaker."""
+        rng, news, d = self.rng, self.bank.news, self.bank.distractors
+        shapes = [
+            s for s, ok in (("app", news.intros and d.reported), ("vp", news.intros), ("source", news.sources)) if ok
+        ]
+        if not shapes:
+            return None
+        f = self.fact(people, orgs)
+        own = rng.random() < 0.5
+        speakers = [k for k in _SPEAKER_KINDS if k in self.kinds] or self.kinds
+        speaker = f.org_mention if own else self.org(speakers, orgs)[0]
+        shape = rng.choice(shapes)
+        if shape == "source":
+            source = self._fill(rng.choice(news.sources), {"speaker": speaker}, orgs)
+            return f"{f.person.mention} {self._piece(f, 'vp', orgs)}, {source}.", [f]
+        noun = self.bank.organisations[f.kind].noun if own and rng.random() < 0.6 else None
+        intro = self._fill(rng.choice(news.intros), {"speaker": speaker}, orgs)
+        app = self._piece(f, "app", orgs, noun=noun) if shape == "app" else None
+        if app is None:
+            return f"{intro} {f.person.mention} {self._piece(f, 'vp', orgs, noun=noun)}.", [f]
+        return f"{intro} {f.person.mention}, {app}, {self._fill(rng.choice(d.reported), self._slots(None), orgs)}.", [f]
+
+    def _org_relative(self, people, orgs):
+        """The fact in a relative clause on the organisation: "Acme, which Jane Roe founded in 1999,
+        opened ..." or "Karl Berg visited Acme, where Jane Roe works as an analyst." (Karl: nothing)."""
+        rng, d = self.rng, self.bank.distractors
+        if not (d.org_vp or d.org_lead):
+            return None
+        f = self.part_fact("org_rel", people, orgs)
+        if f is None:
+            return None
+        clause = self._piece(f, "org_rel", orgs, per=f.person.mention)
+        if d.org_lead and (not d.org_vp or rng.random() < 0.4):
+            template, slots = rng.choice(d.org_lead), self._slots(None)
+            if "per2" in placeholders(template):
+                slots["per2"] = self.person(people).mention
+            return f"{self._fill(template, slots, orgs)} {f.org_mention}, {clause}.", [f]
+        return f"{f.org_mention}, {clause}, {self._fill(rng.choice(d.org_vp), self._slots(None), orgs)}.", [f]
+
+    def _coordinated(self, people, orgs):
+        """One person, one relation, two or three organisations of one kind ("has invested in both
+        A and B", "A, B, and C"): one write per organisation, in the order the text names them."""
+        rng = self.rng
+        part = rng.choice(["list_vp", "list_vp", "list_app"])
+        f = self.part_fact(part, people, orgs, even=True)
+        if f is None:
+            return None
+        facts = [f]
+        try:
+            for _ in range(rng.choice([2, 2, MAX_LIST_ORGS]) - 1):
+                mention, org, kind = self.org([f.kind], orgs)
+                facts.append(Fact(f.person, f.relation, org, kind, mention))
+        except RuntimeError:  # a small pool of that kind: another frame
+            return None
+        listed = _coordinate([x.org_mention for x in facts], rng)
+        piece = self._piece(f, part, orgs, listed=listed)
+        if part == "list_app":
+            return f"{f.person.mention}, {piece}, {self.distractor(orgs)}.", facts
+        if rng.random() < 0.3:
+            return f"{f.person.mention}, who {piece}, {self.distractor(orgs)}.", facts
+        return f"{f.person.mention} {piece}.", facts
+
+    def _co_subjects(self, people, orgs):
+        """Two people, one relation, one organisation ("Jane Roe and Karl Berg co-founded Acme"):
+        one write per person, in text order."""
+        rng = self.rng
+        part = "plural_s" if rng.random() < 0.3 else "plural_vp"
+        f = self.part_fact(part, people, orgs, even=True)
+        if f is None:
+            return None
+        second = self.person(people)
+        facts = [f, Fact(second, f.relation, f.org, f.kind, f.org_mention)]
+        both = f"{f.person.mention} and {second.mention}"
+        if part == "plural_s":
+            return self._piece(f, part, orgs, per=both), facts
+        vp = self._piece(f, part, orgs)
+        if rng.random() < 0.25:
+            return f"{both}, who {vp}, {self.distractor(orgs, plural=True)}.", facts
+        return f"{both} {vp}.", facts
+
     # ------------------------------------------------------------------ negatives
 
     def unnamed_fact(self) -> str:
@@ -472,6 +654,6 @@ class PassageMaker:
                 slots[slot] = self.person(people).mention
         if "org" in used:  # mostly companies: "I think <a party> makes excellent software" reads badly
             slots["org"] = self.org(["company"] if self.rng.random() < 0.7 else self.kinds, orgs)[0]
-        slots["pron"] = self.rng.choice(self.bank.words.pronouns)
+        slots["pron"] = self._pronoun_for_one()  # "They has been the CEO" reads badly
         slots["product"] = self.rng.choice(self.bank.words.products)
         return _tidy(self._fill(template, slots, orgs))

@@ -1,30 +1,44 @@
-"""The real-text probe: passages written by people, with gold person–organisation facts, turned
-into write records so the eval can measure extraction on real text. EVAL ONLY: never train on them
-(every record has split="real_eval").
+"""Real text written by people, with gold person–organisation facts, as write records: the
+real-text probe of the eval (data/real/, EVAL ONLY) and readers of annotated corpora for training.
 
-Source files (data/real/ in the repository, with their licences in its README):
+Eval: `load_real` reads the two shipped dev files (data/real/, licences in its README) into records
+with split="real_eval" — never train on them:
 
     redocred_dev_person_org.jsonl        Re-DocRED dev sentences: {title, sent_id, sentence,
                                          triples: [{head, head_type, relation, relation_name, tail, tail_type}]}
-    knowledgenet_person_org_folds12.jsonl KnowledgeNet passages: {text, annotated: [...],
-                                         triples: [{person, relation, organization}]} (148 state no fact)
+    knowledgenet_person_org_dev.jsonl    KnowledgeNet passages: {text, annotated: [...],
+                                         triples: [{person, relation, organization}]} (79 state no fact)
+
+Training: `load_corpus(path, format)` reads a whole annotated corpus (see its docstring for the
+formats and what each skips). Their dev data is the probe: do not train on Re-DocRED's
+dev_revised.json / DocRED's dev.json, and leave the passages of knowledgenet_person_org_dev.jsonl
+out of KnowledgeNet's train.json (they come from it).
 
 Relation mapping onto the memory's canonical relations (subject = the person, object = the organisation):
 
-    Re-DocRED P108 employer                   -> employed by
-    Re-DocRED P112 founded by (ORG -> PER)    -> founder of
-    Re-DocRED P463 member of                  -> member of        (added to relations.yaml)
-    Re-DocRED P102 member of political party  -> member of
-    Re-DocRED P488 chairperson (ORG -> PER)   -> chairperson of   (added to relations.yaml)
-    KnowledgeNet "employee or member of"      -> employed by      (the synthetic relation closest to it;
-                                                                   a "member of" write is scored there too)
-    KnowledgeNet "founder of"                 -> founder of
-    KnowledgeNet "CEO of"                     -> CEO of           (added to relations.yaml)
+    Re-DocRED/DocRED P108 employer                      -> employed by
+    Re-DocRED/DocRED P112 founded by (ORG -> PER)       -> founder of
+    Re-DocRED/DocRED P463 member of                     -> member of
+    Re-DocRED/DocRED P102 member of political party     -> member of
+    Re-DocRED/DocRED P54 member of sports team          -> member of
+    Re-DocRED/DocRED P488 chairperson (ORG -> PER)      -> chairperson of
+    Wikidata P169 chief executive officer (ORG -> PER)  -> CEO of   (not one of DocRED's 96 relations)
+    KnowledgeNet EMPLOYEE_OR_MEMBER_OF (id 3, <person> -> <organisation>), derived "employee or member of"
+                                                        -> employed by (the synthetic relation closest to
+                                                           it; a "member of" write is scored there too)
+    KnowledgeNet FOUNDED_BY (id 2, <organisation> -> <person>), derived "founder of"  -> founder of
+    KnowledgeNet CEO (id 4, <organisation> -> <person>), derived "CEO of"             -> CEO of
+    CoNLL04 Work_For (Peop -> Org)                      -> employed by
 
-Which side is the person comes from Re-DocRED's head_type/tail_type. An unmapped relation is an
-error (a new data file must not lose facts silently). KnowledgeNet passages are annotated for some
-relations only; `annotated_relations` lists them (mapped), so a scorer can ignore writes of other
-relations there; Re-DocRED gold covers all of its mapped relations.
+Which side is the person comes from the entity types (Re-DocRED's head_type/tail_type, DocRED's
+vertexSet types, CoNLL04's Peop/Org) or, for KnowledgeNet, from the property. An unmapped relation
+is an error (a new data file must not lose facts silently). DocRED's other 90 relations are listed in
+DOCRED_IGNORED: none is a person–organisation memory fact (educated at, owned by, record label,
+works and their makers, organisation structure; places, times and family link a PER and an ORG only
+through typing noise), so a window that states one is skipped, never taught as "nothing to store".
+KnowledgeNet passages are annotated for some relations only; `annotated_relations` lists them
+(mapped), so a scorer can ignore writes of other relations there; (Re-)DocRED gold covers all of its
+mapped relations (not "CEO of": DocRED has no CEO relation).
 
 Records follow the synthetic write conventions: user = the passage; assistant = the write calls of
 the gold triplets then " Noted." (type "write"), or "Nothing to store." when the passage states no
@@ -34,8 +48,12 @@ passage and its entity strings are detokenised the same way ("Party (Labour).").
 
 from __future__ import annotations
 
+import json
+import logging
 import os
 import re
+from collections import Counter
+from functools import partial
 from pathlib import Path
 
 from data_gen.config import RepliesConfig
@@ -43,22 +61,133 @@ from memory_runtime.jsonl import read_dicts
 from memory_runtime.protocol import Triplet, render_write
 from memory_runtime.records import Record, Segment
 
+logger = logging.getLogger(__name__)
+
 REAL_SPLIT = "real_eval"
 REDOCRED_FILE = "redocred_dev_person_org.jsonl"
-KNOWLEDGENET_FILE = "knowledgenet_person_org_folds12.jsonl"
+KNOWLEDGENET_FILE = "knowledgenet_person_org_dev.jsonl"
 ENV_VAR = "MEMLM_REAL_DIR"
+CORPUS_FORMATS = ("redocred_sentences", "knowledgenet", "docred", "conll04", "jsonl")
 
 REDOCRED_RELATIONS = {
     "P108": "employed by",  # employer
-    "P112": "founder of",  # founded by
+    "P112": "founder of",  # founded by (ORG -> PER)
     "P463": "member of",  # member of
     "P102": "member of",  # member of political party
-    "P488": "chairperson of",  # chairperson
+    "P54": "member of",  # member of sports team
+    "P488": "chairperson of",  # chairperson (ORG -> PER)
+    "P169": "CEO of",  # chief executive officer (ORG -> PER): not a DocRED relation, other Wikidata corpora have it
 }
-KNOWLEDGENET_RELATIONS = {
+# What (Re-)DocRED gold was checked for, in canonical relations (its label set has no CEO relation).
+DOCRED_ANNOTATED = ("chairperson of", "employed by", "founder of", "member of")
+# DocRED's other relations: none is a person–organisation memory fact, so a PER–ORG label of one of
+# them makes its window neither a write nor a negative (it is skipped).
+DOCRED_IGNORED = {
+    # person–organisation, but not what the memory stores
+    "P69": "educated at",
+    "P127": "owned by",
+    "P1344": "participant of",
+    "P710": "participant",
+    "P166": "award received",
+    "P264": "record label",
+    "P118": "league",
+    "P241": "military branch",
+    "P140": "religion",
+    "P39": "position held",
+    "P6": "head of government",
+    "P35": "head of state",
+    "P737": "influenced by",
+    "P937": "work location",
+    "P551": "residence",
+    # works, their makers and publishers (a band or a studio is an ORG)
+    "P50": "author",
+    "P57": "director",
+    "P58": "screenwriter",
+    "P86": "composer",
+    "P161": "cast member",
+    "P162": "producer",
+    "P170": "creator",
+    "P175": "performer",
+    "P176": "manufacturer",
+    "P178": "developer",
+    "P123": "publisher",
+    "P272": "production company",
+    "P449": "original network",
+    "P674": "characters",
+    "P676": "lyrics by",
+    "P800": "notable work",
+    "P1441": "present in work",
+    "P400": "platform",
+    "P1056": "product or material produced",
+    "P136": "genre",
+    "P179": "series",
+    "P364": "original language of work",
+    "P495": "country of origin",
+    "P577": "publication date",
+    "P840": "narrative location",
+    # organisation structure and succession (a band "has part" its members)
+    "P361": "part of",
+    "P527": "has part",
+    "P749": "parent organization",
+    "P355": "subsidiary",
+    "P807": "separated from",
+    "P1365": "replaces",
+    "P1366": "replaced by",
+    "P155": "follows",
+    "P156": "followed by",
+    "P31": "instance of",
+    "P279": "subclass of",
+    "P137": "operator",
+    "P194": "legislative body",
+    "P1001": "applies to jurisdiction",
+    "P159": "headquarters location",
+    "P740": "location of formation",
+    "P571": "inception",
+    "P576": "dissolved, abolished or demolished",
+    # places, times and family: between a PER and an ORG only through typing noise
+    "P17": "country",
+    "P19": "place of birth",
+    "P20": "place of death",
+    "P27": "country of citizenship",
+    "P22": "father",
+    "P25": "mother",
+    "P26": "spouse",
+    "P40": "child",
+    "P3373": "sibling",
+    "P172": "ethnic group",
+    "P1412": "languages spoken, written or signed",
+    "P30": "continent",
+    "P36": "capital",
+    "P37": "official language",
+    "P131": "located in the administrative territorial entity",
+    "P150": "contains administrative territorial entity",
+    "P171": "parent taxon",
+    "P190": "sister city",
+    "P205": "basin country",
+    "P206": "located in or next to body of water",
+    "P276": "location",
+    "P403": "mouth of the watercourse",
+    "P706": "located on terrain feature",
+    "P1336": "territory claimed by",
+    "P1376": "capital of",
+    "P1198": "unemployment rate",
+    "P569": "date of birth",
+    "P570": "date of death",
+    "P580": "start time",
+    "P582": "end time",
+    "P585": "point in time",
+    "P607": "conflict",
+}
+KNOWLEDGENET_RELATIONS = {  # the derived rows' relation names
     "employee or member of": "employed by",
     "founder of": "founder of",
     "CEO of": "CEO of",
+}
+# Raw KnowledgeNet: propertyId -> (propertyName, canonical relation, the person's side of its facts).
+KNOWLEDGENET_PROPERTIES = {
+    "2": ("FOUNDED_BY", "founder of", "object"),  # <organisation> FOUNDED_BY <person>
+    "3": ("EMPLOYEE_OR_MEMBER_OF", "employed by", "subject"),  # <person> EMPLOYEE_OR_MEMBER_OF <organisation>
+    "4": ("CEO", "CEO of", "object"),  # <organisation> CEO <person>
 }
 # What a passage annotated for a KnowledgeNet relation was checked for, in canonical relations: its
 # "employee or member of" covers membership too, so a "member of" write there is scored, not ignored.
@@ -67,6 +196,14 @@ KNOWLEDGENET_ANNOTATED = {
     "FOUNDED_BY": ("founder of",),
     "CEO": ("CEO of",),
 }
+CONLL04_RELATIONS = {"Work_For": "employed by"}  # Peop -> Org
+# A fact whose person or organisation is only a pronoun names no one a memory could store.
+PRONOUNS = frozenset(
+    "i me my mine we us our ours you your yours he him his she her hers they them their theirs "
+    "it its who whom whose this that".split()
+)
+
+Passage = tuple[str, list[Triplet], list[str] | None]  # text, gold triplets, annotated relations (None = all)
 
 
 class RealDataMissing(FileNotFoundError):
@@ -100,8 +237,18 @@ def _read_jsonl(path: Path) -> list[tuple[int, dict]]:
     return read_dicts(path, "a real-text passage")
 
 
-def _record(rid: str, source: str, passage: str, triplets, annotated: list[str], replies: RepliesConfig) -> Record:
-    triplets = _dedupe(triplets)
+def passage_record(
+    rid: str,
+    source: str,
+    passage: str,
+    triplets,
+    annotated: list[str] | None,
+    replies: RepliesConfig,
+    split: str = REAL_SPLIT,
+) -> Record:
+    """A passage and its gold facts as a write record (the calls, then the acknowledgement), or a
+    negative one ("Nothing to store.") when it states none."""
+    triplets = _dedupe([Triplet(*t) for t in triplets])
     segments = [Segment(role="user", text=passage, train=False)]
     if triplets:
         segments.append(Segment(role="assistant", text=" ".join(render_write(*t) for t in triplets), train=True))
@@ -115,60 +262,34 @@ def _record(rid: str, source: str, passage: str, triplets, annotated: list[str],
         segments=segments,
         gold_triplets=triplets,
         gold_names=names,
-        split=REAL_SPLIT,
+        split=split,
         source=source,
         annotated_relations=annotated,
     )
 
 
+# --------------------------------------------------------------------------- the eval probe (data/real/)
+
+
 def load_redocred(path: Path, *, detok: bool = True, replies: RepliesConfig | None = None) -> list[Record]:
     replies = replies or RepliesConfig()
     clean = detokenize if detok else (lambda s: s)
-    records = []
-    for i, (n, row) in enumerate(_read_jsonl(path)):
-        triplets = []
-        for t in row["triples"]:
-            relation = REDOCRED_RELATIONS.get(t["relation"])
-            if relation is None:
-                raise ValueError(
-                    f"{path}:{n}: unmapped relation {t['relation']} ({t['relation_name']}); "
-                    f"add it to data_gen.real.REDOCRED_RELATIONS"
-                )
-            sides = {t["head_type"]: t["head"], t["tail_type"]: t["tail"]}
-            if set(sides) != {"PER", "ORG"}:
-                raise ValueError(
-                    f"{path}:{n}: expected one PER and one ORG side, got {t['head_type']}/{t['tail_type']}"
-                )
-            triplets.append((clean(sides["PER"]), relation, clean(sides["ORG"])))
-        annotated = sorted(set(REDOCRED_RELATIONS.values()))
-        records.append(
-            _record(f"{REAL_SPLIT}-redocred-{i:04d}", "redocred", clean(row["sentence"]), triplets, annotated, replies)
+    return [
+        passage_record(
+            f"{REAL_SPLIT}-redocred-{i:04d}", "redocred", *_redocred_row(row, f"{path}:{n}", clean=clean), replies
         )
-    return records
+        for i, (n, row) in enumerate(_read_jsonl(path))
+    ]
 
 
 def load_knowledgenet(path: Path, *, replies: RepliesConfig | None = None) -> list[Record]:
     replies = replies or RepliesConfig()
-    records = []
-    for i, (n, row) in enumerate(_read_jsonl(path)):
-        triplets = []
-        for t in row["triples"]:
-            relation = KNOWLEDGENET_RELATIONS.get(t["relation"])
-            if relation is None:
-                raise ValueError(
-                    f"{path}:{n}: unmapped relation {t['relation']!r}; add it to data_gen.real.KNOWLEDGENET_RELATIONS"
-                )
-            triplets.append((t["person"].strip(), relation, t["organization"].strip()))
-        try:
-            annotated = sorted({r for a in row["annotated"] for r in KNOWLEDGENET_ANNOTATED[a]})
-        except KeyError as err:
-            raise ValueError(f"{path}:{n}: unknown annotated relation {err}") from None
-        records.append(
-            _record(
-                f"{REAL_SPLIT}-knowledgenet-{i:04d}", "knowledgenet", row["text"].strip(), triplets, annotated, replies
-            )
+    return [
+        passage_record(
+            f"{REAL_SPLIT}-knowledgenet-{i:04d}", "knowledgenet", *_knowledgenet_row(row, f"{path}:{n}"), replies
         )
-    return records
+        for i, (n, row) in enumerate(_read_jsonl(path))
+    ]
 
 
 def load_real(
@@ -229,3 +350,409 @@ def write_real_jsonl(records: list[Record], path: str | Path) -> None:
     """One record per line (the same format as the synthetic JSONL exports)."""
     with open(path, "w", encoding="utf-8") as f:
         f.writelines(r.model_dump_json() + "\n" for r in records)
+
+
+# --------------------------------------------------------------------------- annotated corpora (training)
+
+
+def load_corpus(
+    path: str | Path,
+    format: str = "auto",
+    *,
+    relations: dict[str, str] | None = None,
+    window: int = 1,
+    replies: RepliesConfig | None = None,
+    split: str = REAL_SPLIT,
+) -> list[Record]:
+    """Every passage of an annotated corpus file as a write record (its gold person–organisation
+    facts) or a negative one (a passage checked for them that states none), in file order.
+
+    Records: `source` = the format, `split` = `split` (pass "train" for training data), ids
+    f"{split}-{format}-{file stem}-{i:05d}" (stable for a file, a format and a window),
+    `annotated_relations` = the relations the passage was checked for (KnowledgeNet, a jsonl row's
+    "annotated"), else the format's mapped relations (None for jsonl: every relation).
+
+    Formats (`format="auto"` tells them apart by the keys of the first row or document: vertexSet +
+    sents -> docred; tokens + entities -> conll04; passages -> knowledgenet (raw); sentence + triples
+    -> redocred_sentences; text + triples -> knowledgenet when "annotated" holds KnowledgeNet
+    property names (CEO, FOUNDED_BY, EMPLOYEE_OR_MEMBER_OF), else jsonl; anything else is an error):
+
+    redocred_sentences  the derived rows of data/real/ (what `load_redocred` reads).
+    knowledgenet        the derived rows {text, annotated, triples} (what `load_knowledgenet` reads) or
+                        raw documents (diffbot/knowledge-net train.json: {documentId, documentText,
+                        passages: [{passageText, exhaustivelyAnnotatedProperties, facts}]}). Raw: only
+                        passages annotated for FOUNDED_BY, EMPLOYEE_OR_MEMBER_OF or CEO are used; facts of
+                        other properties there are ignored (not person–organisation memory facts); a fact
+                        whose person or organisation is a pronoun ("He", "its") or does not occur in the
+                        passage is left out, and a passage left with no fact by that is skipped (it does
+                        state a fact: it is no negative).
+    docred              DocRED / Re-DocRED documents (a JSON array or JSONL of {title, sents, vertexSet,
+                        labels}). Every `window` consecutive sentences (sliding by one) that mention a PER
+                        and an ORG entity are a passage, detokenised; its facts are the mapped PER–ORG
+                        labels whose two entities it mentions and whose evidence (when given) it holds, named
+                        by the entity's first mention in the window. A window is skipped when a PER–ORG label
+                        touches it (both entities mentioned, or an evidence sentence inside) whose evidence
+                        lies partly outside it or whose relation is in DOCRED_IGNORED, or when a fact's name
+                        cannot be found in the detokenised text; a window touched by no PER–ORG label is a
+                        negative. A PER–ORG relation neither mapped nor ignored is an error; a document
+                        without "labels" (DocRED's test.json) too.
+    conll04             the JSON of SpERT and most repositories ([{tokens, entities: [{type, start, end}],
+                        relations: [{type, head, tail}]}]): a sentence with a Peop and an Org entity is a
+                        passage (Work_For facts, or a negative without one); other sentences are skipped; any
+                        other relation between a Peop and an Org is an error. CoNLL04 states no licence:
+                        memlm ships none of it, only this reader.
+    jsonl               a user's own annotations, one per line: {"text", "triples": [{subject, relation,
+                        object} | {person, relation, organization} | [s, r, o]], "annotated": [...]?}.
+                        Relations: a canonical relation of the memory table, an alias of one (written as
+                        the canonical name) or a key of `relations`. Empty triples = a negative. Each name
+                        must occur in the text (case-insensitive).
+
+    `relations` maps more corpus relation labels (DocRED ids, CoNLL04 types, jsonl names) to canonical
+    relations of the memory table, over the built-in tables (not for knowledgenet, whose properties
+    fix the person's side). `window` is for docred only. Errors: RealDataMissing for a missing file,
+    ValueError naming the file and the line (JSONL), element index (JSON array) or document otherwise.
+    Skipped windows and passages are counted in an INFO log line.
+    """
+    path = Path(path)
+    if format != "auto" and format not in CORPUS_FORMATS:
+        raise ValueError(f"unknown corpus format {format!r}; one of auto, {', '.join(CORPUS_FORMATS)}")
+    if window < 1:
+        raise ValueError(f"window must be at least 1 sentence, got {window}")
+    rows = _read_rows(path)
+    if format == "auto":
+        format = _detect_format(rows)
+    canonical, extra = _caller_relations(relations)
+    if extra and format == "knowledgenet":
+        raise ValueError(
+            "relations= does not apply to knowledgenet: its properties are fixed (KNOWLEDGENET_PROPERTIES)"
+        )
+    skipped: Counter[str] = Counter()
+    if format == "redocred_sentences":
+        read = partial(_redocred_sentences, relations={**REDOCRED_RELATIONS, **extra})
+    elif format == "knowledgenet":
+        read = partial(_knowledgenet_passages, skipped=skipped)
+    elif format == "docred":
+        read = partial(_docred_document, relations={**REDOCRED_RELATIONS, **extra}, window=window, skipped=skipped)
+    elif format == "conll04":
+        read = partial(_conll04_sentence, relations={**CONLL04_RELATIONS, **extra}, skipped=skipped)
+    else:
+        from memory_runtime.store import normalize_term
+
+        read = partial(_jsonl_row, relations={**canonical, **{normalize_term(k): v for k, v in extra.items()}})
+    passages: list[Passage] = []
+    for where, row in rows:
+        try:
+            passages += read(row, where)
+        except (KeyError, IndexError, TypeError, AttributeError) as err:
+            raise ValueError(f"{where}: not a {format} row ({type(err).__name__}: {err})") from None
+    if skipped:
+        logger.info("%s: %d passages, skipped %s", path, len(passages), dict(skipped))
+    if not passages:
+        logger.warning("%s: no passage with a person and an organisation checked for their facts", path)
+    replies = replies or RepliesConfig()
+    return [
+        passage_record(f"{split}-{format}-{path.stem}-{i:05d}", format, text, triplets, annotated, replies, split=split)
+        for i, (text, triplets, annotated) in enumerate(passages)
+    ]
+
+
+def detect_format(path: str | Path) -> str:
+    """The corpus format of a file, as load_corpus(format="auto") tells it."""
+    return _detect_format(_read_rows(Path(path)))
+
+
+def corpus_stats(records: list[Record]) -> dict:
+    """Counts for a dataset card: passages, with facts, negatives, facts, facts by relation, passages by source."""
+    return {
+        "passages": len(records),
+        "with_facts": sum(1 for r in records if r.gold_triplets),
+        "negatives": sum(1 for r in records if not r.gold_triplets),
+        "facts": sum(len(r.gold_triplets) for r in records),
+        "facts_by_relation": dict(sorted(Counter(t[1] for r in records for t in r.gold_triplets).items())),
+        "by_source": dict(sorted(Counter(r.source or "unknown" for r in records).items())),
+    }
+
+
+def _read_rows(path: Path) -> list[tuple[str, dict]]:
+    """(where, object) of every element of a JSON array or line of a JSONL file; `where` names the
+    file and the element index or the line."""
+    if not path.is_file():
+        raise RealDataMissing(f"corpus file {path} is missing")
+    text = path.read_text(encoding="utf-8-sig")
+    if not text.lstrip().startswith("["):
+        rows = [(f"{path}:{n}", row) for n, row in read_dicts(path, "a corpus passage or document")]
+    else:
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as err:
+            raise ValueError(f"{path}: not JSON ({err})") from None
+        for i, row in enumerate(data):
+            if not isinstance(row, dict):
+                raise ValueError(f"{path}[{i}]: expected a JSON object, got {type(row).__name__}")
+        rows = [(f"{path}[{i}]", row) for i, row in enumerate(data)]
+    if not rows:
+        raise ValueError(f"{path}: no passages")
+    return rows
+
+
+def _detect_format(rows: list[tuple[str, dict]]) -> str:
+    where, first = rows[0]
+    keys = set(first)
+    if {"vertexSet", "sents"} <= keys:
+        return "docred"
+    if {"tokens", "entities"} <= keys:
+        return "conll04"
+    if "passages" in keys:
+        return "knowledgenet"
+    if {"sentence", "triples"} <= keys:
+        return "redocred_sentences"
+    if {"text", "triples"} <= keys:
+        annotated = first.get("annotated")
+        if annotated and isinstance(annotated, list) and all(a in KNOWLEDGENET_ANNOTATED for a in annotated):
+            return "knowledgenet"
+        return "jsonl"
+    hint = " (data_gen records: read them with load_real_file)" if "segments" in keys else ""
+    raise ValueError(
+        f"{where}: cannot tell the corpus format from the keys {sorted(keys)}{hint}; "
+        f"pass format= (one of {', '.join(CORPUS_FORMATS)})"
+    )
+
+
+def _caller_relations(relations: dict[str, str] | None) -> tuple[dict[str, str], dict[str, str]]:
+    """The memory table's names (normalised name or alias -> canonical) and the caller's mapping with
+    canonical values (an alias value is written as its canonical name; anything else is an error)."""
+    from memory_runtime.store import MemoryConfig, normalize_term
+
+    canonical = MemoryConfig.load().canonical_names
+    extra = {}
+    for key, value in (relations or {}).items():
+        if normalize_term(value) not in canonical:
+            raise ValueError(f"relations: {key!r} -> {value!r}, which is not a relation of the memory relation table")
+        extra[key] = canonical[normalize_term(value)]
+    return canonical, extra
+
+
+def _redocred_row(row: dict, where: str, relations: dict[str, str] = REDOCRED_RELATIONS, clean=detokenize) -> Passage:
+    triplets = []
+    for t in row["triples"]:
+        relation = relations.get(t["relation"])
+        if relation is None:
+            raise ValueError(
+                f"{where}: unmapped relation {t['relation']} ({t.get('relation_name', 'name unknown')}); "
+                f"add it to data_gen.real.REDOCRED_RELATIONS"
+            )
+        sides = {t["head_type"]: t["head"], t["tail_type"]: t["tail"]}
+        if set(sides) != {"PER", "ORG"}:
+            raise ValueError(f"{where}: expected one PER and one ORG side, got {t['head_type']}/{t['tail_type']}")
+        triplets.append(Triplet(clean(sides["PER"]), relation, clean(sides["ORG"])))
+    return clean(row["sentence"]), triplets, _docred_annotated(relations)
+
+
+def _docred_annotated(relations: dict[str, str]) -> list[str]:
+    """DOCRED_ANNOTATED and the relations a caller's mapping adds."""
+    return sorted({*DOCRED_ANNOTATED, *(r for k, r in relations.items() if k not in REDOCRED_RELATIONS)})
+
+
+def _redocred_sentences(row: dict, where: str, relations: dict[str, str]) -> list[Passage]:
+    return [_redocred_row(row, where, relations)]
+
+
+def _knowledgenet_row(row: dict, where: str) -> Passage:
+    """A derived KnowledgeNet row {text, annotated, triples: [{person, relation, organization}]}."""
+    triplets = []
+    for t in row["triples"]:
+        relation = KNOWLEDGENET_RELATIONS.get(t["relation"])
+        if relation is None:
+            raise ValueError(
+                f"{where}: unmapped relation {t['relation']!r}; add it to data_gen.real.KNOWLEDGENET_RELATIONS"
+            )
+        triplets.append(Triplet(t["person"].strip(), relation, t["organization"].strip()))
+    try:
+        annotated = sorted({r for a in row["annotated"] for r in KNOWLEDGENET_ANNOTATED[a]})
+    except KeyError as err:
+        raise ValueError(f"{where}: unknown annotated relation {err}") from None
+    return row["text"].strip(), triplets, annotated
+
+
+def _knowledgenet_passages(row: dict, where: str, skipped: Counter[str]) -> list[Passage]:
+    """A derived row, or the passages of a raw KnowledgeNet document annotated for a mapped property."""
+    if "passages" not in row:
+        return [_knowledgenet_row(row, where)]
+    out = []
+    for passage in row["passages"]:
+        checked = [
+            KNOWLEDGENET_PROPERTIES[str(p["propertyId"])]
+            for p in passage["exhaustivelyAnnotatedProperties"]
+            if str(p["propertyId"]) in KNOWLEDGENET_PROPERTIES
+        ]
+        if not checked:
+            skipped["passage not annotated for a mapped property"] += 1
+            continue
+        text = passage["passageText"].strip()
+        triplets, unnamed = [], 0
+        for fact in passage["facts"]:
+            if str(fact["propertyId"]) not in KNOWLEDGENET_PROPERTIES:
+                continue  # not a person–organisation memory fact
+            _, relation, person_side = KNOWLEDGENET_PROPERTIES[str(fact["propertyId"])]
+            org_side = "object" if person_side == "subject" else "subject"
+            person, org = fact[person_side + "Text"].strip(), fact[org_side + "Text"].strip()
+            if _unnamed(person, text) or _unnamed(org, text):
+                unnamed += 1
+            else:
+                triplets.append(Triplet(person, relation, org))
+        if unnamed and not triplets:
+            skipped["passage whose facts name a pronoun (or a name it does not hold) only"] += 1
+            continue
+        annotated = sorted({r for name, _, _ in checked for r in KNOWLEDGENET_ANNOTATED[name]})
+        out.append((text, triplets, annotated))
+    return out
+
+
+def _unnamed(name: str, text: str) -> bool:
+    """A pronoun, or a name the passage does not hold: nothing a model could copy from it."""
+    return not name or name.casefold() in PRONOUNS or name.casefold() not in text.casefold()
+
+
+def _docred_document(
+    doc: dict, where: str, relations: dict[str, str], window: int, skipped: Counter[str]
+) -> list[Passage]:
+    where = f"{where} (document {doc.get('title', '?')!r})"
+    if "labels" not in doc:
+        raise ValueError(f"{where}: no labels (an unlabelled file such as DocRED's test.json states no gold facts)")
+    sents, entities = doc["sents"], doc["vertexSet"]
+    types = [mentions[0]["type"] for mentions in entities]
+    links = []  # (person entity, organisation entity, canonical relation or None if ignored, evidence sentences)
+    for label in doc["labels"]:
+        ends = {types[label["h"]]: label["h"], types[label["t"]]: label["t"]}
+        if set(ends) != {"PER", "ORG"}:
+            continue
+        r = label["r"]
+        if r not in relations and r not in DOCRED_IGNORED:
+            raise ValueError(
+                f"{where}: person–organisation relation {r} (not one of DocRED's relations) "
+                f"is neither mapped nor ignored: add it to data_gen.real.REDOCRED_RELATIONS or DOCRED_IGNORED, "
+                f"or pass relations="
+            )
+        links.append((ends["PER"], ends["ORG"], relations.get(r), set(label.get("evidence") or ())))
+    annotated = _docred_annotated(relations)
+    out = []
+    for start in range(max(1, len(sents) - window + 1)):
+        inside = set(range(start, min(start + window, len(sents))))
+        mentioned = {  # entity -> its mentions in the window, in text order
+            e: sorted((m for m in mentions if m["sent_id"] in inside), key=lambda m: (m["sent_id"], m["pos"][0]))
+            for e, mentions in enumerate(entities)
+        }
+        mentioned = {e: ms for e, ms in mentioned.items() if ms}
+        if not {"PER", "ORG"} <= {types[e] for e in mentioned}:
+            continue
+        text = detokenize(" ".join(token for s in sorted(inside) for token in sents[s]))
+        facts, skip = _window_facts(links, mentioned, inside, sents, text)
+        if skip:
+            skipped[skip] += 1
+        else:
+            out.append((text, facts, annotated))
+    return out
+
+
+def _window_facts(
+    links: list[tuple[int, int, str | None, set[int]]],
+    mentioned: dict[int, list[dict]],
+    inside: set[int],
+    sents: list[list[str]],
+    text: str,
+) -> tuple[list[Triplet], str | None]:
+    """The window's gold facts, or why the window is skipped."""
+    facts = []
+    for person, org, relation, evidence in links:
+        both = person in mentioned and org in mentioned
+        if not both and not evidence & inside:
+            continue  # a fact of other sentences
+        if relation is None:
+            return [], "window stating an ignored relation"
+        if not both or not evidence <= inside:
+            return [], "window holding part of a fact's evidence"
+        names = [_mention_name(sents, mentioned[e], text) for e in (person, org)]
+        if None in names:
+            return [], "window whose names are not in its detokenised text"
+        facts.append(Triplet(names[0], relation, names[1]))
+    return facts, None
+
+
+def _mention_name(sents: list[list[str]], mentions: list[dict], text: str) -> str | None:
+    """The entity's first mention in the window as the detokenised text holds it (a later mention when
+    detokenising the mention alone gives another string)."""
+    for m in mentions:
+        name = detokenize(" ".join(sents[m["sent_id"]][m["pos"][0] : m["pos"][1]]))
+        if name and name in text:
+            return name
+    return None
+
+
+def _conll04_sentence(row: dict, where: str, relations: dict[str, str], skipped: Counter[str]) -> list[Passage]:
+    tokens, entities = row["tokens"], row["entities"]
+    types = [e["type"] for e in entities]
+    if not {"Peop", "Org"} <= set(types):
+        return []
+    text = detokenize(" ".join(tokens))
+    triplets = []
+    for rel in row["relations"]:
+        ends = {types[rel["head"]]: rel["head"], types[rel["tail"]]: rel["tail"]}
+        if set(ends) != {"Peop", "Org"}:
+            continue
+        relation = relations.get(rel["type"])
+        if relation is None:
+            raise ValueError(
+                f"{where}: unmapped relation {rel['type']} between a Peop and an Org "
+                f"(data_gen.real.CONLL04_RELATIONS maps {', '.join(CONLL04_RELATIONS)}; or pass relations=)"
+            )
+        person, org = (
+            detokenize(" ".join(tokens[entities[ends[k]]["start"] : entities[ends[k]]["end"]])) for k in ("Peop", "Org")
+        )
+        if person not in text or org not in text:
+            skipped["sentence whose names are not found in its detokenised text"] += 1
+            return []
+        triplets.append(Triplet(person, relation, org))
+    return [(text, triplets, sorted(set(relations.values())))]
+
+
+def _jsonl_row(row: dict, where: str, relations: dict[str, str]) -> list[Passage]:
+    """`relations`: normalised relation name -> canonical (the memory table's names and aliases, and the caller's)."""
+    from memory_runtime.store import normalize_term
+
+    text = row["text"]
+    if not isinstance(text, str) or not text.strip():
+        raise ValueError(f'{where}: "text" must be a non-empty string')
+
+    def canonical(name) -> str:
+        if not isinstance(name, str) or normalize_term(name) not in relations:
+            raise ValueError(
+                f"{where}: relation {name!r} is neither a relation of the memory relation table "
+                f"(memory_runtime/relations.yaml), an alias of one, nor a key of relations="
+            )
+        return relations[normalize_term(name)]
+
+    triplets = []
+    for t in row["triples"]:
+        if isinstance(t, list) and len(t) == 3:
+            fields = t
+        elif isinstance(t, dict) and {"subject", "relation", "object"} <= set(t):
+            fields = [t["subject"], t["relation"], t["object"]]
+        elif isinstance(t, dict) and {"person", "relation", "organization"} <= set(t):
+            fields = [t["person"], t["relation"], t["organization"]]
+        else:
+            raise ValueError(
+                f"{where}: a triple is {{subject, relation, object}}, {{person, relation, organization}} "
+                f"or [subject, relation, object], got {t!r}"
+            )
+        subject, obj = (f.strip() if isinstance(f, str) else "" for f in (fields[0], fields[2]))
+        for name in (subject, obj):
+            if not name or name.casefold() not in text.casefold():
+                raise ValueError(
+                    f"{where}: {name!r} does not occur in the text "
+                    f"(a write the model cannot copy from the text teaches nothing)"
+                )
+        triplets.append(Triplet(subject, canonical(fields[1]), obj))
+    annotated = row.get("annotated")
+    if annotated is not None:
+        annotated = sorted({canonical(name) for name in annotated})
+    return [(text.strip(), triplets, annotated)]

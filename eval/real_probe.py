@@ -10,6 +10,10 @@ only calls "he"). KnowledgeNet passages are annotated for a few relations only: 
 in other relations are not counted against them, neither in the pair scores nor as false writes
 (a founder write on a passage checked only for CEO facts may be a true fact nobody annotated);
 `any_write_rate` counts every write on a no-fact passage.
+
+With a scoring write gate (memory_runtime.write_gate, ``score: true``) every write the model made,
+stored or held back, is kept with its scores, and :func:`gate_curve` gives the precision–recall
+curve of each signal: the figures as if only writes scoring at least t had been stored.
 """
 
 from __future__ import annotations
@@ -53,10 +57,18 @@ def passage_session(system: System, record: Record, memory_config: MemoryConfig 
     store = TripletStore(":memory:", memory_config)
     result = yield system.request(record.segments[0].text, store)
     writes = [tuple(c.fields) for c in result.calls if c.kind == "write"]
-    scored = writes
-    if record.annotated_relations is not None:
-        annotated = {normalize_term(r) for r in record.annotated_relations}
-        scored = [t for t in writes if normalize_term(store.canonical_relation(t[1])) in annotated]
+    annotated = {normalize_term(r) for r in record.annotated_relations or ()}
+
+    def counted(t) -> bool:
+        return record.annotated_relations is None or normalize_term(store.canonical_relation(t[1])) in annotated
+
+    scored = [t for t in writes if counted(t)]
+    # every write the model made and the gate scored, stored or held back (the gate's curve)
+    gated = [
+        {"triplet": list(c.fields), "scores": c.scores, "held": c.kind != "write", "counted": counted(c.fields)}
+        for c in result.calls
+        if c.scores and c.fields and all(c.fields)
+    ]
     gold = [tuple(t) for t in record.gold_triplets]
     mentioned = [t for t in gold if is_mentioned(record, t)]
     return {
@@ -71,6 +83,7 @@ def passage_session(system: System, record: Record, memory_config: MemoryConfig 
         "pairs": pair_prf(scored, gold).to_dict(),
         "pairs_mentioned": pair_prf(scored, mentioned).to_dict(),
         "triplets": triplet_prf(scored, gold, store.canonical_relation).to_dict(),
+        "gated_writes": gated,
         "tokens": result.generated_tokens,
         "wall_s": result.wall_seconds,
     }
@@ -112,4 +125,32 @@ def summarise_real(rows: list[dict]) -> dict:
             "false_write_rate": sum(r["false_write"] for r in no_fact) / len(no_fact) if no_fact else None,
             "any_write_rate": sum(r["any_write"] for r in no_fact) / len(no_fact) if no_fact else None,
         }
+        signals = sorted({k for r in group for w in r.get("gated_writes", ()) for k in w["scores"]})
+        if signals:
+            out[source]["write_gate"] = {signal: gate_curve(group, signal) for signal in signals}
     return out
+
+
+GATE_THRESHOLDS = tuple(round(0.05 * i, 2) for i in range(20)) + (0.96, 0.97, 0.98, 0.99)
+
+
+def gate_curve(rows: list[dict], signal: str, thresholds: Iterable[float] = GATE_THRESHOLDS) -> list[dict]:
+    """Pair precision/recall/F1 and the false-write rate of `rows` had only writes whose `signal`
+    score is at least t been stored, for each threshold t (the rows' writes must all be scored)."""
+    curve = []
+    for t in thresholds:
+        total, false_writes, no_fact = PRF(0, 0, 0), 0, 0
+        for r in rows:
+            kept = [w["triplet"] for w in r["gated_writes"] if w["counted"] and w["scores"].get(signal, 0.0) >= t]
+            total = total + pair_prf(kept, r["gold"])
+            if not r["has_fact"]:
+                no_fact += 1
+                false_writes += bool(kept)
+        curve.append(
+            {
+                "threshold": t,
+                **{k: v for k, v in total.to_dict().items() if k in ("precision", "recall", "f1", "predicted")},
+                "false_write_rate": false_writes / no_fact if no_fact else None,
+            }
+        )
+    return curve

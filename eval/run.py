@@ -36,6 +36,7 @@ from eval.systems import SYSTEMS, System
 from memory_runtime.jsonl import read_models
 from memory_runtime.records import Record
 from memory_runtime.store import MemoryConfig
+from memory_runtime.write_gate import WriteGateConfig, write_gate
 from memory_runtime.yaml_config import apply_overrides, read_mapping, validate
 
 Part = Literal["records", "typos", "episodes", "real", "injection"]
@@ -87,6 +88,11 @@ class EvalConfig(BaseModel):
     )
     memory_config: str | None = Field(
         None, description="a memory config YAML (relation table, fuzzy settings); None: the shipped one"
+    )
+    write_gate: WriteGateConfig = Field(
+        WriteGateConfig(),
+        description="the operating point of the model's writes, as chat and serve use it (memory_runtime.write_gate); "
+        "score=true scores every write with every signal for the precision-recall curve",
     )
 
     def save(self, path: str | Path) -> Path:
@@ -176,6 +182,7 @@ def load_systems(config: EvalConfig) -> dict[str, System]:
             config.max_new_tokens,
             copy_fields=config.copy_fields,
             system_prompt=trained_system_prompt(config.model),
+            write_gate=write_gate(config.write_gate, model, tokenizer),
         )
     baselines = [name for name in config.systems if name != "memlm"]
     if baselines:

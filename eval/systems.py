@@ -33,6 +33,7 @@ from memory_runtime.protocol import (
     render_write,
 )
 from memory_runtime.store import TripletStore
+from memory_runtime.write_gate import WriteGate
 
 ZERO_SHOT_PROMPT = "Answer the question from the facts given. If they do not say, answer: I don't know."
 
@@ -83,6 +84,7 @@ class System:
     backend_factory: Callable[[], Backend] | None = None  # default: HFBackend(model, tokenizer)
     copy_fields: bool = True  # names in calls copied from the conversation, relations from the table (field_copy)
     system_prompt: str | None = SYSTEM_PROMPT  # memlm's: the one its model was trained with
+    write_gate: WriteGate | None = None  # scores the writes it generates, may hold some back
 
     @property
     def uses_memory(self) -> bool:
@@ -132,6 +134,7 @@ class System:
             system_prompt=prompt,
             max_calls=request.max_calls,
             max_new_tokens=request.max_new_tokens,
+            write_gate=self.write_gate,
         )
         return controller.run_turn(body[-1]["content"], body[:-1])
 
@@ -158,7 +161,11 @@ def run_sessions(
     tick = progress or (lambda: None)
     if batch_size > 1 and system.backend_factory is None:
         decoder = BatchDecoder(
-            system.model, system.tokenizer, max_batch_size=batch_size, copy_fields=system.copy_fields
+            system.model,
+            system.tokenizer,
+            max_batch_size=batch_size,
+            copy_fields=system.copy_fields,
+            write_gate=system.write_gate,
         )
         return decoder.run_sessions(sessions, on_done=lambda index, value: tick())
     out = []

@@ -912,13 +912,27 @@ def chat_command(
     ),
     device: str = DEVICE,
     dtype: str = DTYPE,
+    write_gate: str | None = typer.Option(
+        None,
+        "--write-gate",
+        help="Hold back writes the model is unsure of: none, call or call_min (its probability of the call: "
+        "per-token mean, least token) or verify (it is asked whether the text states the fact); default: the "
+        "shipped operating point "
+        "(memory_runtime/write_gate.py). /trace shows each write's scores.",
+    ),
+    write_threshold: float | None = typer.Option(
+        None, "--write-threshold", min=0.0, max=1.0, help="The score a write needs to be stored (with --write-gate)."
+    ),
 ) -> None:
     """Chat with a model and its memory in the terminal: /facts, /trace, /forget PATTERN, /user NAME, /help.
 
     Reads stdin when it is not a terminal (lines are echoed), so a session can be scripted."""
     from memory_runtime.chat import chat
+    from memory_runtime.write_gate import WriteGateConfig
 
     try:
+        gate = {"signal": write_gate, "threshold": write_threshold}
+        gate_config = WriteGateConfig.model_validate({k: v for k, v in gate.items() if v is not None})
         chat(
             model,
             db,
@@ -933,6 +947,7 @@ def chat_command(
             feedback_dir=feedback_dir or _default_feedback_dir(db),
             device=device,
             dtype=dtype,
+            write_gate_config=gate_config,
         )
     except (ValueError, FileNotFoundError) as err:
         _fail(err)

@@ -39,6 +39,7 @@ from memory_runtime.batch_cache import BatchCache, new_cache, supports
 from memory_runtime.controller import Controller, TurnCalls, TurnResult
 from memory_runtime.hf_backend import HFBackend, TurnDecoder, check_sampling, end_token_ids, input_device
 from memory_runtime.store import TripletStore
+from memory_runtime.write_gate import WriteGate
 
 Session = Generator["TurnRequest", TurnResult, Any]
 
@@ -156,9 +157,10 @@ class _Decoder:
 class OneAtATime(_Decoder):
     """The decoder interface over any streaming backend: one turn per step, through Controller."""
 
-    def __init__(self, backend_factory: Callable[[TurnRequest], Backend]) -> None:
+    def __init__(self, backend_factory: Callable[[TurnRequest], Backend], write_gate: WriteGate | None = None) -> None:
         super().__init__()
         self.backend_factory = backend_factory
+        self.write_gate = write_gate
 
     def step(self) -> list[tuple[TurnRequest, TurnResult]]:
         if not self.waiting:
@@ -174,6 +176,7 @@ class OneAtATime(_Decoder):
             system_prompt=system,
             max_calls=request.max_calls,
             max_new_tokens=request.max_new_tokens,
+            write_gate=self.write_gate,
         )
         turn = controller.run_turn(
             body[-1]["content"], body[:-1], on_text=request.on_text, cancelled=request.cancel.is_set
@@ -184,7 +187,15 @@ class OneAtATime(_Decoder):
 class BatchDecoder(_Decoder):
     """Decodes many turns at once (see the module docstring). Not thread-safe: one thread steps it."""
 
-    def __init__(self, model: Any, tokenizer: Any, *, max_batch_size: int = 8, copy_fields: bool = True) -> None:
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        *,
+        max_batch_size: int = 8,
+        copy_fields: bool = True,
+        write_gate: WriteGate | None = None,
+    ) -> None:
         if max_batch_size < 1:
             raise ValueError(f"max_batch_size must be at least 1, got {max_batch_size}")
         super().__init__()
@@ -192,6 +203,7 @@ class BatchDecoder(_Decoder):
         self.tokenizer = tokenizer
         self.max_batch_size = max_batch_size
         self.copy_fields = copy_fields
+        self.write_gate = write_gate  # scores generated writes with this model; may hold some back
         self.stackable = supports(model)
         self.context = getattr(getattr(model, "config", None), "max_position_embeddings", None)
         self.end_token_ids = end_token_ids(model, tokenizer)
@@ -199,7 +211,7 @@ class BatchDecoder(_Decoder):
         self.cache = BatchCache()
         self._keys = 0
         self.stats = {"steps": 0, "forward_seconds": 0.0, "rows": 0, "prefills": 0, "prefill_seconds": 0.0}
-        self._alone = OneAtATime(self.backend_for)  # models whose cache cannot be stacked
+        self._alone = OneAtATime(self.backend_for, write_gate)  # models whose cache cannot be stacked
         if not self.stackable:
             self.waiting = self._alone.waiting
 
@@ -293,6 +305,7 @@ class BatchDecoder(_Decoder):
             request.on_text,
             request.messages,
             request.cancel.is_set,
+            self.write_gate,
         )
         turn = _Turn(self._keys, request, decoder, calls)
         prompt = decoder.prompt_ids

@@ -23,6 +23,7 @@ from memory_runtime.controller import Controller, TurnResult
 from memory_runtime.feedback import Exchange, Feedback
 from memory_runtime.protocol import SEPARATOR
 from memory_runtime.store import TripletStore
+from memory_runtime.write_gate import WriteGateConfig
 
 HELP = """\
 Type a statement ("Dorothea Altemus works for Pfizer.") or a question ("Who works for Pfizer?").
@@ -235,6 +236,8 @@ def _print_trace(turn: TurnResult | None, console: Console) -> None:
             results += "".join(f"\n(fuzzy {m.field}: {m.asked!r} -> {m.matched!r})" for m in call.fuzzy)
         if call.superseded:
             results += "".join(f"\n(supersedes {SEPARATOR.join(t)})" for t in call.superseded)
+        if call.scores:
+            results += "\n(scores " + ", ".join(f"{k} {v:.2f}" for k, v in call.scores.items()) + ")"
         table.add_row(Text(call.kind), Text(call.text), Text(call.status), Text(results))
     console.print(table)
 
@@ -278,14 +281,17 @@ def chat(
     copy_fields: bool = True,
     device: str = "auto",
     dtype: str = "auto",
+    write_gate_config: WriteGateConfig | None = None,
 ) -> None:
     """`memlm chat`: load the model and the memory, then run the REPL on stdin/stdout.
-    `feedback_dir` keeps /good /bad /correct as JSONL (pending/: reviewed with `memlm feedback`)."""
+    `feedback_dir` keeps /good /bad /correct as JSONL (pending/: reviewed with `memlm feedback`);
+    `write_gate_config` (default: WriteGateConfig's operating point) may hold back unsure writes."""
     from memory_runtime.feedback import FeedbackLog
     from memory_runtime.hardware import resolve_device
     from memory_runtime.hf_backend import HFBackend
     from memory_runtime.models import cache_root, load_model, trained_system_prompt
     from memory_runtime.store import MemoryConfig
+    from memory_runtime.write_gate import write_gate
 
     memory = MemoryConfig.load(memory_config)
     loaded, tokenizer = load_model(model, merge=True, device=resolve_device(device), dtype=dtype)  # before the db:
@@ -295,6 +301,7 @@ def chat(
         )  # start() resets it every turn
 
         system_prompt = trained_system_prompt(model)
+        gate = write_gate(write_gate_config or WriteGateConfig(), loaded, tokenizer)
 
         def controller(namespace: str) -> Controller:
             return Controller(
@@ -304,6 +311,7 @@ def chat(
                 system_prompt=system_prompt,
                 max_calls=max_calls,
                 max_new_tokens=max_new_tokens,
+                write_gate=gate,
             )
 
         run_chat(

@@ -7,7 +7,8 @@ Only generated text is ever parsed: calls typed by the user (or present in earli
 are never executed, and a generated write that copies call syntax from the prompt is refused
 (memory_runtime.injection; the refusal is in the trace), as is one whose subject or object names
 nobody ("She", "the association": field_copy.names_nobody, which the decoder also follows but
-cannot always hold the model to).
+cannot always hold the model to). A write gate (memory_runtime.write_gate) may hold back a write
+the model is unsure of; the trace gives its scores and why.
 
 :class:`TurnCalls` is that handling for one turn, fed text as it arrives; :class:`Controller`
 drives it with a streaming backend one turn at a time, memory_runtime.batching drives many at
@@ -36,6 +37,7 @@ from memory_runtime.protocol import (
     strip_calls,
 )
 from memory_runtime.store import FieldMatch, TripletStore
+from memory_runtime.write_gate import WriteGate
 
 Status = Literal["ok", "max_calls", "max_tokens", "cancelled"]
 Action = Literal["continue", "pause", "stop"]
@@ -53,6 +55,7 @@ class CallRecord:
     superseded: list[Triplet] = field(default_factory=list)  # write: facts it replaced
     fuzzy: list[FieldMatch] = field(default_factory=list)  # read: fields matched approximately
     store_ms: float = 0.0
+    scores: dict[str, float] = field(default_factory=dict)  # write: the write gate's signals, where scored
 
 
 @dataclass
@@ -105,8 +108,11 @@ class TurnCalls:
         on_text: Callable[[str], None] | None = None,
         messages: Sequence[dict[str, str]] = (),
         cancelled: Callable[[], bool] | None = None,
+        write_gate: WriteGate | None = None,
     ) -> None:
         self.cancelled = cancelled  # asked before every piece: the client went away, the turn ends
+        self.messages = list(messages)
+        self.write_gate = write_gate
         self.on_text = on_text  # called with the turn's text (calls included) after every piece: streaming
         # the turn's prompt: call syntax in any message but the system prompt came from outside the model
         self.guard = InjectionGuard.of(m["content"] for m in messages if m["role"] != "system")
@@ -194,12 +200,23 @@ class TurnCalls:
         for term in (subject, object_):
             if term and names_nobody(term, closed=True):
                 return CallRecord("error", text, call.fields, status=f"refused: {term!r} names nobody, not stored")
+        scores: dict[str, float] = {}
+        if self.write_gate is not None and all(call.fields):
+            decision = self.write_gate.check(self.messages, self.text[: call.start], text, call.fields)  # type: ignore[arg-type]
+            scores = decision.scores
+            if decision.held:
+                return CallRecord("error", text, call.fields, status=decision.reason, scores=scores)
         try:
             result = self.store.write(*call.fields, namespace=self.namespace)  # type: ignore[arg-type]
         except (TypeError, ValueError) as err:
-            return CallRecord("error", text, call.fields, status=str(err))
+            return CallRecord("error", text, call.fields, status=str(err), scores=scores)
         return CallRecord(
-            "write", text, call.fields, status=result.status, superseded=[f.triplet for f in result.superseded]
+            "write",
+            text,
+            call.fields,
+            status=result.status,
+            superseded=[f.triplet for f in result.superseded],
+            scores=scores,
         )
 
     def _read(self, call: Call) -> CallRecord:
@@ -231,6 +248,7 @@ class Controller:
         system_prompt: str | None = SYSTEM_PROMPT,
         max_calls: int = 16,
         max_new_tokens: int = 256,
+        write_gate: WriteGate | None = None,
     ) -> None:
         if max_calls < 1 or max_new_tokens < 1:
             raise ValueError("max_calls and max_new_tokens must be at least 1")
@@ -240,6 +258,7 @@ class Controller:
         self.system_prompt = system_prompt
         self.max_calls = max_calls
         self.max_new_tokens = max_new_tokens
+        self.write_gate = write_gate
 
     def run_turn(
         self,
@@ -253,7 +272,7 @@ class Controller:
         start = time.perf_counter()
         messages = turn_messages(user_text, history, self.system_prompt)
         self.backend.start(messages)
-        turn = TurnCalls(self.store, self.namespace, self.max_calls, on_text, messages, cancelled)
+        turn = TurnCalls(self.store, self.namespace, self.max_calls, on_text, messages, cancelled, self.write_gate)
         generated = 0
         while True:
             action: Action = "continue"

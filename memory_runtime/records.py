@@ -20,7 +20,7 @@ from memory_runtime.protocol import Call, Triplet, parse_calls
 
 Role = Literal["user", "assistant", "memory"]
 RecordType = Literal[
-    "write", "read", "unanswerable", "update", "two_hop", "negative", "passage", "injection", "feedback"
+    "write", "read", "unanswerable", "update", "two_hop", "negative", "passage", "injection", "feedback", "verify"
 ]
 QueryShape = Literal["per", "per_org", "per_rel", "org", "rel", "rel_org", "per_rel_org"]
 
@@ -54,7 +54,7 @@ class Record(BaseModel):
     gold_names: list[str] = []
     memory: list[Triplet] = []
     split: str | None = None  # train / validation / test, or real_eval (real text: never train on it)
-    source: str | None = None  # "synthetic", or where a real passage comes from ("redocred", "knowledgenet")
+    source: str | None = None  # "synthetic", or the corpus of a real passage ("knowledgenet", "docred", "jsonl"...)
     annotated_relations: list[str] | None = None  # real text: the relations its gold was annotated for (None = all)
 
     @model_validator(mode="after")

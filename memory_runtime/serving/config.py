@@ -7,8 +7,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from memory_runtime.write_gate import WriteGateConfig
 from memory_runtime.yaml_config import apply_overrides, read_mapping, validate
 
 
@@ -43,6 +44,13 @@ class Generation(BaseModel):
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"  # auto: bfloat16 where it is native
     max_batch_size: int = Field(8, ge=1)  # turns of concurrent users decoded together
     engine: Literal["hf", "vllm"] = "hf"  # vllm: GPU serving at scale (pip install 'memlm[vllm]'; no corrections)
+    write_gate: WriteGateConfig = WriteGateConfig()  # which unsure writes are held back (memory_runtime.write_gate)
+
+    @model_validator(mode="after")
+    def _gate_needs_hf(self) -> Generation:
+        if self.engine == "vllm" and self.write_gate.active:
+            raise ValueError("write_gate: scoring writes needs the model in this process (engine: hf)")
+        return self
 
 
 class ServeConfig(BaseModel):

@@ -56,6 +56,7 @@ def serve(
     from memory_runtime.hardware import resolve_device
     from memory_runtime.models import load_model, trained_system_prompt
     from memory_runtime.store import MemoryConfig
+    from memory_runtime.write_gate import write_gate
 
     keys = config.resolve_api_keys()
     memory = MemoryConfig.load(config.memory_config)
@@ -80,7 +81,11 @@ def serve(
                 model, merge=True, device=resolve_device(generation.device), dtype=generation.dtype
             )
             decoder = BatchDecoder(
-                loaded, tokenizer, max_batch_size=generation.max_batch_size, copy_fields=generation.copy_fields
+                loaded,
+                tokenizer,
+                max_batch_size=generation.max_batch_size,
+                copy_fields=generation.copy_fields,
+                write_gate=write_gate(generation.write_gate, loaded, tokenizer),
             )
             backend_factory = hf_backend_factory(
                 loaded, tokenizer, copy_fields=generation.copy_fields, relations=memory.relation_names

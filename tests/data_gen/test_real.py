@@ -1,14 +1,21 @@
 import json
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
 from data_gen.real import (
+    DOCRED_ANNOTATED,
+    DOCRED_IGNORED,
     REAL_SPLIT,
+    REDOCRED_RELATIONS,
     RealDataMissing,
+    corpus_stats,
     default_real_dir,
+    detect_format,
     detokenize,
     is_mentioned,
+    load_corpus,
     load_knowledgenet,
     load_real,
     write_real_jsonl,
@@ -18,6 +25,7 @@ from memory_runtime.records import Record
 from memory_runtime.store import MemoryConfig
 
 REAL = default_real_dir()
+CORPORA = Path(__file__).parent / "corpora"  # hand-made: invented people and organisations
 needs_real = pytest.mark.skipif(not REAL.is_dir(), reason=f"real-text data not at {REAL}")
 
 
@@ -28,10 +36,10 @@ def real():
 
 @needs_real
 def test_every_passage_becomes_an_eval_only_record(real):
-    assert Counter(r.source for r in real) == {"redocred": 66, "knowledgenet": 443}
+    assert Counter(r.source for r in real) == {"redocred": 66, "knowledgenet": 228}
     assert all(r.split == REAL_SPLIT for r in real)
     assert len({r.id for r in real}) == len(real)
-    assert sum(len(r.gold_triplets) for r in real if r.source == "knowledgenet") == 457
+    assert sum(len(r.gold_triplets) for r in real if r.source == "knowledgenet") == 242
     assert sum(len(r.gold_triplets) for r in real if r.source == "redocred") == 79  # 80, one P102/P463 duplicate
 
 
@@ -61,7 +69,7 @@ def test_records_follow_the_write_conventions(real):
 @needs_real
 def test_no_fact_passages_are_kept(real):
     empty = [r for r in real if not r.gold_triplets]
-    assert len(empty) == 148 and all(r.source == "knowledgenet" for r in empty)
+    assert len(empty) == 79 and all(r.source == "knowledgenet" for r in empty)
     assert all(r.annotated_relations for r in empty)
 
 
@@ -104,3 +112,215 @@ def test_detokenize():
     assert detokenize("Party ( Labour ) , in 1939 .") == "Party (Labour), in 1939."
     assert detokenize("a wake - up song , Jesus ' words") == "a wake-up song, Jesus ' words"
     assert detokenize('it \'s " quoted " here') == 'it\'s "quoted" here'
+
+
+# --------------------------------------------------------------------------- annotated corpora (training readers)
+
+
+def texts_and_facts(records):
+    return [(r.segments[0].text, [tuple(t) for t in r.gold_triplets]) for r in records]
+
+
+def write_json(path, value):
+    path.write_text(json.dumps(value))
+    return path
+
+
+def test_docred_windows_are_writes_negatives_or_skipped():
+    records = load_corpus(CORPORA / "docred.json", split="train")
+    assert texts_and_facts(records) == [
+        ("Quell joined Vantor Systems in 1990.", [("Quell", "employed by", "Vantor Systems")]),  # PER -> ORG
+        (
+            "Orrin Blake, who founded Lumen Freight, spoke at the opening.",  # founded by (ORG -> PER), flipped
+            [("Orrin Blake", "founder of", "Lumen Freight")],
+        ),
+        # "Quell met Dana Frey of Harlow Bank ..." is skipped: its employer fact's evidence goes on in the next sentence
+        ("Quell gave a lecture to the Corran Foundation in 2004.", []),  # a PER and an ORG, no label: a hard negative
+        (
+            "Ines Varga chaired the Selbury Rowing Club from 1990 to 2004.",
+            [("Ines Varga", "chairperson of", "Selbury Rowing Club")],
+        ),
+        # "Varga had studied at Corlan College." is skipped: educated at is an ignored relation
+        ("The rower Tomas Lind later played for Harbor City FC.", [("Tomas Lind", "member of", "Harbor City FC")]),
+    ]
+    assert [r.type for r in records] == ["write", "write", "negative", "write", "write"]
+    assert {r.source for r in records} == {"docred"} and {r.split for r in records} == {"train"}
+    assert [r.id for r in records] == [f"train-docred-docred-{i:05d}" for i in range(5)]
+    assert all(r.annotated_relations == sorted(DOCRED_ANNOTATED) for r in records)
+    assert records[2].segments[-1].text == "Nothing to store."
+    assert records[0].segments[1].text == "[MEM_WRITE{Quell>>employed by>>Vantor Systems}]"
+    assert records[0].segments[-1].text == " Noted." and records[0].gold_names == ["Quell", "Vantor Systems"]
+
+
+def test_docred_window_of_two_sentences():
+    records = load_corpus(CORPORA / "docred.json", window=2)
+    assert texts_and_facts(records) == [
+        (
+            "Marta Quell (born 1961) is a Danish engineer. Quell joined Vantor Systems in 1990.",
+            [("Marta Quell", "employed by", "Vantor Systems")],  # the entity's first mention in the window
+        ),
+        (
+            "Quell joined Vantor Systems in 1990. Orrin Blake, who founded Lumen Freight, spoke at the opening.",
+            [("Quell", "employed by", "Vantor Systems"), ("Orrin Blake", "founder of", "Lumen Freight")],
+        ),
+        (
+            "Quell met Dana Frey of Harlow Bank at a conference in Oslo. Frey later became the chief economist there.",
+            [("Dana Frey", "employed by", "Harlow Bank")],  # its evidence is whole in this window
+        ),
+        (
+            "The Selbury Rowing Club was formed in 1884. Ines Varga chaired the Selbury Rowing Club from 1990 to 2004.",
+            [("Ines Varga", "chairperson of", "Selbury Rowing Club")],
+        ),
+    ]
+
+
+def test_docred_reads_jsonl_and_refuses_unlabelled_documents(tmp_path):
+    docs = json.loads((CORPORA / "docred.json").read_text())
+    path = tmp_path / "docs.jsonl"
+    path.write_text("".join(json.dumps(d) + "\n" for d in docs))
+    assert texts_and_facts(load_corpus(path)) == texts_and_facts(load_corpus(CORPORA / "docred.json"))
+    del docs[1]["labels"]
+    with pytest.raises(ValueError, match=r"unlabelled.json\[1\] \(document 'Selbury Rowing Club'\): no labels"):
+        load_corpus(write_json(tmp_path / "unlabelled.json", docs), "docred")
+
+
+def test_docred_unmapped_relation_is_an_error_naming_it(tmp_path):
+    docs = json.loads((CORPORA / "docred.json").read_text())
+    docs[1]["labels"].append({"h": 3, "t": 4, "r": "P1037", "evidence": [3]})  # director/manager: not a DocRED relation
+    path = write_json(tmp_path / "new.json", docs)
+    with pytest.raises(ValueError, match=r"new.json\[1\] \(document 'Selbury Rowing Club'\): .*relation P1037"):
+        load_corpus(path)
+    records = load_corpus(path, relations={"P1037": "manager of"})  # a caller can map it
+    assert ("Tomas Lind", "manager of", "Harbor City FC") in records[-1].gold_triplets
+    assert "manager of" in records[-1].annotated_relations
+
+
+def test_docred_tables():
+    assert not set(DOCRED_IGNORED) & set(REDOCRED_RELATIONS)
+    assert len(DOCRED_IGNORED) + len(set(REDOCRED_RELATIONS) - {"P169"}) == 96  # every DocRED relation is decided
+    canonical = {spec.name for spec in MemoryConfig.load().relations}
+    assert set(REDOCRED_RELATIONS.values()) <= canonical and set(DOCRED_ANNOTATED) <= canonical
+
+
+def test_raw_knowledgenet_documents():
+    records = load_corpus(CORPORA / "knowledgenet.jsonl")
+    assert texts_and_facts(records) == [
+        ("Jonas Ekberg founded Pella Roaster in 2009.", [("Jonas Ekberg", "founder of", "Pella Roaster")]),
+        # "He has been chief executive of ..." is skipped: its only fact names a pronoun
+        (
+            "Mara Liss, who is married to Jonas Ekberg, works at Pella Roaster as head roaster.",
+            [("Mara Liss", "employed by", "Pella Roaster")],  # the spouse fact is not a memory fact
+        ),
+        # "Pella Roaster is based in Malmo." is skipped: annotated for HEADQUARTERS only
+        ("The roastery sponsors a choir in Lund.", []),  # checked for CEO and founder facts, states none
+        (
+            "Ravi Mendez has taught at Kellner University since 2001, and he joined its senate in 2012.",
+            [("Ravi Mendez", "employed by", "Kellner University")],  # the "he" fact is left out
+        ),
+    ]
+    assert [r.annotated_relations for r in records] == [
+        ["founder of"],
+        ["employed by", "member of"],
+        ["CEO of", "founder of"],
+        ["CEO of", "employed by", "member of"],
+    ]
+    assert {r.source for r in records} == {"knowledgenet"}
+    with pytest.raises(ValueError, match="relations= does not apply to knowledgenet"):
+        load_corpus(CORPORA / "knowledgenet.jsonl", relations={"SPOUSE": "member of"})
+
+
+def test_derived_rows_read_as_corpora(tmp_path):
+    redocred = tmp_path / "sentences.jsonl"
+    triple = {"head": "Ada Voss", "head_type": "PER", "relation": "P108", "relation_name": "employer"}
+    row = {"title": "Ada Voss", "sent_id": 0, "sentence": "Ada Voss worked for Brill ( Leiden ) .", "triples": []}
+    row["triples"] = [{**triple, "tail": "Brill ( Leiden )", "tail_type": "ORG"}]
+    redocred.write_text(json.dumps(row) + "\n")
+    kn = tmp_path / "kn.jsonl"
+    kn.write_text(json.dumps({"text": "Cy Park is the CEO of Initech.", "annotated": ["CEO"], "triples": []}) + "\n")
+    assert detect_format(redocred) == "redocred_sentences" and detect_format(kn) == "knowledgenet"
+    [sentence] = load_corpus(redocred)
+    assert sentence.source == "redocred_sentences" and sentence.id == "real_eval-redocred_sentences-sentences-00000"
+    assert texts_and_facts([sentence]) == [
+        ("Ada Voss worked for Brill (Leiden).", [("Ada Voss", "employed by", "Brill (Leiden)")])
+    ]
+    [passage] = load_corpus(kn)
+    assert passage.type == "negative" and passage.annotated_relations == ["CEO of"]
+
+
+def test_conll04_sentences():
+    records = load_corpus(CORPORA / "conll04.json")
+    assert texts_and_facts(records) == [
+        (
+            "Lena Okafor, a spokeswoman for Dunmore Chemicals, declined to comment.",
+            [("Lena Okafor", "employed by", "Dunmore Chemicals")],
+        ),
+        ("Police said Arno Veit was questioned near the Kessler Bank office in Tarrow.", []),  # a hard negative
+        # "Heavy rain fell on Tarrow on Sunday." is skipped: no person and organisation
+        (
+            "Pia Norberg, president of the Harwell Teachers Union, said the strike would go on.",
+            [("Pia Norberg", "employed by", "Harwell Teachers Union")],
+        ),
+    ]
+    assert {r.source for r in records} == {"conll04"} and records[1].type == "negative"
+
+
+def test_conll04_other_person_organisation_relation_is_an_error(tmp_path):
+    rows = json.loads((CORPORA / "conll04.json").read_text())
+    rows[1]["relations"].append({"type": "Kill", "head": 0, "tail": 1})
+    with pytest.raises(ValueError, match=r"bad.json\[1\]: unmapped relation Kill between a Peop and an Org"):
+        load_corpus(write_json(tmp_path / "bad.json", rows))
+
+
+def test_user_jsonl():
+    with pytest.raises(ValueError, match=r"user.jsonl:3: relation 'coach of' is neither"):
+        load_corpus(CORPORA / "user.jsonl")
+    records = load_corpus(CORPORA / "user.jsonl", relations={"coach of": "employed by"})
+    assert texts_and_facts(records) == [
+        ("Nadia Brook has worked for Tessel Mills since May.", [("Nadia Brook", "employed by", "Tessel Mills")]),
+        ("Omar Hale sits on the board of Quarry Trust.", [("Omar Hale", "board member of", "Quarry Trust")]),
+        ("Lisa Chen coaches the Ridgeway Rovers.", [("Lisa Chen", "employed by", "Ridgeway Rovers")]),
+        ("The weather in Brockton was mild all week.", []),
+    ]
+    assert [r.annotated_relations for r in records] == [None, ["board member of"], None, None]  # None: all
+    assert [r.type for r in records] == ["write", "write", "write", "negative"]
+    assert records[0].id == "real_eval-jsonl-user-00000" and records[0].source == "jsonl"
+
+
+def test_user_jsonl_errors(tmp_path):
+    path = tmp_path / "mine.jsonl"
+    path.write_text(json.dumps({"text": "Zoe Ames joined Plover.", "triples": [["Zed Ames", "works for", "Plover"]]}))
+    with pytest.raises(ValueError, match=r"mine.jsonl:1: 'Zed Ames' does not occur in the text"):
+        load_corpus(path)
+    path.write_text(json.dumps({"text": "Zoe Ames joined Plover.", "triples": [["Zoe Ames", "Plover"]]}))
+    with pytest.raises(ValueError, match=r"mine.jsonl:1: a triple is"):
+        load_corpus(path)
+    with pytest.raises(ValueError, match="'coach of' -> 'trainer of', which is not a relation"):
+        load_corpus(CORPORA / "user.jsonl", relations={"coach of": "trainer of"})
+
+
+def test_format_auto_detection(tmp_path):
+    formats = {"docred.json": "docred", "knowledgenet.jsonl": "knowledgenet", "conll04.json": "conll04"}
+    formats["user.jsonl"] = "jsonl"
+    assert {name: detect_format(CORPORA / name) for name in formats} == formats
+    unknown = tmp_path / "what.jsonl"
+    unknown.write_text(json.dumps({"title": "x", "body": "y"}) + "\n")
+    with pytest.raises(ValueError, match=r"what.jsonl:1: cannot tell the corpus format .*'body', 'title'"):
+        load_corpus(unknown)
+    with pytest.raises(ValueError, match="unknown corpus format 'brat'"):
+        load_corpus(CORPORA / "docred.json", "brat")
+    with pytest.raises(RealDataMissing, match="nowhere.json"):
+        load_corpus(tmp_path / "nowhere.json")
+    with pytest.raises(ValueError, match=r"docred.json\[0\]: not a conll04 row \(KeyError"):
+        load_corpus(CORPORA / "docred.json", "conll04")
+
+
+def test_corpus_stats():
+    records = load_corpus(CORPORA / "docred.json") + load_corpus(CORPORA / "conll04.json")
+    assert corpus_stats(records) == {
+        "passages": 8,
+        "with_facts": 6,
+        "negatives": 2,
+        "facts": 6,
+        "facts_by_relation": {"chairperson of": 1, "employed by": 3, "founder of": 1, "member of": 1},
+        "by_source": {"conll04": 3, "docred": 5},
+    }

@@ -274,7 +274,7 @@ def test_a_clone_evaluates_the_shipped_real_text_with_nothing_beside_it(tiny_mod
     tracked = subprocess.run(["git", "ls-files", "data/real"], cwd=root, capture_output=True, text=True, check=True)
     assert {
         "data/real/README.md",
-        "data/real/knowledgenet_person_org_folds12.jsonl",
+        "data/real/knowledgenet_person_org_dev.jsonl",
         "data/real/redocred_dev_person_org.jsonl",
     } <= set(tracked.stdout.split())
     monkeypatch.delenv("MEMLM_REAL_DIR", raising=False)
