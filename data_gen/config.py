@@ -294,7 +294,7 @@ class PassagesConfig(_Strict):
     """Realistic statements and hard negatives (data_gen/passages.py)."""
 
     bank: str | None = None  # the phrase bank; null = data_gen/passages.yaml
-    max_facts: int = Field(2, ge=1, le=2)  # facts one passage may state
+    max_facts: int = Field(2, ge=1, le=2)  # statements per passage (a list of organisations: one, up to 3 writes)
     hard_negatives: float = Field(0.6, ge=0, le=1)  # share of negative records drawn from the bank's negatives
     # share of those hard negatives that state a fact about someone named only by a pronoun ("He joined Acme.")
     unnamed_facts: float = Field(0.0, ge=0, le=1)

@@ -27,6 +27,7 @@ from eval.metrics import PRF, pair_prf, triplet_prf
 from eval.systems import Session, System, run_sessions
 from memory_runtime.records import Record
 from memory_runtime.store import MemoryConfig, TripletStore, normalize_term
+from memory_runtime.write_gate import HELD_BACK
 
 
 def real_sample(path: str | None = None, limit: int | None = None, seed: int = 0) -> list[Record]:
@@ -63,11 +64,11 @@ def passage_session(system: System, record: Record, memory_config: MemoryConfig 
         return record.annotated_relations is None or normalize_term(store.canonical_relation(t[1])) in annotated
 
     scored = [t for t in writes if counted(t)]
-    # every write the model made and the gate scored, stored or held back (the gate's curve)
+    # every write the gate scored, stored or held back by it (not those the store refused after it)
     gated = [
         {"triplet": list(c.fields), "scores": c.scores, "held": c.kind != "write", "counted": counted(c.fields)}
         for c in result.calls
-        if c.scores and c.fields and all(c.fields)
+        if c.scores and c.fields and (c.kind == "write" or c.status.startswith(HELD_BACK))
     ]
     gold = [tuple(t) for t in record.gold_triplets]
     mentioned = [t for t in gold if is_mentioned(record, t)]
@@ -131,7 +132,7 @@ def summarise_real(rows: list[dict]) -> dict:
     return out
 
 
-GATE_THRESHOLDS = tuple(round(0.05 * i, 2) for i in range(20)) + (0.96, 0.97, 0.98, 0.99)
+GATE_THRESHOLDS = tuple(round(0.05 * i, 2) for i in range(18)) + tuple(round(0.9 + 0.01 * i, 2) for i in range(10))
 
 
 def gate_curve(rows: list[dict], signal: str, thresholds: Iterable[float] = GATE_THRESHOLDS) -> list[dict]:

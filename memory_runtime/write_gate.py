@@ -34,6 +34,7 @@ from memory_runtime.protocol import SYSTEM_PROMPT, Triplet
 Signal = Literal["call", "call_min", "verify"]
 SIGNALS: tuple[Signal, ...] = ("call", "call_min", "verify")
 VERIFY_YES, VERIFY_NO = "Yes", "No"
+HELD_BACK = "held back"  # how the status of a write the gate did not store begins
 
 
 def verification_question(text: str, triplet: Triplet) -> str:
@@ -147,7 +148,7 @@ class WriteGate:
             scores["verify"] = self.scorer.verify(user, triplet)
         if config.signal == "none" or scores[config.signal] >= config.threshold:
             return GateDecision(False, scores)
-        reason = f"held back: {config.signal} score {scores[config.signal]:.2f} < threshold {config.threshold:.2f}"
+        reason = f"{HELD_BACK}: {config.signal} score {scores[config.signal]:.2f} < threshold {config.threshold:.2f}"
         return GateDecision(True, scores, reason)
 
 

@@ -7,6 +7,8 @@ most cases. `scripts/curve_cell.sh` makes a cell. Run:
     python3 scripts/curve.py runs/curve [runs/curve-v1 ...] --plot docs/img/curve.png > table.md
     python3 scripts/curve.py --paired runs/curve/s-r16-1x runs/curve/g-r16-1x   # B - A, same passages
     python3 scripts/curve.py --paired CELL/eval-real-OLD CELL/eval-real-NEW      # one cell, two evaluations
+    python3 scripts/curve.py --paired runs/curve/base runs/curve/real12@verify:0.5 # B with its writes gated
+    python3 scripts/curve.py runs/curve --gates verify:0.5,call_min:0.3 --gate-plot docs/img/write_gate.png
 
 A cell evaluated on real text more than once (at two commits, say) reports the evaluation named by
 `--real NAME` where it has one, else its newest with the most passages.
@@ -14,6 +16,12 @@ A cell evaluated on real text more than once (at two commits, say) reports the e
 The table gives every figure with its sample size (real text: with a 95% bootstrap interval over the
 passages); the plot puts real-text pair F1, false writes and synthetic exact calls against training
 records, one line per base x method x data (the --data directory's name).
+
+The write gate (memory_runtime/write_gate.py): an evaluation run with `write_gate.score=true` keeps
+every write the model made with its scores, so `CELL@SIGNAL:T` is the cell as if only writes scoring
+at least T had been stored (exactly what the gate stores: a held-back write changes nothing else of a
+one-turn passage). `--gates` adds such rows to the table; `--gate-plot` draws each signal's
+precision-recall curve per cell.
 """
 
 from __future__ import annotations
@@ -69,13 +77,15 @@ def _f1(tp, pred, gold, i) -> float:
 
 
 def _real_intervals(cell: Path, passages: int) -> dict:
-    """95% bootstrap intervals (1,000 resamples of the passages) of pair F1 and the false-write rate,
-    from the cases of the cell's real-text evaluation over all `passages`."""
+    """95% bootstrap intervals of the cell's real-text evaluation over all `passages` (see _intervals)."""
+    cases = _real_cases(cell)
+    return _intervals(cases) if len(cases) == passages else {}
+
+
+def _intervals(cases: list[dict]) -> dict:
+    """95% bootstrap intervals (1,000 resamples of the passages) of pair F1 and the false-write rate."""
     import numpy as np
 
-    cases = _real_cases(cell)
-    if len(cases) != passages:
-        return {}
     counts = _pair_counts(cases)
     false = np.array([c["false_write"] for c in cases if not c["has_fact"]], dtype=float)
     rng = np.random.default_rng(0)
@@ -86,8 +96,31 @@ def _real_intervals(cell: Path, passages: int) -> dict:
     return {"pair_f1_ci": np.percentile(f1s, [2.5, 97.5]), "false_writes_ci": np.percentile(fws, [2.5, 97.5])}
 
 
+def _gate_of(path: Path) -> tuple[Path, tuple[str, float] | None]:
+    """'CELL@verify:0.5' -> (CELL, ('verify', 0.5)); a plain path has no gate."""
+    name, _, gate = str(path).partition("@")
+    if not gate:
+        return path, None
+    signal, _, threshold = gate.partition(":")
+    return Path(name), (signal, float(threshold))
+
+
+def gated(case: dict, signal: str, threshold: float) -> dict:
+    """A real-text case as if only writes whose `signal` score is at least `threshold` were stored."""
+    from eval.metrics import pair_prf
+
+    if not case.get("gated_writes") and case["writes"]:
+        sys.exit(f"case {case['id']}: its writes were not scored (evaluate with write_gate.score=true)")
+    kept = [w["triplet"] for w in case.get("gated_writes", []) if w["counted"] and w["scores"][signal] >= threshold]
+    return {**case, "pairs": pair_prf(kept, case["gold"]).to_dict(), "false_write": not case["has_fact"] and bool(kept)}
+
+
 def _real_cases(path: Path) -> list[dict]:
-    """The memlm real-text cases, by passage id, of an evaluation folder, or of a cell's best one."""
+    """The memlm real-text cases, by passage id, of an evaluation folder, or of a cell's best one
+    (`CELL@SIGNAL:T`: with its writes gated)."""
+    path, gate = _gate_of(path)
+    if gate is not None:
+        return [gated(c, *gate) for c in _real_cases(path)]
     if (path / "cases.jsonl").is_file():
         folder = path
     elif best := _evals(path, "real"):
@@ -126,10 +159,37 @@ def paired(cell_a: Path, cell_b: Path, resamples: int = 2000) -> str:
     d = _f1(*counts_b, everything) - _f1(*counts_a, everything)
     d_false = 100 * (fb[no_fact].mean() - fa[no_fact].mean())
     return (
-        f"{cell_b.parent.name}/{cell_b.name} - {cell_a.parent.name}/{cell_a.name} on {len(a)} passages: "
+        f"{_label(cell_b)} - {_label(cell_a)} on {len(a)} passages: "
         f"pair F1 {d:+.3f} (95% {lo:+.3f} to {hi:+.3f}), "
         f"false writes {d_false:+.1f} points (95% {fw_lo:+.1f} to {fw_hi:+.1f}, {no_fact.sum()} passages)"
     )
+
+
+def _label(path: Path) -> str:
+    return f"{path.parent.name}/{path.name}"
+
+
+def gated_row(row: dict, cell: Path, signal: str, threshold: float) -> dict | None:
+    """The cell's row with its real-text figures as the gate `signal` >= `threshold` would store."""
+    import numpy as np
+
+    cases = [gated(c, signal, threshold) for c in _real_cases(cell)]
+    if not cases or not any(c.get("gated_writes") for c in cases):
+        return None
+    tp, pred, gold = (int(x.sum()) for x in _pair_counts(cases))
+    every = np.arange(len(cases))
+    no_fact = [c for c in cases if not c["has_fact"]]
+    return {
+        **row,
+        "cell": f"{row['cell']}@{signal}:{threshold}",
+        "gate": f"{signal} ≥ {threshold}",
+        "pair_f1": _f1(*_pair_counts(cases), every),
+        "triplet_f1": None,
+        "false_writes": sum(c["false_write"] for c in no_fact) / len(no_fact) if no_fact else None,
+        "precision": tp / pred if pred else None,
+        "recall": tp / gold if gold else None,
+        **_intervals(cases),
+    }
 
 
 def cell_row(cell: Path) -> dict | None:
@@ -188,18 +248,20 @@ def _ci(interval, fmt: str, scale: float = 1) -> str:
 
 def table(rows: list[dict]) -> str:
     head = (
-        "| base | method | data | steps × records | train | eval loss | exact calls | episode questions "
-        "| real pair F1 | real triplet F1 | false writes |\n|---|---|---|---|---|---|---|---|---|---|---|"
+        "| base | method | data | gate | steps × records | train | eval loss | exact calls | episode questions "
+        "| real pair F1 | real triplet F1 | false writes |\n|---|---|---|---|---|---|---|---|---|---|---|---|"
     )
     lines = [head]
     for r in rows:
+        triplet = "–" if r.get("triplet_f1") is None else f"{r['triplet_f1']:.3f}"
         lines.append(
-            f"| {r['base']} | {r['method']} | {r['data']} | {r['steps']} × {r['per_step']} = {r['records']:,} "
+            f"| {r['base']} | {r['method']} | {r['data']} | {r.get('gate', 'off')} "
+            f"| {r['steps']} × {r['per_step']} = {r['records']:,} "
             f"| {_minutes(r.get('train_s'))} | {r['eval_loss']:.4f} "
             f"| {_pct(r.get('exact'))} ({r.get('turns', '–')} turns) "
             f"| {_pct(r.get('episode_q'))} ({r.get('questions', '–')} questions) "
             f"| {r.get('pair_f1', float('nan')):.3f} ({_ci(r.get('pair_f1_ci'), '{:.2f}')}) "
-            f"| {r.get('triplet_f1', float('nan')):.3f} "
+            f"| {triplet} "
             f"| {_pct(r.get('false_writes'))} ({_ci(r.get('false_writes_ci'), '{:.0f}', 100)}%, "
             f"{r.get('no_fact', '–')} passages) |"
         )
@@ -223,9 +285,10 @@ def plot(rows: list[dict], out: Path) -> None:
             y = [r.get(key) for r in points]
             ax.plot(x, y, marker="o", label=label)
     targets = {"pair_f1": 0.5, "false_writes": 0.10, "exact": 0.98}
+    passages = max((r.get("passages", 0), r.get("no_fact", 0)) for r in rows)
     titles = {
-        "pair_f1": "real pair F1 (509 passages)",
-        "false_writes": "real false writes (148 passages)",
+        "pair_f1": f"real pair F1 ({passages[0]} passages)",
+        "false_writes": f"real false writes ({passages[1]} passages)",
         "exact": "synthetic exact calls",
     }
     for ax, key in zip(axes, ("pair_f1", "false_writes", "exact")):
@@ -234,6 +297,35 @@ def plot(rows: list[dict], out: Path) -> None:
         ax.set_xscale("log")
         ax.set_xlabel("training records (log)")
     axes[0].legend(fontsize=8)
+    fig.tight_layout()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=110)
+
+
+def gate_plot(cells: list[Path], out: Path) -> None:
+    """Each write-gate signal's precision-recall curve and false writes per cell (scored evaluations)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (pr, fw) = plt.subplots(1, 2, figsize=(11, 4.2))
+    passages = None
+    for cell in cells:
+        real = _largest(cell, "real")
+        if not real or "write_gate" not in real["all"]:
+            continue
+        passages = (real["all"]["passages"], real["all"]["no_fact_passages"])
+        for signal, curve in sorted(real["all"]["write_gate"].items()):
+            recall = [p["recall"] for p in curve]
+            pr.plot(recall, [p["precision"] for p in curve], marker=".", label=f"{cell.name} · {signal}")
+            fw.plot(recall, [p["false_write_rate"] for p in curve], marker=".", label=f"{cell.name} · {signal}")
+    if passages is None:
+        sys.exit("no cell has a scored real-text evaluation (write_gate.score=true)")
+    pr.set(xlabel="pair recall", ylabel="pair precision", title=f"writes kept by the gate ({passages[0]} passages)")
+    fw.set(xlabel="pair recall", ylabel="false-write rate", title=f"false writes ({passages[1]} passages)")
+    fw.axhline(0.10, color="grey", linestyle="--", linewidth=1)
+    pr.legend(fontsize=7)
     fig.tight_layout()
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=110)
@@ -249,6 +341,10 @@ def main() -> None:
         help="the two cells (or evaluation folders) given: B minus A on the same passages (paired bootstrap)",
     )
     parser.add_argument("--real", metavar="NAME", help="a cell's real-text figures from its evaluation folder NAME")
+    parser.add_argument(
+        "--gates", metavar="SIGNAL:T,...", help="add each cell's rows with its writes gated (scored evaluations)"
+    )
+    parser.add_argument("--gate-plot", type=Path, help="write the write gate's precision-recall curves here (PNG)")
     args = parser.parse_args()
     global REAL_EVAL
     REAL_EVAL = args.real
@@ -259,9 +355,14 @@ def main() -> None:
         return
     cells = [cell for curve in args.curves for cell in sorted(curve.iterdir()) if cell.is_dir()]
     rows = [r for cell in cells if (r := cell_row(cell))]
+    for gate in filter(None, (args.gates or "").split(",")):
+        signal, _, threshold = gate.partition(":")
+        rows += [g for cell in cells if (r := cell_row(cell)) and (g := gated_row(r, cell, signal, float(threshold)))]
+    if args.gate_plot:
+        gate_plot(cells, args.gate_plot)
     if not rows:
         sys.exit(f"no finished cells in {', '.join(map(str, args.curves))}")
-    rows.sort(key=lambda r: (r["base"], r["method"], r["data"], r["records"]))
+    rows.sort(key=lambda r: (r["base"], r["method"], r["data"], r["records"], r.get("gate", "")))
     print(table(rows))
     if args.plot:
         plot(rows, args.plot)

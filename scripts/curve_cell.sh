@@ -6,7 +6,8 @@
 #   python3 scripts/curve.py runs/curve --plot docs/img/curve.png
 #
 # DIR/model          memlm train (resolved config and metrics.json inside)
-# DIR/eval-real      all 509 passages of data/real/ (pair and triplet F1, false writes)
+# DIR/eval-real      every dev passage of data/real/ (pair and triplet F1, false writes), each write scored by
+#                    every write-gate signal (the precision-recall curves; write_gate.score=true)
 # DIR/eval-synthetic held-out teacher-forced turns (--limit per category) and episode questions
 # MEMLM_CURVE_DATA (default runs/data) is the memlm generate directory; MEMLM_CURVE_LIMIT (default 40) the
 # records per category and episodes of the synthetic evaluation; MEMLM_CURVE_EVAL_ARGS (default
@@ -33,7 +34,7 @@ if [ ! -f "$dir/model/metrics.json" ]; then
 fi
 if [ ! -f "$dir/eval-real/metrics.json" ]; then
   python3 -m memlm eval --model "$dir/model" --data "$data" --out "$dir/eval-real" --systems memlm \
-    --parts real "${eval_args[@]}"
+    --parts real "${eval_args[@]}" write_gate.score=true
 fi
 if [ ! -f "$dir/eval-synthetic/metrics.json" ]; then
   python3 -m memlm eval --model "$dir/model" --data "$data" --out "$dir/eval-synthetic" --systems memlm \

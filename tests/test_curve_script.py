@@ -59,3 +59,66 @@ def test_one_cell_evaluated_twice_is_compared_by_folder_and_reported_as_asked(tm
     finally:
         curve.REAL_EVAL = None
     assert [c["pairs"]["tp"] for c in curve._real_cases(cell)] == [1, 0]  # else the newest
+
+
+def _scored_cell(root: Path) -> Path:
+    """A cell whose writes were scored: p1 right (verify 0.9), p1 wrong (0.2), p2 a false write (0.4)."""
+    out = root / "g" / "eval-real"
+    out.mkdir(parents=True)
+    (out / "metrics.json").write_text(json.dumps({"systems": {"memlm": {"real": {"all": {"passages": 2}}}}}))
+
+    def write(s, o, score):
+        return {"triplet": [s, "employed by", o], "scores": {"verify": score}, "held": False, "counted": True}
+
+    rows = [
+        {
+            "id": "p1",
+            "has_fact": True,
+            "gold": [["Ada Lin", "employed by", "Pfizer"]],
+            "writes": [["Ada Lin", "employed by", "Pfizer"], ["Pfizer", "employed by", "Ada Lin"]],
+            "gated_writes": [write("Ada Lin", "Pfizer", 0.9), write("Pfizer", "Ada Lin", 0.2)],
+        },
+        {
+            "id": "p2",
+            "has_fact": False,
+            "gold": [],
+            "writes": [["Bo Chen", "employed by", "Acme"]],
+            "gated_writes": [write("Bo Chen", "Acme", 0.4)],
+        },
+    ]
+    with (out / "cases.jsonl").open("w") as f:
+        for row in rows:
+            f.write(json.dumps({"system": "memlm", "part": "real", "false_write": not row["has_fact"], **row}) + "\n")
+    return root / "g"
+
+
+def test_a_gated_cell_keeps_only_the_writes_scoring_at_the_threshold(tmp_path):
+    cell = _scored_cell(tmp_path)
+    gated = curve._real_cases(Path(f"{cell}@verify:0.5"))
+    assert [(c["pairs"]["tp"], c["pairs"]["predicted"], c["pairs"]["gold"]) for c in gated] == [(1, 1, 1), (0, 0, 0)]
+    assert [c["false_write"] for c in gated] == [False, False]
+    kept_all = curve._real_cases(Path(f"{cell}@verify:0.1"))
+    assert kept_all[0]["pairs"]["predicted"] == 2 and kept_all[1]["false_write"]
+    line = curve.paired(Path(f"{cell}@verify:0.1"), Path(f"{cell}@verify:0.5"), resamples=20)
+    assert "false writes -100.0 points" in line
+
+
+def test_a_gate_needs_scored_writes(tmp_path):
+    cell = _cell(tmp_path, "u", [("p1", 1, 1, 1, False)])
+    (cell / "eval-real" / "cases.jsonl").write_text(
+        json.dumps(
+            {
+                "system": "memlm",
+                "part": "real",
+                "id": "p1",
+                "has_fact": True,
+                "false_write": False,
+                "writes": [["A B", "employed by", "C"]],
+                "gold": [],
+                "pairs": {},
+            }
+        )
+        + "\n"
+    )
+    with pytest.raises(SystemExit, match="write_gate.score=true"):
+        curve._real_cases(Path(f"{cell}@call:0.5"))
