@@ -536,6 +536,29 @@ def _real_table(summary: dict) -> str:
     return markdown_table(rows) if len(rows) > 1 else ""
 
 
+def _gate_table(summary: dict) -> str:
+    """Each write-gate signal at a few thresholds (real text, all sources): from scored writes."""
+    curves = summary.get("memlm", {}).get("real", {}).get("all", {}).get("write_gate")
+    if not curves:
+        return ""
+    shown = (0.0, 0.3, 0.5, 0.7, 0.8, 0.9, 0.95, 0.98)
+    rows = [["signal", "keep writes scoring ≥", "pair P", "pair R", "pair F1", "false-write rate"]]
+    for signal, curve in curves.items():
+        for point in curve:
+            if point["threshold"] in shown:
+                rows.append(
+                    [
+                        signal,
+                        f"{point['threshold']:.2f}",
+                        _num(point["precision"]),
+                        _num(point["recall"]),
+                        _num(point["f1"]),
+                        _pct(point["false_write_rate"]),
+                    ]
+                )
+    return markdown_table(rows)
+
+
 def _source_lines(meta: dict) -> list[str]:
     """Where the run's cases came from (meta["sources"], written by eval.run), one bullet each."""
     sources = meta.get("sources")
@@ -738,6 +761,19 @@ def write_report(summary: dict, raw: dict, meta: dict, out_dir: str | Path) -> d
             "",
             "False-write rate: the share of the passages stating no fact (its cases) "
             "where the model wrote a fact in a relation the passage was checked for.",
+            "",
+            table,
+            "",
+        ]
+    gate = meta.get("write_gate") or {}
+    table = _gate_table(summary)
+    if table:
+        lines += [
+            "## The write gate",
+            "",
+            f"Writes held back below the operating point (`write_gate`: signal {gate.get('signal')}, threshold "
+            f"{gate.get('threshold')}). Every write was scored: the figures as if only the writes scoring at "
+            "least t had been stored (memory_runtime/write_gate.py).",
             "",
             table,
             "",

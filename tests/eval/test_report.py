@@ -319,3 +319,26 @@ def test_plots_label_every_bar_and_keep_the_legend_off_the_bars(tmp_path):
     files = write_report(summary, raw, _meta(tmp_path, 3), tmp_path / "out")
     for name in ("accuracy_by_shape", "answer_f1", "latency_per_turn"):
         assert files[name].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_scored_run_reports_the_write_gate_curve(tmp_path):
+    raw = raw_run(per_category=3, exact=3, correct=2)
+    raw["memlm"]["real"] = real_rows("knowledgenet", 30, 30, tp=10, false_writes=6)
+    summary = summarise(raw)
+    curve = [
+        {
+            "threshold": t,
+            "precision": 0.5 + t / 2,
+            "recall": 1 - t,
+            "f1": 0.5,
+            "predicted": 4,
+            "false_write_rate": 1 - t,
+        }
+        for t in (0.0, 0.5, 0.9)
+    ]
+    summary["memlm"]["real"]["all"]["write_gate"] = {"verify": curve}
+    meta = {**_meta(tmp_path, 3), "write_gate": {"signal": "verify", "threshold": 0.5, "score": True}}
+    write_report(summary, raw, meta, tmp_path / "out")
+    report = (tmp_path / "out" / "report.md").read_text()
+    assert "## The write gate" in report and "signal verify, threshold 0.5" in report
+    assert "| verify | 0.50 | 0.75 | 0.50 | 0.50 | 50.0% |" in report
