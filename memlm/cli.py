@@ -547,15 +547,15 @@ def generate(
     seed: int | None = typer.Option(None, "--seed", help="Override the config's seed."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an earlier output in --out."),
 ) -> None:
-    """Generate synthetic memory training data: train/validation/test records and episodes."""
-    from data_gen.config import ConfigError
+    """Generate memory training data: train/validation/test records and episodes from synthetic worlds,
+    and from real annotated corpora where the config names some (real.sources: configs/data/real.yaml)."""
     from data_gen.generate import generate_from_file
 
     try:
         report = generate_from_file(
             _find_config(config), out, seed=seed, overrides=overrides or [], overwrite=overwrite
         )
-    except (ConfigError, FileExistsError) as err:
+    except (ValueError, OSError) as err:  # a bad config or corpus (named in the message), an existing --out
         _fail(err)
     console.print(report.summary(), markup=False, highlight=False, soft_wrap=True)
 

@@ -145,3 +145,19 @@ def test_the_dataset_card_lists_the_real_corpora(real_run):
     card = dataset_card(config, build_world(config), splits, [], RealPassages.load(config))
     assert "## Real corpora" in card and "knowledgenet_person_org_train.jsonl" in card
     assert "| real |" in card
+
+
+def test_a_bad_corpus_ends_the_cli_in_one_line_and_writes_nothing(tmp_path):
+    from typer.testing import CliRunner
+
+    from memlm.cli import app
+
+    corpus = tmp_path / "mine.jsonl"
+    corpus.write_text(
+        json.dumps({"text": "Mara Quell adores Pfizer.", "triples": [["Mara Quell", "adores", "Pfizer"]]})
+    )
+    out = tmp_path / "out"
+    source = f"real.sources=[{{path: {corpus}, format: jsonl}}]"
+    result = CliRunner().invoke(app, ["generate", "--config", str(REAL_CONFIG), "--out", str(out), *SMALL, source])
+    assert result.exit_code == 2 and "adores" in result.output and "Traceback" not in result.output
+    assert not out.exists()
