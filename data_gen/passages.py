@@ -17,7 +17,20 @@ below put them together:
     org_relative "{org}, <org_rel>, <org_vp>."  "<org_lead> {org}, <org_rel>."
     coordinated  "{per} <list_vp>."  "{per}, <list_app>, <distractor>."   (one write per organisation)
     co_subjects  "{per} and {per2} <plural_vp>."  "<plural_s>"            (one write per person)
+    roles        "{per}, <title>, <distractor>."  "<title pre> {per} <distractor>."  "{per} <title vp>."
+                 one title, two relations to one organisation ("founder and chief executive of {org}"):
+                 one write per relation, in the title's order
+    biography    "{per} ({born}) is {a nationality} {profession}, <app>, <app>, and <app>."  (a Wikipedia
+                 first sentence: one write per role that names an organisation, none for "a philanthropist")
     + an opener sentence or a trailer clause at times, a birth year after a name ("Jane Roe (born 1961)")
+
+Past positions are facts, as annotated real text counts them: "former CEO of Acme", "chaired Acme
+from 1990 to 2004", "left Acme in 2012" write the same relation as "CEO of Acme". The negatives keep
+only people who never held the relation (turned down an offer, were not hired, sued, visited).
+
+An organisation is at times named with what it is, before the name ("the Dutch bank ING", 'the
+investment company "Acme"') or in an apposition after it ("ING, a bank based in Utrecht, ..."): the
+write stores the name alone (words.descriptors, distractors.org_apposition).
 
 News text reports facts through an organisation that speaks: "In a statement on Tuesday, Acme said
 that Jane Roe, an engineer who has worked for the company since 2011, ...". The speaker is the
@@ -27,7 +40,11 @@ Acme>>...>>Acme) and another organisation otherwise, with no fact about it.
 `max_facts` counts statements, a statement being one person's relation to what the text names:
 1 gives one write per passage; 2 allows two statements ("X, CEO of A, founded B"; "X and Y
 co-founded A") and coordinated lists ("X has invested in both A and B", "A, B, and C"): one
-statement written once per organisation, in text order, up to MAX_LIST_ORGS writes.
+statement written once per organisation, in text order, up to MAX_LIST_ORGS writes. A combined
+title ("founder and CEO of A") is one statement written once per relation, and a biography's role
+list ("is a Dutch economist, CEO of A, and a former director of B") one statement written once per
+role that names an organisation, up to MAX_ROLE_WRITES writes. With max_facts 1 a title states one
+relation ("president and chief executive of A": CEO of A) and a biography names one organisation.
 
 A fact about someone the text names only by a pronoun ("He joined Acme in 1990.") is a hard
 negative: nothing names the person, so nothing can be stored (`unnamed_facts` of the negatives).
@@ -53,14 +70,22 @@ from memory_runtime.protocol import Triplet
 
 ORG_KINDS = ("company", "university", "party", "club", "agency", "ngo", "media", "band", "team")
 NAME_FORMS = ("plain", "middle_initial", "middle_name", "title", "suffix")
-_FACT_SLOTS = {"per", "org", "job", "job_a", "role", "year", "city", "weekday"}
+_FACT_SLOTS = {"per", "org", "job", "job_a", "role", "year", "year2", "city", "weekday"}
 _DISTRACTOR_SLOTS = {"city", "year", "org2", "weekday"}
 _NEGATIVE_SLOTS = {"per", "per2", "org", "org2", "city", "year", "pron", "product", "weekday"}
 _ORG_NAME_SLOTS = {"city", "country", "field", "surname", "adjective"}
+_APPOSITION_SLOTS = {"descriptor", "descriptor_a", "city", "country"}
 _INITIALS = "ABCDEFGHJKLMNPRSTW"
+_MONTHS = "January February March April May June July August September October November December".split()
 MAX_LIST_ORGS = 3  # a coordinated list names 2 or 3 organisations: that many writes for one statement
-# frame -> relative weight; the last four (a third of the weight) are the news and list shapes.
-# _MULTI_FRAMES need max_facts >= 2: more than one write, or two sentences.
+MAX_ROLE_WRITES = 3  # a biography's roles: up to that many writes for one statement
+DESCRIBED = 0.18  # chance an organisation with descriptors is named with one ("the Dutch bank ING")
+# The memory replaces a person's employer and ends their chief-executive and manager roles elsewhere
+# when a new employer is written (memory_runtime/relations.yaml, `ends`): a passage that states one
+# person's employment beside other roles states it first, so that its writes store all its facts.
+_EMPLOYMENT = "employed by"
+# frame -> relative weight; reported to co_subjects are the news and list shapes, roles ~6% and
+# biography ~10% of passages. _MULTI_FRAMES need max_facts >= 2: more than one write, or two sentences.
 FRAME_WEIGHTS = {
     "simple": 1,
     "sentence": 1,
@@ -76,6 +101,8 @@ FRAME_WEIGHTS = {
     "org_relative": 1,
     "coordinated": 1.4,
     "co_subjects": 0.7,
+    "roles": 1.0,
+    "biography": 1.7,
 }
 _MULTI_FRAMES = ("two_facts", "two_people", "surname", "pronoun", "coordinated", "co_subjects")
 _SPEAKER_KINDS = ("company", "media", "agency", "university", "ngo")  # who issues statements about people
@@ -130,6 +157,16 @@ class Words(_Strict):
     pronouns: list[str] = Field(min_length=1)
     roles: list[str] = Field(min_length=1)
     weekdays: list[str] = Field(min_length=1)
+    # organisation kind -> what the text may call one ("bank", "carmaker"); kinds not listed: none
+    descriptors: dict[str, list[str]] = {}
+
+    @field_validator("descriptors")
+    @classmethod
+    def _descriptors(cls, value: dict[str, list[str]]) -> dict[str, list[str]]:
+        for kind in value:
+            if kind not in ORG_KINDS:
+                raise ValueError(f"unknown organisation kind {kind!r}; known: {', '.join(ORG_KINDS)}")
+        return value
 
 
 class TemplateGroup(_Strict):
@@ -173,11 +210,37 @@ class Distractors(_Strict):
     reported: list[str] = []  # what an organisation says a person did or will do: "would lead the team in {city}"
     org_vp: list[str] = []  # what an organisation did: "{org}, which ..., <org_vp>."
     org_lead: list[str] = []  # words before an organisation, someone with no relation to it: "{per2} visited"
+    org_apposition: list[str] = []  # after an organisation's name: "{descriptor_a} based in {city}"
 
     _check = field_validator("vp", "plural_vp", "openers", "trailers", "reported", "org_vp")(
         lambda cls, v: _check(v, _DISTRACTOR_SLOTS)
     )
     _lead = field_validator("org_lead")(lambda cls, v: _check(v, _DISTRACTOR_SLOTS | {"per2"}))
+    _apposition = field_validator("org_apposition")(lambda cls, v: _check(v, _APPOSITION_SLOTS))
+
+
+class CombinedRole(_Strict):
+    """One title that states several relations of one person to one organisation ("founder and
+    chief executive of {org}"): one write per relation, in the order of `relations`, which is the
+    order the title names them. A title may state one relation only ("president and CEO of {org}":
+    the bank has no president relation)."""
+
+    relations: list[str] = Field(min_length=1, max_length=2)
+    kinds: list[str] = Field(min_length=1)
+    vp: list[str] = []
+    app: list[str] = []
+    pre: list[str] = []
+
+    _vp = field_validator("vp", "app", "pre")(lambda cls, v: _check(v, _FACT_SLOTS - {"per"}, {"org"}))
+
+
+class Biography(_Strict):
+    """A Wikipedia first sentence: "{per} ({born}) is {a nationality} {profession}, <roles>."."""
+
+    professions: list[str] = Field(min_length=1)
+    roles: list[str] = []  # roles that name no organisation ("a philanthropist"): no write
+
+    _check = field_validator("professions", "roles")(lambda cls, v: _check(v, set()))
 
 
 class News(_Strict):
@@ -198,6 +261,8 @@ class PassageBank(_Strict):
     relations: dict[str, RelationBank] = Field(min_length=1)
     distractors: Distractors
     news: News = News()
+    combined_roles: list[CombinedRole] = []
+    biography: Biography | None = None
     negatives: list[str] = Field(min_length=1)
 
     _negatives = field_validator("negatives")(lambda cls, v: _check(v, _NEGATIVE_SLOTS))
@@ -223,6 +288,22 @@ class PassageBank(_Strict):
                                     f"relations.{name}.groups[{i}].{slot}: {template!r} also states "
                                     f"{other!r} for kind {kind!r}"
                                 )
+        for i, role in enumerate(self.combined_roles):
+            name = " and ".join(role.relations)
+            for relation in role.relations:
+                if relation not in self.relations:
+                    raise ValueError(f"combined_roles[{i}].relations: {relation!r} is not under relations")
+                kinds = {k for g in self.relations[relation].groups for k in g.kinds}
+                if missing := [k for k in role.kinds if k not in kinds]:
+                    raise ValueError(f"combined_roles[{i}].kinds: {relation!r} has no templates for {missing[0]!r}")
+            for slot in ("vp", "app", "pre"):
+                for template in getattr(role, slot):
+                    for kind in role.kinds:
+                        other = stated.setdefault((template, kind), name)
+                        if other != name:
+                            raise ValueError(
+                                f"combined_roles[{i}].{slot}: {template!r} also states {other!r} for kind {kind!r}"
+                            )
         return self
 
     @classmethod
@@ -366,16 +447,58 @@ class PassageMaker:
                 return name, name.removeprefix("the "), kind
         raise RuntimeError("could not draw a new organisation")
 
+    def described(
+        self,
+        mention: str,
+        kind: str,
+        template: str = "{org}",
+        slot: str = "org",
+        *,
+        title: bool = False,
+        apposition: bool = True,
+    ) -> str:
+        """The organisation's mention, at times with what it is (words.descriptors of its kind):
+        before a name that has no "the" ("the Dutch bank ING", 'the investment company "Acme"') or
+        in an apposition after it ("ING, a bank based in Utrecht"), where `template` (around
+        `{slot}`) leaves room for one: none in a title ("{org} CEO": `title`) or "a {org} politician",
+        no apposition before a possessive. The write stores the name alone."""
+        key = "{" + slot + "}"
+        descriptors = self.bank.words.descriptors.get(kind)
+        if not descriptors or template.count(key) != 1 or self.rng.random() >= DESCRIBED:
+            return mention
+        rng, (before, after) = self.rng, template.split(key)
+        possessive = after.startswith("'")
+        if re.search(r"\ban? $", before) or (title and not possessive):
+            return mention
+        descriptor = rng.choice(descriptors)
+        appositions = self.bank.distractors.org_apposition if apposition and not possessive else []
+        if not mention.startswith("the ") and (not appositions or rng.random() < 0.6):
+            country = rng.choice(self.bank.words.countries) + " " if rng.random() < 0.5 else ""
+            name = f'"{mention}"' if not possessive and rng.random() < 0.1 else mention
+            return f"the {country}{descriptor} {name}"
+        if not appositions:
+            return mention
+        words = {
+            "descriptor": descriptor,
+            "descriptor_a": _article(descriptor),
+            "city": rng.choice(self.bank.words.cities),
+            "country": rng.choice(self.bank.words.countries),
+        }
+        close = "" if after[:1] in ("", ",", ".", ";") else ","  # "works at X, a bank in Y, since 2001"
+        return f"{mention}, {rng.choice(appositions).format(**words)}{close}"
+
     # ------------------------------------------------------------------ pieces
 
     def _slots(self, fact: Fact | None) -> dict[str, str]:
-        """Fresh words for a template: a job, a year, a city, and the fact's organisation."""
+        """Fresh words for a template: a job, years, a city, and the fact's organisation."""
         job = self.rng.choice(self.bank.words.jobs)
+        year = self.rng.randint(1975, 2023)
         slots = {
             "job": job,
             "job_a": _article(job),
             "role": self.rng.choice(self.bank.words.roles),
-            "year": str(self.rng.randint(1975, 2024)),
+            "year": str(year),
+            "year2": str(self.rng.randint(year + 1, min(year + 20, 2024))),  # "from {year} to {year2}"
             "city": self.rng.choice(self.bank.words.cities),
         }
         if fact is not None:
@@ -385,13 +508,19 @@ class PassageMaker:
     def _fill(self, template: str, slots: dict[str, str], orgs: set[str]) -> str:
         used = placeholders(template)
         if "org2" in used and "org2" not in slots:
-            slots["org2"] = self.org(["company"], orgs)[0]
+            mention, _, kind = self.org(["company"], orgs)
+            slots["org2"] = self.described(mention, kind, template, "org2")
         if "weekday" in used and "weekday" not in slots:
             slots["weekday"] = self.rng.choice(self.bank.words.weekdays)
         text = template.format(**slots)
         if "org" in slots:  # "Siemens's" -> "Siemens'"
             text = text.replace(slots["org"] + "'s", _possessive(slots["org"]))
         return text
+
+    def _options(self, fact: Fact, part: str) -> list[str]:
+        """The `part` templates of the fact's relation for its organisation's kind."""
+        groups = [g for g in self.bank.relations[fact.relation].groups if fact.kind in g.kinds]
+        return [t for g in groups for t in getattr(g, part)]
 
     def _piece(
         self,
@@ -402,11 +531,14 @@ class PassageMaker:
         per: str | None = None,
         listed: str | None = None,
         noun: str | None = None,
+        describe: bool = True,
+        options: list[str] | None = None,
     ) -> str | None:
-        """A `part` template of the fact's relation and kind, filled; `per` and `listed` fill {per}
-        and {orgs}; `noun` refers back to the organisation ("the company") where the template names it."""
-        groups = [g for g in self.bank.relations[fact.relation].groups if fact.kind in g.kinds]
-        options = [t for g in groups for t in getattr(g, part)]
+        """A `part` template of the fact's relation and kind (or one of `options`), filled; None
+        when there is none. `per` and `listed` fill {per} and {orgs}; `noun` refers back to the
+        organisation ("the company") where the template names it; `describe`: at times with what
+        the organisation is ("the Dutch bank ING")."""
+        options = self._options(fact, part) if options is None else options
         if not options:
             return None
         slots = self._slots(fact)
@@ -415,7 +547,15 @@ class PassageMaker:
         if listed is not None:
             slots["orgs"] = listed
         template = self.rng.choice(options)
-        return self._fill(_refer_back(template, noun) if noun else template, slots, orgs)
+        return self._render(fact, _refer_back(template, noun) if noun else template, slots, orgs, part, describe)
+
+    def _render(
+        self, fact: Fact, template: str, slots: dict[str, str], orgs: set[str], part: str = "", describe: bool = True
+    ) -> str:
+        """`template` filled with `slots`, the fact's organisation at times with what it is."""
+        if describe and "org" in slots:
+            slots["org"] = self.described(fact.org_mention, fact.kind, template, title=part == "pre")
+        return self._fill(template, slots, orgs)
 
     def distractor(self, orgs: set[str], plural: bool = False) -> str:
         d = self.bank.distractors
@@ -464,10 +604,11 @@ class PassageMaker:
         d = self.bank.distractors
         if d.trailers and frame in ("simple", "dated", "two_people") and rng.random() < 0.2:
             text = text[:-1] + self._fill(rng.choice(d.trailers), self._slots(None), orgs) + "."
-        if d.openers and rng.random() < 0.15:
+        if d.openers and frame != "biography" and rng.random() < 0.15:  # a biography opens its article
             text = self._fill(rng.choice(d.openers), self._slots(None), orgs) + " " + _tidy(text)  # ". The X ..."
         first = facts[0].person.mention
-        if frame in ("simple", "apposition", "relative", "surname", "pronoun", "coordinated") and rng.random() < 0.15:
+        born_after = ("simple", "apposition", "relative", "surname", "pronoun", "coordinated", "roles")
+        if frame in born_after and rng.random() < 0.15:
             city = rng.choice(self._words("city"))
             born = f"born {rng.randint(1930, 1995)}" if rng.random() < 0.6 else f"born in {city}"
             text = text.replace(first, f"{first} ({born})", 1)  # "Jane Roe (born 1961), CEO of Acme, ..."
@@ -489,12 +630,15 @@ class PassageMaker:
 
     def _prefix(self, people, orgs):
         f = self.fact(people, orgs)
-        if f.person.mention != f.person.full:  # "Acme CEO Dr. Jane Roe" reads badly: no title here
-            f = Fact(Person(f.person.full, f.person.full, f.person.surname), f.relation, f.org, f.kind, f.org_mention)
         pre = self._piece(f, "pre", orgs)
-        if pre and pre.endswith(","):  # "Acme's chief executive, Jane Roe, said ..."
-            return f"{pre} {f.person.mention}, {self.distractor(orgs)}.", [f]
-        return (f"{pre} {f.person.mention} {self.distractor(orgs)}.", [f]) if pre else None
+        return (self._titled(pre, f.person, orgs), [f]) if pre else None
+
+    def _titled(self, pre: str, person: Person, orgs: set[str]) -> str:
+        """ "<pre> Jane Roe <distractor>.", or with a title ending in a comma "Acme's chief executive,
+        Jane Roe, said ...". The name without its title: "Acme CEO Dr. Jane Roe" reads badly."""
+        if pre.endswith(","):
+            return f"{pre} {person.full}, {self.distractor(orgs)}."
+        return f"{pre} {person.full} {self.distractor(orgs)}."
 
     def _relative(self, people, orgs):
         f = self.fact(people, orgs)
@@ -509,12 +653,14 @@ class PassageMaker:
         if not options:
             return None
         slots = self._slots(f)
-        vp = self._fill(self.rng.choice(options).replace(" in {year}", ""), slots, orgs)
+        vp = self._render(f, self.rng.choice(options).replace(" in {year}", ""), slots, orgs)
         return f"In {slots['year']}, {f.person.mention} {vp}.", [f]
 
     def _two_facts(self, people, orgs):
         f1 = self.fact(people, orgs)
         f2 = self.fact(people, orgs, person=f1.person, exclude=(f1.relation,))
+        if f2.relation == _EMPLOYMENT:  # the employment first (see _EMPLOYMENT)
+            f1, f2 = f2, f1
         app = self._piece(f1, "app", orgs)
         if app is None:
             return None
@@ -551,18 +697,20 @@ class PassageMaker:
         if not shapes:
             return None
         f = self.fact(people, orgs)
-        own = rng.random() < 0.5
+        own = rng.random() < 0.5  # then the speaker's first mention is the one that may say what it is
         speakers = [k for k in _SPEAKER_KINDS if k in self.kinds] or self.kinds
-        speaker = f.org_mention if own else self.org(speakers, orgs)[0]
+        speaker, _, kind = (f.org_mention, f.org, f.kind) if own else self.org(speakers, orgs)
         shape = rng.choice(shapes)
         if shape == "source":
-            source = self._fill(rng.choice(news.sources), {"speaker": speaker}, orgs)
-            return f"{f.person.mention} {self._piece(f, 'vp', orgs)}, {source}.", [f]
+            template = rng.choice(news.sources)
+            source = self._fill(template, {"speaker": self.described(speaker, kind, template, "speaker")}, orgs)
+            return f"{f.person.mention} {self._piece(f, 'vp', orgs, describe=not own)}, {source}.", [f]
         noun = self.bank.organisations[f.kind].noun if own and rng.random() < 0.6 else None
-        intro = self._fill(rng.choice(news.intros), {"speaker": speaker}, orgs)
-        app = self._piece(f, "app", orgs, noun=noun) if shape == "app" else None
+        template = rng.choice(news.intros)
+        intro = self._fill(template, {"speaker": self.described(speaker, kind, template, "speaker")}, orgs)
+        app = self._piece(f, "app", orgs, noun=noun, describe=not own) if shape == "app" else None
         if app is None:
-            return f"{intro} {f.person.mention} {self._piece(f, 'vp', orgs, noun=noun)}.", [f]
+            return f"{intro} {f.person.mention} {self._piece(f, 'vp', orgs, noun=noun, describe=not own)}.", [f]
         return f"{intro} {f.person.mention}, {app}, {self._fill(rng.choice(d.reported), self._slots(None), orgs)}.", [f]
 
     def _org_relative(self, people, orgs):
@@ -575,12 +723,13 @@ class PassageMaker:
         if f is None:
             return None
         clause = self._piece(f, "org_rel", orgs, per=f.person.mention)
+        mention = self.described(f.org_mention, f.kind, apposition=False)  # "the Dutch bank ING, which ..."
         if d.org_lead and (not d.org_vp or rng.random() < 0.4):
             template, slots = rng.choice(d.org_lead), self._slots(None)
             if "per2" in placeholders(template):
                 slots["per2"] = self.person(people).mention
-            return f"{self._fill(template, slots, orgs)} {f.org_mention}, {clause}.", [f]
-        return f"{f.org_mention}, {clause}, {self._fill(rng.choice(d.org_vp), self._slots(None), orgs)}.", [f]
+            return f"{self._fill(template, slots, orgs)} {mention}, {clause}.", [f]
+        return f"{mention}, {clause}, {self._fill(rng.choice(d.org_vp), self._slots(None), orgs)}.", [f]
 
     def _coordinated(self, people, orgs):
         """One person, one relation, two or three organisations of one kind ("has invested in both
@@ -623,6 +772,99 @@ class PassageMaker:
             return f"{both}, who {vp}, {self.distractor(orgs, plural=True)}.", facts
         return f"{both} {vp}.", facts
 
+    def _title(
+        self,
+        people: set[str],
+        orgs: set[str],
+        person: Person | None = None,
+        writes: int = 2,
+        exclude: tuple[str, ...] = (),
+    ):
+        """A combined title of at most `writes` relations, none in `exclude`: (the title, its facts
+        in the title's order), None when the bank has none."""
+        titles = [
+            t
+            for t in self.bank.combined_roles
+            if len(t.relations) <= writes
+            and all(r in self.relations and r not in exclude for r in t.relations)
+            and any(k in self.kinds for k in t.kinds)
+        ]
+        if not titles:
+            return None
+        title = self.rng.choice(titles)
+        mention, org, kind = self.org(title.kinds, orgs)
+        person = person or self.person(people)
+        return title, [Fact(person, r, org, kind, mention) for r in title.relations]
+
+    def _roles(self, people, orgs):
+        """One title, two relations of one person to one organisation ("Jane Roe, founder and chief
+        executive of Acme, said ..."): one write per relation, in the order the title names them.
+        One statement for max_facts; with max_facts 1, titles of one relation ("president and
+        chief executive of Acme": CEO of)."""
+        rng = self.rng
+        drawn = self._title(people, orgs, writes=min(self.max_facts, 2))
+        if drawn is None:
+            return None
+        title, facts = drawn
+        f = facts[0]
+        part = rng.choice([p for p in ("app", "app", "pre", "vp") if getattr(title, p)])
+        piece = self._render(f, rng.choice(getattr(title, part)), self._slots(f), orgs, part)
+        if part == "app":
+            return f"{f.person.mention}, {piece}, {self.distractor(orgs)}.", facts
+        if part == "pre":
+            return self._titled(piece, f.person, orgs), facts
+        if rng.random() < 0.3:
+            return f"{f.person.mention}, who {piece}, {self.distractor(orgs)}.", facts
+        return f"{f.person.mention} {piece}.", facts
+
+    def _biography(self, people, orgs):
+        """A Wikipedia first sentence: "Jane Roe (born 4 March 1961) is a Dutch economist, CEO of
+        Acme, and a former director of Beta." One write per role that names an organisation, in
+        text order (a combined title: one per relation), none for a role that names none ("a
+        philanthropist"). Each role states another relation ("CEO of A and CEO of B" would be a
+        list); the roles are one statement for max_facts, up to MAX_ROLE_WRITES writes; with
+        max_facts 1 one role names an organisation. An employment comes first (_EMPLOYMENT)."""
+        rng, bio = self.rng, self.bank.biography
+        if bio is None:
+            return None
+        person = self.person(people)
+        writes = min(rng.choice((1, 2, 2, 3)), MAX_ROLE_WRITES) if self.max_facts >= 2 else 1
+        roles: list[tuple[str, list[Fact]]] = []  # (apposition, its facts)
+        for _ in range(3 * writes):
+            left = writes - sum(len(facts) for _, facts in roles)
+            used = tuple(f.relation for _, facts in roles for f in facts)
+            if left <= 0 or len(used) == len(self.relations):
+                break
+            if left >= 2 and rng.random() < 0.2 and (drawn := self._title(people, orgs, person, left, used)):
+                title, facts = drawn
+                if title.app:
+                    roles.append((self._render(facts[0], rng.choice(title.app), self._slots(facts[0]), orgs), facts))
+                continue
+            f = self.fact(people, orgs, person=person, exclude=used)
+            options = [t for t in self._options(f, "app") if not t.startswith("who ")]  # noun phrases
+            if options:
+                roles.append((self._piece(f, "app", orgs, options=options), [f]))
+        if not roles:
+            return None
+        roles.sort(key=lambda role: role[1][0].relation != _EMPLOYMENT)  # stable: the rest as drawn
+        if bio.roles and rng.random() < 0.35:
+            roles.insert(rng.randint(0, len(roles)), (rng.choice(bio.roles), []))
+        head = f"{person.mention} ({self._born()})" if rng.random() < 0.75 else person.mention
+        intro = f"{head} is {_article(rng.choice(self.bank.words.countries))} {rng.choice(bio.professions)}"
+        texts = [text for text, _ in roles]
+        if len(texts) == 1:
+            text = f"{intro}{rng.choice([' and ', ', '])}{texts[0]}."
+        else:
+            text = f"{intro}, {', '.join(texts[:-1])}{rng.choice([', and ', ', and ', ' and '])}{texts[-1]}."
+        return text, [f for _, facts in roles for f in facts]
+
+    def _born(self) -> str:
+        """ "born 1961", "born 4 March 1961", "born on 4 March 1961 in Lyon" ..."""
+        rng = self.rng
+        year, city = rng.randint(1930, 1995), rng.choice(self.bank.words.cities)
+        date = f"{rng.randint(1, 28)} {rng.choice(_MONTHS)} {year}"
+        return rng.choice([f"born {year}", f"born {date}", f"born on {date} in {city}", f"born {year} in {city}"])
+
     # ------------------------------------------------------------------ negatives
 
     def unnamed_fact(self) -> str:
@@ -653,7 +895,8 @@ class PassageMaker:
             if slot in used:
                 slots[slot] = self.person(people).mention
         if "org" in used:  # mostly companies: "I think <a party> makes excellent software" reads badly
-            slots["org"] = self.org(["company"] if self.rng.random() < 0.7 else self.kinds, orgs)[0]
+            mention, _, kind = self.org(["company"] if self.rng.random() < 0.7 else self.kinds, orgs)
+            slots["org"] = self.described(mention, kind, template)
         slots["pron"] = self._pronoun_for_one()  # "They has been the CEO" reads badly
         slots["product"] = self.rng.choice(self.bank.words.products)
         return _tidy(self._fill(template, slots, orgs))

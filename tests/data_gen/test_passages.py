@@ -8,7 +8,14 @@ import pytest
 import yaml
 
 from data_gen.config import ConfigError, DataConfig
-from data_gen.passages import _TEMPLATE_SLOTS, MAX_LIST_ORGS, BankError, PassageBank, PassageMaker
+from data_gen.passages import (
+    _TEMPLATE_SLOTS,
+    MAX_LIST_ORGS,
+    MAX_ROLE_WRITES,
+    BankError,
+    PassageBank,
+    PassageMaker,
+)
 from data_gen.world import real_companies
 from memory_runtime.protocol import parse_calls
 from memory_runtime.store import MemoryConfig, TripletStore
@@ -22,6 +29,15 @@ def maker(seed: int = 0, **kw) -> PassageMaker:
     return PassageMaker(bank, PEOPLE, tuple(real_companies()), list(bank.relations), random.Random(seed), **kw)
 
 
+def statements_ok(facts: list[tuple[str, str, str]], max_facts: int = 2) -> bool:
+    """At most `max_facts` statements: a list of organisations is one (person, relation), and a
+    biography's roles (one person, up to MAX_ROLE_WRITES writes) are one."""
+    if max_facts == 1:
+        return len(facts) == 1
+    one_person = len({p for p, _, _ in facts}) == 1
+    return len({(p, r) for p, r, _ in facts}) <= 2 or (one_person and len(facts) <= MAX_ROLE_WRITES)
+
+
 def test_every_fact_is_copied_from_the_text_as_stated():
     m = maker()
     relations, forms = Counter(), Counter()
@@ -29,8 +45,7 @@ def test_every_fact_is_copied_from_the_text_as_stated():
         text, facts = m.passage()
         first_word = text.split()[0]
         starts_capital = not text[0].islower() or any(c.isupper() for c in first_word[1:])  # "eBay" stays so
-        statements = {(person, relation) for person, relation, _ in facts}  # a list of organisations is one
-        assert 1 <= len(statements) <= 2 and len(facts) <= MAX_LIST_ORGS, text
+        assert 1 <= len(facts) <= max(MAX_LIST_ORGS, MAX_ROLE_WRITES) and statements_ok(facts), text
         assert starts_capital and text.endswith("."), text
         assert ".." not in text, text
         for person, relation, org in facts:
@@ -186,27 +201,33 @@ def fact_patterns() -> list[re.Pattern]:
     capital = r"(?:[A-ZÀ-Ý0-9&(]|[a-z](?=[A-Z]))"  # "Élise", "3M", "eBay"
     name = rf"(?:the |The )?{capital}[^\s,]*(?: (?:of|van|der|and|{capital}[^\s,]*))*?"  # "Dr. Karl van der Berg"
     nouns = "|".join(k.noun for k in bank.organisations.values() if k.noun)  # "the company"
+    descriptors = "|".join(d for kind in words.descriptors.values() for d in kind)
+    described = rf"the (?:(?:{'|'.join(words.countries)}) )?(?:{descriptors}) \"?{name}\"?"  # 'the Dutch bank "ING"'
     fill = {
         "per": name,
-        "org": f"{name}|{nouns}",
+        "org": rf"(?:{described}|{name})(?:, [^,.]*,?)?|{nouns}",  # "ING, a bank based in Utrecht,"
         "orgs": f"(?:both )?{name}",
         "year": r"\d{4}",
+        "year2": r"\d{4}",
         "job": "|".join(map(re.escape, words.jobs)),
         "job_a": "|".join(f"an? {re.escape(j)}" for j in words.jobs),
         "role": "|".join(map(re.escape, words.roles)),
         "city": "|".join(words.cities),
         "weekday": "|".join(words.weekdays),
     }
+    templates = [
+        t for rel in bank.relations.values() for g in rel.groups for s in _TEMPLATE_SLOTS for t in getattr(g, s)
+    ]
+    templates += [t for role in bank.combined_roles for s in ("vp", "app", "pre") for t in getattr(role, s)]
     found = []
-    for rel in bank.relations.values():
-        for group in rel.groups:
-            for slot in _TEMPLATE_SLOTS:
-                for template in getattr(group, slot):
-                    for text in {template, template.replace(" in {year}", "")}:  # "In 1994, X joined Y."
-                        pattern = re.escape(text)
-                        for placeholder, regex in fill.items():
-                            pattern = pattern.replace(re.escape("{" + placeholder + "}"), f"(?:{regex})")
-                        found.append(re.compile(rf"\b{pattern}"))
+    for template in templates:
+        for text in {template, template.replace(" in {year}", "")}:  # "In 1994, X joined Y."
+            pattern = re.escape(text).replace("'s", "(?:'s|')")  # "Texas Instruments' CEO"
+            if text[:1].isalpha():  # "Former Acme analyst Jane Roe"
+                pattern = f"[{text[0].lower()}{text[0].upper()}]{pattern[1:]}"
+            for placeholder, regex in fill.items():
+                pattern = pattern.replace(re.escape("{" + placeholder + "}"), f"(?:{regex})")
+            found.append(re.compile(rf"\b{pattern}"))
     return found
 
 
@@ -219,7 +240,7 @@ def test_max_facts_counts_statements_and_a_list_is_one_statement():
     # of organisations is one statement written once per organisation, up to MAX_LIST_ORGS writes
     assert all(len(facts) == 1 for _, facts in passages(8, 300, max_facts=1))
     made = passages(8, 600)
-    assert all(len({(p, r) for p, r, _ in facts}) <= 2 and len(facts) <= MAX_LIST_ORGS for _, facts in made)
+    assert all(statements_ok(facts) and len(facts) <= MAX_LIST_ORGS for _, facts in made)
     assert any(len(facts) == MAX_LIST_ORGS and len({(p, r) for p, r, _ in facts}) == 1 for _, facts in made)
 
 
@@ -315,16 +336,23 @@ def test_the_fact_patterns_find_the_facts_of_passages():
     assert sum(states_a_fact(t, patterns) for t, _ in made) >= 0.99 * len(made)
 
 
-def test_news_and_departure_negatives_state_no_fact():
-    patterns = fact_patterns()
+def test_news_and_refusal_negatives_state_no_fact():
+    patterns = fact_patterns()  # past positions included: "X left Acme in 2001" would state a fact
     m = maker(16)
     texts = {m.negative() for _ in range(600)}
     # a fact about a pronoun, a question, a thought: the older negatives that hold a fact's words
     hypothetical = ("whether", "wonder", "Imagine", "Nobody", "She ", "He ", "They ", "During ")
     checked = [t for t in texts if not t.startswith(hypothetical) and not any(h in t for h in hypothetical)]
     assert not [t for t in checked if states_a_fact(t, patterns)]
-    news = [t for t in checked if any(w in t for w in SPEECH_WORDS) or " left " in t or "turned down" in t]
+    news = [t for t in checked if any(w in t for w in SPEECH_WORDS) or "turned down" in t or "never hired" in t]
     assert len(news) > 20, news
+
+
+def test_a_departure_is_no_negative():
+    # "X left Acme in 2001" states a past employment, which annotated text counts as a fact:
+    # the negatives keep only people who never held the relation (turned down, rejected, not hired)
+    departures = re.compile(r"\b(left|resigned|stepped down|retired|quit|sold|former|formerly|until)\b")
+    assert not [t for t in PassageBank.load().negatives if departures.search(t) and not t.startswith("{pron}")]
 
 
 def test_list_and_news_pieces_are_validated(tmp_path):
@@ -340,3 +368,170 @@ def test_list_and_news_pieces_are_validated(tmp_path):
     path.write_text(yaml.safe_dump(bank))
     with pytest.raises(BankError, match="'chair of the board of {org}' also states '(board member|chairperson) of'"):
         PassageBank.load(path)
+
+
+# ---------------------------------------------------------------- descriptors, past positions, titles, biographies
+
+
+def described_pattern(bank: PassageBank) -> tuple[re.Pattern, re.Pattern]:
+    """What the text may say an organisation is, before its name ('the Dutch bank "' + name) and
+    in an apposition after it (name + ', a bank based in Utrecht')."""
+    descriptors = "|".join(sorted({d for kind in bank.words.descriptors.values() for d in kind}, key=len)[::-1])
+    countries = "|".join(bank.words.countries)
+    before = re.compile(rf'\bthe (?:(?:{countries}) )?(?:{descriptors}) "?$')
+    after = re.compile(rf"^\"?, (?:an? |the )[^,.]*\b(?:{descriptors})\b")
+    return before, after
+
+
+def test_an_organisation_named_with_what_it_is_is_written_by_its_name():
+    bank = PassageBank.load()
+    assert len(bank.words.descriptors["company"]) >= 25
+    before, after = described_pattern(bank)
+    countries = "|".join(bank.words.countries)
+    descriptors = "|".join(d for kind in bank.words.descriptors.values() for d in kind)
+    in_name = re.compile(rf"^(?:the |(?:{countries}) )*(?:{descriptors}) |,| based in ")
+    companies, shapes = set(real_companies()), Counter()
+    for text, facts in passages(17, 1500):
+        for _, _, org in facts:
+            assert not in_name.search(org), (text, org)  # "the Dutch bank ING" writes ING
+        named = [o for _, _, o in facts if o in companies]
+        shapes["company"] += bool(named)
+        for org in named:
+            at = text.index(org)
+            shapes["before"] += bool(before.search(text[:at]))
+            shapes["after"] += bool(after.search(text[at + len(org) :]))
+            shapes["quoted"] += f'"{org}"' in text
+        shapes["described"] += any(
+            before.search(text[: text.index(o)]) or after.search(text[text.index(o) + len(o) :]) for o in named
+        )
+    assert shapes["before"] > 50 and shapes["after"] > 20 and shapes["quoted"], shapes
+    assert 0.09 < shapes["described"] / shapes["company"] < 0.22, shapes  # about 15% of passages with a company
+
+
+def test_a_description_leaves_titles_and_possessives_readable():
+    bank = PassageBank.load()
+    before, after = described_pattern(bank)
+    m = maker(18)
+    for _ in range(1500):
+        text = m.passage()[0]
+        assert not re.search(r"'s?, (?:an? |the )", text), text  # no "ING's, a bank based in ..."
+        assert not re.search(r'"\'', text), text  # no quoted name with a possessive
+    for _ in range(300):
+        made = m._prefix(set(), set())  # None: the relation has no title for that kind
+        if made is None:
+            continue
+        text, (fact,) = made
+        if not text.split(fact.org, 1)[1].startswith("'"):  # "Acme CEO Jane Roe", not
+            assert not before.search(text[: text.index(fact.org)]), text  # "the Dutch bank Acme CEO"
+
+
+PAST = {  # what a past position says -> the relations it may write (the organisation follows)
+    r"\bformer (?:CEO|chief executive) of|(?:stepped down|retired) as (?:CEO|chief executive) of": ("CEO of",),
+    r"served as chief executive of|chief executive of \S+ until": ("CEO of",),
+    r"(?:retired|stepped down) as (?:chairman|chair) of|\bformer (?:chairman|chairwoman|chair) of|\bchaired": (
+        "chairperson of",
+    ),
+    r"previously worked at|former employee of|worked for|spent two decades at": ("employed by",),
+    r"former (?:board member|director) of|sat on the board of|resigned from the board of": ("board member of",),
+    r"former member of|was a member of|represented": ("member of",),
+    r"one of the founders of|co-founded": ("founder of",),
+    r"\bleft": ("employed by", "member of"),  # "left Acme in 2012": a past job or membership
+}
+
+
+def test_a_past_position_writes_the_relation():
+    seen = Counter()
+    for text, facts in passages(19, 2000):
+        for said, relations in PAST.items():
+            for found in re.finditer(rf"(?:{said}) (?P<span>(?:(?! and )[^,.;])*)", text):  # up to "and" ","
+                # a fact's organisation right after the words ("the Dutch bank Acme"): that relation
+                for org in {o for _, _, o in facts if re.search(rf"(?<!\w){re.escape(o)}(?!\w)", found["span"])}:
+                    assert any(r in relations and o == org for _, r, o in facts), (text, facts)
+                    seen[relations] += 1
+    assert all(seen[r] > 5 for r in PAST.values()), seen
+
+
+def test_a_combined_title_writes_each_relation_in_the_titles_order():
+    bank = PassageBank.load()
+    words = {  # where a title names each relation
+        "founder of": r"found",
+        "CEO of": r"CEO|[Cc]hief [Ee]xecutive",
+        "chairperson of": r"chair",
+        "member of": r"singer|guitarist|drummer|bassist|frontman|sang",
+    }
+    m, titles, shapes = maker(21), [t.relations for t in bank.combined_roles], Counter()
+    for _ in range(300):
+        text, facts = m._roles(set(), set())
+        assert [f.relation for f in facts] in titles, text
+        assert len({(f.person, f.org) for f in facts}) == 1 and facts[0].org in text, text
+        at = [re.search(words[f.relation], text).start() for f in facts]
+        assert at == sorted(at) and len(set(at)) == len(at), (text, [f.relation for f in facts])
+        shapes[len(facts)] += 1
+        shapes["president"] += "resident" in text
+    assert shapes[2] > 200 and shapes[1] and shapes["president"] == shapes[1], shapes
+    one = maker(21, max_facts=1)  # one write: titles of one relation ("president and CEO of Acme")
+    assert all(len(one._roles(set(), set())[1]) == 1 for _ in range(50))
+    made = [f for _, f in passages(22, 600)]  # in passages: two writes, one person and organisation
+    assert any(len(f) == 2 and len({(p, o) for p, _, o in f}) == 1 and f[0][1] != f[1][1] for f in made)
+
+
+def test_a_biography_writes_one_fact_per_role_that_names_an_organisation():
+    bank = PassageBank.load()
+    bio = bank.biography
+    countries, professions = "|".join(bank.words.countries), "|".join(bio.professions)
+    m, shapes = maker(23), Counter()
+    for _ in range(300):
+        text, facts = m._biography(set(), set())
+        person = facts[0].person
+        intro = rf"{re.escape(person.mention)}(?: \(born [^)]*\))? is an? (?:{countries}) (?:{professions})(?:,| and) "
+        assert re.match(intro, text) and text.endswith("."), text
+        assert all(f.person == person for f in facts) and 1 <= len(facts) <= MAX_ROLE_WRITES, text
+        assert len({f.relation for f in facts}) == len(facts), text  # each role another relation
+        at = [text.index(f.org) for f in facts]
+        assert at == sorted(at), (text, [f.org for f in facts])  # text order
+        bare = [r for r in bio.roles if r in text]  # "a philanthropist": no write
+        assert not any(f.org in r for r in bare for f in facts), text
+        shapes[len(facts)] += 1
+        shapes["bare"] += bool(bare)
+        shapes["title"] += len({f.org for f in facts}) < len(facts)  # "founder and CEO of A": two writes
+        shapes["born"] += "(born " in text
+    assert all(shapes[k] > 10 for k in (1, 2, 3, "bare", "title", "born")), shapes
+    one = maker(23, max_facts=1)  # one write: one role names an organisation
+    assert all(len(one._biography(set(), set())[1]) == 1 for _ in range(100))
+
+
+def test_biographies_and_titles_have_their_share():
+    for max_facts in (2, 1):
+        m, made = maker(24, max_facts=max_facts), Counter()
+        for frame in ("biography", "roles"):
+
+            def counted(*args, _frame=frame, _make=getattr(m, "_" + frame)):
+                result = _make(*args)
+                made[_frame] += result is not None
+                return result
+
+            setattr(m, "_" + frame, counted)
+        for _ in range(1500):
+            assert statements_ok(m.passage()[1], max_facts)
+        assert 0.07 < made["biography"] / 1500 < 0.17 and 0.035 < made["roles"] / 1500 < 0.11, (max_facts, made)
+
+
+def test_combined_titles_are_validated(tmp_path):
+    shipped = yaml.safe_load((resources.files("data_gen") / "passages.yaml").read_text())
+    path = tmp_path / "bank.yaml"
+    for change, error in [
+        (lambda b: b["combined_roles"][0].update(relations=["president of"]), "'president of' is not under relations"),
+        (
+            lambda b: b["combined_roles"][0]["kinds"].append("party"),
+            r"combined_roles\[0\]\.kinds: 'founder of' has no templates for 'party'",
+        ),
+        (lambda b: b["combined_roles"][0]["app"].append("founder and CEO of {organisation}"), "organisation"),
+        (lambda b: b["combined_roles"][0]["app"].append("CEO of {org}"), "'CEO of {org}' also states"),
+        (lambda b: b["words"]["descriptors"].update(firm=["bank"]), "unknown organisation kind 'firm'"),
+        (lambda b: b["distractors"]["org_apposition"].append("a {kind} in {city}"), r"unknown placeholder \{kind\}"),
+    ]:
+        bank = yaml.safe_load(yaml.safe_dump(shipped))
+        change(bank)
+        path.write_text(yaml.safe_dump(bank))
+        with pytest.raises(BankError, match=error):
+            PassageBank.load(path)
