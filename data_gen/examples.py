@@ -465,10 +465,12 @@ class Builder:
         if self.real_passages is not None and rng.random() < self.config.real.verify:
             base = self.real_passages.draw(rng, with_facts=True)
             text, facts, source = base.segments[0].text, [tuple(t) for t in base.gold_triplets], base.source
+            named = ()
         else:
             text, facts = self.passages.passage()
+            named = self.passages.last_orgs
         stated = rng.random() < 0.5
-        triplet = rng.choice(facts) if stated else self.unstated(text, facts)
+        triplet = rng.choice(facts) if stated else self.unstated(text, facts, named)
         segments = [
             Segment(role="user", text=verification_question(text, triplet), train=False),
             Segment(role="assistant", text=VERIFY_YES if stated else VERIFY_NO, train=True),
@@ -482,14 +484,16 @@ class Builder:
             source=source,
         )
 
-    def unstated(self, text: str, facts: list[Triplet]) -> Triplet:
-        """A fact `text` does not state, near the ones it does: another of its people or
-        organisations in the pair, an organisation as the subject, or a relation of another kind."""
+    def unstated(self, text: str, facts: list[Triplet], named: tuple[str, ...] = ()) -> Triplet:
+        """A fact `text` does not state, near the ones it does: another of its people or the
+        organisations it names (`named`, else the split's companies found in it) in the pair, an
+        organisation as the subject, or a relation of another kind."""
         rng, stated = self.rng, set(facts)
         person, relation, org = rng.choice(facts)
         people = [p for p in dict.fromkeys(f[0] for f in facts) if p != person]
         orgs = [o for o in dict.fromkeys(f[2] for f in facts) if o != org]
-        orgs += [o for o in self.pool.orgs if o in text and o != org and o not in orgs][:3]
+        others = named or [o for o in self.pool.orgs if o in text]
+        orgs += [o for o in others if o != org and o not in orgs][:4]
         candidates = [(p, relation, org) for p in people] + [(person, relation, o) for o in orgs]
         candidates += [(org, relation, o) for o in orgs]  # an organisation is nobody's employee
         kind = next((group for group in IMPLIED_TOGETHER if relation in group), ())

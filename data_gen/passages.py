@@ -398,6 +398,7 @@ class PassageMaker:
         if not self.relations:
             raise BankError("passages: no relation with a weight > 0")
         self.kinds = [k for k, spec in bank.organisations.items() if spec.weight > 0]
+        self.last_orgs: tuple[str, ...] = ()  # the organisations named by the last passage()
 
     # ------------------------------------------------------------------ names
 
@@ -612,7 +613,10 @@ class PassageMaker:
             city = rng.choice(self._words("city"))
             born = f"born {rng.randint(1930, 1995)}" if rng.random() < 0.6 else f"born in {city}"
             text = text.replace(first, f"{first} ({born})", 1)  # "Jane Roe (born 1961), CEO of Acme, ..."
-        return _tidy(text), [(f.person.full, f.relation, f.org) for f in facts]
+        text = _tidy(text)
+        # the organisations the passage names, stated about or not: what a verify record asks about
+        self.last_orgs = tuple(sorted(o.removeprefix("the ") for o in orgs if o.removeprefix("the ") in text))
+        return text, [(f.person.full, f.relation, f.org) for f in facts]
 
     def _simple(self, people, orgs):
         f = self.fact(people, orgs)

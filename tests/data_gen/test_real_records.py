@@ -102,6 +102,12 @@ def test_verify_records_ask_about_stated_and_unstated_facts(real_run):
         if r.source == "knowledgenet":
             stated = {tuple(t) for t in corpus[text].gold_triplets}
             assert (tuple(fact) in stated) == (r.segments[-1].text == VERIFY_YES)
+    # the hard "No": both names in the passage, not linked by it (a passage's other organisation, say)
+    unstated = [r for r in verify if r.source == "synthetic" and r.segments[-1].text == VERIFY_NO]
+    named = [
+        r for r in unstated if all(n in r.segments[0].text for n in (r.gold_triplets[0][0], r.gold_triplets[0][2]))
+    ]
+    assert len(named) > 0.6 * len(unstated)
 
 
 def test_facts_about_someone_the_passage_does_not_name_are_not_trained(real_run):
