@@ -303,29 +303,35 @@ def plot(rows: list[dict], out: Path) -> None:
 
 
 def gate_plot(cells: list[Path], out: Path) -> None:
-    """Each write-gate signal's precision-recall curve and false writes per cell (scored evaluations)."""
+    """Each write-gate signal (a column) of each cell (a line): pair precision and the false-write
+    rate against pair recall as the threshold rises (the cells' scored evaluations)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (pr, fw) = plt.subplots(1, 2, figsize=(11, 4.2))
-    passages = None
-    for cell in cells:
-        real = _largest(cell, "real")
-        if not real or "write_gate" not in real["all"]:
-            continue
-        passages = (real["all"]["passages"], real["all"]["no_fact_passages"])
-        for signal, curve in sorted(real["all"]["write_gate"].items()):
-            recall = [p["recall"] for p in curve]
-            pr.plot(recall, [p["precision"] for p in curve], marker=".", label=f"{cell.name} · {signal}")
-            fw.plot(recall, [p["false_write_rate"] for p in curve], marker=".", label=f"{cell.name} · {signal}")
-    if passages is None:
+    scored = [(cell, real) for cell in cells if (real := _largest(cell, "real")) and "write_gate" in real["all"]]
+    if not scored:
         sys.exit("no cell has a scored real-text evaluation (write_gate.score=true)")
-    pr.set(xlabel="pair recall", ylabel="pair precision", title=f"writes kept by the gate ({passages[0]} passages)")
-    fw.set(xlabel="pair recall", ylabel="false-write rate", title=f"false writes ({passages[1]} passages)")
-    fw.axhline(0.10, color="grey", linestyle="--", linewidth=1)
-    pr.legend(fontsize=7)
+    signals = sorted({s for _, real in scored for s in real["all"]["write_gate"]})
+    fig, axes = plt.subplots(2, len(signals), figsize=(4.2 * len(signals), 7), squeeze=False, sharex=True)
+    for cell, real in scored:
+        for column, signal in enumerate(signals):
+            curve = real["all"]["write_gate"].get(signal)
+            if not curve:
+                continue
+            recall = [p["recall"] for p in curve]
+            axes[0][column].plot(recall, [p["precision"] for p in curve], marker=".", label=cell.name)
+            axes[1][column].plot(recall, [p["false_write_rate"] for p in curve], marker=".", label=cell.name)
+    passages, no_fact = scored[0][1]["all"]["passages"], scored[0][1]["all"]["no_fact_passages"]
+    for column, signal in enumerate(signals):
+        axes[0][column].set(title=f"gate: {signal}", ylabel="pair precision", ylim=(0, 1))
+        axes[1][column].set(xlabel="pair recall", ylabel="false-write rate")
+        axes[1][column].axhline(0.10, color="grey", linestyle="--", linewidth=1)
+    axes[0][0].legend(fontsize=8)
+    fig.suptitle(
+        f"writes kept as the threshold rises (right to left): {passages} dev passages, {no_fact} stating no fact"
+    )
     fig.tight_layout()
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=110)
