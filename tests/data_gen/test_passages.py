@@ -346,6 +346,8 @@ def test_news_and_refusal_negatives_state_no_fact():
     assert not [t for t in checked if states_a_fact(t, patterns)]
     news = [t for t in checked if any(w in t for w in SPEECH_WORDS) or "turned down" in t or "never hired" in t]
     assert len(news) > 20, news
+    # a university a person studied at is no employer: "a graduate of X" stores nothing
+    assert [t for t in checked if "graduate" in t or "studied" in t or "degree from" in t]
 
 
 def test_a_departure_is_no_negative():
