@@ -174,3 +174,31 @@ def test_memlm_chat_reads_stdin_with_the_real_model(tiny_model_dir, tmp_path):
     assert "no facts in 'default'" in r.stdout
     assert "1 fact of 'bob'" in r.stdout and "forgot 1 fact" in r.stdout
     assert TripletStore(db).facts("bob") == []
+
+
+def test_trace_shows_a_write_the_gate_held_back_and_its_scores(store):
+    from memory_runtime.write_gate import WriteGate, WriteGateConfig
+    from tests.memory_runtime.test_write_gate import FixedScorer
+
+    gate = WriteGate(WriteGateConfig(signal="call", threshold=0.5), FixedScorer(call=0.2, verify=0.9))
+    out = io.StringIO()
+    run_chat(
+        lambda ns: Controller(MemoryEchoBackend(), store, namespace=ns, write_gate=gate),
+        store,
+        io.StringIO("remember Tia Batres / works for / BMW\n/trace\n/facts"),
+        Console(file=out, width=200, color_system=None),
+        show_calls=True,
+    )
+    text = out.getvalue()
+    assert "(held back: call score 0.20 < threshold 0.50)" in text
+    assert "(scores call 0.20, call_min 0.10)" in text and "no facts in 'default'" in text
+
+
+def test_memlm_chat_refuses_an_unknown_write_gate_before_loading_anything(tmp_path):
+    from typer.testing import CliRunner
+
+    from memlm.cli import app
+
+    db = tmp_path / "m.sqlite"
+    r = CliRunner().invoke(app, ["chat", "--model", "x", "--db", str(db), "--write-gate", "vibes"], input="hi\n")
+    assert r.exit_code == 2 and "signal" in r.output and not db.exists()
