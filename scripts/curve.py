@@ -8,6 +8,7 @@ most cases. `scripts/curve_cell.sh` makes a cell. Run:
     python3 scripts/curve.py --paired runs/curve/s-r16-1x runs/curve/g-r16-1x   # B - A, same passages
     python3 scripts/curve.py --paired CELL/eval-real-OLD CELL/eval-real-NEW      # one cell, two evaluations
     python3 scripts/curve.py --paired runs/curve/base runs/curve/real12@verify:0.5 # B with its writes gated
+    python3 scripts/curve.py --paired runs/curve/base+runs/curve/base-s1 runs/curve/new+runs/curve/new-s1 # seeds
     python3 scripts/curve.py runs/curve --gates verify:0.5,call_min:0.3 --gate-plot docs/img/write_gate.png
 
 A cell evaluated on real text more than once (at two commits, say) reports the evaluation named by
@@ -132,24 +133,37 @@ def _real_cases(path: Path) -> list[dict]:
     return sorted(cases, key=lambda c: c["id"])
 
 
-def paired(cell_a: Path, cell_b: Path, resamples: int = 2000) -> str:
-    """B minus A in real pair F1 and false writes on the same passages, with 95% paired bootstrap
-    intervals: two cells' own intervals overlap long before their difference is noise."""
+def _pooled(spec: Path) -> tuple[list[str], list, object]:
+    """'CELL' or 'CELL1+CELL2+...' (the same recipe trained with other seeds): the passage ids, the
+    per-passage pair counts summed over the cells, and each passage's false-write rate over them."""
     import numpy as np
 
-    a, b = _real_cases(cell_a), _real_cases(cell_b)
-    if not a or [c["id"] for c in a] != [c["id"] for c in b]:
-        sys.exit(f"{cell_a} and {cell_b} were not evaluated on the same real passages")
+    runs = [_real_cases(Path(part)) for part in str(spec).split("+")]
+    ids = [c["id"] for c in runs[0]]
+    if not ids or any([c["id"] for c in run] != ids for run in runs):
+        sys.exit(f"{spec}: its cells were not evaluated on the same real passages")
+    counts = [sum(parts) for parts in zip(*(_pair_counts(run) for run in runs))]
+    false = np.mean([[c["false_write"] for c in run] for run in runs], axis=0)
+    return ids, counts, false
 
-    counts_a, counts_b = _pair_counts(a), _pair_counts(b)
-    no_fact = np.array([not c["has_fact"] for c in a])
-    fa, fb = (np.array([c["false_write"] for c in cases], dtype=float) for cases in (a, b))
+
+def paired(cell_a: Path, cell_b: Path, resamples: int = 2000) -> str:
+    """B minus A in real pair F1 and false writes on the same passages, with 95% paired bootstrap
+    intervals: two cells' own intervals overlap long before their difference is noise. A side may
+    be several cells joined by '+' (one recipe, several training seeds): their counts are pooled
+    per passage, so a passage is resampled with every seed's outcome on it."""
+    import numpy as np
+
+    (ids_a, counts_a, fa), (ids_b, counts_b, fb) = _pooled(cell_a), _pooled(cell_b)
+    if ids_a != ids_b:
+        sys.exit(f"{cell_a} and {cell_b} were not evaluated on the same real passages")
+    no_fact = np.array([not c["has_fact"] for c in _real_cases(Path(str(cell_a).split("+")[0]))])
 
     rng = np.random.default_rng(0)
-    everything = np.arange(len(a))
+    everything = np.arange(len(ids_a))
     d_f1, d_fw = [], []
     for _ in range(resamples):
-        i = rng.integers(0, len(a), len(a))
+        i = rng.integers(0, len(ids_a), len(ids_a))
         d_f1.append(_f1(*counts_b, i) - _f1(*counts_a, i))
         j = i[no_fact[i]]
         if j.size:  # a resample with no no-fact passage says nothing of false writes
@@ -159,14 +173,14 @@ def paired(cell_a: Path, cell_b: Path, resamples: int = 2000) -> str:
     d = _f1(*counts_b, everything) - _f1(*counts_a, everything)
     d_false = 100 * (fb[no_fact].mean() - fa[no_fact].mean())
     return (
-        f"{_label(cell_b)} - {_label(cell_a)} on {len(a)} passages: "
+        f"{_label(cell_b)} - {_label(cell_a)} on {len(ids_a)} passages: "
         f"pair F1 {d:+.3f} (95% {lo:+.3f} to {hi:+.3f}), "
         f"false writes {d_false:+.1f} points (95% {fw_lo:+.1f} to {fw_hi:+.1f}, {no_fact.sum()} passages)"
     )
 
 
 def _label(path: Path) -> str:
-    return f"{path.parent.name}/{path.name}"
+    return " + ".join(f"{p.parent.name}/{p.name}" for p in map(Path, str(path).split("+")))
 
 
 def gated_row(row: dict, cell: Path, signal: str, threshold: float) -> dict | None:

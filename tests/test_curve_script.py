@@ -122,3 +122,12 @@ def test_a_gate_needs_scored_writes(tmp_path):
     )
     with pytest.raises(SystemExit, match="write_gate.score=true"):
         curve._real_cases(Path(f"{cell}@call:0.5"))
+
+
+def test_seeds_of_one_recipe_are_pooled_per_passage(tmp_path):
+    a1 = _cell(tmp_path, "a1", [("p1", 0, 1, 1, False), ("p2", 0, 1, 0, True)])
+    a2 = _cell(tmp_path, "a2", [("p1", 1, 1, 1, False), ("p2", 0, 0, 0, False)])
+    b = _cell(tmp_path, "b", [("p1", 1, 1, 1, False), ("p2", 0, 0, 0, False)])
+    line = curve.paired(Path(f"{a1}+{a2}"), b, resamples=50)
+    # pooled A: tp 1 of 3 predicted, 2 gold -> F1 2/5 = 0.4; B: 1.0. False writes: A 50% (one seed of two)
+    assert "pair F1 +0.600" in line and "false writes -50.0 points" in line and "a1 + " in line
