@@ -34,6 +34,9 @@ from pathlib import Path
 
 import yaml
 
+# the gate rows score with eval.metrics: run from anywhere, the repository root is importable
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
 
 def _load(path: Path) -> dict | None:
     return json.loads(path.read_text()) if path.is_file() else None
