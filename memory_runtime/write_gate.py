@@ -96,11 +96,29 @@ class WriteScorer:
         return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
 
     def _logits(self, ids: list[int], keep: int):
+        """The last `keep` positions' logits, the output head applied in float32: bfloat16 logits of
+        magnitude 20-60 are rounded to steps of 0.125-0.25, which turned P(Yes) into a handful of
+        values (sigmoid of -1, -0.5, 0, 0.5...) and blunted every threshold."""
         import torch
 
+        head = self.model.get_output_embeddings()
+        hidden: list = []
+        hook = head.register_forward_hook(lambda _module, args, _out: hidden.append(args[0]))
+        try:
+            with torch.inference_mode():
+                out = self.model(input_ids=torch.tensor([ids], device=self.device), logits_to_keep=keep)
+        finally:
+            hook.remove()
+        # a head PEFT wrapped (lm_head as a LoRA target) is not a plain Linear: its own logits then
+        if out.logits.dtype == torch.float32 or type(head) is not torch.nn.Linear or len(hidden) != 1:
+            return out.logits[0].float()
         with torch.inference_mode():
-            out = self.model(input_ids=torch.tensor([ids], device=self.device), logits_to_keep=keep)
-        return out.logits[0].float()
+            logits = torch.nn.functional.linear(
+                hidden[0][0, -keep:].float(), head.weight.float(), None if head.bias is None else head.bias.float()
+            )
+        if cap := getattr(self.model.config, "final_logit_softcapping", None):
+            logits = torch.tanh(logits / cap) * cap
+        return logits
 
     def call(self, messages: Sequence[dict[str, str]], prefix: str, call_text: str) -> tuple[float, float]:
         """The geometric-mean and the least probability of `call_text`'s tokens after the prompt and `prefix`."""

@@ -134,6 +134,32 @@ def test_the_verify_signal_is_yes_against_no(tiny_model, smollm2_tokenizer):
     assert got == pytest.approx(torch.softmax(last[[yes, no]], -1)[0].item(), rel=1e-4)
 
 
+def test_a_bfloat16_model_is_scored_through_a_float32_head(tiny_model, smollm2_tokenizer):
+    """bfloat16 logits of a trained model's size (tens) come in steps of 0.125-0.25; the scores must not."""
+    import copy
+
+    tok = smollm2_tokenizer
+    model = copy.deepcopy(tiny_model)
+    with torch.no_grad():
+        model.lm_head.weight.mul_(400.0)  # logits in the tens, as a trained model's are
+    model = model.to(torch.bfloat16)
+    triplet = ("Ada Lin", "employed by", "Pfizer")
+    prompt = tok.apply_chat_template(
+        verification_messages("Ada Lin works for Pfizer.", triplet), tokenize=False, add_generation_prompt=True
+    )
+    ids = tok(prompt, add_special_tokens=False)["input_ids"]
+    with torch.no_grad():
+        out = model(input_ids=torch.tensor([ids]), output_hidden_states=True)
+        hidden = out.hidden_states[-1][0, -1].float()
+    assert out.logits.dtype == torch.bfloat16 and out.logits[0, -1].float().abs().max() > 16
+    yes, no = (tok(w, add_special_tokens=False)["input_ids"][0] for w in (VERIFY_YES, VERIFY_NO))
+    exact = hidden @ model.lm_head.weight.float()[[yes, no]].T
+    rounded = out.logits[0, -1].float()[[yes, no]]
+    assert not torch.allclose(exact, rounded, atol=1e-3)  # the bfloat16 logits are rounded here
+    got = WriteScorer(model, tok).verify("Ada Lin works for Pfizer.", triplet)
+    assert got == pytest.approx(torch.softmax(exact, -1)[0].item(), abs=1e-4)
+
+
 def test_the_verification_question_names_the_fact_without_call_syntax():
     question = verification_question("Ada Lin works for Pfizer.", ("Ada Lin", "employed by", "Pfizer"))
     assert question.startswith("Ada Lin works for Pfizer.\n\n")
