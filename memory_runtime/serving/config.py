@@ -49,7 +49,10 @@ class Generation(BaseModel):
     @model_validator(mode="after")
     def _gate_needs_hf(self) -> Generation:
         if self.engine == "vllm" and self.write_gate.active:
-            raise ValueError("write_gate: scoring writes needs the model in this process (engine: hf)")
+            raise ValueError(
+                "write_gate: the vllm engine does not score writes (the gate needs the model in this process, "
+                "engine: hf); to serve with vllm without the gate: generation.write_gate.signal=none"
+            )
         return self
 
 

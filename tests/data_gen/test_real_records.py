@@ -19,7 +19,7 @@ from memory_runtime.write_gate import VERIFY_NO, VERIFY_YES
 
 from .conftest import REPO
 
-REAL_CONFIG = REPO / "configs" / "data" / "real.yaml"
+REAL_CONFIG = REPO / "configs" / "data" / "default.yaml"
 TRAIN_FILE = REPO / "data" / "real_train" / "knowledgenet_person_org_train.jsonl"
 SMALL = ["splits.train=1500", "splits.validation=200", "splits.test=200", "episodes.count=0"]
 
