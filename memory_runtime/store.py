@@ -461,33 +461,50 @@ class TripletStore:
         namespace: str = "default",
         *,
         as_of: float | datetime | None = None,
+        relation: str | None = None,
         limit: int | None = None,
         offset: int = 0,
+        newest_first: bool = False,
     ) -> list[Fact]:
-        """The namespace's current facts (or those valid at `as_of`), oldest first; `limit` and
-        `offset` page through them in SQL (a large memory is never loaded to be sliced)."""
-        namespace = _checked_namespace(namespace)
+        """The namespace's current facts (or those valid at `as_of`; of one `relation`, matched
+        exactly after its aliases), oldest first (or newest first); `limit` and `offset` page
+        through them in SQL (a large memory is never loaded to be sliced)."""
         if (limit is not None and limit < 1) or offset < 0:
             raise ValueError(f"limit must be >= 1 and offset >= 0, got {limit} and {offset}")
-        params: list = [namespace]
-        clause = self._validity_clause(as_of, params)
+        where, params = self._listing_where(namespace, as_of, relation)
         page = ""
         if limit is not None or offset:
             page = " LIMIT ? OFFSET ?"
             params += [-1 if limit is None else limit, offset]
+        order = "valid_from DESC, id DESC" if newest_first else "valid_from, id"
         with self._lock:
-            rows = self._db.rows(
-                f"SELECT {_COLUMNS} FROM triplets WHERE namespace = ? AND {clause} ORDER BY valid_from, id{page}",
-                params,
-            )
+            rows = self._db.rows(f"SELECT {_COLUMNS} FROM triplets WHERE {where} ORDER BY {order}{page}", params)
         return [_fact(row) for row in rows]
 
-    def count(self, namespace: str = "default", *, current: bool = True) -> int:
-        """How many facts the namespace holds: current ones, or every version (current=False)."""
-        namespace = _checked_namespace(namespace)
-        clause = " AND valid_to IS NULL" if current else ""
+    def count(
+        self,
+        namespace: str = "default",
+        *,
+        current: bool = True,
+        as_of: float | datetime | None = None,
+        relation: str | None = None,
+    ) -> int:
+        """How many facts the namespace holds: current ones, those valid at `as_of`, or every
+        version (current=False); of one `relation` when it is given."""
+        where, params = self._listing_where(namespace, as_of, relation, every_version=not current and as_of is None)
         with self._lock:
-            return self._db.row(f"SELECT COUNT(*) FROM triplets WHERE namespace = ?{clause}", (namespace,))[0]
+            return self._db.row(f"SELECT COUNT(*) FROM triplets WHERE {where}", params)[0]
+
+    def relations(self, namespace: str = "default", *, limit: int = 1000) -> list[tuple[str, int]]:
+        """The relations of the namespace's current facts with how many facts each has, most used first."""
+        namespace = _checked_namespace(namespace)
+        with self._lock:
+            rows = self._db.rows(
+                "SELECT MAX(relation), COUNT(*) AS n FROM triplets WHERE namespace = ? AND valid_to IS NULL "
+                "GROUP BY relation_norm ORDER BY n DESC, 1 LIMIT ?",
+                (namespace, limit),
+            )
+        return [(row[0], row[1]) for row in rows]
 
     def iter_facts(self, namespace: str = "default", *, current: bool = True, page: int = 1000) -> Iterator[Fact]:
         """The namespace's facts (current ones, or every version) in id order, `page` rows per lock
@@ -575,6 +592,15 @@ class TripletStore:
         if require and len(params) == 1:
             raise ValueError("forget needs at least one of subject, relation, object")
         return " AND ".join(where), params
+
+    def _listing_where(self, namespace, as_of, relation, *, every_version: bool = False) -> tuple[str, list]:
+        """The WHERE clause of a listing: a namespace, a time (None: now) or every version, maybe one relation."""
+        params: list = [_checked_namespace(namespace)]
+        where = "namespace = ?"
+        if relation is not None:
+            where += " AND relation_norm = ?"
+            params.append(self._relation_terms(relation)[1])
+        return (where if every_version else f"{where} AND {self._validity_clause(as_of, params)}"), params
 
     @staticmethod
     def _validity_clause(as_of: float | datetime | None, params: list) -> str:
