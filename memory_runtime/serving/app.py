@@ -438,6 +438,7 @@ def _trace(result: TurnResult, namespace: str) -> dict[str, Any]:
     return {
         "namespace": namespace,
         "status": result.status,
+        "reply": result.reply,  # a stream sent the reply as generated: "Noted." before a write was refused
         "calls": data["calls"],
         "text": result.text,
         "generated_tokens": result.generated_tokens,

@@ -442,6 +442,12 @@ async function chat(text) {
     reply.classList.add("error");
     return;
   }
+  if (trace && trace.reply !== reply.textContent) {
+    // the stream showed the reply as generated; the turn's final reply says what really happened
+    // ("I could not store that." when a write the model acknowledged was refused or held back)
+    reply.textContent = trace.reply;
+    reply.title = "the reply as streamed was corrected when the turn ended";
+  }
   if (!reply.textContent) reply.textContent = "(no answer)";
   const turn = {};
   if (trace) item.append(renderTrace(trace));
