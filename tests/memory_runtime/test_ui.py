@@ -69,7 +69,10 @@ def serve_config(tmp_path) -> ServeConfig:
 
 @pytest.fixture
 def client(tmp_path):
-    with TripletStore() as store, TestClient(create_app(serve_config(tmp_path), store, PageBackend, model_name="echo")) as c:
+    with (
+        TripletStore() as store,
+        TestClient(create_app(serve_config(tmp_path), store, PageBackend, model_name="echo")) as c,
+    ):
         yield c, store
 
 
@@ -112,7 +115,9 @@ def test_the_page_writes_and_corrects_through_the_api_checks(client):
         assert r.status_code == 400  # the store's checks, and nothing ended either
     assert len(store.facts("alice")) == 2
     r = c.post("/v1/memory/facts", json={**fact, "replaces": {**fact, "object": "a>>b"}}, headers=alice)
-    assert r.status_code == 400 and store.history("Dorothea Altemus", "employed by", namespace="alice")[-1].object == "BMW"
+    assert (
+        r.status_code == 400 and store.history("Dorothea Altemus", "employed by", namespace="alice")[-1].object == "BMW"
+    )
     assert c.get("/v1/memory/relations", headers=alice).json()["data"] == [
         {"relation": "employed by", "facts": 1},
         {"relation": "knows", "facts": 1},
@@ -272,7 +277,9 @@ def test_search_with_a_typo_correct_time_travel_and_history(open_page, server):
     expect(rows(page)).to_have_count(2)
 
     rows(page).filter(has_text="Pfizer").get_by_role("button", name="Correct").click()
-    expect(page.locator("#fact-replaces")).to_have_text("Replaces Dorothea Altemus · employed by · Pfizer (kept in history).")
+    expect(page.locator("#fact-replaces")).to_have_text(
+        "Replaces Dorothea Altemus · employed by · Pfizer (kept in history)."
+    )
     page.fill("#f-object", "BMW")
     page.click("#fact-save")
     expect(page.locator("#status")).to_have_text(
