@@ -100,7 +100,10 @@ def serve(
             system_prompt=trained_system_prompt(model),
         )
         if on_ready is not None:
-            on_ready(f"serving {model} on http://{host}:{port} ({len(keys)} API keys, memory {db})")
+            on_ready(
+                f"serving {model} on http://{host}:{port} ({len(keys)} API keys, memory {db});"
+                f" the memory page: http://{host}:{port}/ui"
+            )
         uvicorn.run(app, host=host, port=port, log_level=log_level)
 
 

@@ -163,6 +163,27 @@ def test_namespaces_are_isolated(store):
     assert store.namespaces() == ["alice", "bob"]
 
 
+def test_listings_page_by_relation_and_time_newest_first(store):
+    """What the memory page lists: one relation (aliases resolved), at a time, newest first, counted alike."""
+    store.write("Dorothea Altemus", "employed by", "Pfizer", namespace="alice", at=1.0)
+    store.write("Tia Batres", "lives in", "Lyon", namespace="alice", at=2.0)
+    store.write("Dorothea Altemus", "works for", "BMW", namespace="alice", at=3.0)  # supersedes Pfizer
+    store.write("Marcus Feld", "employed by", "Siemens", namespace="bob", at=1.0)
+    newest = store.facts("alice", newest_first=True, limit=1)
+    assert [f.object for f in newest] == ["BMW"]
+    assert [f.object for f in store.facts("alice", relation="works for")] == ["BMW"]
+    assert [f.object for f in store.facts("alice", as_of=2.5, newest_first=True)] == ["Lyon", "Pfizer"]
+    assert [f.object for f in store.facts("alice", as_of=2.5, relation="employed by")] == ["Pfizer"]
+    assert store.count("alice") == 2 and store.count("alice", current=False) == 3
+    assert store.count("alice", as_of=2.5, relation="employed by") == 1
+    assert store.count("alice", current=False, relation="employed by") == 2
+    assert store.count("alice", as_of=0.5) == 0
+    assert store.relations("alice") == [("employed by", 1), ("lives in", 1)]
+    assert store.relations("bob") == [("employed by", 1)]
+    with pytest.raises(ValueError, match="call syntax"):
+        store.facts("alice", relation="a>>b")
+
+
 def test_forget_ends_facts_but_keeps_history(store):
     store.write("Tia Batres", "customer of", "Pfizer", at=1.0)
     store.write("Tia Batres", "investor in", "BMW", at=1.0)
