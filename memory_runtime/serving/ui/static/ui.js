@@ -205,10 +205,11 @@ function renderFacts(facts) {
       el("td", { dataset: { label: "relation" } }, f.relation),
       el("td", { dataset: { label: "object" } }, f.object),
       el("td", { dataset: { label: "since" }, class: "time" }, when(f.valid_from)),
-      el("td", { dataset: { label: "until" }, class: "time" }, f.valid_to === null ? "" : `${when(f.valid_to)} (${f.ended_by})`),
+      el("td", { dataset: { label: "until" }, class: "time until" }, f.valid_to === null ? "" : `${when(f.valid_to)} (${f.ended_by})`),
       actions,
     );
   });
+  $("facts").classList.toggle("with-until", facts.some((f) => f.valid_to !== null)); // a column for ended facts only
   if (!rows.length) rows.push(el("tr", { class: "empty" }, el("td", { colspan: "6" }, "No facts here.")));
   $("facts").tBodies[0].replaceChildren(...rows);
 }
