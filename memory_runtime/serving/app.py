@@ -384,7 +384,13 @@ def create_app(
         """Feedback on the caller's last reply: a rating (good / bad) and/or a correction in words,
         which the model turns into memory writes (superseding the wrong fact, kept in history)."""
         last = last_turns.get(namespace)
-        out: dict[str, Any] = {"rating": request.rating, "repeated_wrong": False, "record": None}
+        # kept: whether trajectories reach feedback_dir/pending/ for review (feedback_dir null: not kept)
+        out: dict[str, Any] = {
+            "rating": request.rating,
+            "repeated_wrong": False,
+            "record": None,
+            "kept": config.feedback_dir is not None,
+        }
         if request.rating is not None:
             if last is None:
                 raise APIError(400, "no reply to rate yet: rate after a chat completion", param="rating")

@@ -277,6 +277,14 @@ def test_sign_in_chat_and_see_the_facts_and_the_trace_of_a_read(open_page, serve
     turn.get_by_role("button", name="Good").click()
     expect(turn.locator(".feedback-result")).to_contain_text("Kept for review (feedback-")
     assert [t.namespace for t in read_pending(feedback_dir, "alice")] == ["alice"]  # `memlm feedback list` sees it
+    turn.get_by_role("button", name="Correct…").click()  # a correction in words: the model writes the fix
+    turn.get_by_label("correction").fill("remember Dorothea Altemus / works for / BMW")
+    turn.get_by_role("button", name="Send correction").click()
+    expect(turn.locator(".feedback-result")).to_have_text(
+        "Stored Dorothea Altemus · works for · BMW; replaces Dorothea Altemus · employed by · Pfizer"
+    )
+    expect(cells(page, 0).nth(2)).to_have_text("BMW")  # the table follows
+    assert len(read_pending(feedback_dir, "alice")) == 2  # the correction waits for review too
     shot(page, "chat")
 
     # the key: only ever in the Authorization header of this server's API calls
@@ -287,6 +295,7 @@ def test_sign_in_chat_and_see_the_facts_and_the_trace_of_a_read(open_page, serve
     assert all(auth is None for u, auth in requests if "/ui/static/" in u)
     page.reload()  # the tab keeps its session
     expect(rows(page)).to_have_count(2)
+    expect(cells(page, 0).nth(2)).to_have_text("BMW")
     page.click("#sign-out")
     expect(page.locator("#sign-in")).to_be_visible()
     assert page.evaluate("sessionStorage.length") == 0

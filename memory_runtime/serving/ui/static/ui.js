@@ -398,7 +398,13 @@ function feedbackBar(turn) {
   const send = async (body) => {
     try {
       const done = await api("/v1/feedback", { method: "POST", body });
-      if (body.rating === "good") result.textContent = done.record ? `Kept for review (${done.record}): memlm feedback list` : "Noted.";
+      if (body.rating === "good") {
+        result.textContent = !done.kept
+          ? "Noted (this server keeps no feedback: its feedback_dir is not set)."
+          : done.record
+            ? `Kept for review (${done.record}): memlm feedback list`
+            : "Noted.";
+      }
       else if (body.rating === "bad") result.textContent = "Marked wrong.";
       else {
         const replaced = [...(done.superseded || []), ...(done.ended || [])].map(triplet);
