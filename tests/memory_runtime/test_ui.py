@@ -198,8 +198,9 @@ def server(tmp_path_factory):
 
 @pytest.fixture
 def open_page(browser, server):
-    """open_page(name, width=1280) -> a page signed in as `name` (its own context: its own sessionStorage)."""
-    contexts = []
+    """open_page(name, width=1280) -> a page signed in as `name` (its own context: its own sessionStorage).
+    Every page must end without a script error or a Content-Security-Policy violation."""
+    contexts, problems = [], []
 
     def open_(name, width=1280, height=860):
         context = browser.new_context(viewport={"width": width, "height": height}, timezone_id="UTC")
@@ -207,6 +208,11 @@ def open_page(browser, server):
         page = context.new_page()
         page.dialogs = []
         page.on("dialog", lambda d: (page.dialogs.append(d.message), d.dismiss()))
+        page.on("pageerror", lambda err: problems.append(f"{name}: {err}"))
+        page.on(  # a refused request (400, 401) is logged too: that is the API answering, not a fault
+            "console",
+            lambda m: m.type == "error" and "Failed to load resource" not in m.text and problems.append(m.text),
+        )
         page.goto(f"{server[0]}/ui")
         page.fill("#key", key(name))
         page.click("#sign-in-form button")
@@ -216,6 +222,7 @@ def open_page(browser, server):
     yield open_
     for context in contexts:
         context.close()
+    assert problems == []
 
 
 def expect(locator):
