@@ -224,6 +224,8 @@ def test_streaming_is_openai_server_sent_events(client):
         ("DELETE", "/v1/memory/facts?subject=x"),
         ("GET", "/v1/memory/export"),
         ("POST", "/v1/memory/import"),
+        ("POST", "/v1/memory/facts"),
+        ("GET", "/v1/memory/relations"),
     ],
 )
 @pytest.mark.parametrize("headers", [{}, {"Authorization": "Bearer alice-key-0002"}, {"Authorization": "Basic abc"}])
