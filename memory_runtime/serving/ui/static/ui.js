@@ -11,7 +11,7 @@ const KEY_ITEM = "memlm-api-key";
 const PAGE = 50; // facts per page
 const SHOWN = 500; // search results shown at most
 const ROOT = document.body.dataset.root || "";
-const state = { key: null, namespace: null, offset: 0, total: 0, mode: "list", lastTurn: null };
+const state = { key: null, namespace: null, offset: 0, total: 0, mode: "list", lastTurn: null, shown: 0 };
 
 const $ = (id) => document.getElementById(id);
 
@@ -127,26 +127,35 @@ function signOut(message) {
 
 // ------------------------------------------------------------------ facts
 
+// Each listing or search takes a number; an answer that arrives after a later one's request is dropped
+// (two quick clicks on "Older" must not leave the first page's rows under the second page's label).
 async function showFacts() {
   state.mode = "list";
+  const asked = ++state.shown;
+  const offset = state.offset;
   const page = await api("/v1/memory/facts", {
     params: {
       limit: PAGE,
-      offset: state.offset,
+      offset,
       order: "newest",
       relation: $("filter-relation").value.trim(),
       as_of: asOf(),
     },
   });
+  if (asked !== state.shown) return;
+  if (!page.data.length && offset > 0 && page.total > 0) {
+    state.offset = Math.floor((page.total - 1) / PAGE) * PAGE; // past the end (facts were forgotten): the last page
+    return showFacts();
+  }
   state.total = page.total;
   state.namespace = page.namespace;
   $("namespace").textContent = page.namespace;
   $("fuzzy").replaceChildren();
   renderFacts(page.data);
-  const first = page.data.length ? state.offset + 1 : 0;
-  $("page-info").textContent = `${first.toLocaleString("en")}–${(state.offset + page.data.length).toLocaleString("en")} of ${page.total.toLocaleString("en")}`;
-  $("prev").disabled = state.offset === 0;
-  $("next").disabled = state.offset + page.data.length >= page.total;
+  const first = page.data.length ? offset + 1 : 0;
+  $("page-info").textContent = `${first.toLocaleString("en")}–${(offset + page.data.length).toLocaleString("en")} of ${page.total.toLocaleString("en")}`;
+  $("prev").disabled = offset === 0;
+  $("next").disabled = offset + page.data.length >= page.total;
   $("pager").hidden = false;
   const at = asOf();
   say(
@@ -165,7 +174,9 @@ async function search() {
   };
   if (!params.subject && !params.relation && !params.object) return showFacts();
   performance.mark("memlm:search-start");
+  const asked = ++state.shown;
   const found = await api("/v1/memory/search", { params });
+  if (asked !== state.shown) return;
   state.mode = "search";
   renderFacts(found.data.slice(0, SHOWN));
   $("fuzzy").replaceChildren(
