@@ -243,7 +243,9 @@ class Feedback:
         if writes:
             rested_on = [t for c in (exchange.result.calls if exchange else []) for t in c.results]
             contradicted = [t for t in rested_on if any(self._contradicts(w, t) for w in writes)]
-            _, out.superseded, out.ended = store_correction(self.store, namespace, writes, contradicted)
+            _, out.superseded, out.ended = store_correction(
+                self.store, namespace, writes, contradicted, source="correction"
+            )
             segments = _turn_segments(exchange.user, exchange.result.text, train=False) if exchange else []
             segments += [
                 Segment(role="user", text=text, train=False),
@@ -287,10 +289,12 @@ class Feedback:
     def correct_fact(
         self, namespace: str, right: tuple[str, str, str], wrong: tuple[str, str, str] | None = None
     ) -> Correction:
-        """A person's correction of one fact (the memory page): `right` is stored and `wrong`, when
-        given, is ended (kept in history), through the same path as the model's corrections, so the
-        store's checks apply alike (no call syntax, no empty name, a functional relation supersedes)."""
-        results, superseded, ended = store_correction(self.store, namespace, [right], [wrong] if wrong else [])
+        """A person's correction of one fact (the memory page): `right` is stored (source "page")
+        and `wrong`, when given, is ended (kept in history), through the same path as the model's
+        corrections, so the store's checks apply alike (no call syntax, no empty name, a functional
+        relation supersedes)."""
+        wrongs = [wrong] if wrong else []
+        results, superseded, ended = store_correction(self.store, namespace, [right], wrongs, source="page")
         out = Correction(writes=[results[0].fact.triplet], ended=ended, superseded=superseded)
         self.log.event(
             {
@@ -306,7 +310,12 @@ class Feedback:
 
 
 def store_correction(
-    store: TripletStore, namespace: str, writes: list[tuple[str, str, str]], wrong: list[tuple[str, str, str]]
+    store: TripletStore,
+    namespace: str,
+    writes: list[tuple[str, str, str]],
+    wrong: list[tuple[str, str, str]],
+    *,
+    source: str | None = None,
 ) -> tuple[list[WriteResult], list[Triplet], list[Triplet]]:
     """Store the right facts of a correction, then end the wrong ones still current (they stay in
     history): (write results, facts the writes superseded, wrong facts ended). A functional
@@ -314,7 +323,7 @@ def store_correction(
     write is checked first (store.write_many), so a bad one stores nothing and ends nothing."""
     for triplet in wrong:  # checked as the writes are, before anything is written
         store.history(*triplet, namespace=namespace)
-    results = store.write_many(writes, namespace=namespace)
+    results = store.write_many(writes, namespace=namespace, source=source)
     superseded = [f.triplet for res in results for f in res.superseded]
     stored = {_key(store, res.fact.triplet) for res in results}
     ended = []

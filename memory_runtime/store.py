@@ -38,7 +38,7 @@ from memory_runtime.yaml_config import read_mapping, validate
 
 FIELDS = ("subject", "relation", "object")
 
-_COLUMNS = "id, namespace, subject, relation, object, valid_from, valid_to, ended_by, superseded_by"
+_COLUMNS = "id, namespace, subject, relation, object, valid_from, valid_to, ended_by, superseded_by, source"
 # A lookup by a field's value that wants its rows in id order says ORDER BY +id: with a bare `id`,
 # SQLite's planner walks the (namespace, id) index to skip a sort, which reads the whole namespace
 # (18 ms a fuzzy lookup at 100k facts); `+id` keeps it on the field's index. PostgreSQL is unaffected.
@@ -124,6 +124,7 @@ class Fact:
     valid_to: float | None = None
     ended_by: str | None = None
     superseded_by: int | None = None
+    source: str | None = None  # what wrote it: a served chat turn's id (chatcmpl-...), "import", "page", "correction"
 
     @property
     def triplet(self) -> Triplet:
@@ -326,9 +327,10 @@ class TripletStore:
         *,
         namespace: str = "default",
         at: float | datetime | None = None,
+        source: str | None = None,
     ) -> WriteResult:
         """Store one fact (deduplicated; superseding for functional relations)."""
-        return self.write_many([(subject, relation, object)], namespace=namespace, at=at)[0]
+        return self.write_many([(subject, relation, object)], namespace=namespace, at=at, source=source)[0]
 
     def write_many(
         self,
@@ -336,8 +338,10 @@ class TripletStore:
         *,
         namespace: str = "default",
         at: float | datetime | None = None,
+        source: str | None = None,
     ) -> list[WriteResult]:
-        """Store a batch in one transaction: all of it is validated first, so bad input stores nothing."""
+        """Store a batch in one transaction: all of it is validated first, so bad input stores nothing.
+        `source` says what wrote it (kept with each stored fact; a duplicate keeps the first one's)."""
         namespace = _checked_namespace(namespace)
         when = _timestamp(at, "at")
         checked = []
@@ -354,14 +358,14 @@ class TripletStore:
             checked.append(terms)
         with self._lock:
             with self._db.transaction(namespace) as cur:
-                results = [self._write_one(cur, namespace, terms, when) for terms in checked]
+                results = [self._write_one(cur, namespace, terms, when, source) for terms in checked]
             for i, name in enumerate(FIELDS):
                 index = self._indexes.get((namespace, name))
                 if index is not None:
                     index.add(terms[i][1] for terms in checked)
         return results
 
-    def _write_one(self, cur: Cursor, namespace: str, terms, when: float) -> WriteResult:
+    def _write_one(self, cur: Cursor, namespace: str, terms, when: float, source: str | None) -> WriteResult:
         """One write in two statements when nothing is ended (an insert unless the fact is already
         current, then the facts it ends on each functional side): on PostgreSQL every statement
         is a round trip, and a bulk import is made of them."""
@@ -373,8 +377,8 @@ class TripletStore:
         key = (namespace, s_norm, r_norm, o_norm)
         inserted = cur.row(
             "INSERT INTO triplets (namespace, subject, relation, object, subject_norm, relation_norm, object_norm,"
-            f" valid_from) SELECT ?, ?, ?, ?, ?, ?, ?, ? WHERE NOT EXISTS (SELECT 1 {current}) RETURNING id",
-            (namespace, s, r, o, s_norm, r_norm, o_norm, when, *key),
+            f" valid_from, source) SELECT ?, ?, ?, ?, ?, ?, ?, ?, ? WHERE NOT EXISTS (SELECT 1 {current}) RETURNING id",
+            (namespace, s, r, o, s_norm, r_norm, o_norm, when, source, *key),
         )
         if inserted is None:
             return WriteResult(_fact(cur.row(f"SELECT {_COLUMNS} {current}", key)), "duplicate")
@@ -405,7 +409,7 @@ class TripletStore:
                     (ended.valid_to, ended.ended_by, new_id, old.id),
                 )
                 superseded.append(ended)
-        return WriteResult(Fact(s, r, o, new_id, namespace, when), "stored", superseded)
+        return WriteResult(Fact(s, r, o, new_id, namespace, when, source=source), "stored", superseded)
 
     # ------------------------------------------------------------------ reading
 
@@ -709,5 +713,5 @@ class _IndexMissing(Exception):
 
 
 def _fact(row: tuple) -> Fact:
-    id_, namespace, subject, relation, object_, valid_from, valid_to, ended_by, superseded_by = row
-    return Fact(subject, relation, object_, id_, namespace, valid_from, valid_to, ended_by, superseded_by)
+    id_, namespace, subject, relation, object_, valid_from, valid_to, ended_by, superseded_by, source = row
+    return Fact(subject, relation, object_, id_, namespace, valid_from, valid_to, ended_by, superseded_by, source)

@@ -185,6 +185,7 @@ def create_app(
                 shown[0] = reply
                 loop.call_soon_threadsafe(visible.put_nowait, reply)
 
+        completion_id = f"chatcmpl-{uuid.uuid4().hex}"  # also the source of the facts the turn stores
         turn = TurnRequest(
             turn_messages(user_text, history, system_prompt),
             store,
@@ -195,6 +196,7 @@ def create_app(
             top_p=top_p,
             seed=request.seed,
             on_text=on_text if request.stream else None,
+            source=completion_id,
         )
         fit_context(turn)
         try:
@@ -213,7 +215,7 @@ def create_app(
         except ValueError as err:
             raise APIError(400, str(err)) from None
         completion = {
-            "id": f"chatcmpl-{uuid.uuid4().hex}",
+            "id": completion_id,
             "created": int(time.time()),
             "model": model_name,
             "system_fingerprint": None,
@@ -371,7 +373,9 @@ def create_app(
     def import_memory(request: ImportRequest, namespace: str = Depends(user_namespace)) -> dict[str, Any]:
         """Write facts in one transaction (all or nothing), timestamped now; an export's `facts` fit as is."""
         results = _guarded(
-            lambda: store.write_many([(f.subject, f.relation, f.object) for f in request.facts], namespace=namespace)
+            lambda: store.write_many(
+                [(f.subject, f.relation, f.object) for f in request.facts], namespace=namespace, source="import"
+            )
         )
         return {
             "stored": sum(r.status == "stored" for r in results),
