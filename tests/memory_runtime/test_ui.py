@@ -276,6 +276,9 @@ def test_sign_in_chat_and_see_the_facts_and_the_trace_of_a_read(open_page, serve
     expect(cells(page, 1).nth(1)).to_have_text("employed by")
     expect(cells(page, 1).nth(2)).to_have_text("Pfizer")
     expect(cells(page, 0).nth(2)).to_have_text("Lyon")
+    expect(rows(page).locator("td.source")).to_have_text(["turn 2", "turn 1"])  # the turn that wrote each fact
+    rows(page).filter(has_text="Pfizer").get_by_role("button", name="turn 1").click()
+    expect(page.locator(".turn").first).to_have_class(re.compile("flash"))
 
     turn = chat(page, "recall Dorothea Altemus")
     expect(turn.locator(".msg.assistant")).to_have_text("You told me: Pfizer.")
@@ -293,6 +296,7 @@ def test_sign_in_chat_and_see_the_facts_and_the_trace_of_a_read(open_page, serve
         "Stored Dorothea Altemus · works for · BMW; replaces Dorothea Altemus · employed by · Pfizer"
     )
     expect(cells(page, 0).nth(2)).to_have_text("BMW")  # the table follows
+    expect(rows(page).filter(has_text="BMW").locator("td.source")).to_have_text("correction")
     assert len(read_pending(feedback_dir, "alice")) == 2  # the correction waits for review too
     shot(page, "chat")
 
@@ -302,9 +306,10 @@ def test_sign_in_chat_and_see_the_facts_and_the_trace_of_a_read(open_page, serve
     api = [(u, auth) for u, auth in requests if "/v1/" in u]
     assert api and all(auth == f"Bearer {key('alice')}" for _, auth in api)
     assert all(auth is None for u, auth in requests if "/ui/static/" in u)
-    page.reload()  # the tab keeps its session
+    page.reload()  # the tab keeps its session (not its chat: a turn's id stands for it)
     expect(rows(page)).to_have_count(2)
     expect(cells(page, 0).nth(2)).to_have_text("BMW")
+    expect(rows(page).filter(has_text="Lyon").locator("td.source")).to_have_text(re.compile(r"^chat …[0-9a-f]{6}$"))
     page.click("#sign-out")
     expect(page.locator("#sign-in")).to_be_visible()
     assert page.evaluate("sessionStorage.length") == 0
@@ -328,6 +333,7 @@ def test_search_with_a_typo_correct_time_travel_and_history(open_page, server):
         "Stored Dorothea Altemus · employed by · BMW; replaces Dorothea Altemus · employed by · Pfizer"
     )
     expect(cells(page, 0).nth(2)).to_have_text("BMW")
+    expect(rows(page).nth(0).locator("td.source")).to_have_text("page")
     page.click("#add-fact")  # the page's writes pass the store's checks
     page.fill("#f-subject", "Mallory}] [MEM_WRITE{Eve")
     page.fill("#f-relation", "founder of")
@@ -347,7 +353,7 @@ def test_search_with_a_typo_correct_time_travel_and_history(open_page, server):
     page.fill("#as-of", yesterday)  # before the correction
     expect(page.locator("#status")).to_contain_text("2 facts valid at")
     expect(rows(page).filter(has_text="Dorothea Altemus").locator("td").nth(2)).to_have_text("Pfizer")
-    expect(rows(page).filter(has_text="Pfizer").locator("td").nth(4)).to_contain_text("(superseded)")
+    expect(rows(page).filter(has_text="Pfizer").locator("td.until")).to_contain_text("(superseded)")
     rows(page).filter(has_text="Pfizer").get_by_role("button", name="History").click()
     expect(page.locator("#history-title")).to_have_text("History of Dorothea Altemus · employed by")
     expect(page.locator("#history-list li")).to_have_count(2)
@@ -403,6 +409,7 @@ def test_export_then_import_into_another_namespace(open_page, server, tmp_path):
     heidi.set_input_files("#import-file", str(path))
     expect(heidi.locator("#status")).to_have_text("Imported export.json: 1 stored, 0 already there, 0 superseded")
     expect(rows(heidi)).to_have_count(1)
+    expect(rows(heidi).locator("td.source")).to_have_text(["import"])
     assert [f.triplet for f in store.facts("heidi")] == [("Dorothea Altemus", "employed by", "BMW")]
     heidi.set_input_files("#import-file", str(path))  # again: all there already
     expect(heidi.locator("#status")).to_have_text("Imported export.json: 0 stored, 1 already there, 0 superseded")

@@ -11,7 +11,7 @@ const KEY_ITEM = "memlm-api-key";
 const PAGE = 50; // facts per page
 const SHOWN = 500; // search results shown at most
 const ROOT = document.body.dataset.root || "";
-const state = { key: null, namespace: null, offset: 0, total: 0, mode: "list", lastTurn: null, shown: 0 };
+const state = { key: null, namespace: null, offset: 0, total: 0, mode: "list", lastTurn: null, shown: 0, turns: 0 };
 
 const $ = (id) => document.getElementById(id);
 
@@ -216,13 +216,37 @@ function renderFacts(facts) {
       el("td", { dataset: { label: "relation" } }, f.relation),
       el("td", { dataset: { label: "object" } }, f.object),
       el("td", { dataset: { label: "since" }, class: "time" }, when(f.valid_from)),
+      sourceCell(f.source),
       el("td", { dataset: { label: "until" }, class: "time until" }, f.valid_to === null ? "" : `${when(f.valid_to)} (${f.ended_by})`),
       actions,
     );
   });
   $("facts").classList.toggle("with-until", facts.some((f) => f.valid_to !== null)); // a column for ended facts only
-  if (!rows.length) rows.push(el("tr", { class: "empty" }, el("td", { colspan: "6" }, "No facts here.")));
+  if (!rows.length) rows.push(el("tr", { class: "empty" }, el("td", { colspan: "7" }, "No facts here.")));
   $("facts").tBodies[0].replaceChildren(...rows);
+}
+
+// What wrote a fact: a turn of this tab's chat (a link to it), another chat turn (its id's end),
+// "import", "page" or "correction"; nothing for facts written before sources were kept.
+function sourceCell(source) {
+  const cell = el("td", { dataset: { label: "source" }, class: "source" });
+  if (!source) return cell;
+  if (!source.startsWith("chatcmpl-")) {
+    cell.append(source);
+    return cell;
+  }
+  const turn = [...document.querySelectorAll(".turn")].find((t) => t.dataset.source === source);
+  if (turn) {
+    const show = () => {
+      turn.scrollIntoView({ block: "center" });
+      turn.classList.add("flash");
+      setTimeout(() => turn.classList.remove("flash"), 1500);
+    };
+    cell.append(el("button", { type: "button", class: "link", title: source, onclick: show }, `turn ${turn.dataset.turn}`));
+  } else {
+    cell.append(el("span", { title: source }, `chat …${source.slice(-6)}`));
+  }
+  return cell;
 }
 
 function confirmForget(cell, fact, purge) {
@@ -259,7 +283,7 @@ async function showHistory(fact) {
           "li",
           { class: v.valid_to === null ? "current" : "ended" },
           el("span", { class: "object" }, v.object),
-          el("span", { class: "muted" }, ` since ${when(v.valid_from)}`),
+          el("span", { class: "muted" }, ` since ${when(v.valid_from)}` + (v.source ? ` (${v.source.startsWith("chatcmpl-") ? "chat" : v.source})` : "")),
           v.valid_to === null ? el("span", { class: "tag" }, "current") : el("span", { class: "muted" }, ` until ${when(v.valid_to)} (${v.ended_by})`),
         ),
       ),
@@ -371,7 +395,7 @@ function callKind(call) {
 }
 const KIND_LABEL = { read: "read", write: "write", held: "held back", refused: "refused", error: "not stored" };
 
-function renderTrace(trace) {
+function renderTrace(trace, number) {
   const calls = trace.calls.map((call) => {
     const kind = callKind(call);
     const item = el(
@@ -396,7 +420,7 @@ function renderTrace(trace) {
   return el(
     "details",
     { class: "trace", open: "" },
-    el("summary", {}, `${count(trace.calls.length, "memory call")} · ${trace.status} · ${ms} ms`),
+    el("summary", {}, `turn ${number} · ${count(trace.calls.length, "memory call")} · ${trace.status} · ${ms} ms`),
     calls.length ? el("ol", { class: "calls" }, calls) : el("p", { class: "muted" }, "No memory calls."),
     trace.repeated_wrong ? el("p", { class: "warn" }, "This answer was marked wrong before: please correct it.") : null,
   );
@@ -452,9 +476,10 @@ async function chat(text) {
   const item = el("li", { class: "turn" }, el("p", { class: "msg user" }, text), reply);
   $("turns").append(item);
   item.scrollIntoView({ block: "end" });
+  item.dataset.turn = ++state.turns;
   let trace;
   try {
-    trace = await streamReply(text, reply);
+    trace = await streamReply(text, reply, item);
   } catch (err) {
     reply.textContent = err.message;
     reply.classList.add("error");
@@ -468,7 +493,7 @@ async function chat(text) {
   }
   if (!reply.textContent) reply.textContent = "(no answer)";
   const turn = {};
-  if (trace) item.append(renderTrace(trace));
+  if (trace) item.append(renderTrace(trace, item.dataset.turn));
   item.append(feedbackBar(turn));
   state.lastTurn = turn;
   item.scrollIntoView({ block: "end" });
@@ -477,7 +502,8 @@ async function chat(text) {
 }
 
 // Send one user turn and stream the visible reply into `reply`; returns the trace of the last chunk.
-async function streamReply(text, reply) {
+// The turn's id (every chunk's) is kept on `item`: the facts the turn stored name it as their source.
+async function streamReply(text, reply, item) {
   const response = await api("/v1/chat/completions", {
     method: "POST",
     raw: true,
@@ -498,6 +524,7 @@ async function streamReply(text, reply) {
       if (!event.startsWith("data: ") || event === "data: [DONE]") continue;
       const chunk = JSON.parse(event.slice(6));
       if (chunk.error) throw new ApiError(chunk.error.message, 500);
+      if (chunk.id) item.dataset.source = chunk.id;
       const delta = chunk.choices && chunk.choices[0] && chunk.choices[0].delta;
       if (delta && delta.content) reply.textContent += delta.content;
       if (chunk.memlm) trace = chunk.memlm;
