@@ -875,6 +875,31 @@ def serve_command(
         _fail(err)
 
 
+@app.command("ui")
+def ui_command(
+    db: str = typer.Option(..., "--db", help="The memory to inspect: an SQLite file or a postgresql:// URL."),
+    host: str = typer.Option("127.0.0.1", "--host", help="Interface to listen on (127.0.0.1: this machine only)."),
+    port: int = typer.Option(8000, "--port", min=1, max=65535, help="TCP port to listen on."),
+    config: Path = typer.Option(
+        SERVE_CONFIG, "--config", help="Serve config YAML: the API keys the page signs in with (as memlm serve)."
+    ),
+    overrides: list[str] | None = OVERRIDES,
+) -> None:
+    """The memory page (http://HOST:PORT/ui) on a memory, without a model: see, search, time-travel,
+    correct, forget, export and import the facts of one API key's namespace. No chat pane."""
+    from memory_runtime.databases import is_postgres
+    from memory_runtime.serving.config import ServeConfigError
+    from memory_runtime.serving.launch import serve_memory_page
+
+    if not is_postgres(db) and not Path(db).exists():
+        raise typer.BadParameter(f"{db} does not exist", param_hint="--db")
+    cfg = _serve_config(config, overrides)
+    try:
+        serve_memory_page(db, cfg, host=host, port=port, on_ready=_log)
+    except (ServeConfigError, ValueError, FileNotFoundError) as err:
+        _fail(err)
+
+
 @app.command("chat")
 def chat_command(
     model: str = MODEL,

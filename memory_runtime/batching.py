@@ -59,6 +59,7 @@ class TurnRequest:
     seed: int | None = None
     on_text: Callable[[str], None] | None = None  # called with the turn's full text (calls included) as it grows
     tag: Any = None  # the caller's own handle (not used here)
+    source: str | None = None  # kept with each fact the turn stores (the server: the completion's id)
     cancel: threading.Event = field(default_factory=threading.Event)  # set: the turn ends at its next token
 
 
@@ -179,7 +180,11 @@ class OneAtATime(_Decoder):
             write_gate=self.write_gate,
         )
         turn = controller.run_turn(
-            body[-1]["content"], body[:-1], on_text=request.on_text, cancelled=request.cancel.is_set
+            body[-1]["content"],
+            body[:-1],
+            on_text=request.on_text,
+            cancelled=request.cancel.is_set,
+            source=request.source,
         )
         return [(request, turn)]
 
@@ -306,6 +311,7 @@ class BatchDecoder(_Decoder):
             request.messages,
             request.cancel.is_set,
             self.write_gate,
+            request.source,
         )
         turn = _Turn(self._keys, request, decoder, calls)
         prompt = decoder.prompt_ids

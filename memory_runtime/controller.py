@@ -109,8 +109,10 @@ class TurnCalls:
         messages: Sequence[dict[str, str]] = (),
         cancelled: Callable[[], bool] | None = None,
         write_gate: WriteGate | None = None,
+        source: str | None = None,
     ) -> None:
         self.cancelled = cancelled  # asked before every piece: the client went away, the turn ends
+        self.source = source  # kept with every fact the turn stores (the served turn's id)
         self.messages = list(messages)
         self.write_gate = write_gate
         self.on_text = on_text  # called with the turn's text (calls included) after every piece: streaming
@@ -207,7 +209,7 @@ class TurnCalls:
             if decision.held:
                 return CallRecord("error", text, call.fields, status=decision.reason, scores=scores)
         try:
-            result = self.store.write(*call.fields, namespace=self.namespace)  # type: ignore[arg-type]
+            result = self.store.write(*call.fields, namespace=self.namespace, source=self.source)  # type: ignore[arg-type]
         except (TypeError, ValueError) as err:
             return CallRecord("error", text, call.fields, status=str(err), scores=scores)
         return CallRecord(
@@ -266,13 +268,17 @@ class Controller:
         history: Sequence[dict[str, str]] = (),
         on_text: Callable[[str], None] | None = None,
         cancelled: Callable[[], bool] | None = None,
+        source: str | None = None,
     ) -> TurnResult:
         """Generate the assistant's reply to `user_text`, running its memory calls; `on_text` gets
-        the turn's text (calls included) as it grows; `cancelled()` true ends the turn early."""
+        the turn's text (calls included) as it grows; `cancelled()` true ends the turn early;
+        `source` is kept with each fact the turn stores."""
         start = time.perf_counter()
         messages = turn_messages(user_text, history, self.system_prompt)
         self.backend.start(messages)
-        turn = TurnCalls(self.store, self.namespace, self.max_calls, on_text, messages, cancelled, self.write_gate)
+        turn = TurnCalls(
+            self.store, self.namespace, self.max_calls, on_text, messages, cancelled, self.write_gate, source
+        )
         generated = 0
         while True:
             action: Action = "continue"

@@ -41,8 +41,12 @@ _COLUMNS_DDL = """
     valid_from {real} NOT NULL,
     valid_to {real},               -- NULL while the fact is current
     ended_by TEXT,                 -- 'superseded' or 'forgotten'
-    superseded_by {integer}
+    superseded_by {integer},
+    source TEXT                    -- what wrote it: a chat turn's id (chatcmpl-...), 'import', 'page', 'correction'
 """
+# `source` came after schema version 1 was released: a file or database without it gets the column on
+# open (nullable, no default: no rewrite), and a memlm that does not know it reads the table unchanged.
+_ADD_SOURCE = "ALTER TABLE triplets ADD COLUMN source TEXT"
 SQLITE_SCHEMA = (
     "CREATE TABLE IF NOT EXISTS triplets (\n    id INTEGER PRIMARY KEY,"
     + _COLUMNS_DDL.format(real="REAL", integer="INTEGER")
@@ -55,6 +59,8 @@ POSTGRES_SCHEMA = (
     + ");\n"
     + _INDEXES
     + "CREATE TABLE IF NOT EXISTS memlm_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);\n"
+    + _ADD_SOURCE.replace("ADD COLUMN", "ADD COLUMN IF NOT EXISTS")
+    + ";\n"
 )
 
 
@@ -136,6 +142,8 @@ class SqliteDatabase:
         conn.execute("PRAGMA busy_timeout=30000")  # another process's write transaction: wait, do not fail
         conn.execute("PRAGMA cache_size=-65536")  # 64 MB: index pages of large memories stay cached
         conn.executescript(SQLITE_SCHEMA)
+        if "source" not in {row[1] for row in conn.execute("PRAGMA table_info(triplets)")}:
+            conn.execute(_ADD_SOURCE)
         conn.execute(f"PRAGMA application_id={APPLICATION_ID}")
         conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
         self._conn = conn

@@ -40,7 +40,7 @@ from memory_runtime.controller import Controller, TurnResult
 from memory_runtime.jsonl import read_models
 from memory_runtime.protocol import ACK, Triplet, render_write
 from memory_runtime.records import Record, Segment, turn_segments
-from memory_runtime.store import TripletStore, normalize_term
+from memory_runtime.store import TripletStore, WriteResult, normalize_term
 
 
 @dataclass
@@ -241,19 +241,11 @@ class Feedback:
         ]
         out = Correction(writes=writes, turn=turn)
         if writes:
-            results = self.store.write_many(writes, namespace=namespace)  # functional relations supersede
-            out.superseded = [f.triplet for res in results for f in res.superseded]
             rested_on = [t for c in (exchange.result.calls if exchange else []) for t in c.results]
-            for s, r, o in writes:  # other facts the wrong reply used that the correction contradicts
-                rel = normalize_term(self.store.canonical_relation(r))
-                for t in rested_on:
-                    if (
-                        normalize_term(t.subject) == normalize_term(s)
-                        and normalize_term(self.store.canonical_relation(t.relation)) == rel
-                        and normalize_term(t.object) != normalize_term(o)
-                        and self.store.forget(*t, namespace=namespace)
-                    ):
-                        out.ended.append(tuple(t))
+            contradicted = [t for t in rested_on if any(self._contradicts(w, t) for w in writes)]
+            _, out.superseded, out.ended = store_correction(
+                self.store, namespace, writes, contradicted, source="correction"
+            )
             segments = _turn_segments(exchange.user, exchange.result.text, train=False) if exchange else []
             segments += [
                 Segment(role="user", text=text, train=False),
@@ -284,6 +276,66 @@ class Feedback:
             }
         )
         return out
+
+    def _contradicts(self, right: tuple[str, str, str], wrong: tuple[str, str, str]) -> bool:
+        """Same subject, same relation (after aliases), another object."""
+        (s, r, o), (ws, wr, wo) = right, wrong
+        return (
+            normalize_term(s) == normalize_term(ws)
+            and normalize_term(self.store.canonical_relation(r)) == normalize_term(self.store.canonical_relation(wr))
+            and normalize_term(o) != normalize_term(wo)
+        )
+
+    def correct_fact(
+        self, namespace: str, right: tuple[str, str, str], wrong: tuple[str, str, str] | None = None
+    ) -> Correction:
+        """A person's correction of one fact (the memory page): `right` is stored (source "page")
+        and `wrong`, when given, is ended (kept in history), through the same path as the model's
+        corrections, so the store's checks apply alike (no call syntax, no empty name, a functional
+        relation supersedes)."""
+        wrongs = [wrong] if wrong else []
+        results, superseded, ended = store_correction(self.store, namespace, [right], wrongs, source="page")
+        out = Correction(writes=[results[0].fact.triplet], ended=ended, superseded=superseded)
+        self.log.event(
+            {
+                "namespace": namespace,
+                "event": "fact_corrected" if wrong else "fact_written",
+                "status": results[0].status,
+                "writes": out.writes,
+                "ended": ended,
+                "superseded": superseded,
+            }
+        )
+        return out
+
+
+def store_correction(
+    store: TripletStore,
+    namespace: str,
+    writes: list[tuple[str, str, str]],
+    wrong: list[tuple[str, str, str]],
+    *,
+    source: str | None = None,
+) -> tuple[list[WriteResult], list[Triplet], list[Triplet]]:
+    """Store the right facts of a correction, then end the wrong ones still current (they stay in
+    history): (write results, facts the writes superseded, wrong facts ended). A functional
+    relation supersedes the wrong fact by itself; a wrong fact that a write restates is kept. Every
+    write is checked first (store.write_many), so a bad one stores nothing and ends nothing."""
+    for triplet in wrong:  # checked as the writes are, before anything is written
+        store.history(*triplet, namespace=namespace)
+    results = store.write_many(writes, namespace=namespace, source=source)
+    superseded = [f.triplet for res in results for f in res.superseded]
+    stored = {_key(store, res.fact.triplet) for res in results}
+    ended = []
+    for triplet in wrong:
+        if _key(store, triplet) not in stored and store.forget(*triplet, namespace=namespace):
+            ended.append(Triplet(*triplet))
+    return results, superseded, ended
+
+
+def _key(store: TripletStore, triplet: tuple[str, str, str]) -> tuple[str, str, str]:
+    s, r, o = triplet
+    return normalize_term(s), normalize_term(store.canonical_relation(r)), normalize_term(o)
 
 
 def _turn_segments(user: str, assistant_text: str, *, train: bool) -> list[Segment]:

@@ -15,7 +15,7 @@ from memory_runtime.databases import Database, PostgresDatabase, open_database, 
 
 _ROW = (
     "id, namespace, subject, relation, object, subject_norm, relation_norm, object_norm,"
-    " valid_from, valid_to, ended_by, superseded_by"
+    " valid_from, valid_to, ended_by, superseded_by, source"
 )
 PAGE = 10_000
 

@@ -38,7 +38,7 @@ from memory_runtime.yaml_config import read_mapping, validate
 
 FIELDS = ("subject", "relation", "object")
 
-_COLUMNS = "id, namespace, subject, relation, object, valid_from, valid_to, ended_by, superseded_by"
+_COLUMNS = "id, namespace, subject, relation, object, valid_from, valid_to, ended_by, superseded_by, source"
 # A lookup by a field's value that wants its rows in id order says ORDER BY +id: with a bare `id`,
 # SQLite's planner walks the (namespace, id) index to skip a sort, which reads the whole namespace
 # (18 ms a fuzzy lookup at 100k facts); `+id` keeps it on the field's index. PostgreSQL is unaffected.
@@ -124,6 +124,7 @@ class Fact:
     valid_to: float | None = None
     ended_by: str | None = None
     superseded_by: int | None = None
+    source: str | None = None  # what wrote it: a served chat turn's id (chatcmpl-...), "import", "page", "correction"
 
     @property
     def triplet(self) -> Triplet:
@@ -326,9 +327,10 @@ class TripletStore:
         *,
         namespace: str = "default",
         at: float | datetime | None = None,
+        source: str | None = None,
     ) -> WriteResult:
         """Store one fact (deduplicated; superseding for functional relations)."""
-        return self.write_many([(subject, relation, object)], namespace=namespace, at=at)[0]
+        return self.write_many([(subject, relation, object)], namespace=namespace, at=at, source=source)[0]
 
     def write_many(
         self,
@@ -336,8 +338,10 @@ class TripletStore:
         *,
         namespace: str = "default",
         at: float | datetime | None = None,
+        source: str | None = None,
     ) -> list[WriteResult]:
-        """Store a batch in one transaction: all of it is validated first, so bad input stores nothing."""
+        """Store a batch in one transaction: all of it is validated first, so bad input stores nothing.
+        `source` says what wrote it (kept with each stored fact; a duplicate keeps the first one's)."""
         namespace = _checked_namespace(namespace)
         when = _timestamp(at, "at")
         checked = []
@@ -354,14 +358,14 @@ class TripletStore:
             checked.append(terms)
         with self._lock:
             with self._db.transaction(namespace) as cur:
-                results = [self._write_one(cur, namespace, terms, when) for terms in checked]
+                results = [self._write_one(cur, namespace, terms, when, source) for terms in checked]
             for i, name in enumerate(FIELDS):
                 index = self._indexes.get((namespace, name))
                 if index is not None:
                     index.add(terms[i][1] for terms in checked)
         return results
 
-    def _write_one(self, cur: Cursor, namespace: str, terms, when: float) -> WriteResult:
+    def _write_one(self, cur: Cursor, namespace: str, terms, when: float, source: str | None) -> WriteResult:
         """One write in two statements when nothing is ended (an insert unless the fact is already
         current, then the facts it ends on each functional side): on PostgreSQL every statement
         is a round trip, and a bulk import is made of them."""
@@ -373,8 +377,8 @@ class TripletStore:
         key = (namespace, s_norm, r_norm, o_norm)
         inserted = cur.row(
             "INSERT INTO triplets (namespace, subject, relation, object, subject_norm, relation_norm, object_norm,"
-            f" valid_from) SELECT ?, ?, ?, ?, ?, ?, ?, ? WHERE NOT EXISTS (SELECT 1 {current}) RETURNING id",
-            (namespace, s, r, o, s_norm, r_norm, o_norm, when, *key),
+            f" valid_from, source) SELECT ?, ?, ?, ?, ?, ?, ?, ?, ? WHERE NOT EXISTS (SELECT 1 {current}) RETURNING id",
+            (namespace, s, r, o, s_norm, r_norm, o_norm, when, source, *key),
         )
         if inserted is None:
             return WriteResult(_fact(cur.row(f"SELECT {_COLUMNS} {current}", key)), "duplicate")
@@ -405,7 +409,7 @@ class TripletStore:
                     (ended.valid_to, ended.ended_by, new_id, old.id),
                 )
                 superseded.append(ended)
-        return WriteResult(Fact(s, r, o, new_id, namespace, when), "stored", superseded)
+        return WriteResult(Fact(s, r, o, new_id, namespace, when, source=source), "stored", superseded)
 
     # ------------------------------------------------------------------ reading
 
@@ -461,33 +465,50 @@ class TripletStore:
         namespace: str = "default",
         *,
         as_of: float | datetime | None = None,
+        relation: str | None = None,
         limit: int | None = None,
         offset: int = 0,
+        newest_first: bool = False,
     ) -> list[Fact]:
-        """The namespace's current facts (or those valid at `as_of`), oldest first; `limit` and
-        `offset` page through them in SQL (a large memory is never loaded to be sliced)."""
-        namespace = _checked_namespace(namespace)
+        """The namespace's current facts (or those valid at `as_of`; of one `relation`, matched
+        exactly after its aliases), oldest first (or newest first); `limit` and `offset` page
+        through them in SQL (a large memory is never loaded to be sliced)."""
         if (limit is not None and limit < 1) or offset < 0:
             raise ValueError(f"limit must be >= 1 and offset >= 0, got {limit} and {offset}")
-        params: list = [namespace]
-        clause = self._validity_clause(as_of, params)
+        where, params = self._listing_where(namespace, as_of, relation)
         page = ""
         if limit is not None or offset:
             page = " LIMIT ? OFFSET ?"
             params += [-1 if limit is None else limit, offset]
+        order = "valid_from DESC, id DESC" if newest_first else "valid_from, id"
         with self._lock:
-            rows = self._db.rows(
-                f"SELECT {_COLUMNS} FROM triplets WHERE namespace = ? AND {clause} ORDER BY valid_from, id{page}",
-                params,
-            )
+            rows = self._db.rows(f"SELECT {_COLUMNS} FROM triplets WHERE {where} ORDER BY {order}{page}", params)
         return [_fact(row) for row in rows]
 
-    def count(self, namespace: str = "default", *, current: bool = True) -> int:
-        """How many facts the namespace holds: current ones, or every version (current=False)."""
-        namespace = _checked_namespace(namespace)
-        clause = " AND valid_to IS NULL" if current else ""
+    def count(
+        self,
+        namespace: str = "default",
+        *,
+        current: bool = True,
+        as_of: float | datetime | None = None,
+        relation: str | None = None,
+    ) -> int:
+        """How many facts the namespace holds: current ones, those valid at `as_of`, or every
+        version (current=False); of one `relation` when it is given."""
+        where, params = self._listing_where(namespace, as_of, relation, every_version=not current and as_of is None)
         with self._lock:
-            return self._db.row(f"SELECT COUNT(*) FROM triplets WHERE namespace = ?{clause}", (namespace,))[0]
+            return self._db.row(f"SELECT COUNT(*) FROM triplets WHERE {where}", params)[0]
+
+    def relations(self, namespace: str = "default", *, limit: int = 1000) -> list[tuple[str, int]]:
+        """The relations of the namespace's current facts with how many facts each has, most used first."""
+        namespace = _checked_namespace(namespace)
+        with self._lock:
+            rows = self._db.rows(
+                "SELECT MAX(relation), COUNT(*) AS n FROM triplets WHERE namespace = ? AND valid_to IS NULL "
+                "GROUP BY relation_norm ORDER BY n DESC, 1 LIMIT ?",
+                (namespace, limit),
+            )
+        return [(row[0], row[1]) for row in rows]
 
     def iter_facts(self, namespace: str = "default", *, current: bool = True, page: int = 1000) -> Iterator[Fact]:
         """The namespace's facts (current ones, or every version) in id order, `page` rows per lock
@@ -575,6 +596,15 @@ class TripletStore:
         if require and len(params) == 1:
             raise ValueError("forget needs at least one of subject, relation, object")
         return " AND ".join(where), params
+
+    def _listing_where(self, namespace, as_of, relation, *, every_version: bool = False) -> tuple[str, list]:
+        """The WHERE clause of a listing: a namespace, a time (None: now) or every version, maybe one relation."""
+        params: list = [_checked_namespace(namespace)]
+        where = "namespace = ?"
+        if relation is not None:
+            where += " AND relation_norm = ?"
+            params.append(self._relation_terms(relation)[1])
+        return (where if every_version else f"{where} AND {self._validity_clause(as_of, params)}"), params
 
     @staticmethod
     def _validity_clause(as_of: float | datetime | None, params: list) -> str:
@@ -683,5 +713,5 @@ class _IndexMissing(Exception):
 
 
 def _fact(row: tuple) -> Fact:
-    id_, namespace, subject, relation, object_, valid_from, valid_to, ended_by, superseded_by = row
-    return Fact(subject, relation, object_, id_, namespace, valid_from, valid_to, ended_by, superseded_by)
+    id_, namespace, subject, relation, object_, valid_from, valid_to, ended_by, superseded_by, source = row
+    return Fact(subject, relation, object_, id_, namespace, valid_from, valid_to, ended_by, superseded_by, source)

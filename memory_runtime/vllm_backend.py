@@ -125,6 +125,7 @@ class VLLMDecoder(_Decoder):
             request.on_text,
             request.messages,
             request.cancel.is_set,
+            source=request.source,
         )
         self._submit(_VTurn(request, decoder, calls))
 

@@ -23,3 +23,12 @@ if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
     echo "install.sh: no PostgreSQL server (apt-get install postgresql): the postgres tests will be skipped" >&2
   fi
 fi
+# Headless Chromium for the memory page's browser tests (tests/memory_runtime/test_ui.py, driven by
+# Playwright from the dev extras; Playwright's own browser download is not used): Debian's package.
+if ! command -v chromium >/dev/null; then
+  if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+    (apt-get install -y -qq chromium || { apt-get update -qq && apt-get install -y -qq chromium; }) >/dev/null
+  else
+    echo "install.sh: no chromium (apt-get install chromium): the memory page's browser tests will be skipped" >&2
+  fi
+fi

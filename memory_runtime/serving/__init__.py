@@ -21,5 +21,7 @@ thread-safe, is shared by every request.
     middleware.py  Instrumented: body-size limit and request metrics, outermost
     sse.py         the OpenAI chunk stream of a streamed reply
     app.py         create_app: the routes over a store and a turn decoder
-    launch.py      serve (load the model, run uvicorn), background_server (tests, benches)
+    ui.py          the memory page (GET /ui): a template and plain JS over the JSON API
+    launch.py      serve (load the model, run uvicorn), serve_memory_page (memlm ui, no model),
+                   background_server (tests, benches)
 """

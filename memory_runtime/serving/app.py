@@ -9,7 +9,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import asdict
-from typing import Annotated, Any, Protocol
+from typing import Annotated, Any, Literal, Protocol
 
 from fastapi import Depends, FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
@@ -33,9 +33,12 @@ from memory_runtime.serving.schemas import (
     FeedbackRequest,
     ForgetQuery,
     ImportRequest,
+    SearchQuery,
+    WriteFactRequest,
     split_messages,
 )
 from memory_runtime.serving.sse import chat_chunks
+from memory_runtime.serving.ui import mount_memory_page
 from memory_runtime.store import TripletStore
 
 
@@ -79,8 +82,11 @@ def create_app(
     prompting the model with the system message it was trained with. Corrections
     (POST /v1/feedback) decode alone over `backend_factory`.
 
-    `api_keys` defaults to config.resolve_api_keys() (config, environment variable, file).
+    `api_keys` defaults to config.resolve_api_keys() (config, environment variable, file). With
+    neither a decoder nor `backend_factory` the server has no model (`memlm ui`): the memory routes
+    and the memory page work, chat answers 501.
     """
+    has_model = decoder is not None or backend_factory is not None
     keyring = KeyRing(config.resolve_api_keys() if api_keys is None else api_keys)
     feedback, last_turns = Feedback(store, FeedbackLog(config.feedback_dir)), {}  # last_turns: namespace -> Exchange
     limits, metrics = config.limits, Metrics()
@@ -156,6 +162,8 @@ def create_app(
     @app.post("/v1/chat/completions")
     async def chat_completions(request: ChatRequest, http: Request, namespace: str = Depends(user_namespace)) -> Any:
         """One user turn: the model answers, its memory calls run against the caller's namespace."""
+        if not has_model:
+            raise APIError(501, "this server has no model (memlm ui): the memory routes only", code="no_model")
         if request.n != 1:
             raise APIError(400, "only n=1 is supported", param="n")
         if request.tools:
@@ -177,6 +185,7 @@ def create_app(
                 shown[0] = reply
                 loop.call_soon_threadsafe(visible.put_nowait, reply)
 
+        completion_id = f"chatcmpl-{uuid.uuid4().hex}"  # also the source of the facts the turn stores
         turn = TurnRequest(
             turn_messages(user_text, history, system_prompt),
             store,
@@ -187,6 +196,7 @@ def create_app(
             top_p=top_p,
             seed=request.seed,
             on_text=on_text if request.stream else None,
+            source=completion_id,
         )
         fit_context(turn)
         try:
@@ -205,7 +215,7 @@ def create_app(
         except ValueError as err:
             raise APIError(400, str(err)) from None
         completion = {
-            "id": f"chatcmpl-{uuid.uuid4().hex}",
+            "id": completion_id,
             "created": int(time.time()),
             "model": model_name,
             "system_fingerprint": None,
@@ -278,15 +288,49 @@ def create_app(
         namespace: str = Depends(user_namespace),
         limit: int = Query(1000, ge=1, le=100_000),
         offset: int = Query(0, ge=0),
+        relation: str | None = None,
+        as_of: float | None = None,
+        order: Literal["oldest", "newest"] = "oldest",
     ) -> dict[str, Any]:
-        """The caller's current facts, oldest first, one page (`limit`, `offset`) read from the store."""
-        facts = store.facts(namespace, limit=limit, offset=offset)
-        return {"object": "list", "total": store.count(namespace), "data": [asdict(f) for f in facts]}
+        """The caller's current facts (or those valid at `as_of`, a unix time; of one `relation`),
+        oldest or newest first, one page (`limit`, `offset`) read from the store."""
+
+        def page() -> dict[str, Any]:
+            facts = store.facts(
+                namespace, as_of=as_of, relation=relation, limit=limit, offset=offset, newest_first=order == "newest"
+            )
+            total = store.count(namespace, as_of=as_of, relation=relation)
+            return {"object": "list", "namespace": namespace, "total": total, "data": [asdict(f) for f in facts]}
+
+        return _guarded(page)
+
+    @app.post("/v1/memory/facts")
+    def write_fact(request: WriteFactRequest, namespace: str = Depends(user_namespace)) -> dict[str, Any]:
+        """Add a fact, or correct one (`replaces`: ended, kept in history) through the same path as
+        the model's corrections (Feedback.correct_fact), so the store's checks apply alike."""
+        wrong = request.replaces
+        fix = _guarded(
+            lambda: feedback.correct_fact(
+                namespace,
+                (request.subject, request.relation, request.object),
+                (wrong.subject, wrong.relation, wrong.object) if wrong else None,
+            )
+        )
+        return {"written": fix.writes, "superseded": fix.superseded, "ended": fix.ended}
+
+    @app.get("/v1/memory/relations")
+    def list_relations(namespace: str = Depends(user_namespace)) -> dict[str, Any]:
+        """The relations of the caller's current facts, most used first, with their counts."""
+        return {"object": "list", "data": [{"relation": r, "facts": n} for r, n in store.relations(namespace)]}
 
     @app.get("/v1/memory/search")
-    def search_facts(query: Annotated[FactQuery, Query()], namespace: str = Depends(user_namespace)) -> dict[str, Any]:
-        """Ask the memory as the model's MEM_READ does: exact first, then fuzzy per field."""
-        result = _guarded(lambda: store.query(query.subject, query.relation, query.object, namespace=namespace))
+    def search_facts(
+        query: Annotated[SearchQuery, Query()], namespace: str = Depends(user_namespace)
+    ) -> dict[str, Any]:
+        """Ask the memory as the model's MEM_READ does: exact first, then fuzzy per field (at `as_of`, a unix time)."""
+        result = _guarded(
+            lambda: store.query(query.subject, query.relation, query.object, namespace=namespace, as_of=query.as_of)
+        )
         return {
             "object": "list",
             "data": [asdict(f) for f in result.facts],
@@ -329,7 +373,9 @@ def create_app(
     def import_memory(request: ImportRequest, namespace: str = Depends(user_namespace)) -> dict[str, Any]:
         """Write facts in one transaction (all or nothing), timestamped now; an export's `facts` fit as is."""
         results = _guarded(
-            lambda: store.write_many([(f.subject, f.relation, f.object) for f in request.facts], namespace=namespace)
+            lambda: store.write_many(
+                [(f.subject, f.relation, f.object) for f in request.facts], namespace=namespace, source="import"
+            )
         )
         return {
             "stored": sum(r.status == "stored" for r in results),
@@ -342,7 +388,13 @@ def create_app(
         """Feedback on the caller's last reply: a rating (good / bad) and/or a correction in words,
         which the model turns into memory writes (superseding the wrong fact, kept in history)."""
         last = last_turns.get(namespace)
-        out: dict[str, Any] = {"rating": request.rating, "repeated_wrong": False, "record": None}
+        # kept: whether trajectories reach feedback_dir/pending/ for review (feedback_dir null: not kept)
+        out: dict[str, Any] = {
+            "rating": request.rating,
+            "repeated_wrong": False,
+            "record": None,
+            "kept": config.feedback_dir is not None,
+        }
         if request.rating is not None:
             if last is None:
                 raise APIError(400, "no reply to rate yet: rate after a chat completion", param="rating")
@@ -373,6 +425,7 @@ def create_app(
             )
         return out
 
+    mount_memory_page(app, chat=has_model, model_name=model_name)
     app.add_middleware(
         Instrumented, max_bytes=limits.max_request_bytes, metrics=metrics, routes={route.path for route in app.routes}
     )
@@ -395,6 +448,7 @@ def _trace(result: TurnResult, namespace: str) -> dict[str, Any]:
     return {
         "namespace": namespace,
         "status": result.status,
+        "reply": result.reply,  # a stream sent the reply as generated: "Noted." before a write was refused
         "calls": data["calls"],
         "text": result.text,
         "generated_tokens": result.generated_tokens,

@@ -1,5 +1,5 @@
-"""Running the server: `memlm serve` (load the model, then uvicorn) and a background server for
-tests and benchmarks."""
+"""Running the server: `memlm serve` (load the model, then uvicorn), `memlm ui` (the memory page,
+no model) and a background server for tests and benchmarks."""
 
 from __future__ import annotations
 
@@ -100,5 +100,31 @@ def serve(
             system_prompt=trained_system_prompt(model),
         )
         if on_ready is not None:
-            on_ready(f"serving {model} on http://{host}:{port} ({len(keys)} API keys, memory {db})")
+            on_ready(
+                f"serving {model} on http://{host}:{port} ({len(keys)} API keys, memory {db});"
+                f" the memory page: http://{host}:{port}/ui"
+            )
+        uvicorn.run(app, host=host, port=port, log_level=log_level)
+
+
+def serve_memory_page(
+    db: str | Path,
+    config: ServeConfig,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    log_level: str = "warning",
+    on_ready: Callable[[str], None] | None = None,
+) -> None:
+    """`memlm ui`: the memory page and the memory routes over a memory file, no model (no chat).
+    The same app as `memlm serve`, so the page signs in with the same API keys."""
+    import uvicorn
+
+    from memory_runtime.store import MemoryConfig
+
+    keys = config.resolve_api_keys()
+    with TripletStore(db, MemoryConfig.load(config.memory_config)) as store:
+        app = create_app(config, store, None, model_name="none", api_keys=keys)
+        if on_ready is not None:
+            on_ready(f"the memory page of {db}: http://{host}:{port}/ui (sign in with an API key; {len(keys)} keys)")
         uvicorn.run(app, host=host, port=port, log_level=log_level)

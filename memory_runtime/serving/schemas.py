@@ -100,6 +100,10 @@ class FactQuery(BaseModel):
     object: str | None = None
 
 
+class SearchQuery(FactQuery):
+    as_of: float | None = None  # unix time: the facts valid then (superseded ones included)
+
+
 class ForgetQuery(FactQuery):
     purge: bool = False  # erase every version for good instead of ending the current ones
 
@@ -110,6 +114,21 @@ class ImportedFact(BaseModel):
     subject: str
     relation: str
     object: str
+
+
+class FactTriplet(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    subject: str
+    relation: str
+    object: str
+
+
+class WriteFactRequest(FactTriplet):
+    """One fact written by a person (the memory page): added, or correcting `replaces`, which is
+    ended and kept in history (memory_runtime.feedback.store_correction, as the model's corrections)."""
+
+    replaces: FactTriplet | None = None
 
 
 class FeedbackRequest(BaseModel):

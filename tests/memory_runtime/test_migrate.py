@@ -15,7 +15,7 @@ pytestmark = pytest.mark.postgres
 def _fill(location: str) -> None:
     with TripletStore(location) as store:
         store.write_many([(f"Person {i}", "employed by", f"Org {i % 3}") for i in range(30)], namespace="alice", at=1.0)
-        store.write("Person 0", "employed by", "Org 9", namespace="alice", at=2.0)  # supersedes: history
+        store.write("Person 0", "employed by", "Org 9", namespace="alice", at=2.0, source="chatcmpl-7")  # history
         store.write("Bo Ek", "founder of", "Acme", namespace="bob", at=3.0)
         store.forget("Bo Ek", namespace="bob", at=4.0)
 
@@ -30,7 +30,7 @@ def test_sqlite_to_postgres_and_back_keeps_every_fact_and_version(tmp_path, post
         for store in (pg, b):
             for ns in ("alice", "bob"):
                 assert store.history(namespace=ns) == a.history(namespace=ns)  # ids, intervals, ended_by
-            assert store.query("Person 0", namespace="alice").facts[0].object == "Org 9"
+            assert store.query("Person 0", namespace="alice").facts[0].source == "chatcmpl-7"
         assert pg.write("New Person", "employed by", "Acme", namespace="alice").fact.id == 33  # ids go on
 
 

@@ -160,6 +160,7 @@ def test_memory_calls_run_server_side_and_the_client_sees_only_the_answer(client
     assert body["choices"][0]["finish_reason"] == "stop"
     assert body["usage"]["completion_tokens"] > 0 and "memlm" not in body
     assert [f.triplet for f in store.facts("alice")] == [("Dorothea Altemus", "employed by", "Pfizer")]
+    assert store.facts("alice")[0].source == body["id"]  # the turn that wrote it
 
     body = say(client, "recall Dorothea Altemus", memlm={"trace": True}).json()
     assert body["choices"][0]["message"]["content"] == "You told me: Pfizer."
@@ -224,6 +225,8 @@ def test_streaming_is_openai_server_sent_events(client):
         ("DELETE", "/v1/memory/facts?subject=x"),
         ("GET", "/v1/memory/export"),
         ("POST", "/v1/memory/import"),
+        ("POST", "/v1/memory/facts"),
+        ("GET", "/v1/memory/relations"),
     ],
 )
 @pytest.mark.parametrize("headers", [{}, {"Authorization": "Bearer alice-key-0002"}, {"Authorization": "Basic abc"}])
@@ -295,6 +298,7 @@ def test_list_search_history_forget_export_import(client, store):
     imported = client.post("/v1/memory/import", json=exported, headers=ALICE).json()
     assert imported == {"stored": 1, "duplicate": 1, "superseded": 0}
     assert sorted(f.object for f in store.facts("alice")) == ["BMW", "Lyon"]
+    assert [f.source for f in store.facts("alice") if f.object == "Lyon"] == ["import"]  # BMW: the chat turn's
     bad = {
         "facts": [{"subject": "A", "relation": "knows", "object": "B"}, {"subject": "", "relation": "r", "object": "o"}]
     }

@@ -163,6 +163,59 @@ def test_namespaces_are_isolated(store):
     assert store.namespaces() == ["alice", "bob"]
 
 
+def test_listings_page_by_relation_and_time_newest_first(store):
+    """What the memory page lists: one relation (aliases resolved), at a time, newest first, counted alike."""
+    store.write("Dorothea Altemus", "employed by", "Pfizer", namespace="alice", at=1.0)
+    store.write("Tia Batres", "lives in", "Lyon", namespace="alice", at=2.0)
+    store.write("Dorothea Altemus", "works for", "BMW", namespace="alice", at=3.0)  # supersedes Pfizer
+    store.write("Marcus Feld", "employed by", "Siemens", namespace="bob", at=1.0)
+    newest = store.facts("alice", newest_first=True, limit=1)
+    assert [f.object for f in newest] == ["BMW"]
+    assert [f.object for f in store.facts("alice", relation="works for")] == ["BMW"]
+    assert [f.object for f in store.facts("alice", as_of=2.5, newest_first=True)] == ["Lyon", "Pfizer"]
+    assert [f.object for f in store.facts("alice", as_of=2.5, relation="employed by")] == ["Pfizer"]
+    assert store.count("alice") == 2 and store.count("alice", current=False) == 3
+    assert store.count("alice", as_of=2.5, relation="employed by") == 1
+    assert store.count("alice", current=False, relation="employed by") == 2
+    assert store.count("alice", as_of=0.5) == 0
+    assert store.relations("alice") == [("employed by", 1), ("lives in", 1)]
+    assert store.relations("bob") == [("employed by", 1)]
+    with pytest.raises(ValueError, match="call syntax"):
+        store.facts("alice", relation="a>>b")
+
+
+def test_a_fact_keeps_what_wrote_it(store):
+    first = store.write("Tia Batres", "lives in", "Lyon", source="chatcmpl-1")
+    again = store.write("Tia Batres", "lives in", "Lyon", source="import")  # a duplicate keeps the first source
+    store.write_many([("Marcus Feld", "investor in", "Siemens")], source="page")
+    store.write("Tia Batres", "lives in", "Paris")  # no source given
+    assert (first.fact.source, again.status, again.fact.source) == ("chatcmpl-1", "duplicate", "chatcmpl-1")
+    assert {f.object: f.source for f in store.facts()} == {"Lyon": "chatcmpl-1", "Siemens": "page", "Paris": None}
+    assert [f.source for f in store.history("Tia Batres")] == ["chatcmpl-1", None]
+
+
+def test_a_memory_of_schema_version_1_gains_the_source_column_on_open(tmp_path):
+    from memory_runtime.databases import APPLICATION_ID
+
+    path = tmp_path / "v1.sqlite"
+    conn = sqlite3.connect(path)  # the triplets table as memlm wrote it before sources were kept
+    conn.executescript(
+        "CREATE TABLE triplets (id INTEGER PRIMARY KEY, namespace TEXT NOT NULL, subject TEXT NOT NULL,"
+        " relation TEXT NOT NULL, object TEXT NOT NULL, subject_norm TEXT NOT NULL, relation_norm TEXT NOT NULL,"
+        " object_norm TEXT NOT NULL, valid_from REAL NOT NULL, valid_to REAL, ended_by TEXT, superseded_by INTEGER);"
+        "INSERT INTO triplets (namespace, subject, relation, object, subject_norm, relation_norm, object_norm,"
+        " valid_from) VALUES ('default', 'Tia Batres', 'lives in', 'Lyon', 'tia batres', 'lives in', 'lyon', 1.0);"
+        f"PRAGMA application_id={APPLICATION_ID}; PRAGMA user_version=1;"
+    )
+    conn.close()
+    with TripletStore(path) as store:
+        assert [(f.object, f.source) for f in store.facts()] == [("Lyon", None)]
+        store.write("Marcus Feld", "investor in", "Siemens", source="import")
+        assert [f.source for f in store.facts()] == [None, "import"]
+    with TripletStore(path) as store:  # opened again: the column is there, nothing added twice
+        assert len(store.facts()) == 2
+
+
 def test_forget_ends_facts_but_keeps_history(store):
     store.write("Tia Batres", "customer of", "Pfizer", at=1.0)
     store.write("Tia Batres", "investor in", "BMW", at=1.0)

@@ -1,0 +1,610 @@
+// The memory page of memlm (memory_runtime/serving/ui.py). Plain JavaScript, no dependencies.
+//
+// Safety rules this file keeps:
+// - the API key is kept in sessionStorage (this tab only) and sent only as the Authorization
+//   header of fetch calls to this server's JSON API: never in a URL, never in a cookie;
+// - every text from the memory or the model is put in the page with textContent (el() below),
+//   never as HTML.
+"use strict";
+
+const KEY_ITEM = "memlm-api-key";
+const PAGE = 50; // facts per page
+const SHOWN = 500; // search results shown at most
+const ROOT = document.body.dataset.root || "";
+const state = { key: null, namespace: null, offset: 0, total: 0, mode: "list", lastTurn: null, shown: 0, turns: 0 };
+
+const $ = (id) => document.getElementById(id);
+
+// An element with text children only: strings become text nodes, never markup.
+function el(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [name, value] of Object.entries(attrs || {})) {
+    if (name === "class") node.className = value;
+    else if (name === "dataset") Object.assign(node.dataset, value);
+    else if (name === "onclick") node.addEventListener("click", value);
+    else node.setAttribute(name, value);
+  }
+  for (const child of children.flat()) {
+    if (child === null || child === undefined || child === false) continue;
+    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return node;
+}
+
+class ApiError extends Error {
+  constructor(message, status) {
+    super(message);
+    this.status = status;
+  }
+}
+
+function apiUrl(path, params) {
+  const url = new URL(ROOT + path, window.location.origin);
+  for (const [name, value] of Object.entries(params || {})) {
+    if (value !== null && value !== undefined && value !== "") url.searchParams.set(name, value);
+  }
+  return url;
+}
+
+// A call to the JSON API with the key in the Authorization header; errors raise ApiError.
+async function api(path, { method = "GET", params, body, raw = false } = {}) {
+  const headers = { Authorization: "Bearer " + state.key };
+  if (body !== undefined) headers["Content-Type"] = "application/json";
+  const response = await fetch(apiUrl(path, params), {
+    method,
+    headers,
+    body: body === undefined ? undefined : JSON.stringify(body),
+    credentials: "omit",
+    cache: "no-store",
+  });
+  if (!response.ok) {
+    let message = response.status + " " + response.statusText;
+    try {
+      message = (await response.json()).error.message;
+    } catch (_) {
+      /* not an API error body */
+    }
+    if (response.status === 401 && state.key) signOut(message);
+    throw new ApiError(message, response.status);
+  }
+  return raw ? response : response.json();
+}
+
+const pad = (n) => String(n).padStart(2, "0");
+function when(seconds) {
+  if (seconds === null || seconds === undefined) return "";
+  const d = new Date(seconds * 1000);
+  return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())} ${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}`;
+}
+const triplet = (t) => (Array.isArray(t) ? t : [t.subject, t.relation, t.object]).join(" · ");
+const count = (n, what) => `${n.toLocaleString("en")} ${what}${n === 1 ? "" : "s"}`;
+
+function say(text, kind) {
+  const status = $("status");
+  status.textContent = text;
+  status.className = "status" + (kind ? " " + kind : "");
+}
+
+function asOf() {
+  const value = $("as-of").value;
+  return value ? new Date(value).getTime() / 1000 : null;
+}
+
+// ------------------------------------------------------------------ signing in and out
+
+async function signIn(key) {
+  state.key = key;
+  state.offset = 0;
+  try {
+    await showFacts();
+  } catch (err) {
+    state.key = null;
+    $("sign-in-error").textContent = err.status === 401 ? "This key is not known to the server." : err.message;
+    return;
+  }
+  sessionStorage.setItem(KEY_ITEM, key);
+  $("sign-in").hidden = true;
+  $("app").hidden = false;
+  $("who").hidden = false;
+  $("sign-out").hidden = false;
+  loadRelations();
+}
+
+function signOut(message) {
+  sessionStorage.removeItem(KEY_ITEM);
+  state.key = null;
+  state.namespace = null;
+  $("key").value = "";
+  $("app").hidden = true;
+  $("who").hidden = true;
+  $("sign-out").hidden = true;
+  $("sign-in").hidden = false;
+  $("sign-in-error").textContent = typeof message === "string" ? message : "";
+  $("facts").tBodies[0].replaceChildren();
+  const turns = $("turns");
+  if (turns) turns.replaceChildren();
+}
+
+// ------------------------------------------------------------------ facts
+
+// Each listing or search takes a number; an answer that arrives after a later one's request is dropped
+// (two quick clicks on "Older" must not leave the first page's rows under the second page's label).
+async function showFacts() {
+  state.mode = "list";
+  const asked = ++state.shown;
+  const offset = state.offset;
+  const page = await api("/v1/memory/facts", {
+    params: {
+      limit: PAGE,
+      offset,
+      order: "newest",
+      relation: $("filter-relation").value.trim(),
+      as_of: asOf(),
+    },
+  });
+  if (asked !== state.shown) return;
+  if (!page.data.length && offset > 0 && page.total > 0) {
+    state.offset = Math.floor((page.total - 1) / PAGE) * PAGE; // past the end (facts were forgotten): the last page
+    return showFacts();
+  }
+  state.total = page.total;
+  state.namespace = page.namespace;
+  $("namespace").textContent = page.namespace;
+  $("fuzzy").replaceChildren();
+  renderFacts(page.data);
+  const first = page.data.length ? offset + 1 : 0;
+  $("page-info").textContent = `${first.toLocaleString("en")}–${(offset + page.data.length).toLocaleString("en")} of ${page.total.toLocaleString("en")}`;
+  $("prev").disabled = offset === 0;
+  $("next").disabled = offset + page.data.length >= page.total;
+  $("pager").hidden = false;
+  const at = asOf();
+  say(
+    (at === null ? count(page.total, "current fact") : `${count(page.total, "fact")} valid at ${when(at)}`) +
+      ($("filter-relation").value.trim() ? ` of “${$("filter-relation").value.trim()}”` : ""),
+  );
+  performance.mark("memlm:facts-shown");
+}
+
+async function search() {
+  const params = {
+    subject: $("q-subject").value.trim(),
+    relation: $("q-relation").value.trim(),
+    object: $("q-object").value.trim(),
+    as_of: asOf(),
+  };
+  if (!params.subject && !params.relation && !params.object) return showFacts();
+  performance.mark("memlm:search-start");
+  const asked = ++state.shown;
+  const found = await api("/v1/memory/search", { params });
+  if (asked !== state.shown) return;
+  state.mode = "search";
+  renderFacts(found.data.slice(0, SHOWN));
+  $("fuzzy").replaceChildren(
+    ...found.fuzzy.map((m) =>
+      el("li", {}, `fuzzy ${m.field}: “${m.asked}” → “${m.matched}” (similarity ${m.score.toFixed(2)})`),
+    ),
+  );
+  $("pager").hidden = true;
+  const shown = found.data.length > SHOWN ? ` (the first ${SHOWN} shown)` : "";
+  say(
+    found.data.length ? `${count(found.data.length, "fact")} found${shown}` : "Nothing found, exactly or fuzzily.",
+    found.data.length ? "" : "warn",
+  );
+  performance.mark("memlm:search-shown");
+  performance.measure("memlm:search", "memlm:search-start", "memlm:search-shown");
+}
+
+function refresh() {
+  return (state.mode === "search" ? search() : showFacts()).catch((err) => say(err.message, "error"));
+}
+
+function renderFacts(facts) {
+  const rows = facts.map((f) => {
+    const actions = el("td", { class: "actions", dataset: { label: "" } });
+    actions.append(el("button", { type: "button", class: "quiet", onclick: () => showHistory(f) }, "History"));
+    if (f.valid_to === null) {
+      actions.append(
+        el("button", { type: "button", class: "quiet", onclick: () => openFactDialog(f) }, "Correct"),
+        el("button", { type: "button", class: "quiet danger", onclick: () => confirmForget(actions, f, false) }, "Forget"),
+        el("button", { type: "button", class: "quiet danger", onclick: () => confirmForget(actions, f, true) }, "Purge"),
+      );
+    }
+    return el(
+      "tr",
+      { dataset: { id: f.id }, class: f.valid_to === null ? "" : "ended" },
+      el("td", { dataset: { label: "subject" } }, f.subject),
+      el("td", { dataset: { label: "relation" } }, f.relation),
+      el("td", { dataset: { label: "object" } }, f.object),
+      el("td", { dataset: { label: "since" }, class: "time" }, when(f.valid_from)),
+      sourceCell(f.source),
+      el("td", { dataset: { label: "until" }, class: "time until" }, f.valid_to === null ? "" : `${when(f.valid_to)} (${f.ended_by})`),
+      actions,
+    );
+  });
+  $("facts").classList.toggle("with-until", facts.some((f) => f.valid_to !== null)); // a column for ended facts only
+  if (!rows.length) rows.push(el("tr", { class: "empty" }, el("td", { colspan: "7" }, "No facts here.")));
+  $("facts").tBodies[0].replaceChildren(...rows);
+}
+
+// What wrote a fact: a turn of this tab's chat (a link to it), another chat turn (its id's end),
+// "import", "page" or "correction"; nothing for facts written before sources were kept.
+function sourceCell(source) {
+  const cell = el("td", { dataset: { label: "source" }, class: "source" });
+  if (!source) return cell;
+  if (!source.startsWith("chatcmpl-")) {
+    cell.append(source);
+    return cell;
+  }
+  const turn = [...document.querySelectorAll(".turn")].find((t) => t.dataset.source === source);
+  if (turn) {
+    const show = () => {
+      turn.scrollIntoView({ block: "center" });
+      turn.classList.add("flash");
+      setTimeout(() => turn.classList.remove("flash"), 1500);
+    };
+    cell.append(el("button", { type: "button", class: "link", title: source, onclick: show }, `turn ${turn.dataset.turn}`));
+  } else {
+    cell.append(el("span", { title: source }, `chat …${source.slice(-6)}`));
+  }
+  return cell;
+}
+
+function confirmForget(cell, fact, purge) {
+  const keep = [...cell.childNodes];
+  const back = () => cell.replaceChildren(...keep);
+  cell.replaceChildren(
+    el("span", { class: "ask" }, purge ? "Erase every version for good?" : "Forget (kept in history)?"),
+    el("button", { type: "button", class: "danger", onclick: () => forget(fact, purge) }, purge ? "Erase" : "Yes, forget"),
+    el("button", { type: "button", class: "quiet", onclick: back }, "No"),
+  );
+}
+
+async function forget(fact, purge) {
+  try {
+    const done = await api("/v1/memory/facts", {
+      method: "DELETE",
+      params: { subject: fact.subject, relation: fact.relation, object: fact.object, purge: purge ? "true" : "" },
+    });
+    await refresh();
+    say(`${purge ? "Erased" : "Forgot"} ${count(done.forgotten, "fact")}: ${triplet(fact)}`, "ok");
+    loadRelations();
+  } catch (err) {
+    say(err.message, "error");
+  }
+}
+
+async function showHistory(fact) {
+  try {
+    const versions = await api("/v1/memory/history", { params: { subject: fact.subject, relation: fact.relation } });
+    $("history-title").textContent = `History of ${fact.subject} · ${fact.relation}`;
+    $("history-list").replaceChildren(
+      ...versions.data.map((v) =>
+        el(
+          "li",
+          { class: v.valid_to === null ? "current" : "ended" },
+          el("span", { class: "object" }, v.object),
+          el("span", { class: "muted" }, ` since ${when(v.valid_from)}` + (v.source ? ` (${v.source.startsWith("chatcmpl-") ? "chat" : v.source})` : "")),
+          v.valid_to === null ? el("span", { class: "tag" }, "current") : el("span", { class: "muted" }, ` until ${when(v.valid_to)} (${v.ended_by})`),
+        ),
+      ),
+    );
+    $("history").hidden = false;
+    $("history").scrollIntoView({ block: "nearest" });
+  } catch (err) {
+    say(err.message, "error");
+  }
+}
+
+async function loadRelations() {
+  try {
+    const relations = await api("/v1/memory/relations");
+    $("relations").replaceChildren(...relations.data.map((r) => el("option", { value: r.relation }, `${r.facts} facts`)));
+  } catch (_) {
+    /* the filter still takes any relation typed */
+  }
+}
+
+// ------------------------------------------------------------------ adding and correcting
+
+let replacing = null;
+
+function openFactDialog(fact) {
+  replacing = fact || null;
+  $("fact-title").textContent = fact ? "Correct a fact" : "Add a fact";
+  $("fact-replaces").textContent = fact ? `Replaces ${triplet(fact)} (kept in history).` : "";
+  $("f-subject").value = fact ? fact.subject : "";
+  $("f-relation").value = fact ? fact.relation : "";
+  $("f-object").value = fact ? fact.object : "";
+  $("fact-error").textContent = "";
+  $("fact-dialog").showModal();
+}
+
+async function saveFact() {
+  const body = { subject: $("f-subject").value, relation: $("f-relation").value, object: $("f-object").value };
+  if (replacing) body.replaces = { subject: replacing.subject, relation: replacing.relation, object: replacing.object };
+  try {
+    const done = await api("/v1/memory/facts", { method: "POST", body });
+    $("fact-dialog").close();
+    await refresh();
+    const replaced = [...done.superseded, ...done.ended].map(triplet);
+    say(`Stored ${done.written.map(triplet).join("; ")}` + (replaced.length ? `; replaces ${replaced.join("; ")}` : ""), "ok");
+    loadRelations();
+  } catch (err) {
+    $("fact-error").textContent = err.message;
+  }
+}
+
+// ------------------------------------------------------------------ export and import
+
+async function exportMemory() {
+  try {
+    const response = await api("/v1/memory/export", { raw: true });
+    const link = el("a", { href: URL.createObjectURL(await response.blob()), download: `memlm-${state.namespace}.json` });
+    document.body.append(link);
+    link.click();
+    link.remove();
+    setTimeout(() => URL.revokeObjectURL(link.href), 10000);
+  } catch (err) {
+    say(err.message, "error");
+  }
+}
+
+// An export's `facts` (or a list of {subject, relation, object}), sent in batches that fit the
+// server's request limit; each batch is stored all or nothing.
+async function importMemory(file) {
+  let facts;
+  try {
+    const data = JSON.parse(await file.text());
+    facts = (Array.isArray(data) ? data : data.facts || []).map((f) => ({ subject: f.subject, relation: f.relation, object: f.object }));
+  } catch (err) {
+    say(`${file.name} is not a memlm export: ${err.message}`, "error");
+    return;
+  }
+  const total = { stored: 0, duplicate: 0, superseded: 0 };
+  let batch = [];
+  let size = 0;
+  const send = async () => {
+    const done = await api("/v1/memory/import", { method: "POST", body: { facts: batch } });
+    for (const name of Object.keys(total)) total[name] += done[name];
+    batch = [];
+    size = 0;
+  };
+  try {
+    for (const fact of facts) {
+      const bytes = JSON.stringify(fact).length + 1;
+      if (size + bytes > 30000) await send();
+      batch.push(fact);
+      size += bytes;
+    }
+    if (batch.length) await send();
+    await refresh();
+    say(`Imported ${file.name}: ${total.stored} stored, ${total.duplicate} already there, ${total.superseded} superseded`, "ok");
+    loadRelations();
+  } catch (err) {
+    say(`Import stopped: ${err.message} (${total.stored} stored before)`, "error");
+  }
+}
+
+// ------------------------------------------------------------------ chat with the trace
+
+function callKind(call) {
+  if (call.kind !== "error") return call.kind;
+  if (call.status.startsWith("held back")) return "held";
+  if (call.status.startsWith("refused")) return "refused";
+  return "error";
+}
+const KIND_LABEL = { read: "read", write: "write", held: "held back", refused: "refused", error: "not stored" };
+
+function renderTrace(trace, number) {
+  const calls = trace.calls.map((call) => {
+    const kind = callKind(call);
+    const item = el(
+      "li",
+      { class: "call " + kind },
+      el("span", { class: "badge" }, KIND_LABEL[kind]),
+      el("code", {}, call.text),
+      el("span", { class: "call-status" }, call.status),
+    );
+    const notes = [];
+    if (call.kind === "read") {
+      notes.push(...(call.results.length ? call.results.map((t) => "→ " + triplet(t)) : ["→ nothing"]));
+    }
+    for (const m of call.fuzzy || []) notes.push(`fuzzy ${m.field}: “${m.asked}” → “${m.matched}” (${m.score.toFixed(2)})`);
+    for (const t of call.superseded || []) notes.push("supersedes " + triplet(t));
+    const scores = Object.entries(call.scores || {});
+    if (scores.length) notes.push("scores " + scores.map(([k, v]) => `${k} ${v.toFixed(2)}`).join(", "));
+    if (notes.length) item.append(el("ul", { class: "notes" }, notes.map((n) => el("li", {}, n))));
+    return item;
+  });
+  const ms = Math.round(trace.timings.wall_seconds * 1000);
+  return el(
+    "details",
+    { class: "trace", open: "" },
+    el("summary", {}, `turn ${number} · ${count(trace.calls.length, "memory call")} · ${trace.status} · ${ms} ms`),
+    calls.length ? el("ol", { class: "calls" }, calls) : el("p", { class: "muted" }, "No memory calls."),
+    trace.repeated_wrong ? el("p", { class: "warn" }, "This answer was marked wrong before: please correct it.") : null,
+  );
+}
+
+function feedbackBar(turn) {
+  const result = el("p", { class: "feedback-result", role: "status" });
+  const input = el("input", { class: "correction", placeholder: "No, Dorothea works for BMW now.", "aria-label": "correction" });
+  const form = el("form", { class: "correct-form", hidden: "" }, input, el("button", { type: "submit" }, "Send correction"));
+  const send = async (body) => {
+    try {
+      const done = await api("/v1/feedback", { method: "POST", body });
+      if (body.rating === "good") {
+        result.textContent = !done.kept
+          ? "Noted (this server keeps no feedback: its feedback_dir is not set)."
+          : done.record
+            ? `Kept for review (${done.record}): memlm feedback list`
+            : "Noted.";
+      }
+      else if (body.rating === "bad") result.textContent = "Marked wrong.";
+      else {
+        const replaced = [...(done.superseded || []), ...(done.ended || [])].map(triplet);
+        result.textContent = done.writes && done.writes.length
+          ? `Stored ${done.writes.map(triplet).join("; ")}` + (replaced.length ? `; replaces ${replaced.join("; ")}` : "")
+          : "No fact found in the correction: nothing stored.";
+        form.hidden = true;
+        refresh();
+      }
+    } catch (err) {
+      result.textContent = err.message;
+    }
+  };
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    if (input.value.trim()) send({ correction: input.value.trim() });
+  });
+  const bar = el(
+    "div",
+    { class: "feedback" },
+    el("button", { type: "button", class: "quiet", onclick: () => send({ rating: "good" }) }, "Good"),
+    el("button", { type: "button", class: "quiet", onclick: () => send({ rating: "bad" }) }, "Bad"),
+    el("button", { type: "button", class: "quiet", onclick: () => { form.hidden = !form.hidden; input.focus(); } }, "Correct…"),
+    form,
+    result,
+  );
+  turn.feedback = bar;
+  return bar;
+}
+
+async function chat(text) {
+  if (state.lastTurn) state.lastTurn.feedback.querySelectorAll("button, input").forEach((b) => (b.disabled = true));
+  const reply = el("p", { class: "msg assistant", "aria-live": "polite" });
+  const item = el("li", { class: "turn" }, el("p", { class: "msg user" }, text), reply);
+  $("turns").append(item);
+  item.scrollIntoView({ block: "end" });
+  item.dataset.turn = ++state.turns;
+  let trace;
+  try {
+    trace = await streamReply(text, reply, item);
+  } catch (err) {
+    reply.textContent = err.message;
+    reply.classList.add("error");
+    return;
+  }
+  if (trace && trace.reply !== reply.textContent) {
+    // the stream showed the reply as generated; the turn's final reply says what really happened
+    // ("I could not store that." when a write the model acknowledged was refused or held back)
+    reply.textContent = trace.reply;
+    reply.title = "the reply as streamed was corrected when the turn ended";
+  }
+  if (!reply.textContent) reply.textContent = "(no answer)";
+  const turn = {};
+  if (trace) item.append(renderTrace(trace, item.dataset.turn));
+  item.append(feedbackBar(turn));
+  state.lastTurn = turn;
+  item.scrollIntoView({ block: "end" });
+  refresh();
+  loadRelations();
+}
+
+// Send one user turn and stream the visible reply into `reply`; returns the trace of the last chunk.
+// The turn's id (every chunk's) is kept on `item`: the facts the turn stored name it as their source.
+async function streamReply(text, reply, item) {
+  const response = await api("/v1/chat/completions", {
+    method: "POST",
+    raw: true,
+    body: { model: "memlm", stream: true, messages: [{ role: "user", content: text }], memlm: { trace: true } },
+  });
+  const reader = response.body.getReader();
+  const decoder = new TextDecoder();
+  let buffer = "";
+  let trace = null;
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    buffer += decoder.decode(value, { stream: true });
+    let end;
+    while ((end = buffer.indexOf("\n\n")) >= 0) {
+      const event = buffer.slice(0, end);
+      buffer = buffer.slice(end + 2);
+      if (!event.startsWith("data: ") || event === "data: [DONE]") continue;
+      const chunk = JSON.parse(event.slice(6));
+      if (chunk.error) throw new ApiError(chunk.error.message, 500);
+      if (chunk.id) item.dataset.source = chunk.id;
+      const delta = chunk.choices && chunk.choices[0] && chunk.choices[0].delta;
+      if (delta && delta.content) reply.textContent += delta.content;
+      if (chunk.memlm) trace = chunk.memlm;
+    }
+  }
+  return trace;
+}
+
+// ------------------------------------------------------------------ wiring
+
+function on(id, event, handler) {
+  const node = $(id);
+  if (node) node.addEventListener(event, handler);
+}
+
+function submitted(id, handler) {
+  on(id, "submit", (event) => {
+    event.preventDefault(); // nothing is ever submitted by the browser itself: the key stays out of URLs
+    handler();
+  });
+}
+
+submitted("sign-in-form", () => {
+  $("sign-in-error").textContent = "";
+  signIn($("key").value.trim());
+});
+on("sign-out", "click", () => signOut());
+submitted("search-form", () => search().catch((err) => say(err.message, "error")));
+on("search-clear", "click", () => {
+  for (const id of ["q-subject", "q-relation", "q-object"]) $(id).value = "";
+  state.offset = 0;
+  refresh();
+});
+on("filter-relation", "change", () => {
+  state.offset = 0;
+  showFacts().catch((err) => say(err.message, "error"));
+});
+on("as-of", "change", () => {
+  state.offset = 0;
+  refresh();
+});
+on("as-of-now", "click", () => {
+  $("as-of").value = "";
+  state.offset = 0;
+  refresh();
+});
+on("prev", "click", () => {
+  state.offset = Math.max(0, state.offset - PAGE);
+  refresh();
+});
+on("next", "click", () => {
+  state.offset += PAGE;
+  refresh();
+});
+on("history-close", "click", () => ($("history").hidden = true));
+on("add-fact", "click", () => openFactDialog(null));
+submitted("fact-form", saveFact);
+on("fact-cancel", "click", () => $("fact-dialog").close());
+on("export", "click", exportMemory);
+on("import-file", "change", (event) => {
+  const file = event.target.files[0];
+  event.target.value = "";
+  if (file) importMemory(file);
+});
+submitted("chat-form", () => {
+  const input = $("chat-input");
+  const text = input.value.trim();
+  if (!text) return;
+  input.value = "";
+  $("send").disabled = true;
+  chat(text)
+    .catch((err) => say(err.message, "error"))
+    .finally(() => ($("send").disabled = false));
+});
+on("chat-input", "keydown", (event) => {
+  if (event.key === "Enter" && !event.shiftKey) {
+    event.preventDefault();
+    $("chat-form").requestSubmit();
+  }
+});
+
+const saved = sessionStorage.getItem(KEY_ITEM);
+if (saved) signIn(saved);
