@@ -941,8 +941,8 @@ def chat_command(
         None,
         "--write-gate",
         help="Hold back writes the model is unsure of: none, call or call_min (its probability of the call: "
-        "per-token mean, least token) or verify (it is asked whether the text states the fact); default: the "
-        "shipped operating point "
+        "per-token mean, least token) or verify (it is asked whether the text states the fact); default: none, "
+        "every write stored "
         "(memory_runtime/write_gate.py). /trace shows each write's scores.",
     ),
     write_threshold: float | None = typer.Option(

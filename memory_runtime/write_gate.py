@@ -57,9 +57,9 @@ class WriteGateConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     signal: Literal["none", "call", "call_min", "verify"] = Field(
-        "call_min", description="none: every write is stored; call, call_min, verify: the signal a write must pass"
+        "none", description="none: every write is stored; call, call_min, verify: the signal a write must pass"
     )
-    threshold: float = Field(0.25, ge=0, le=1, description="a write scoring below it is held back (not stored)")
+    threshold: float = Field(0.5, ge=0, le=1, description="a write scoring below it is held back (not stored)")
     score: bool = Field(False, description="score every write with every signal (the trace shows them; eval's curve)")
 
     @property

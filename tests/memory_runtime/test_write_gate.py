@@ -84,9 +84,9 @@ def test_the_prefix_is_the_assistant_text_before_each_call():
 
 
 def test_no_gate_without_a_config_that_asks_for_one():
-    assert write_gate(None) is None and write_gate(WriteGateConfig(signal="none")) is None
+    assert write_gate(None) is None and write_gate(WriteGateConfig()) is None
     with pytest.raises(ValueError, match="needs the model"):
-        write_gate(WriteGateConfig())  # the shipped operating point gates
+        write_gate(WriteGateConfig(signal="call", threshold=0.9))
     with pytest.raises(ValueError, match="needs a model"):
         WriteGate(WriteGateConfig(score=True))
 
