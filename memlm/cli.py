@@ -548,7 +548,8 @@ def generate(
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an earlier output in --out."),
 ) -> None:
     """Generate memory training data: train/validation/test records and episodes from synthetic worlds,
-    and from real annotated corpora where the config names some (real.sources; the default config trains on the KnowledgeNet passages of data/real_train/)."""
+    and from real annotated corpora where the config names some (real.sources; the default config
+    trains on the KnowledgeNet passages of data/real_train/)."""
     from data_gen.generate import generate_from_file
 
     try:
