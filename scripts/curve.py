@@ -10,6 +10,7 @@ most cases. `scripts/curve_cell.sh` makes a cell. Run:
     python3 scripts/curve.py --paired runs/curve/base runs/curve/real12@verify:0.5 # B with its writes gated
     python3 scripts/curve.py --paired runs/curve/base+runs/curve/base-s1 runs/curve/new+runs/curve/new-s1 # seeds
     python3 scripts/curve.py runs/curve --gates verify:0.5,call_min:0.3 --gate-plot docs/img/write_gate.png
+    python3 scripts/curve.py runs/curve --auc          # how well each gate signal separates right writes
 
 A cell evaluated on real text more than once (at two commits, say) reports the evaluation named by
 `--real NAME` where it has one, else its newest with the most passages.
@@ -209,6 +210,30 @@ def gated_row(row: dict, cell: Path, signal: str, threshold: float) -> dict | No
     }
 
 
+def signal_auc(cell: Path) -> str:
+    """How well each gate signal tells a right write (its person-organisation pair is gold) from a
+    wrong one: the area under the ROC curve over every write the cell made and scored (0.5: chance)."""
+    import numpy as np
+
+    from memory_runtime.store import normalize_term
+
+    right: dict[str, list[float]] = {}
+    wrong: dict[str, list[float]] = {}
+    for case in _real_cases(cell):
+        gold = {(normalize_term(g[0]), normalize_term(g[2])) for g in case["gold"]}
+        for w in case.get("gated_writes", []):
+            if w["counted"]:
+                ok = (normalize_term(w["triplet"][0]), normalize_term(w["triplet"][2])) in gold
+                for signal, score in w["scores"].items():
+                    (right if ok else wrong).setdefault(signal, []).append(score)
+    parts = []
+    for signal in sorted(right.keys() & wrong.keys()):
+        a, b = np.array(right[signal])[:, None], np.array(wrong[signal])[None, :]
+        parts.append(f"{signal} {np.mean(a > b) + 0.5 * np.mean(a == b):.3f}")
+    n_right, n_wrong = (len(next(iter(d.values()), [])) for d in (right, wrong))
+    return f"{cell.name}: {n_right} right, {n_wrong} wrong writes; AUC " + ", ".join(parts)
+
+
 def cell_row(cell: Path) -> dict | None:
     metrics = _load(cell / "model" / "metrics.json")
     config_path = cell / "model" / "train_config.yaml"
@@ -265,14 +290,14 @@ def _ci(interval, fmt: str, scale: float = 1) -> str:
 
 def table(rows: list[dict]) -> str:
     head = (
-        "| base | method | data | gate | steps × records | train | eval loss | exact calls | episode questions "
-        "| real pair F1 | real triplet F1 | false writes |\n|---|---|---|---|---|---|---|---|---|---|---|---|"
+        "| cell | base | method | data | gate | steps × records | train | eval loss | exact calls | episode questions "
+        "| real pair F1 | real triplet F1 | false writes |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|"
     )
     lines = [head]
     for r in rows:
         triplet = "–" if r.get("triplet_f1") is None else f"{r['triplet_f1']:.3f}"
         lines.append(
-            f"| {r['base']} | {r['method']} | {r['data']} | {r.get('gate', 'off')} "
+            f"| {r['cell'].partition('@')[0]} | {r['base']} | {r['method']} | {r['data']} | {r.get('gate', 'off')} "
             f"| {r['steps']} × {r['per_step']} = {r['records']:,} "
             f"| {_minutes(r.get('train_s'))} | {r['eval_loss']:.4f} "
             f"| {_pct(r.get('exact'))} ({r.get('turns', '–')} turns) "
@@ -368,6 +393,7 @@ def main() -> None:
         "--gates", metavar="SIGNAL:T,...", help="add each cell's rows with its writes gated (scored evaluations)"
     )
     parser.add_argument("--gate-plot", type=Path, help="write the write gate's precision-recall curves here (PNG)")
+    parser.add_argument("--auc", action="store_true", help="each cell's gate signals: AUC, right vs wrong writes")
     args = parser.parse_args()
     global REAL_EVAL
     REAL_EVAL = args.real
@@ -377,6 +403,9 @@ def main() -> None:
         print(paired(*args.curves))
         return
     cells = [cell for curve in args.curves for cell in sorted(curve.iterdir()) if cell.is_dir()]
+    if args.auc:
+        print("\n".join(signal_auc(cell) for cell in cells if _real_cases(cell)))
+        return
     rows = [r for cell in cells if (r := cell_row(cell))]
     for gate in filter(None, (args.gates or "").split(",")):
         signal, _, threshold = gate.partition(":")

@@ -131,3 +131,21 @@ def test_seeds_of_one_recipe_are_pooled_per_passage(tmp_path):
     line = curve.paired(Path(f"{a1}+{a2}"), b, resamples=50)
     # pooled A: tp 1 of 3 predicted, 2 gold -> F1 2/5 = 0.4; B: 1.0. False writes: A 50% (one seed of two)
     assert "pair F1 +0.600" in line and "false writes -50.0 points" in line and "a1 + " in line
+
+
+def test_a_signals_auc_ranks_right_writes_against_wrong_ones(tmp_path):
+    out = tmp_path / "c" / "eval-real"
+    out.mkdir(parents=True)
+    (out / "metrics.json").write_text(json.dumps({"systems": {"memlm": {"real": {"all": {"passages": 1}}}}}))
+
+    def write(subject: str, call: float, verify: float) -> dict:
+        scores = {"call": call, "verify": verify}
+        return {"triplet": [subject, "employed by", "Pfizer"], "scores": scores, "held": False, "counted": True}
+
+    writes = [write("Ada Lin", 0.9, 0.2), write("Bo Chen", 0.8, 0.9), write("Pfizer", 0.3, 0.5)]
+    writes.append({**write("Cy Dee", 0.0, 0.0), "counted": False})  # another relation: not scored
+    case = {"system": "memlm", "part": "real", "id": "p1", "has_fact": True, "false_write": False}
+    case |= {"gold": [["Ada Lin", "employed by", "Pfizer"], ["Bo Chen", "employed by", "Pfizer"]]}
+    (out / "cases.jsonl").write_text(json.dumps({**case, "gated_writes": writes}) + "\n")
+    # call ranks both right writes above the wrong one (1.0); verify one of two (0.5)
+    assert curve.signal_auc(tmp_path / "c") == "c: 2 right, 1 wrong writes; AUC call 1.000, verify 0.500"
