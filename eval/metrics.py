@@ -71,13 +71,14 @@ def triplet_prf(predicted: Iterable[Sequence[str]], gold: Iterable[Sequence[str]
     return prf((triplet_key(t, canonical) for t in predicted), (triplet_key(t, canonical) for t in gold))
 
 
+def pair_key(triplet: Sequence[str]) -> tuple[str, str]:
+    """A triplet's (subject, object) pair, normalised: what pair scores compare."""
+    return normalize_term(triplet[0]), normalize_term(triplet[2])
+
+
 def pair_prf(predicted: Iterable[Sequence[str]], gold: Iterable[Sequence[str]]) -> PRF:
     """(subject, object) pairs, relation ignored: did the model link the right person and organisation."""
-
-    def pairs(ts):
-        return {(normalize_term(t[0]), normalize_term(t[2])) for t in ts}
-
-    return prf(pairs(predicted), pairs(gold))
+    return prf({pair_key(t) for t in predicted}, {pair_key(t) for t in gold})
 
 
 def _answer_tokens(text: str) -> list[str]:

@@ -215,15 +215,15 @@ def signal_auc(cell: Path) -> str:
     wrong one: the area under the ROC curve over every write the cell made and scored (0.5: chance)."""
     import numpy as np
 
-    from memory_runtime.store import normalize_term
+    from eval.metrics import pair_key
 
     right: dict[str, list[float]] = {}
     wrong: dict[str, list[float]] = {}
     for case in _real_cases(cell):
-        gold = {(normalize_term(g[0]), normalize_term(g[2])) for g in case["gold"]}
+        gold = {pair_key(g) for g in case["gold"]}
         for w in case.get("gated_writes", []):
             if w["counted"]:
-                ok = (normalize_term(w["triplet"][0]), normalize_term(w["triplet"][2])) in gold
+                ok = pair_key(w["triplet"]) in gold
                 for signal, score in w["scores"].items():
                     (right if ok else wrong).setdefault(signal, []).append(score)
     parts = []

@@ -73,28 +73,33 @@ def gemma3_tokenizer():
     return load_tokenizer(GEMMA3_MODEL)
 
 
+def tiny_llama(tok, **sizes):
+    """A random 2-layer LlamaForCausalLM over `tok`'s vocabulary (seed 0); `sizes` override the
+    config's defaults below."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = {
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "max_position_embeddings": 2048,
+        "pad_token_id": tok.pad_token_id,
+        "tie_word_embeddings": False,  # tied + small init just repeats the last prompt token
+        **sizes,
+    }
+    torch.manual_seed(0)
+    return LlamaForCausalLM(
+        LlamaConfig(vocab_size=len(tok), bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, **config)
+    )
+
+
 @pytest.fixture(scope="session")
 def tiny_model(smollm2_tokenizer):
     """Random 2-layer LlamaForCausalLM over the SmolLM2 vocabulary, eval mode. Do not mutate
     (copy.deepcopy it first)."""
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    tok = smollm2_tokenizer
-    config = LlamaConfig(
-        vocab_size=len(tok),
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=2048,
-        bos_token_id=tok.bos_token_id,
-        eos_token_id=tok.eos_token_id,
-        pad_token_id=tok.pad_token_id,
-        tie_word_embeddings=False,  # tied + small init just repeats the last prompt token
-    )
-    torch.manual_seed(0)
-    model = LlamaForCausalLM(config)
+    model = tiny_llama(smollm2_tokenizer)
     model.eval()
     return model
 

@@ -11,11 +11,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
-import torch
 
 from memory_runtime.protocol import render_results
 from memory_runtime.store import TripletStore
 
+from ..conftest import tiny_llama
 from .test_end_to_end import ANSWER, READ, USER, WRITE, _overfit
 
 REPO = Path(__file__).parents[2]
@@ -65,23 +65,16 @@ if __name__ == "__main__":
 def overfit_dir(smollm2_tokenizer, tmp_path_factory):
     """A tiny Llama that vLLM's CPU kernels take (head size 64), overfit on the write-read-answer
     transcript, saved as a model directory."""
-    from transformers import LlamaConfig, LlamaForCausalLM
-
     tok = smollm2_tokenizer
-    config = LlamaConfig(
-        vocab_size=len(tok),
+    model = tiny_llama(
+        tok,
         hidden_size=128,
         intermediate_size=256,
-        num_hidden_layers=2,
         num_attention_heads=2,
-        num_key_value_heads=2,
         max_position_embeddings=1024,
-        bos_token_id=tok.bos_token_id,
-        eos_token_id=tok.eos_token_id,
+        pad_token_id=None,
         tie_word_embeddings=True,
     )
-    torch.manual_seed(0)
-    model = LlamaForCausalLM(config)
     results = render_results([("Dorothea Altemus", "employed by", "Pfizer")])
     assert _overfit(model, tok, [WRITE + READ, results, ANSWER], steps=150) < 0.05
     path = tmp_path_factory.mktemp("tiny-llama-vllm")
