@@ -1,10 +1,12 @@
-"""`memlm bench decode`: turns per second at several batch sizes, the same cases in each, in one run.
+"""`memlm bench decode`: turns per second at several batch sizes, on one or more engines, the same
+cases in each, in one run.
 
 The cases are teacher-forced test records (every call shape: writes, reads that pause for the
-memory, answers), decoded greedily through the eval's sessions; batch size 1 is one turn at a time
-(Controller over HFBackend), larger ones go through memory_runtime.batching. Each batch size must
-give the same cases turn for turn (`same_results`), so the speedup is not bought with other
-answers. Sizes take turns over `rounds`, so a machine that speeds up or slows down shifts all alike.
+memory, answers), decoded greedily through the eval's sessions. On the hf engine batch size 1 is
+one turn at a time (Controller over HFBackend) and larger ones go through memory_runtime.batching;
+on vllm the size caps the turns in the engine at once. Every cell (engine, batch size) is compared
+turn for turn with the first (`agreement`, `same_results`), so a speedup is not bought with other
+answers. Cells take turns over `rounds`, so a machine that speeds up or slows down shifts all alike.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from eval.records import evaluate_records
 from eval.report import summarise_records
 from eval.run import EvalConfig, load_records
 from eval.systems import System
+from memory_runtime.runtime import Engine
 
 
 def bench_decode(
@@ -25,68 +28,85 @@ def bench_decode(
     *,
     turns: int = 64,
     batch_sizes: Sequence[int] = (1, 8),
+    engines: Sequence[Engine] = ("hf",),
     rounds: int = 1,
     device: str = "auto",
     dtype: str = "auto",
     max_new_tokens: int = 128,
     log: Callable[[str], None] = lambda line: None,
 ) -> dict[str, Any]:
-    """Decode `turns` test turns at each batch size; turns/s, tokens/s and whether results agree."""
+    """Decode `turns` test turns at each batch size on each engine; turns/s, tokens/s and whether results agree."""
     import torch
 
-    from memory_runtime.hardware import resolve_device
-    from memory_runtime.models import load_model, trained_system_prompt
+    from memory_runtime.models import trained_system_prompt
+    from memory_runtime.runtime import open_runtime
 
-    if not batch_sizes or min(batch_sizes) < 1 or rounds < 1:
-        raise ValueError("batch sizes and rounds must be at least 1")
+    if not batch_sizes or min(batch_sizes) < 1 or rounds < 1 or not engines:
+        raise ValueError("batch sizes and rounds must be at least 1, and one engine given")
     records = load_records(EvalConfig(model=model, data=data, limit=max(1, turns // 13)))
-    device = resolve_device(device)
-    loaded, tokenizer = load_model(model, dtype=dtype, device=device, merge=True)
-    system = System("memlm", loaded, tokenizer, max_new_tokens, system_prompt=trained_system_prompt(model))
-    log(
-        f"bench decode: {len(records)} records on {device} ({str(loaded.dtype).removeprefix('torch.')}), "
-        f"batch sizes {list(batch_sizes)}, {rounds} round(s)"
-    )
-    evaluate_records(system, records[:4], batch_size=max(batch_sizes))  # warm-up: first forwards are slow
-    totals = {size: {"seconds": 0.0, "turns": 0, "tokens": 0} for size in batch_sizes}
-    rows_by_size: dict[int, list[dict]] = {}
+    systems: dict[str, System] = {}
+    dtypes: dict[str, str] = {}
+    for engine in engines:
+        runtime = open_runtime(model, engine=engine, device=device, dtype=dtype, max_batch_size=max(batch_sizes))
+        systems[engine] = System(
+            "memlm",
+            runtime.model,
+            runtime.tokenizer,
+            max_new_tokens,
+            system_prompt=trained_system_prompt(model),
+            decoder=runtime.decoder if engine == "vllm" else None,
+        )
+        dtypes[engine], device = runtime.dtype, runtime.device
+        log(f"bench decode: {engine} engine on {device} ({runtime.dtype})")
+        evaluate_records(systems[engine], records[:4], batch_size=max(batch_sizes))  # warm-up: first steps are slow
+    cells = [(engine, size) for engine in engines for size in batch_sizes]
+    log(f"bench decode: {len(records)} records, cells {[f'{e}:{b}' for e, b in cells]}, {rounds} round(s)")
+    totals = {cell: {"seconds": 0.0, "turns": 0, "tokens": 0} for cell in cells}
+    rows_by_cell: dict[tuple[str, int], list[dict]] = {}
     for r in range(rounds):
-        for size in batch_sizes:
+        for engine, size in cells:
+            system = systems[engine]
+            if system.decoder is not None:
+                system.decoder.max_batch_size = size
             if device.startswith("cuda"):
                 torch.cuda.synchronize()
             start = time.perf_counter()
             rows = evaluate_records(system, records, batch_size=size)
             seconds = time.perf_counter() - start
-            totals[size]["seconds"] += seconds
-            totals[size]["turns"] += len(rows)
-            totals[size]["tokens"] += sum(row["tokens"] for row in rows)
-            rows_by_size.setdefault(size, rows)
-            log(f"bench decode: batch {size}: {len(rows) / seconds:.2f} turns/s ({seconds:.1f} s, round {r + 1})")
-    first = batch_sizes[0]
-    same = all(_decoded(rows_by_size[size]) == _decoded(rows_by_size[first]) for size in batch_sizes)
+            totals[engine, size]["seconds"] += seconds
+            totals[engine, size]["turns"] += len(rows)
+            totals[engine, size]["tokens"] += sum(row["tokens"] for row in rows)
+            rows_by_cell.setdefault((engine, size), rows)
+            log(f"bench decode: {engine}:{size}: {len(rows) / seconds:.2f} turns/s ({seconds:.1f} s, round {r + 1})")
+    first = cells[0]
+    reference = _decoded(rows_by_cell[first])
+
+    def agreement(cell: tuple[str, int]) -> float:
+        return round(sum(a == b for a, b in zip(_decoded(rows_by_cell[cell]), reference)) / len(reference), 4)
+
+    name = {cell: f"{cell[0]}:{cell[1]}" for cell in cells}
     out: dict[str, Any] = {
         "model": model,
         "device": device,
-        "dtype": str(loaded.dtype).removeprefix("torch."),
+        "dtype": dtypes,
         "threads": torch.get_num_threads(),
-        "turns": len(rows_by_size[first]),
+        "turns": len(rows_by_cell[first]),
         "rounds": rounds,
-        "same_results": same,
-        "exact_calls": {
-            str(size): summarise_records(rows_by_size[size], True)["calls"]["exact"] for size in batch_sizes
-        },
-        "batch_sizes": {
-            str(size): {
+        "same_results": all(agreement(cell) == 1.0 for cell in cells),
+        "agreement": {name[cell]: agreement(cell) for cell in cells},  # share of turns identical to the first cell
+        "exact_calls": {name[cell]: summarise_records(rows_by_cell[cell], True)["calls"]["exact"] for cell in cells},
+        "cells": {
+            name[cell]: {
                 "seconds": round(t["seconds"], 2),
                 "turns_per_s": round(t["turns"] / t["seconds"], 3),
                 "tokens_per_s": round(t["tokens"] / t["seconds"], 1),
             }
-            for size, t in totals.items()
+            for cell, t in totals.items()
         },
     }
     base = totals[first]["turns"] / totals[first]["seconds"]
-    for size in batch_sizes[1:]:
-        out[f"speedup_{size}_vs_{first}"] = round(totals[size]["turns"] / totals[size]["seconds"] / base, 3)
+    for cell in cells[1:]:
+        out[f"speedup_{name[cell]}_vs_{name[first]}"] = round(totals[cell]["turns"] / totals[cell]["seconds"] / base, 3)
     return out
 
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from data_gen.episodes import Episode, load_episodes
 from data_gen.real import ENV_VAR, KNOWLEDGENET_FILE, REDOCRED_FILE, default_real_dir
@@ -35,8 +35,9 @@ from eval.report import summarise, write_report
 from eval.systems import SYSTEMS, System
 from memory_runtime.jsonl import read_models
 from memory_runtime.records import Record
+from memory_runtime.runtime import ENGINE_HELP, Engine, check_engine
 from memory_runtime.store import MemoryConfig
-from memory_runtime.write_gate import WriteGateConfig, write_gate
+from memory_runtime.write_gate import WriteGateConfig
 from memory_runtime.yaml_config import apply_overrides, read_mapping, validate
 
 Part = Literal["records", "typos", "episodes", "real", "injection"]
@@ -74,6 +75,7 @@ class EvalConfig(BaseModel):
     )
     workers: int = Field(1, ge=1, description="processes that evaluate cases in parallel, each with its own model")
     device: str = Field("auto", description="auto (a CUDA GPU when one is visible, else the CPU), cpu, cuda, cuda:N")
+    engine: Engine = Field("hf", description=ENGINE_HELP)
     batch_size: int | None = Field(
         None,
         ge=1,
@@ -94,6 +96,13 @@ class EvalConfig(BaseModel):
         description="the operating point of the model's writes, as chat and serve use it (memory_runtime.write_gate); "
         "score=true scores every write with every signal for the precision-recall curve",
     )
+
+    @model_validator(mode="after")
+    def _engine_can(self) -> EvalConfig:
+        check_engine(self.engine, self.write_gate)
+        if self.engine == "vllm" and self.workers > 1:
+            raise ValueError("workers: the vllm engine batches in one process (workers=1)")
+        return self
 
     def save(self, path: str | Path) -> Path:
         """The resolved config as YAML (what `--config` reads back to run the same evaluation)."""
@@ -160,39 +169,63 @@ def load_real_records(config: EvalConfig) -> list[Record]:
 
 
 def load_systems(config: EvalConfig) -> dict[str, System]:
-    """The model under test (an adapter merged into its base: faster decoding) and its baselines
-    on the base model (the adapter's recorded base unless `base` says otherwise)."""
+    """The model under test (an adapter merged into its base, or applied per request on vllm) and its
+    baselines on the base model (the adapter's recorded base unless `base` says otherwise)."""
     from memory_runtime.models import adapter_base, is_adapter_dir, load_model, trained_system_prompt
+    from memory_runtime.runtime import open_runtime
 
     if config.threads:
         import torch
 
         torch.set_num_threads(config.threads)
-    from memory_runtime.hardware import resolve_device
-
-    device = resolve_device(config.device)
-    adapter = is_adapter_dir(config.model)
+    base_name = config.base or (adapter_base(config.model) if is_adapter_dir(config.model) else config.model)
+    runtime = None
+    if "memlm" in config.systems or config.engine == "vllm":
+        runtime = open_runtime(
+            config.model,
+            engine=config.engine,
+            device=config.device,
+            dtype=config.dtype,
+            max_batch_size=batch_size(config),
+            copy_fields=config.copy_fields,
+            write_gate=config.write_gate,
+        )
     systems: dict[str, System] = {}
-    if "memlm" in config.systems:
-        model, tokenizer = load_model(config.model, dtype=config.dtype, device=device, merge=True)
+    if runtime is not None and "memlm" in config.systems:
         systems["memlm"] = System(
             "memlm",
-            model,
-            tokenizer,
+            runtime.model,
+            runtime.tokenizer,
             config.max_new_tokens,
             copy_fields=config.copy_fields,
             system_prompt=trained_system_prompt(config.model),
-            write_gate=write_gate(config.write_gate, model, tokenizer),
+            write_gate=getattr(runtime.decoder, "write_gate", None),
+            decoder=runtime.decoder if runtime.engine == "vllm" else None,
         )
     baselines = [name for name in config.systems if name != "memlm"]
     if baselines:
-        base_name = config.base or (adapter_base(config.model) if adapter else config.model)
-        if "memlm" in systems and base_name == config.model:
-            base, base_tok = systems["memlm"].model, systems["memlm"].tokenizer
+        base, base_tok, base_decoder = None, None, None
+        if runtime is not None and runtime.engine == "vllm":  # the same engine without the adapter
+            from memory_runtime.models import resolve_base
+
+            if resolve_base(base_name) != resolve_base(config.model):
+                raise ValueError(f"base: on the vllm engine the baselines run on the model's own base, not {base_name}")
+            base_tok, base_decoder = runtime.tokenizer, runtime.decoder.with_adapter(None)
+        elif runtime is not None and base_name == config.model:
+            base, base_tok = runtime.model, runtime.tokenizer
         else:
-            base, base_tok = load_model(base_name, dtype=config.dtype, device=device)
+            from memory_runtime.hardware import resolve_device
+
+            base, base_tok = load_model(base_name, dtype=config.dtype, device=resolve_device(config.device))
         for name in baselines:
-            systems[name] = System(name, base, base_tok, config.baseline_max_new_tokens, copy_fields=config.copy_fields)
+            systems[name] = System(
+                name,
+                base,
+                base_tok,
+                config.baseline_max_new_tokens,
+                copy_fields=config.copy_fields,
+                decoder=base_decoder,
+            )
     return systems
 
 

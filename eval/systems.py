@@ -85,6 +85,7 @@ class System:
     copy_fields: bool = True  # names in calls copied from the conversation, relations from the table (field_copy)
     system_prompt: str | None = SYSTEM_PROMPT  # memlm's: the one its model was trained with
     write_gate: WriteGate | None = None  # scores the writes it generates, may hold some back
+    decoder: Any = None  # a decoder that runs every turn of this system (the vllm engine's); default: the model's
 
     @property
     def uses_memory(self) -> bool:
@@ -117,6 +118,8 @@ class System:
 
     def run(self, request: TurnRequest) -> TurnResult:
         """One request, alone (Controller over a streaming backend)."""
+        if self.decoder is not None:
+            return self.decoder.run([request])[0]
         messages = request.messages
         prompt = messages[0]["content"] if messages[0]["role"] == "system" else None
         body = messages[1:] if prompt is not None else messages
@@ -159,6 +162,8 @@ def run_sessions(
     """Drive eval sessions (generators that yield the system's requests and get their results):
     one turn at a time, or `batch_size` turns at once through a BatchDecoder (same greedy results)."""
     tick = progress or (lambda: None)
+    if system.decoder is not None:
+        return system.decoder.run_sessions(sessions, on_done=lambda index, value: tick())
     if batch_size > 1 and system.backend_factory is None:
         decoder = BatchDecoder(
             system.model,

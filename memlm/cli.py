@@ -9,6 +9,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from memory_runtime.runtime import ENGINE_HELP, Engine
+
 app = typer.Typer(
     help="memlm: teach language models to use an explicit read-write triplet memory.",
     no_args_is_help=True,
@@ -995,6 +997,7 @@ def bench_serve_command(
     ),
     device: str = DEVICE,
     dtype: str = DTYPE,
+    engine: str = typer.Option("hf", "--engine", help=ENGINE_HELP),
 ) -> None:
     """The server on 127.0.0.1 under concurrent streaming clients: requests/s, latency p50/p99, time to
     the first streamed words, controller overhead."""
@@ -1010,10 +1013,18 @@ def bench_serve_command(
             max_batch_size=max_batch_size,
             device=device,
             dtype=dtype,
+            engine=_engine(engine),
         )
     except (ValueError, FileNotFoundError) as err:
         _fail(err)
     print(json.dumps(result))
+
+
+def _engine(name: str) -> Engine:
+    name = name.strip()
+    if name not in ("hf", "vllm"):
+        _fail(ValueError(f"unknown engine {name!r}: expected hf or vllm"))
+    return name  # type: ignore[return-value]
 
 
 @app.command("env")
@@ -1042,13 +1053,19 @@ def bench_decode_command(
     data: Path = typer.Option(..., "--data", help="A `memlm generate` output directory: its test records are decoded."),
     turns: int = typer.Option(64, "--turns", min=13, help="About this many teacher-forced turns, every category."),
     batch_sizes: str = typer.Option("1,8", "--batch-sizes", help="Comma-separated; the first is the baseline."),
-    rounds: int = typer.Option(1, "--rounds", min=1, help="Sizes take turns this many times."),
+    engines: str = typer.Option(
+        "hf",
+        "--engines",
+        help="Comma-separated engines, each at every batch size (hf, vllm: vLLM's engine; run from the "
+        "environment that has it, e.g. .venv-vllm/bin/python -m memlm on a CPU).",
+    ),
+    rounds: int = typer.Option(1, "--rounds", min=1, help="Cells take turns this many times."),
     max_new_tokens: int = typer.Option(128, "--max-new-tokens", min=8),
     device: str = DEVICE,
     dtype: str = DTYPE,
 ) -> None:
-    """Decoding throughput: turns/s at each batch size on the same cases, side by side, and whether
-    every batch size decoded the same turns."""
+    """Decoding throughput: turns/s at each batch size on each engine, the same cases, side by side, and
+    the share of turns each decoded as the first did."""
     from eval.bench_decode import bench_decode
 
     try:
@@ -1058,6 +1075,7 @@ def bench_decode_command(
             str(data),
             turns=turns,
             batch_sizes=sizes,
+            engines=[_engine(e) for e in engines.split(",") if e.strip()],
             rounds=rounds,
             device=device,
             dtype=dtype,

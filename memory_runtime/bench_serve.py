@@ -21,6 +21,7 @@ from typing import Any
 import httpx
 
 from memory_runtime.protocol import SYSTEM_PROMPT
+from memory_runtime.runtime import Engine, open_runtime
 from memory_runtime.serving.app import BackendFactory, create_app
 from memory_runtime.serving.config import Limits, ServeConfig
 from memory_runtime.serving.launch import background_server
@@ -38,7 +39,7 @@ def _prompts(client: int) -> list[str]:
 
 
 def run_serve_bench(
-    backend_factory: BackendFactory,
+    backend_factory: BackendFactory | None,
     store: TripletStore,
     *,
     clients: int = 4,
@@ -156,35 +157,34 @@ def bench_serve(
     max_batch_size: int = 8,
     device: str = "auto",
     dtype: str = "auto",
+    engine: Engine = "hf",
 ) -> dict[str, Any]:
-    """Load `model` and benchmark it behind the server, with a fresh SQLite memory in a temp dir."""
+    """Load `model` on `engine` and benchmark it behind the server, with a fresh SQLite memory in a temp dir."""
     import torch
 
-    from memory_runtime.batching import BatchDecoder
-    from memory_runtime.hardware import resolve_device
-    from memory_runtime.models import load_model, trained_system_prompt
+    from memory_runtime.models import trained_system_prompt
     from memory_runtime.serving.app import hf_backend_factory
 
     if threads is not None:
         torch.set_num_threads(threads)
-    device = resolve_device(device)
-    loaded, tokenizer = load_model(model, merge=True, device=device, dtype=dtype)
-    decoder = BatchDecoder(loaded, tokenizer, max_batch_size=max_batch_size)
+    runtime = open_runtime(model, engine=engine, device=device, dtype=dtype, max_batch_size=max_batch_size)
+    backend_factory = hf_backend_factory(runtime.model, runtime.tokenizer) if runtime.model is not None else None
     with tempfile.TemporaryDirectory(prefix="memlm-bench-serve-") as tmp, TripletStore(Path(tmp) / "m.sqlite") as store:
         result = run_serve_bench(
-            hf_backend_factory(loaded, tokenizer),
+            backend_factory,
             store,
             clients=clients,
             seconds=seconds,
             max_tokens=max_tokens,
             model_name=model,
             system_prompt=trained_system_prompt(model),
-            decoder=decoder,
+            decoder=runtime.decoder,
         )
     return {
         "model": model,
-        "device": device,
-        "dtype": str(loaded.dtype).removeprefix("torch."),
+        "engine": engine,
+        "device": runtime.device,
+        "dtype": runtime.dtype,
         "max_batch_size": max_batch_size,
         "torch_threads": torch.get_num_threads(),
         **result,

@@ -20,6 +20,7 @@ from __future__ import annotations
 import itertools
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from memory_runtime.batching import TurnRequest, _Decoder
@@ -57,13 +58,19 @@ def vllm_params(request: TurnRequest, max_tokens: int, regex: str | None) -> Any
     )
 
 
+_LORA_IDS: dict[str, int] = {}  # adapter directory -> its id in this process's engines
+
+
 def lora_request(adapter_dir: str | None) -> Any:
-    """The LoRARequest that applies a trained adapter to a request (None: the base model)."""
+    """The LoRARequest that applies a trained adapter to a request (None: the base model); vLLM tells
+    adapters apart by id, so each directory keeps one."""
     if adapter_dir is None:
         return None
     from vllm.lora.request import LoRARequest
 
-    return LoRARequest("memlm", 1, str(adapter_dir))
+    path = str(Path(adapter_dir).resolve())
+    lora_id = _LORA_IDS.setdefault(path, len(_LORA_IDS) + 1)
+    return LoRARequest(f"memlm-{lora_id}", lora_id, path)
 
 
 class VLLMDecoder(_Decoder):
@@ -88,9 +95,24 @@ class VLLMDecoder(_Decoder):
         self.copy_fields = copy_fields
         self.max_batch_size = max_batch_size
         self.end_token_ids = end_token_ids(engine, tokenizer)
-        self._params, self._lora = params, lora(adapter)
+        self._params, self._make_lora, self._lora = params, lora, lora(adapter)
         self._turns: dict[str, _VTurn] = {}
         self._ids = itertools.count()
+
+    def with_adapter(self, adapter: str | None) -> VLLMDecoder:
+        """Another decoder over the same engine with another adapter (None: the base model): one engine
+        serves them all. Step one at a time: each ignores the outputs of the other's requests."""
+        twin = VLLMDecoder(
+            self.engine,
+            self.tokenizer,
+            adapter=adapter,
+            copy_fields=self.copy_fields,
+            max_batch_size=self.max_batch_size,
+            params=self._params,
+            lora=self._make_lora,
+        )
+        twin._ids = self._ids  # one engine, one sequence of request ids
+        return twin
 
     def step(self) -> list[tuple[TurnRequest, TurnResult]]:
         while self.waiting and len(self._turns) < self.max_batch_size:

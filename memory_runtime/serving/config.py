@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from memory_runtime.runtime import Engine, check_engine
 from memory_runtime.write_gate import WriteGateConfig
 from memory_runtime.yaml_config import apply_overrides, read_mapping, validate
 
@@ -43,16 +44,12 @@ class Generation(BaseModel):
     device: str = "auto"  # auto (a CUDA GPU when one is visible), cpu, cuda, cuda:N
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"  # auto: bfloat16 where it is native
     max_batch_size: int = Field(8, ge=1)  # turns of concurrent users decoded together
-    engine: Literal["hf", "vllm"] = "hf"  # vllm: GPU serving at scale (pip install 'memlm[vllm]'; no corrections)
+    engine: Engine = "hf"  # hf or vllm (memory_runtime.runtime); vllm: no corrections, no write gate
     write_gate: WriteGateConfig = WriteGateConfig()  # which unsure writes are held back (memory_runtime.write_gate)
 
     @model_validator(mode="after")
-    def _gate_needs_hf(self) -> Generation:
-        if self.engine == "vllm" and self.write_gate.active:
-            raise ValueError(
-                "write_gate: the vllm engine does not score writes (the gate needs the model in this process, "
-                "engine: hf); to serve with vllm without the gate: generation.write_gate.signal=none"
-            )
+    def _engine_can(self) -> Generation:
+        check_engine(self.engine, self.write_gate)
         return self
 
 

@@ -52,11 +52,9 @@ def serve(
     import torch
     import uvicorn
 
-    from memory_runtime.batching import BatchDecoder
-    from memory_runtime.hardware import resolve_device
-    from memory_runtime.models import load_model, trained_system_prompt
+    from memory_runtime.models import trained_system_prompt
+    from memory_runtime.runtime import open_runtime
     from memory_runtime.store import MemoryConfig
-    from memory_runtime.write_gate import write_gate
 
     keys = config.resolve_api_keys()
     memory = MemoryConfig.load(config.memory_config)
@@ -64,32 +62,21 @@ def serve(
         if config.torch_threads is not None:
             torch.set_num_threads(config.torch_threads)
         generation = config.generation
-        if generation.engine == "vllm":
-            from memory_runtime.vllm_backend import load_vllm_decoder
-
-            decoder, backend_factory = (
-                load_vllm_decoder(
-                    model,
-                    max_batch_size=generation.max_batch_size,
-                    copy_fields=generation.copy_fields,
-                    dtype=generation.dtype,
-                ),
-                None,
-            )
-        else:
-            loaded, tokenizer = load_model(
-                model, merge=True, device=resolve_device(generation.device), dtype=generation.dtype
-            )
-            decoder = BatchDecoder(
-                loaded,
-                tokenizer,
-                max_batch_size=generation.max_batch_size,
-                copy_fields=generation.copy_fields,
-                write_gate=write_gate(generation.write_gate, loaded, tokenizer),
-            )
+        runtime = open_runtime(
+            model,
+            engine=generation.engine,
+            device=generation.device,
+            dtype=generation.dtype,
+            max_batch_size=generation.max_batch_size,
+            copy_fields=generation.copy_fields,
+            write_gate=generation.write_gate,
+        )
+        backend_factory = None
+        if runtime.model is not None:  # corrections decode alone over the model (hf only)
             backend_factory = hf_backend_factory(
-                loaded, tokenizer, copy_fields=generation.copy_fields, relations=memory.relation_names
+                runtime.model, runtime.tokenizer, copy_fields=generation.copy_fields, relations=memory.relation_names
             )
+        decoder = runtime.decoder
         app = create_app(
             config,
             store,

@@ -340,8 +340,8 @@ def test_bench_decode_prints_turns_per_second_per_batch_size(tiny_data, tiny_mod
     assert r.exit_code == 0, r.output
     result = json.loads(r.stdout.strip().splitlines()[-1])
     assert result["same_results"] is True and result["turns"] >= 13
-    assert set(result["batch_sizes"]) == {"1", "4"} and result["speedup_4_vs_1"] > 0
-    assert result["exact_calls"]["1"] == result["exact_calls"]["4"]
+    assert set(result["cells"]) == {"hf:1", "hf:4"} and result["speedup_hf:4_vs_hf:1"] > 0
+    assert result["exact_calls"]["hf:1"] == result["exact_calls"]["hf:4"] and result["agreement"]["hf:4"] == 1.0
 
 
 def test_eval_reads_a_config_with_overrides_and_saves_the_resolved_one(tiny_data, tiny_model_dir, tmp_path):
