@@ -238,6 +238,9 @@ def load_vllm_decoder(
     device = resolve_device("auto")
     if gpu_memory_utilization is None:
         gpu_memory_utilization = 0.85 if device.startswith("cuda") else 0.2
+    # the prefix cache keeps whole blocks: vLLM's CPU default of 128 tokens is longer than most of
+    # our prompts, so a turn resumed after a read would find nothing cached; 32 is the CPU kernels' unit
+    block_size = None if device.startswith("cuda") else 32
 
     adapter = model if is_adapter_dir(model) else None
     args = EngineArgs(
@@ -248,6 +251,7 @@ def load_vllm_decoder(
         max_lora_rank=max_lora_rank,
         dtype=resolve_dtype(dtype, device).dtype,
         gpu_memory_utilization=gpu_memory_utilization,
+        block_size=block_size,
     )
     return VLLMDecoder(
         LLMEngine.from_engine_args(args),
