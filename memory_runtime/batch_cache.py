@@ -168,7 +168,7 @@ class BatchCache:
             )
         width = self.width
         self._pad_columns(len(tokens))
-        for mine, theirs in zip(_layers(self.cache), _layers(out.past_key_values)):
+        for mine, theirs in zip(_layers(self.cache), _layers(solo)):  # the model extended `solo` in place
             mine.keys[b, :, width:] = theirs.keys[0, :, -len(tokens) :]
             mine.values[b, :, width:] = theirs.values[0, :, -len(tokens) :]
         self.mask[b, width:] = 1
@@ -204,8 +204,7 @@ class BatchCache:
                 cache_position=torch.arange(width, width + block, device=device),
                 logits_to_keep=1,
             )
-        self.cache = out.past_key_values
-        self.mask = mask
+        self.mask = mask  # the model extended self.cache in place
         for b, feed in enumerate(feeds):
             self.cols[b].extend(range(width + block - len(feed), width + block))
         return out.logits[:, -1].float()

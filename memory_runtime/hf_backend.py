@@ -475,8 +475,8 @@ class HFBackend:
             raise
         self.stats["forward_seconds"] += time.perf_counter() - t0
         self.stats["forwards"] += 1
-        if out.past_key_values is not None:
-            self._cache = out.past_key_values
+        # the model extended self._cache in place (output.past_key_values is the same object; reading
+        # it warns from transformers 5.24 on, where it is named output.cache)
         self._cached = n
         self._logits = out.logits[0, -1].detach().float()
         self._logits_at = n
