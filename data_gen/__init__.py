@@ -1,11 +1,11 @@
 """data_gen: synthetic person–relation–organisation data for memory-using models (RET-LLM style).
 
-    config.py     DataConfig (the YAML of a run, configs/data/*.yaml), ConfigError
+    config.py     DataConfig (the YAML of a run, configs/data/*.yaml)
     world.py      build_world: disjoint people pools per split, real + Faker organisations, test-only ones
     oracle.py     MemoryOracle: every read result comes from the runtime's TripletStore
     examples.py   Builder / build_records: write, read (7 shapes), unanswerable, update, two-hop, negative
     episodes.py   Episode (the eval's --episodes JSONL format), build_episodes, load/dump_episodes
-    generate.py   generate / generate_from_file: the whole `memlm generate` run and its files
+    generate.py   generate: the whole `memlm generate` run and its files
     real.py       load_real: Re-DocRED and KnowledgeNet passages as eval-only write records
 
 Every call and result text is rendered with memory_runtime.protocol, every record is a

@@ -18,16 +18,14 @@ functional, because only those are superseded by a newer write.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from data_gen.text import placeholders
 from memory_runtime.protocol import ACK
-from memory_runtime.yaml_config import apply_overrides, read_mapping, validate
+from memory_runtime.yaml_config import ConfigError, Strict, read_mapping, validate
 
 SPLITS = ("train", "validation", "test")
 READ_SHAPES = ("per", "per_org", "per_rel", "org", "rel", "rel_org", "per_rel_org")
@@ -47,10 +45,6 @@ RECORD_KINDS = (
 
 DATA_CONFIGS_DIR = Path(__file__).resolve().parents[1] / "configs" / "data"
 TINY_CONFIG = DATA_CONFIGS_DIR / "tiny.yaml"  # small worlds, the default mix: tests, smoke runs, benches
-
-
-class ConfigError(ValueError):
-    """An invalid data config; the message names the offending field(s)."""
 
 
 def _check_templates(templates: list[str], allowed: set[str], required: set[str] | None = None) -> list[str]:
@@ -79,14 +73,10 @@ def _templates(allowed: set[str], required: set[str] | None = None):
     return check
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
 # ----------------------------------------------------------------------------- relations
 
 
-class Phrasings(_Strict):
+class Phrasings(Strict):
     """User statements of a fact: singular (one person) and plural (a list of people)."""
 
     singular: list[str] = Field(min_length=1)
@@ -95,7 +85,7 @@ class Phrasings(_Strict):
     _check = field_validator("singular", "plural")(_templates({"per", "org"}))
 
 
-class FactPhrasing(_Strict):
+class FactPhrasing(Strict):
     """The one sentence answers use for a fact ("{per} is employed by {org}.")."""
 
     singular: str
@@ -109,7 +99,7 @@ class FactPhrasing(_Strict):
         return value
 
 
-class RelationQuestions(_Strict):
+class RelationQuestions(Strict):
     per_rel: list[str] = Field(min_length=1)
     rel: list[str] = Field(min_length=1)
     rel_org: list[str] = Field(min_length=1)
@@ -121,7 +111,7 @@ class RelationQuestions(_Strict):
     _both = field_validator("per_rel_org")(_templates({"per", "org"}))
 
 
-class RelationConfig(_Strict):
+class RelationConfig(Strict):
     name: str = Field(min_length=1)
     weight: float = Field(1.0, ge=0)
     fact: FactPhrasing
@@ -134,7 +124,7 @@ class RelationConfig(_Strict):
     _updates = field_validator("updates")(_templates({"per", "old", "org"}))
 
 
-class GeneralQuestions(_Strict):
+class GeneralQuestions(Strict):
     """Question phrasings of the shapes that do not name a relation."""
 
     per: list[str] = Field(min_length=1)
@@ -149,7 +139,7 @@ class GeneralQuestions(_Strict):
 # ----------------------------------------------------------------------------- world and mix
 
 
-class PeopleConfig(_Strict):
+class PeopleConfig(Strict):
     """How many people each split's (disjoint) name pool holds."""
 
     train: int = Field(ge=10)
@@ -157,13 +147,13 @@ class PeopleConfig(_Strict):
     test: int = Field(ge=10)
 
 
-class CompaniesConfig(_Strict):
+class CompaniesConfig(Strict):
     real: bool = True  # the real company names shipped in data_gen/companies.txt
     faker: int = Field(0, ge=0)  # extra Faker company names
     test_only_fraction: float = Field(0.2, gt=0, lt=1)  # organisations only the test split sees
 
 
-class WorldConfig(_Strict):
+class WorldConfig(Strict):
     locales: list[str] = Field(min_length=1)
     people: PeopleConfig
     companies: CompaniesConfig = CompaniesConfig()
@@ -182,7 +172,7 @@ class WorldConfig(_Strict):
         return value
 
 
-class SplitSizes(_Strict):
+class SplitSizes(Strict):
     train: int = Field(ge=0)
     validation: int = Field(ge=0)
     test: int = Field(ge=0)
@@ -194,7 +184,7 @@ class SplitSizes(_Strict):
         return self
 
 
-class MixConfig(_Strict):
+class MixConfig(Strict):
     """Relative weights of the record types (counts are allotted exactly, largest remainder)."""
 
     write: float = Field(0, ge=0)
@@ -215,7 +205,7 @@ class MixConfig(_Strict):
         return self
 
 
-class ShapeWeights(_Strict):
+class ShapeWeights(Strict):
     """Relative weights of the read query shapes (reads and unanswerable questions)."""
 
     per: float = Field(1, ge=0)
@@ -233,11 +223,11 @@ class ShapeWeights(_Strict):
         return self
 
 
-class WriteConfig(_Strict):
+class WriteConfig(Strict):
     max_people: int = Field(3, ge=1, le=10)  # a statement names 1..max_people people
 
 
-class MemoryContextConfig(_Strict):
+class MemoryContextConfig(Strict):
     """The memory a read starts from: the question's facts among distractors."""
 
     min_facts: int = Field(3, ge=1, le=50)
@@ -253,7 +243,7 @@ class MemoryContextConfig(_Strict):
         return self
 
 
-class TwoHopConfig(_Strict):
+class TwoHopConfig(Strict):
     """pairs: [first, second] relations ("who <second> the company that X <first>"); null = every
     ordered pair of different relations whose first has an org_clause."""
 
@@ -263,7 +253,7 @@ class TwoHopConfig(_Strict):
     _phrases = field_validator("org_phrases")(_templates({"clause"}))
 
 
-class Range(_Strict):
+class Range(Strict):
     min: int = Field(ge=0)
     max: int = Field(ge=0)
 
@@ -274,7 +264,7 @@ class Range(_Strict):
         return self
 
 
-class EpisodeConfig(_Strict):
+class EpisodeConfig(Strict):
     count: int = Field(100, ge=0)
     pool: Literal["train", "validation", "test"] = "test"  # whose people and organisations
     statements: Range = Range(min=2, max=5)
@@ -290,7 +280,7 @@ class EpisodeConfig(_Strict):
         return self
 
 
-class PassagesConfig(_Strict):
+class PassagesConfig(Strict):
     """Realistic statements and hard negatives (data_gen/passages.py)."""
 
     bank: str | None = None  # the phrase bank; null = data_gen/passages.yaml
@@ -300,7 +290,7 @@ class PassagesConfig(_Strict):
     unnamed_facts: float = Field(0.0, ge=0, le=1)
 
 
-class InjectionConfig(_Strict):
+class InjectionConfig(Strict):
     """Records whose user text carries call syntax (a pasted call, a bare triplet, read results):
     the right output stores what the text states in words and nothing its call syntax says
     (defence in depth beside the controller's check, memory_runtime.injection)."""
@@ -314,7 +304,7 @@ class InjectionConfig(_Strict):
         return _check_templates(value, {"call"})
 
 
-class RealSource(_Strict):
+class RealSource(Strict):
     """One annotated corpus (data_gen/real.py reads it): real text in training, beside the worlds."""
 
     path: str  # a file, relative to the config file
@@ -324,7 +314,7 @@ class RealSource(_Strict):
     window: int = Field(1, ge=1, le=5)  # docred: consecutive sentences per passage
 
 
-class RealConfig(_Strict):
+class RealConfig(Strict):
     """Real annotated text as training records (`mix.real` of the train split; validation and test
     stay synthetic). A passage that contains a dev passage of data/real/ is left out: the text
     `memlm eval` measures on is never trained on."""
@@ -334,7 +324,7 @@ class RealConfig(_Strict):
     verify: float = Field(0.3, ge=0, le=1)  # share of verify records whose passage is a real one
 
 
-class RepliesConfig(_Strict):
+class RepliesConfig(Strict):
     """The assistant's fixed short texts (kept short and identical: the model is small)."""
 
     ack: str = Field(ACK, min_length=1)  # after the write calls of a statement
@@ -351,7 +341,9 @@ class RepliesConfig(_Strict):
 # ----------------------------------------------------------------------------- the whole config
 
 
-class DataConfig(_Strict):
+class DataConfig(Strict):
+    what = "data config"
+
     seed: int = 0
     splits: SplitSizes
     mix: MixConfig
@@ -417,47 +409,40 @@ class DataConfig(_Strict):
             if a.name != b.name and a.org_clause and a.weight and b.weight
         ]
 
-    # -- loading
+    # -- loading: DataConfig.load(path, overrides) (yaml_config.Strict) with a `base:` file under it
+
+    @classmethod
+    def read_yaml(cls, path: Path | None) -> dict[str, Any]:
+        """The file's mapping; a top-level `base: other.yaml` (relative to the file) starts from that
+        config: mappings are merged key by key, anything else (lists included) is replaced."""
+        return {} if path is None else _read_yaml(path)
 
     @classmethod
     def from_dict(cls, data: dict, *, base_dir: str | Path | None = None, source: str = "<dict>") -> DataConfig:
         """Validate a config mapping; checks relations against the memory's relation table too."""
         if not isinstance(data, dict):
             raise ConfigError(f"invalid data config {source}: expected a mapping at the top level")
-        config = validate(cls, data, "data config", source, ConfigError)
-        if base_dir is not None:  # paths in the file are relative to it
-            config.memory_config = _relative_to(config.memory_config, base_dir)
-            config.passages.bank = _relative_to(config.passages.bank, base_dir)
-            for source in config.real.sources:
-                source.path = _relative_to(source.path, base_dir)  # type: ignore[assignment]
+        config = validate(cls, data, cls.what, source)
+        if base_dir is not None:
+            config = config.relative_to(Path(base_dir))
         try:
             check_against_memory(config)
         except ValueError as err:
             raise ConfigError(f"invalid data config {source}:\n  {err}") from None
         return config
 
-    @classmethod
-    def load(cls, path: str | Path, *, seed: int | None = None, overrides: Sequence[str] = ()) -> DataConfig:
-        """Read a YAML config, apply dotted ``key=value`` overrides, then `seed` (overrides the
-        file's). Raises ConfigError naming the field.
-
-        A top-level `base: other.yaml` (relative to the file) starts from that config: mappings are
-        merged key by key, anything else (lists included) is replaced.
-        """
-        path = Path(path)
-        data = apply_overrides(_read_yaml(path), overrides, ConfigError)
-        if seed is not None:
-            data = {**data, "seed": seed}
-        return cls.from_dict(data, base_dir=path.parent, source=str(path))
-
-    def to_yaml(self) -> str:
-        return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False, allow_unicode=True, width=110)
+    def relative_to(self, folder: Path) -> DataConfig:
+        self.memory_config = _relative_to(self.memory_config, folder)
+        self.passages.bank = _relative_to(self.passages.bank, folder)
+        for source in self.real.sources:
+            source.path = _relative_to(source.path, folder)  # type: ignore[assignment]
+        return self
 
 
 def _read_yaml(path: Path, seen: tuple[Path, ...] = ()) -> dict:
     if not path.is_file():
         raise ConfigError(f"data config {path} does not exist")
-    data = read_mapping(path, "data config", ConfigError)
+    data = read_mapping(path, "data config")
     base = data.pop("base", None)
     if base is None:
         return data

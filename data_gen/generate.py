@@ -22,7 +22,6 @@ import shutil
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -136,8 +135,13 @@ def tiny_dataset_dict(train: int, validation: int = 0, *, seed: int = 0):
 
     config = DataConfig.load(
         TINY_CONFIG,
-        seed=seed,
-        overrides=[f"splits.train={train}", f"splits.validation={validation}", "splits.test=0", "episodes.count=0"],
+        [
+            f"splits.train={train}",
+            f"splits.validation={validation}",
+            "splits.test=0",
+            "episodes.count=0",
+            f"seed={seed}",
+        ],
     )
     _, splits, _ = generate_records(config)
     features, _ = _features()
@@ -256,20 +260,6 @@ def generate(config: DataConfig, out_dir: str | Path, *, overwrite: bool = False
         total_cpu_seconds=time.process_time() - start_cpu,
     )
     return report
-
-
-def generate_from_file(
-    config_path: str | Path,
-    out_dir: str | Path,
-    *,
-    seed: int | None = None,
-    overrides: Sequence[str] = (),
-    overwrite: bool = False,
-    show_progress: bool = True,
-) -> Report:
-    """Load a YAML config (``key=value`` overrides, then `seed`) and generate (what `memlm generate` runs)."""
-    config = DataConfig.load(config_path, seed=seed, overrides=overrides)
-    return generate(config, out_dir, overwrite=overwrite, show_progress=show_progress)
 
 
 def write_outputs(

@@ -57,16 +57,18 @@ from __future__ import annotations
 
 import random
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from data_gen.config import _check_templates
 from data_gen.text import placeholders
 from memory_runtime.protocol import Triplet
+from memory_runtime.yaml_config import ConfigError, Strict, read_mapping
 
 ORG_KINDS = ("company", "university", "party", "club", "agency", "ngo", "media", "band", "team")
 NAME_FORMS = ("plain", "middle_initial", "middle_name", "title", "suffix")
@@ -109,19 +111,11 @@ _SPEAKER_KINDS = ("company", "media", "agency", "university", "ngo")  # who issu
 _TEMPLATE_SLOTS = ("vp", "s", "app", "pre", "list_vp", "list_app", "plural_vp", "plural_s", "org_rel")
 
 
-class BankError(ValueError):
-    """An invalid phrase bank; the message names the field."""
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
 def _check(templates: list[str], allowed: set[str], required: set[str] = frozenset()) -> list[str]:
     return _check_templates(templates, allowed, set(required))
 
 
-class NameBank(_Strict):
+class NameBank(Strict):
     forms: dict[str, float]
     titles: list[str] = Field(min_length=1)
     suffixes: list[str] = Field(min_length=1)
@@ -139,7 +133,7 @@ class NameBank(_Strict):
         return value
 
 
-class OrgKind(_Strict):
+class OrgKind(Strict):
     weight: float = Field(ge=0)
     names: list[str] = []
     noun: str | None = None  # how news refers back to it after naming it ("the company"); null: by name
@@ -147,7 +141,7 @@ class OrgKind(_Strict):
     _names = field_validator("names")(lambda cls, v: _check(v, _ORG_NAME_SLOTS))
 
 
-class Words(_Strict):
+class Words(Strict):
     cities: list[str] = Field(min_length=1)
     countries: list[str] = Field(min_length=1)
     fields: list[str] = Field(min_length=1)
@@ -169,7 +163,7 @@ class Words(_Strict):
         return value
 
 
-class TemplateGroup(_Strict):
+class TemplateGroup(Strict):
     kinds: list[str] = Field(min_length=1)
     vp: list[str] = Field(min_length=1)
     s: list[str] = []
@@ -197,12 +191,12 @@ class TemplateGroup(_Strict):
     _org_rel = field_validator("org_rel")(lambda cls, v: _check(v, _FACT_SLOTS - {"org"}, {"per"}))
 
 
-class RelationBank(_Strict):
+class RelationBank(Strict):
     weight: float = Field(1.0, ge=0)
     groups: list[TemplateGroup] = Field(min_length=1)
 
 
-class Distractors(_Strict):
+class Distractors(Strict):
     vp: list[str] = Field(min_length=1)
     plural_vp: list[str] = Field(min_length=1)
     openers: list[str] = []
@@ -219,7 +213,7 @@ class Distractors(_Strict):
     _apposition = field_validator("org_apposition")(lambda cls, v: _check(v, _APPOSITION_SLOTS))
 
 
-class CombinedRole(_Strict):
+class CombinedRole(Strict):
     """One title that states several relations of one person to one organisation ("founder and
     chief executive of {org}"): one write per relation, in the order of `relations`, which is the
     order the title names them. A title may state one relation only ("president and CEO of {org}":
@@ -234,7 +228,7 @@ class CombinedRole(_Strict):
     _vp = field_validator("vp", "app", "pre")(lambda cls, v: _check(v, _FACT_SLOTS - {"per"}, {"org"}))
 
 
-class Biography(_Strict):
+class Biography(Strict):
     """A Wikipedia first sentence: "{per} ({born}) is {a nationality} {profession}, <roles>."."""
 
     professions: list[str] = Field(min_length=1)
@@ -243,7 +237,7 @@ class Biography(_Strict):
     _check = field_validator("professions", "roles")(lambda cls, v: _check(v, set()))
 
 
-class News(_Strict):
+class News(Strict):
     """How news reports a fact through an organisation that speaks ({speaker})."""
 
     intros: list[str] = []  # before the person: "In a statement on {weekday}, {speaker} said that"
@@ -252,8 +246,10 @@ class News(_Strict):
     _check = field_validator("intros", "sources")(lambda cls, v: _check(v, {"speaker", "weekday"}, {"speaker"}))
 
 
-class PassageBank(_Strict):
+class PassageBank(Strict):
     """data_gen/passages.yaml, validated: a typo is an error naming the field."""
+
+    what = "passage bank"
 
     names: NameBank
     organisations: dict[str, OrgKind]
@@ -307,24 +303,26 @@ class PassageBank(_Strict):
         return self
 
     @classmethod
-    def load(cls, path: str | Path | None = None) -> PassageBank:
-        """The bank at `path` (None: the one shipped with data_gen)."""
-        from memory_runtime.yaml_config import read_mapping, validate
-
-        if path is None:
+    def load(cls, path: str | Path | None = None, overrides: Sequence[str] = ()) -> PassageBank:
+        """The bank at `path` (None: the one shipped with data_gen, validated once per process)."""
+        if path is None and not overrides:
             return _shipped_bank()
-        path = Path(path)
+        return super().load(path, overrides)
+
+    @classmethod
+    def read_yaml(cls, path: Path | None) -> dict:
+        if path is None:
+            import yaml
+
+            return yaml.safe_load(resources.files("data_gen").joinpath("passages.yaml").read_text(encoding="utf-8"))
         if not path.is_file():
-            raise BankError(f"passage bank {path} does not exist")
-        return validate(cls, read_mapping(path, "passage bank", BankError), "passage bank", str(path), BankError)
+            raise ConfigError(f"passage bank {path} does not exist")
+        return read_mapping(path, cls.what)
 
 
 @lru_cache(maxsize=1)
 def _shipped_bank() -> PassageBank:
-    import yaml
-
-    text = resources.files("data_gen").joinpath("passages.yaml").read_text(encoding="utf-8")
-    return PassageBank.model_validate(yaml.safe_load(text))
+    return PassageBank.from_dict(PassageBank.read_yaml(None), source="data_gen/passages.yaml")
 
 
 @dataclass(frozen=True)
@@ -396,7 +394,7 @@ class PassageMaker:
         self.unnamed_facts = unnamed_facts
         self.relations = [r for r in relations if bank.relations[r].weight > 0]
         if not self.relations:
-            raise BankError("passages: no relation with a weight > 0")
+            raise ConfigError("passages: no relation with a weight > 0")
         self.kinds = [k for k, spec in bank.organisations.items() if spec.weight > 0]
         self.last_orgs: tuple[str, ...] = ()  # the organisations named by the last passage()
 

@@ -19,41 +19,42 @@ from eval.records import evaluate_records
 from eval.report import summarise_records
 from eval.run import EvalConfig, load_records
 from eval.systems import System
-from memory_runtime.runtime import Engine
+from memory_runtime.runtime import Engine, Generation, open_runtime
 
 
 def bench_decode(
-    model: str,
+    generation: Generation,
     data: str,
     *,
     turns: int = 64,
     batch_sizes: Sequence[int] = (1, 8),
     engines: Sequence[Engine] = ("hf",),
     rounds: int = 1,
-    device: str = "auto",
-    dtype: str = "auto",
-    max_new_tokens: int = 128,
     log: Callable[[str], None] = lambda line: None,
 ) -> dict[str, Any]:
-    """Decode `turns` test turns at each batch size on each engine; turns/s, tokens/s and whether results agree."""
+    """Decode `turns` test turns of `generation`'s model at each batch size on each engine; turns/s,
+    tokens/s and whether results agree."""
     import torch
 
-    from memory_runtime.models import trained_system_prompt
-    from memory_runtime.runtime import open_runtime
+    from memory_runtime.models import EMBEDDED_MODEL
 
     if not batch_sizes or min(batch_sizes) < 1 or rounds < 1 or not engines:
         raise ValueError("batch sizes and rounds must be at least 1, and one engine given")
-    records = load_records(EvalConfig(model=model, data=data, limit=max(1, turns // 13)))
+    generation = generation.model_copy(update={"model": generation.model or EMBEDDED_MODEL})
+    records = load_records(EvalConfig(data=data, limit=max(1, turns // 13), generation=generation))
     systems: dict[str, System] = {}
     dtypes: dict[str, str] = {}
     for engine in engines:
-        runtime = open_runtime(model, engine=engine, device=device, dtype=dtype, max_batch_size=max(batch_sizes))
+        runtime = open_runtime(generation.model_copy(update={"engine": engine, "max_batch_size": max(batch_sizes)}))
         systems[engine] = System(
             "memlm",
             runtime.model,
             runtime.tokenizer,
-            max_new_tokens,
-            system_prompt=trained_system_prompt(model),
+            generation.max_new_tokens,
+            generation.max_calls,
+            copy_fields=generation.copy_fields,
+            system_prompt=runtime.system_prompt,
+            write_gate=runtime.write_gate,
             decoder=runtime.decoder if engine == "vllm" else None,
         )
         dtypes[engine], device = runtime.dtype, runtime.device
@@ -86,7 +87,7 @@ def bench_decode(
 
     name = {cell: f"{cell[0]}:{cell[1]}" for cell in cells}
     out: dict[str, Any] = {
-        "model": model,
+        "model": generation.model,
         "device": device,
         "dtype": dtypes,
         "threads": torch.get_num_threads(),

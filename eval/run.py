@@ -18,12 +18,11 @@ import os
 import random
 import time
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
 from data_gen.episodes import Episode, load_episodes
 from data_gen.real import ENV_VAR, KNOWLEDGENET_FILE, REDOCRED_FILE, default_real_dir
@@ -35,23 +34,30 @@ from eval.report import summarise, write_report
 from eval.systems import SYSTEMS, System
 from memory_runtime.jsonl import read_models
 from memory_runtime.records import Record
-from memory_runtime.runtime import ENGINE_HELP, Engine, check_engine
+from memory_runtime.runtime import Generation, open_runtime, with_defaults
 from memory_runtime.store import MemoryConfig
 from memory_runtime.write_gate import WriteGateConfig
-from memory_runtime.yaml_config import apply_overrides, read_mapping, validate
+from memory_runtime.yaml_config import Strict
 
 Part = Literal["records", "typos", "episodes", "real", "injection"]
 PARTS: tuple[str, ...] = ("records", "typos", "episodes", "real", "injection")
 Progress = Callable[[str, int], Callable[[], None]]
 
 
-class EvalConfig(BaseModel):
-    """What one eval run measures (the CLI's options; recorded in metrics.json)."""
+# eval decodes shorter turns with fewer calls than chat and serve, and batches by device (null)
+EVAL_GENERATION: dict[str, Any] = {"max_new_tokens": 128, "max_calls": 8, "max_batch_size": None}
 
-    model_config = ConfigDict(extra="forbid")
 
-    model: str = Field(description="a training run directory (adapter) or a base model")
-    base: str | None = Field(None, description="base model of the baselines (default: the adapter's base, or --model)")
+class EvalConfig(Strict):
+    """What one eval run measures (recorded in metrics.json; configs/eval/default.yaml lists every
+    field at its default). The model under test and how it runs: `generation` (its model is required).
+    Paths are relative to the working directory, in a file too (OUT/eval_config.yaml runs it again)."""
+
+    what = "eval config"
+
+    base: str | None = Field(
+        None, description="base model of the baselines (default: the adapter's base, or generation.model)"
+    )
     data: str | None = Field(None, description="a data_gen output directory (test split + episodes)")
     split: str = "test"
     episodes: str | None = Field(None, description="an episodes JSONL file (default: DATA/jsonl/episodes.jsonl)")
@@ -61,63 +67,40 @@ class EvalConfig(BaseModel):
     )
     systems: list[Literal["memlm", "few_shot", "zero_shot"]] = list(SYSTEMS)
     parts: list[Part] = list(PARTS)
-    limit: int | None = Field(None, ge=1)
-    seed: int = 0
-    max_new_tokens: int = Field(128, ge=8)
+    limit: int | None = Field(
+        None,
+        ge=1,
+        description="at most N records per category, N episodes, N passages per real source, N injection attempts "
+        "per place (null: all; injection 12)",
+    )
+    seed: int = Field(0, description="case sampling (decoding is greedy)")
     baseline_max_new_tokens: int = Field(
         64, ge=8, description="the base model rambles on past its answer: a shorter cap keeps baselines affordable"
     )
-    dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
-        "auto", description="auto: bfloat16 on GPUs and CPUs that multiply it natively, else float32"
-    )
-    threads: int | None = Field(
-        None, ge=1, description="torch CPU threads per process (None: torch's default; 1 with several workers)"
-    )
     workers: int = Field(1, ge=1, description="processes that evaluate cases in parallel, each with its own model")
-    device: str = Field("auto", description="auto (a CUDA GPU when one is visible, else the CPU), cpu, cuda, cuda:N")
-    engine: Engine = Field("hf", description=ENGINE_HELP)
-    batch_size: int | None = Field(
-        None,
-        ge=1,
-        description="turns decoded at once per process (memory_runtime."
-        "batching; same greedy results as 1); None: 64 on a GPU, 8 on the CPU",
-    )
-    copy_fields: bool = Field(
-        True,
-        description="decode call subjects and objects copied from the conversation "
-        "and relations from the relation table "
-        "(memory_runtime.field_copy), as chat and serve do",
-    )
-    memory_config: str | None = Field(
-        None, description="a memory config YAML (relation table, fuzzy settings); None: the shipped one"
-    )
-    write_gate: WriteGateConfig = Field(
-        WriteGateConfig(),
-        description="the operating point of the model's writes, as chat and serve use it (memory_runtime.write_gate); "
-        "score=true scores every write with every signal for the precision-recall curve",
+    generation: Generation = Field(
+        default_factory=lambda: Generation(**EVAL_GENERATION),
+        description="the model under test and how it runs (write_gate.score=true scores every write with every "
+        "signal for the precision-recall curve); threads null: 1 with several workers",
     )
 
+    @model_validator(mode="before")
+    @classmethod
+    def _eval_generation(cls, data: Any) -> Any:
+        return with_defaults(data, **EVAL_GENERATION)
+
     @model_validator(mode="after")
-    def _engine_can(self) -> EvalConfig:
-        check_engine(self.engine, self.write_gate)
-        if self.engine == "vllm" and self.workers > 1:
+    def _runnable(self) -> EvalConfig:
+        if self.generation.model is None:
+            raise ValueError("generation.model: Field required (a training run directory or a base model: --model)")
+        if self.generation.max_new_tokens < 8:
+            raise ValueError("generation.max_new_tokens: at least 8 in an eval")
+        if self.generation.engine == "vllm" and self.workers > 1:
             raise ValueError("workers: the vllm engine batches in one process (workers=1)")
         return self
 
-    def save(self, path: str | Path) -> Path:
-        """The resolved config as YAML (what `--config` reads back to run the same evaluation)."""
-        path = Path(path)
-        path.write_text(yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False, allow_unicode=True))
-        return path
-
 
 EVAL_CONFIG_FILENAME = "eval_config.yaml"  # an eval run's resolved config, saved beside its report
-
-
-def load_eval_config(path: str | Path | None = None, overrides: Sequence[str] = ()) -> EvalConfig:
-    """Read an eval config YAML (None: defaults only), apply dotted ``key=value`` overrides, validate."""
-    raw = read_mapping(path, "eval config") if path is not None else {}
-    return validate(EvalConfig, apply_overrides(raw, overrides), "eval config", str(path or "flags"))
 
 
 def _sample(items: list, limit: int | None, rng: random.Random) -> list:
@@ -170,60 +153,49 @@ def load_real_records(config: EvalConfig) -> list[Record]:
 
 def load_systems(config: EvalConfig) -> dict[str, System]:
     """The model under test (an adapter merged into its base, or applied per request on vllm) and its
-    baselines on the base model (the adapter's recorded base unless `base` says otherwise)."""
-    from memory_runtime.models import adapter_base, is_adapter_dir, load_model, trained_system_prompt
-    from memory_runtime.runtime import open_runtime
+    baselines on the base model (the adapter's recorded base unless `base` says otherwise), each
+    opened from `config.generation`."""
+    from memory_runtime.models import adapter_base, is_adapter_dir, resolve_base
 
-    if config.threads:
-        import torch
-
-        torch.set_num_threads(config.threads)
-    base_name = config.base or (adapter_base(config.model) if is_adapter_dir(config.model) else config.model)
+    generation = config.generation
+    model = generation.model
+    base_name = config.base or (adapter_base(model) if is_adapter_dir(model) else model)
     runtime = None
-    if "memlm" in config.systems or config.engine == "vllm":
-        runtime = open_runtime(
-            config.model,
-            engine=config.engine,
-            device=config.device,
-            dtype=config.dtype,
-            max_batch_size=batch_size(config),
-            copy_fields=config.copy_fields,
-            write_gate=config.write_gate,
-        )
+    if "memlm" in config.systems or generation.engine == "vllm":
+        runtime = open_runtime(generation)
     systems: dict[str, System] = {}
     if runtime is not None and "memlm" in config.systems:
         systems["memlm"] = System(
             "memlm",
             runtime.model,
             runtime.tokenizer,
-            config.max_new_tokens,
-            copy_fields=config.copy_fields,
-            system_prompt=trained_system_prompt(config.model),
-            write_gate=getattr(runtime.decoder, "write_gate", None),
+            generation.max_new_tokens,
+            generation.max_calls,
+            copy_fields=generation.copy_fields,
+            system_prompt=runtime.system_prompt,
+            write_gate=runtime.write_gate,
             decoder=runtime.decoder if runtime.engine == "vllm" else None,
         )
     baselines = [name for name in config.systems if name != "memlm"]
     if baselines:
         base, base_tok, base_decoder = None, None, None
         if runtime is not None and runtime.engine == "vllm":  # the same engine without the adapter
-            from memory_runtime.models import resolve_base
-
-            if resolve_base(base_name) != resolve_base(config.model):
+            if resolve_base(base_name) != resolve_base(model):
                 raise ValueError(f"base: on the vllm engine the baselines run on the model's own base, not {base_name}")
             base_tok, base_decoder = runtime.tokenizer, runtime.decoder.with_adapter(None)
-        elif runtime is not None and base_name == config.model:
+        elif runtime is not None and base_name == model:
             base, base_tok = runtime.model, runtime.tokenizer
-        else:
-            from memory_runtime.hardware import resolve_device
-
-            base, base_tok = load_model(base_name, dtype=config.dtype, device=resolve_device(config.device))
+        else:  # the base model as configured, without the model's write gate
+            opened = open_runtime(generation.model_copy(update={"model": base_name, "write_gate": WriteGateConfig()}))
+            base, base_tok = opened.model, opened.tokenizer
         for name in baselines:
             systems[name] = System(
                 name,
                 base,
                 base_tok,
                 config.baseline_max_new_tokens,
-                copy_fields=config.copy_fields,
+                generation.max_calls,
+                copy_fields=generation.copy_fields,
                 decoder=base_decoder,
             )
     return systems
@@ -285,11 +257,7 @@ _CASES_OF = {"records": "records", "typos": "records", "episodes": "episodes", "
 
 def batch_size(config: EvalConfig) -> int:
     """Turns decoded at once: the configured number, else what suits the device."""
-    from memory_runtime.hardware import resolve_device
-
-    if config.batch_size is not None:
-        return config.batch_size
-    return 64 if resolve_device(config.device).startswith("cuda") else 8
+    return config.generation.batch_size()
 
 
 def _evaluate(
@@ -380,7 +348,7 @@ def run_eval(
     """Run every part for every system, write the report to `out_dir`; returns the summary."""
     start = time.perf_counter()
     if memory_config is None:
-        memory_config = MemoryConfig.load(config.memory_config)
+        memory_config = config.generation.memory()
     cases = load_cases(config)
     tick = progress or (lambda description, total: lambda: None)
     raw: dict[str, dict[str, Any]] = {name: {"uses_memory": name != "zero_shot"} for name in config.systems}
@@ -388,8 +356,8 @@ def run_eval(
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
 
-        if config.threads is None:
-            config = config.model_copy(update={"threads": 1})  # the workers share the cores
+        if config.generation.threads is None:  # the workers share the cores
+            config = config.model_copy(update={"generation": config.generation.model_copy(update={"threads": 1})})
         memory_json = memory_config.model_dump_json() if memory_config else None
         with ProcessPoolExecutor(
             config.workers,
@@ -420,6 +388,10 @@ def run_eval(
     config.save(Path(out_dir) / EVAL_CONFIG_FILENAME)
     meta = {
         **config.model_dump(),
+        # what the report names, from the generation section: the model, its write gate, the batch size used
+        "model": config.generation.model,
+        "write_gate": config.generation.write_gate.model_dump(),
+        "batch_size": batch_size(config),
         "wall_s": time.perf_counter() - start,
         "cases": {k: len(v) for k, v in cases.items()},
         "sources": describe_sources(config, cases),

@@ -12,13 +12,13 @@ nothing.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from memory_runtime.backend import Backend
-from memory_runtime.batching import BatchDecoder, TurnRequest
-from memory_runtime.controller import Controller, TurnResult, turn_messages
+from memory_runtime.batching import BatchDecoder, OneAtATime, Session, TurnRequest
+from memory_runtime.controller import TurnResult, turn_messages
 from memory_runtime.hf_backend import HFBackend
 from memory_runtime.protocol import (
     ACK,
@@ -116,30 +116,31 @@ class System:
             max_calls=self.max_calls,
         )
 
-    def run(self, request: TurnRequest) -> TurnResult:
-        """One request, alone (Controller over a streaming backend)."""
+    def decoder_for(self, batch_size: int = 1) -> Any:
+        """What runs this system's turns: its own decoder (the vllm engine's), `batch_size` turns at once
+        over the model (memory_runtime.batching; the same greedy results), or one at a time (Controller
+        over a streaming backend)."""
         if self.decoder is not None:
-            return self.decoder.run([request])[0]
-        messages = request.messages
-        prompt = messages[0]["content"] if messages[0]["role"] == "system" else None
-        body = messages[1:] if prompt is not None else messages
-        backend = (
-            self.backend_factory()
-            if self.backend_factory
-            else HFBackend(
-                self.model, self.tokenizer, copy_fields=self.copy_fields, relations=request.store.config.relation_names
+            return self.decoder
+        if batch_size > 1 and self.backend_factory is None:
+            return BatchDecoder(
+                self.model,
+                self.tokenizer,
+                max_batch_size=batch_size,
+                copy_fields=self.copy_fields,
+                write_gate=self.write_gate,
             )
-        )
-        controller = Controller(
-            backend,
-            request.store,
-            namespace=request.namespace,
-            system_prompt=prompt,
-            max_calls=request.max_calls,
-            max_new_tokens=request.max_new_tokens,
-            write_gate=self.write_gate,
-        )
-        return controller.run_turn(body[-1]["content"], body[:-1])
+        return OneAtATime(self._backend, self.write_gate)
+
+    def _backend(self, request: TurnRequest) -> Backend:
+        if self.backend_factory is not None:
+            return self.backend_factory()
+        relations = request.store.config.relation_names
+        return HFBackend(self.model, self.tokenizer, copy_fields=self.copy_fields, relations=relations)
+
+    def run(self, request: TurnRequest) -> TurnResult:
+        """One request, alone."""
+        return self.decoder_for(1).run([request])[0]
 
     def turn(
         self,
@@ -153,38 +154,10 @@ class System:
         return self.run(self.request(user, store, history=history, context=context, namespace=namespace))
 
 
-Session = Generator[TurnRequest, TurnResult, Any]
-
-
 def run_sessions(
     system: System, sessions: Iterable[Session], batch_size: int = 1, progress: Callable[[], None] | None = None
 ) -> list[Any]:
-    """Drive eval sessions (generators that yield the system's requests and get their results):
-    one turn at a time, or `batch_size` turns at once through a BatchDecoder (same greedy results)."""
+    """Drive eval sessions (generators that yield the system's requests and get their results) through
+    the system's decoder (:meth:`System.decoder_for`): one turn at a time, or `batch_size` at once."""
     tick = progress or (lambda: None)
-    if system.decoder is not None:
-        return system.decoder.run_sessions(sessions, on_done=lambda index, value: tick())
-    if batch_size > 1 and system.backend_factory is None:
-        decoder = BatchDecoder(
-            system.model,
-            system.tokenizer,
-            max_batch_size=batch_size,
-            copy_fields=system.copy_fields,
-            write_gate=system.write_gate,
-        )
-        return decoder.run_sessions(sessions, on_done=lambda index, value: tick())
-    out = []
-    for session in sessions:
-        out.append(drive(system, session))
-        tick()
-    return out
-
-
-def drive(system: System, session: Session) -> Any:
-    """Run one session turn by turn; its return value."""
-    try:
-        request = next(session)
-        while True:
-            request = session.send(system.run(request))
-    except StopIteration as stop:
-        return stop.value
+    return system.decoder_for(batch_size).run_sessions(sessions, on_done=lambda index, value: tick())

@@ -29,10 +29,9 @@ import random
 import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from eval.metrics import names_in
 from learning_loop.reward import Reward, reward
@@ -41,8 +40,9 @@ from memory_runtime.controller import Controller, TurnResult
 from memory_runtime.jsonl import read_models
 from memory_runtime.protocol import SYSTEM_PROMPT, Call, Triplet, parse_calls
 from memory_runtime.records import Record, turn_segments
+from memory_runtime.runtime import Generation, with_defaults
 from memory_runtime.store import MemoryConfig, TripletStore, normalize_term
-from memory_runtime.yaml_config import apply_overrides, read_mapping, validate
+from memory_runtime.yaml_config import Strict
 
 TaskType = Literal["write", "read", "unanswerable", "two_hop"]
 Query = tuple[str | None, str | None, str | None]
@@ -133,7 +133,7 @@ def draft_tasks(data_config: Path | str, n: int, *, seed: int = 0, mix: dict[str
     from data_gen.oracle import MemoryOracle
     from data_gen.world import build_world
 
-    config = DataConfig.load(data_config, seed=seed)
+    config = DataConfig.load(data_config, [f"seed={seed}"])
     config.mix = MixConfig(**(mix or {"write": 0.4, "read": 0.4, "unanswerable": 0.1, "two_hop": 0.1}))
     world = build_world(config)
     oracle = MemoryOracle(memory_table(config))
@@ -244,6 +244,7 @@ def execute(
     memory_config: MemoryConfig | None = None,
     *,
     max_new_tokens: int = 128,
+    max_calls: int = 8,
     system_prompt: str | None = SYSTEM_PROMPT,
 ) -> tuple[TurnResult, Reward]:
     """Run the task through the controller with a fresh store holding its memory; score the turn."""
@@ -251,7 +252,7 @@ def execute(
         if task.memory:
             store.write_many(task.memory, at=1.0)
         result = Controller(
-            backend, store, system_prompt=system_prompt, max_calls=8, max_new_tokens=max_new_tokens
+            backend, store, system_prompt=system_prompt, max_calls=max_calls, max_new_tokens=max_new_tokens
         ).run_turn(task.text)
         score = reward(
             task.kind,
@@ -288,13 +289,19 @@ def run_tasks(
     memory_config: MemoryConfig | None = None,
     *,
     max_new_tokens: int = 128,
+    max_calls: int = 8,
     system_prompt: str | None = SYSTEM_PROMPT,
 ) -> tuple[list[Record], list[dict]]:
     """(records of the reward-1 trajectories, a log row per task)."""
     kept, log = [], []
     for task in tasks:
         result, score = execute(
-            task, backend, memory_config, max_new_tokens=max_new_tokens, system_prompt=system_prompt
+            task,
+            backend,
+            memory_config,
+            max_new_tokens=max_new_tokens,
+            max_calls=max_calls,
+            system_prompt=system_prompt,
         )
         log.append(
             {
@@ -314,59 +321,73 @@ def run_tasks(
 # ----------------------------------------------------------------------------- config and rounds
 
 
-class TrainStep(BaseModel):
+class TrainStep(Strict):
     """How each round trains: a `memlm train` config plus overrides (dotted key=value)."""
 
-    model_config = ConfigDict(extra="forbid")
-
     config: str = "../train/cpu-smollm2.yaml"
-    overrides: list[str] = []
+    overrides: list[str] = [
+        "optim.max_steps=60",
+        "output.eval_strategy=no",
+        "output.final_eval=false",
+        "output.save_strategy=no",
+        "output.logging_steps=4",
+    ]
     templates: str = "../data/tiny.yaml"  # data config of the template records trained alongside
 
 
-class SelfInstructConfig(BaseModel):
-    """configs/self_instruct/default.yaml. Relative paths are relative to the config file."""
+# execution: the short turns of one statement or question, as eval decodes them
+SELF_INSTRUCT_GENERATION: dict = {"max_new_tokens": 96, "max_calls": 8}
 
-    model_config = ConfigDict(extra="forbid")
+
+class SelfInstructConfig(Strict):
+    """configs/self_instruct/default.yaml (these defaults). Relative paths are relative to the config
+    file and resolved: the saved config holds absolute paths."""
+
+    what = "self-instruct config"
 
     seed: int = 0
     rounds: int = Field(1, ge=1)
-    tasks_per_round: int = Field(8, ge=1)  # drafts per round (some are dropped by augmentation)
+    tasks_per_round: int = Field(16, ge=1)  # drafts per round (some are dropped by augmentation)
     world: str = "../data/tiny.yaml"  # data config whose world the drafts' facts come from
     seed_tasks: str = "seed_tasks.jsonl"
     test_tasks: str | None = "paraphrase_test.jsonl"  # held-out, hand-written: measured before and after
-    test_limit: int | None = Field(None, ge=1)  # an even spread of N test tasks (every kind), for quick runs
-    real_limit: int | None = Field(None, ge=1)  # real-text probe before/after: N passages per source (null: off)
+    test_limit: int | None = Field(12, ge=1)  # an even spread of N test tasks (every kind), for quick runs
+    real_limit: int | None = Field(20, ge=1)  # real-text probe before/after: N passages per source (null: off)
     real: str | None = None  # real passages (file or dir); null = data/real/ in the repository
-    augment_model: str | None = None  # the model that writes the sentences (None: the model being trained)
     demos: int = Field(3, ge=1, le=10)
-    augment_max_new_tokens: int = Field(48, ge=8)
-    execute_max_new_tokens: int = Field(128, ge=8)
-    torch_threads: int | None = Field(None, ge=1)
-    device: str = "auto"  # where the models run: auto (a CUDA GPU when one is visible), cpu, cuda, cuda:N
-    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"  # auto: bfloat16 where it is native
-    continue_adapter: bool = True  # a round trains on from the current adapter (--model or the last round's)
+    augment_model: str | None = "embedded:SmolLM2-135M-Instruct"  # writes the sentences (None: the model trained)
+    augment_max_new_tokens: int = Field(40, ge=8)
+    continue_adapter: bool = True  # a round trains on from the current adapter (generation.model or the last round's)
     train: TrainStep = TrainStep()
+    generation: Generation = Field(
+        default_factory=lambda: Generation(**SELF_INSTRUCT_GENERATION),
+        description="the model trained (model: a base model or a run to continue; null: the embedded base) and how "
+        "it executes and writes (one turn at a time, engine hf, no write gate: the reward checks every write)",
+    )
 
+    @model_validator(mode="before")
     @classmethod
-    def load(cls, path: str | Path, overrides: Sequence[str] = ()) -> SelfInstructConfig:
-        """Read a YAML config, apply dotted ``key=value`` overrides, validate; relative paths are
-        made absolute, relative to the file."""
-        path = Path(path)
-        raw = apply_overrides(read_mapping(path, "self-instruct config"), overrides)
-        config = validate(cls, raw, "self-instruct config", str(path))
-        base = path.resolve().parent
-        resolve = lambda p: str((base / p).resolve()) if p and not Path(p).is_absolute() else p  # noqa: E731
-        config.world, config.seed_tasks = resolve(config.world), resolve(config.seed_tasks)
-        config.test_tasks, config.real = resolve(config.test_tasks), resolve(config.real)
-        config.train.config, config.train.templates = resolve(config.train.config), resolve(config.train.templates)
-        return config
+    def _execute_generation(cls, data: Any) -> Any:
+        return with_defaults(data, **SELF_INSTRUCT_GENERATION)
 
-    def save(self, path: str | Path) -> Path:
-        """The resolved config as YAML (paths absolute): what `--config` reads back to run it again."""
-        path = Path(path)
-        path.write_text(yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False, allow_unicode=True))
-        return path
+    @model_validator(mode="after")
+    def _one_turn_at_a_time(self) -> SelfInstructConfig:
+        if self.generation.engine != "hf":
+            raise ValueError("generation.engine: self-instruct runs one turn at a time over the model (hf)")
+        if self.generation.write_gate.active:
+            raise ValueError("generation.write_gate: self-instruct stores every write (the reward checks them)")
+        if self.generation.max_new_tokens < 8:
+            raise ValueError("generation.max_new_tokens: at least 8")
+        return self
+
+    def relative_to(self, folder: Path) -> SelfInstructConfig:
+        base = folder.resolve()
+        resolve = lambda p: str((base / p).resolve()) if p and not Path(p).is_absolute() else p  # noqa: E731
+        self.world, self.seed_tasks = resolve(self.world), resolve(self.seed_tasks)
+        self.test_tasks, self.real = resolve(self.test_tasks), resolve(self.real)
+        self.train.config, self.train.templates = resolve(self.train.config), resolve(self.train.templates)
+        self.generation.memory_config = resolve(self.generation.memory_config)
+        return self
 
 
 def score_tasks(
@@ -375,10 +396,13 @@ def score_tasks(
     memory_config: MemoryConfig | None = None,
     *,
     max_new_tokens: int = 128,
+    max_calls: int = 8,
     system_prompt: str | None = SYSTEM_PROMPT,
 ) -> dict:
     """Reward-1 rate on tasks (the held-out paraphrase test): overall and per kind."""
-    _, log = run_tasks(tasks, backend, memory_config, max_new_tokens=max_new_tokens, system_prompt=system_prompt)
+    _, log = run_tasks(
+        tasks, backend, memory_config, max_new_tokens=max_new_tokens, max_calls=max_calls, system_prompt=system_prompt
+    )
     out: dict = {"tasks": len(log), "correct": sum(r["reward"] for r in log)}
     for kind in ("write", "read", "unanswerable", "two_hop"):
         rows = [r for r in log if r["type"] == kind]
@@ -390,25 +414,28 @@ def score_tasks(
 
 def run_rounds(
     config: SelfInstructConfig,
-    model: str,
     out: Path,
     *,
     log: Callable[[str], None] = print,
     train_fn: Callable | None = None,
     backend_for: Callable[[str], Backend] | None = None,
 ) -> list[dict]:
-    """Run the configured rounds into `out`: per round `round-N/` (drafts, generations, executions,
-    kept.jsonl, adapter/) and one line per round in `rounds.jsonl`. Returns the round rows.
+    """Run the configured rounds of `config.generation.model` into `out`: per round `round-N/` (drafts,
+    generations, executions, kept.jsonl, adapter/) and one line per round in `rounds.jsonl`. Returns the
+    round rows. Every task runs against a fresh memory of `config.generation.memory_config`.
 
-    `backend_for(model)` and `train_fn(train_config)` default to the real model and trainer."""
-    from memory_runtime.models import trained_system_prompt
+    `backend_for(model)` and `train_fn(train_config)` default to the real model (opened with
+    `config.generation`, memory_runtime.runtime) and trainer."""
+    from memory_runtime.models import EMBEDDED_MODEL, trained_system_prompt
 
+    model = config.generation.model or EMBEDDED_MODEL
+    memory = config.generation.memory()
     out.mkdir(parents=True, exist_ok=True)
     config.save(out / "self_instruct_config.yaml")
     seeds = load_tasks(config.seed_tasks)
     tests = spread(load_tasks(config.test_tasks), config.test_limit) if config.test_tasks else []
     real = _real_passages(config)
-    backend_for = backend_for or _hf_backend(config.torch_threads, config.device, config.dtype)
+    backend_for = backend_for or _backend_for(config.generation)
     writer = backend_for(config.augment_model) if config.augment_model else None
     train_fn = train_fn or _train
     kept_files: list[str] = []
@@ -417,13 +444,17 @@ def run_rounds(
         t0 = time.perf_counter()
         rdir = out / f"round-{r}"
         backend = backend_for(model)
-        run = {"max_new_tokens": config.execute_max_new_tokens, "system_prompt": trained_system_prompt(model)}
+        run = {
+            "max_new_tokens": config.generation.max_new_tokens,
+            "max_calls": config.generation.max_calls,
+            "system_prompt": trained_system_prompt(model),
+        }
         row: dict = {"round": r, "model": model}
         if tests and r == 1:
-            row["test_before"] = score_tasks(tests, backend, **run)
+            row["test_before"] = score_tasks(tests, backend, memory, **run)
             log(f"round {r}: held-out test before: {row['test_before']}")
         if real and r == 1:
-            row["real_before"] = score_real(real, backend, **run)
+            row["real_before"] = score_real(real, backend, memory, **run)
             log(f"round {r}: real-text probe before: {row['real_before']}")
         drafts = draft_tasks(config.world, config.tasks_per_round, seed=config.seed + r)
         tasks, aug_log = augment(
@@ -436,7 +467,7 @@ def run_rounds(
         )
         write_jsonl(rdir / "tasks.jsonl", tasks)
         _dump(rdir / "augment.jsonl", aug_log)
-        kept, run_log = run_tasks(tasks, backend, **run)
+        kept, run_log = run_tasks(tasks, backend, memory, **run)
         _dump(rdir / "executions.jsonl", run_log)
         write_jsonl(rdir / "kept.jsonl", kept)
         if kept:
@@ -459,10 +490,10 @@ def run_rounds(
             backend = backend_for(model)
             run["system_prompt"] = trained_system_prompt(model)
         if tests:
-            row["test_after"] = score_tasks(tests, backend, **run)
+            row["test_after"] = score_tasks(tests, backend, memory, **run)
             log(f"round {r}: held-out test after: {row['test_after']}")
         if real:
-            row["real_after"] = score_real(real, backend, **run)
+            row["real_after"] = score_real(real, backend, memory, **run)
             log(f"round {r}: real-text probe after: {row['real_after']}")
         row["adapter"], row["seconds"] = model, round(time.perf_counter() - t0, 1)
         rows.append(row)
@@ -480,14 +511,22 @@ def _real_passages(config: SelfInstructConfig) -> list[Record]:
 
 
 def score_real(
-    records: Sequence[Record], backend: Backend, *, max_new_tokens: int = 128, system_prompt: str | None = SYSTEM_PROMPT
+    records: Sequence[Record],
+    backend: Backend,
+    memory_config: MemoryConfig | None = None,
+    *,
+    max_new_tokens: int = 128,
+    max_calls: int = 8,
+    system_prompt: str | None = SYSTEM_PROMPT,
 ) -> dict:
     """The real-text probe (eval/real_probe.py) over all sources: pair P/R/F1 and false writes."""
     from eval.real_probe import evaluate_real, summarise_real
     from eval.systems import System
 
-    system = System("memlm", None, None, max_new_tokens, backend_factory=lambda: backend, system_prompt=system_prompt)
-    overall = summarise_real(evaluate_real(system, records))["all"]
+    system = System(
+        "memlm", None, None, max_new_tokens, max_calls, backend_factory=lambda: backend, system_prompt=system_prompt
+    )
+    overall = summarise_real(evaluate_real(system, records, memory_config))["all"]
     return {
         "passages": overall["passages"],
         "pair_f1": round(overall["pair"]["f1"], 3),
@@ -510,18 +549,13 @@ def _dump(path: Path, rows: list[dict]) -> None:
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
 
 
-def _hf_backend(threads: int | None, device: str = "auto", dtype: str = "auto") -> Callable[[str], Backend]:
+def _backend_for(generation: Generation) -> Callable[[str], Backend]:
+    """A model's one-turn-at-a-time backend, opened with the config's generation section."""
+
     def make(model: str) -> Backend:
-        import torch
+        from memory_runtime.runtime import open_runtime
 
-        from memory_runtime.hardware import resolve_device
-        from memory_runtime.hf_backend import HFBackend
-        from memory_runtime.models import load_model
-
-        if threads:
-            torch.set_num_threads(threads)
-        loaded, tokenizer = load_model(model, merge=True, device=resolve_device(device), dtype=dtype)
-        return HFBackend(loaded, tokenizer, relations=MemoryConfig.load().relation_names)  # the rounds' memory
+        return open_runtime(generation.model_copy(update={"model": model})).backend()
 
     return make
 
@@ -532,7 +566,7 @@ def _train_config(
     """The round's training config: templates (generated once into out/templates) + kept trajectories;
     with `init_from` (an adapter dir) it continues that adapter on its own base."""
     from data_gen.config import DataConfig
-    from training.config import load_config
+    from training.config import TrainConfig
 
     templates = out / "templates"
     if not (templates / "dataset_dict.json").exists():
@@ -553,7 +587,7 @@ def _train_config(
             f"lora.init_from={json.dumps(str(Path(init_from).resolve()))}",
             f"model.name={json.dumps(adapter_base(init_from))}",
         ]
-    return load_config(config.train.config, overrides)
+    return TrainConfig.load(config.train.config, overrides)
 
 
 def _train(train_config) -> None:

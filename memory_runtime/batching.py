@@ -167,24 +167,16 @@ class OneAtATime(_Decoder):
         if not self.waiting:
             return []
         request = self.waiting.popleft()
-        messages = request.messages
-        system = messages[0]["content"] if messages and messages[0]["role"] == "system" else None
-        body = messages[1:] if system is not None else messages
         controller = Controller(
             self.backend_factory(request),
             request.store,
             namespace=request.namespace,
-            system_prompt=system,
             max_calls=request.max_calls,
             max_new_tokens=request.max_new_tokens,
             write_gate=self.write_gate,
         )
-        turn = controller.run_turn(
-            body[-1]["content"],
-            body[:-1],
-            on_text=request.on_text,
-            cancelled=request.cancel.is_set,
-            source=request.source,
+        turn = controller.run_messages(
+            request.messages, on_text=request.on_text, cancelled=request.cancel.is_set, source=request.source
         )
         return [(request, turn)]
 

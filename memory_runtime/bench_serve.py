@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 
 from memory_runtime.protocol import SYSTEM_PROMPT
-from memory_runtime.runtime import Engine, open_runtime
+from memory_runtime.runtime import Generation, open_runtime
 from memory_runtime.serving.app import BackendFactory, create_app
 from memory_runtime.serving.config import Limits, ServeConfig
 from memory_runtime.serving.launch import background_server
@@ -52,7 +52,10 @@ def run_serve_bench(
     """Drive a fresh server over `store` and return the figures (one JSON-able dict)."""
     keys = {f"bench-key-{i:04d}": f"bench-{i}" for i in range(clients)}
     config = ServeConfig(
-        api_keys=keys, api_keys_env=None, limits=Limits(max_tokens=max_tokens, max_queue=max(32, 2 * clients))
+        api_keys=keys,
+        api_keys_env=None,
+        limits=Limits(max_queue=max(32, 2 * clients)),
+        generation=Generation(max_new_tokens=max_tokens),
     )
     app = create_app(
         config,
@@ -148,44 +151,33 @@ def run_serve_bench(
 
 
 def bench_serve(
-    model: str,
-    *,
-    clients: int = 4,
-    seconds: float = 30.0,
-    max_tokens: int = 32,
-    threads: int | None = None,
-    max_batch_size: int = 8,
-    device: str = "auto",
-    dtype: str = "auto",
-    engine: Engine = "hf",
+    generation: Generation, *, clients: int = 4, seconds: float = 30.0, max_tokens: int = 32
 ) -> dict[str, Any]:
-    """Load `model` on `engine` and benchmark it behind the server, with a fresh SQLite memory in a temp dir."""
+    """Open `generation`'s model and benchmark it behind the server, with a fresh SQLite memory in a temp dir."""
     import torch
 
-    from memory_runtime.models import trained_system_prompt
-    from memory_runtime.serving.app import hf_backend_factory
-
-    if threads is not None:
-        torch.set_num_threads(threads)
-    runtime = open_runtime(model, engine=engine, device=device, dtype=dtype, max_batch_size=max_batch_size)
-    backend_factory = hf_backend_factory(runtime.model, runtime.tokenizer) if runtime.model is not None else None
-    with tempfile.TemporaryDirectory(prefix="memlm-bench-serve-") as tmp, TripletStore(Path(tmp) / "m.sqlite") as store:
+    runtime = open_runtime(generation)
+    backend_factory = runtime.backend if runtime.model is not None else None
+    with (
+        tempfile.TemporaryDirectory(prefix="memlm-bench-serve-") as tmp,
+        runtime.open_store(Path(tmp) / "m.sqlite") as store,
+    ):
         result = run_serve_bench(
             backend_factory,
             store,
             clients=clients,
             seconds=seconds,
             max_tokens=max_tokens,
-            model_name=model,
-            system_prompt=trained_system_prompt(model),
+            model_name=runtime.name,
+            system_prompt=runtime.system_prompt,
             decoder=runtime.decoder,
         )
     return {
-        "model": model,
-        "engine": engine,
+        "model": runtime.name,
+        "engine": runtime.engine,
         "device": runtime.device,
         "dtype": runtime.dtype,
-        "max_batch_size": max_batch_size,
+        "max_batch_size": generation.batch_size(),
         "torch_threads": torch.get_num_threads(),
         **result,
     }

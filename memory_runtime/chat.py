@@ -15,6 +15,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TextIO
 
+from pydantic import Field
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -22,8 +23,9 @@ from rich.text import Text
 from memory_runtime.controller import Controller, TurnResult
 from memory_runtime.feedback import Exchange, Feedback
 from memory_runtime.protocol import SEPARATOR
+from memory_runtime.runtime import Generation
 from memory_runtime.store import TripletStore
-from memory_runtime.write_gate import WriteGateConfig
+from memory_runtime.yaml_config import Strict
 
 HELP = """\
 Type a statement ("Dorothea Altemus works for Pfizer.") or a question ("Who works for Pfizer?").
@@ -266,62 +268,64 @@ def _count(n: int) -> str:
     return f"{n} fact" if n == 1 else f"{n} facts"
 
 
-def chat(
-    model: str,
-    db: str | Path,
-    *,
-    user: str = "default",
-    max_new_tokens: int = 256,
-    max_calls: int = 16,
-    temperature: float = 0.0,
-    memory_config: Path | None = None,
-    history_turns: int = 0,
-    show_calls: bool = False,
-    feedback_dir: Path | None = None,
-    copy_fields: bool = True,
-    device: str = "auto",
-    dtype: str = "auto",
-    write_gate_config: WriteGateConfig | None = None,
-) -> None:
-    """`memlm chat`: load the model and the memory, then run the REPL on stdin/stdout.
-    `feedback_dir` keeps /good /bad /correct as JSONL (pending/: reviewed with `memlm feedback`);
-    `write_gate_config` (default: WriteGateConfig's operating point) may hold back unsure writes."""
+class ChatConfig(Strict):
+    """configs/chat/default.yaml: whose memory a chat starts with, what each turn sees and shows,
+    where feedback goes, and how the model runs (`generation`). Relative paths are relative to the file."""
+
+    what = "chat config"
+
+    user: str = Field(
+        "default", min_length=1, description="whose memory to start with (a namespace); /user NAME switches"
+    )
+    history_turns: int = Field(
+        0,
+        ge=0,
+        description="earlier exchanges sent with each turn (0: none; the memory is what lasts, and memlm's models "
+        "train on single turns)",
+    )
+    show_calls: bool = Field(False, description="print each turn's memory calls under the reply")
+    feedback_dir: Path | None = Field(
+        None,
+        description="where /good /bad /correct are logged (pending/: trajectories to review with `memlm feedback`; "
+        "null: the memory's name + '-feedback' beside it)",
+    )
+    generation: Generation = Generation()
+
+    def relative_to(self, folder: Path) -> ChatConfig:
+        if self.feedback_dir is not None and not self.feedback_dir.is_absolute():
+            self.feedback_dir = folder / self.feedback_dir
+        self.generation.relative_to(folder)
+        return self
+
+
+def default_feedback_dir(db: str | Path) -> Path:
+    """Beside an SQLite file (its name + '-feedback'); for a PostgreSQL memory, ./memlm-feedback."""
+    from memory_runtime.databases import is_postgres
+
+    return Path("memlm-feedback") if is_postgres(str(db)) else Path(db).with_name(Path(db).stem + "-feedback")
+
+
+def chat(config: ChatConfig, db: str | Path) -> None:
+    """`memlm chat`: open the model with its memory at `db`, then run the REPL on stdin/stdout.
+    /good /bad /correct are kept as JSONL in `config.feedback_dir` (pending/: reviewed with `memlm feedback`);
+    `generation.write_gate` may hold back unsure writes."""
     from memory_runtime.feedback import FeedbackLog
-    from memory_runtime.hardware import resolve_device
-    from memory_runtime.hf_backend import HFBackend
-    from memory_runtime.models import cache_root, load_model, trained_system_prompt
-    from memory_runtime.store import MemoryConfig
-    from memory_runtime.write_gate import write_gate
+    from memory_runtime.models import cache_root
+    from memory_runtime.runtime import open_runtime
 
-    memory = MemoryConfig.load(memory_config)
-    loaded, tokenizer = load_model(model, merge=True, device=resolve_device(device), dtype=dtype)  # before the db:
-    with TripletStore(db, memory) as store:  # a model that does not load leaves no empty memory file behind
-        backend = HFBackend(
-            loaded, tokenizer, temperature=temperature, copy_fields=copy_fields, relations=store.config.relation_names
-        )  # start() resets it every turn
-
-        system_prompt = trained_system_prompt(model)
-        gate = write_gate(write_gate_config or WriteGateConfig(), loaded, tokenizer)
-
-        def controller(namespace: str) -> Controller:
-            return Controller(
-                backend,
-                store,
-                namespace=namespace,
-                system_prompt=system_prompt,
-                max_calls=max_calls,
-                max_new_tokens=max_new_tokens,
-                write_gate=gate,
-            )
-
+    if config.generation.engine != "hf":
+        raise ValueError("generation.engine: chat runs one turn at a time over the model in this process (hf)")
+    runtime = open_runtime(config.generation)  # before the db: a model that does not load leaves no empty file
+    with runtime.open_store(db) as store:
+        backend = runtime.backend()  # one for every turn: start() resets it
         run_chat(
-            controller,
+            lambda namespace: runtime.controller(store, namespace, backend),
             store,
             sys.stdin,
             Console(),
-            user=user,
+            user=config.user,
             history_file=cache_root() / "chat_history",
-            history_turns=history_turns,
-            show_calls=show_calls,
-            feedback=Feedback(store, FeedbackLog(feedback_dir)),
+            history_turns=config.history_turns,
+            show_calls=config.show_calls,
+            feedback=Feedback(store, FeedbackLog(config.feedback_dir or default_feedback_dir(db))),
         )

@@ -270,11 +270,24 @@ class Controller:
         cancelled: Callable[[], bool] | None = None,
         source: str | None = None,
     ) -> TurnResult:
-        """Generate the assistant's reply to `user_text`, running its memory calls; `on_text` gets
-        the turn's text (calls included) as it grows; `cancelled()` true ends the turn early;
-        `source` is kept with each fact the turn stores."""
-        start = time.perf_counter()
+        """Generate the assistant's reply to `user_text` after `history`, running its memory calls
+        (:meth:`run_messages` of the turn's messages, this controller's system prompt first)."""
         messages = turn_messages(user_text, history, self.system_prompt)
+        return self.run_messages(messages, on_text, cancelled, source)
+
+    def run_messages(
+        self,
+        messages: Sequence[dict[str, str]],
+        on_text: Callable[[str], None] | None = None,
+        cancelled: Callable[[], bool] | None = None,
+        source: str | None = None,
+    ) -> TurnResult:
+        """Generate the assistant's reply to a turn's chat `messages` (:func:`turn_messages`: system
+        prompt, history, the user's text), running its memory calls; `on_text` gets the turn's text
+        (calls included) as it grows; `cancelled()` true ends the turn early; `source` is kept with
+        each fact the turn stores."""
+        start = time.perf_counter()
+        messages = list(messages)
         self.backend.start(messages)
         turn = TurnCalls(
             self.store, self.namespace, self.max_calls, on_text, messages, cancelled, self.write_gate, source

@@ -21,13 +21,15 @@ from dataclasses import dataclass
 
 import numpy as np
 from datasketch import LeanMinHash, MinHash, MinHashLSH
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
+
+from memory_runtime.yaml_config import Strict
 
 _MUL = np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing multiplier
 _PAD = "  "  # two pad characters: word edges weigh more, so one-typo names score higher
 
 
-class FuzzyConfig(BaseModel):
+class FuzzyConfig(Strict):
     """How tolerant the fallback is, and what the LSH costs.
 
     `threshold` is the exact-Jaccard score a candidate needs to be accepted. `bands` x `rows`
@@ -42,8 +44,6 @@ class FuzzyConfig(BaseModel):
     bits (datasketch's `hashfunc`): shared buckets cost far less than one Python set per key,
     and the few random candidates they add are removed by the signature pre-rank.
     """
-
-    model_config = ConfigDict(extra="forbid")
 
     threshold: float = Field(0.5, gt=0.0, le=1.0)
     num_perm: int = Field(42, ge=4, le=512)

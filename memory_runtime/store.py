@@ -29,12 +29,12 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
 from memory_runtime.databases import Cursor, open_database
 from memory_runtime.fuzzy import FuzzyConfig, FuzzyIndex, FuzzyMatch
 from memory_runtime.protocol import Triplet
-from memory_runtime.yaml_config import read_mapping, validate
+from memory_runtime.yaml_config import Strict, read_mapping
 
 FIELDS = ("subject", "relation", "object")
 
@@ -47,9 +47,7 @@ _COLUMNS = "id, namespace, subject, relation, object, valid_from, valid_to, ende
 # --------------------------------------------------------------------------- configuration
 
 
-class RelationSpec(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class RelationSpec(Strict):
     name: str = Field(min_length=1)
     aliases: list[str] = []
     functional: Literal["subject", "object", "both"] | None = None
@@ -60,10 +58,10 @@ class RelationSpec(BaseModel):
     )
 
 
-class MemoryConfig(BaseModel):
+class MemoryConfig(Strict):
     """The store's settings: the relation table, the fuzzy fallback, how many indexes stay resident."""
 
-    model_config = ConfigDict(extra="forbid")
+    what = "memory config"
 
     relations: list[RelationSpec] = []
     fuzzy: FuzzyConfig = FuzzyConfig()
@@ -97,15 +95,11 @@ class MemoryConfig(BaseModel):
         return [spec.name for spec in self.relations] or None
 
     @classmethod
-    def load(cls, path: str | Path | None = None) -> MemoryConfig:
-        """Read a YAML config. None gives memlm's defaults; a file without `relations` keeps
-        the relation table shipped with memlm (memory_runtime/relations.yaml)."""
+    def read_yaml(cls, path: Path | None) -> dict:
+        """A memory config file over memlm's defaults: None gives them; a file without `relations`
+        keeps the relation table shipped with memlm (memory_runtime/relations.yaml)."""
         shipped = yaml.safe_load(resources.files("memory_runtime").joinpath("relations.yaml").read_text())
-        source, data = "memory_runtime/relations.yaml", shipped
-        if path is not None:
-            source = str(path)
-            data = {"relations": shipped["relations"], **read_mapping(path, "memory config")}
-        return validate(cls, data, "memory config", source)
+        return shipped if path is None else {"relations": shipped["relations"], **read_mapping(path, cls.what)}
 
 
 # --------------------------------------------------------------------------- records

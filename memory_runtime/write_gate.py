@@ -27,9 +27,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from memory_runtime.protocol import SYSTEM_PROMPT, Triplet
+from memory_runtime.yaml_config import Strict
 
 Signal = Literal["call", "call_min", "verify"]
 SIGNALS: tuple[Signal, ...] = ("call", "call_min", "verify")
@@ -51,10 +52,8 @@ def verification_messages(text: str, triplet: Triplet, system_prompt: str | None
     return [*messages, {"role": "user", "content": verification_question(text, triplet)}]
 
 
-class WriteGateConfig(BaseModel):
+class WriteGateConfig(Strict):
     """The operating point of writes: which signal gates them and from which score a write is stored."""
-
-    model_config = ConfigDict(extra="forbid")
 
     signal: Literal["none", "call", "call_min", "verify"] = Field(
         "none", description="none: every write is stored; call, call_min, verify: the signal a write must pass"

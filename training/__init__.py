@@ -4,7 +4,7 @@ own text, a TRL/PEFT trainer (LoRA, QLoRA, full), merging and a throughput bench
 Public API:
 
     tokenize_record(record, tokenizer, ...)  -> {"input_ids", "labels", "attention_mask"}
-    load_config(path, overrides) -> TrainConfig           (training.config)
+    TrainConfig.load(path, overrides) -> TrainConfig      (training.config)
     train(config) -> TrainResult                          (training.trainer)
     merge_adapter(adapter_dir, output_dir)                (training.merge)
     bench_train(config) -> dict                           (training.bench)
@@ -26,7 +26,6 @@ __all__ = [
     "TrainConfig",
     "TrainResult",
     "bench_train",
-    "load_config",
     "merge_adapter",
     "tokenize_record",
     "train",
@@ -35,7 +34,6 @@ __all__ = [
 _LAZY = {
     "ConfigError": "training.config",
     "TrainConfig": "training.config",
-    "load_config": "training.config",
     "train": "training.trainer",
     "TrainResult": "training.trainer",
     "merge_adapter": "training.merge",

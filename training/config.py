@@ -3,7 +3,7 @@
 A config is a YAML file (``configs/train/*.yaml``) plus ``key=value`` overrides with dotted
 paths (``optim.learning_rate=1e-4``, ``lora.target_modules=[q_proj,v_proj]``), applied to the
 raw mapping *before* validation, so every value goes through the same checks.  Every model
-forbids unknown keys, and :func:`load_config` raises :class:`ConfigError` naming each bad
+forbids unknown keys, and :meth:`TrainConfig.load` raises :class:`ConfigError` naming each bad
 field, before anything heavy (model, data) is loaded.  The resolved config is written beside
 the run's outputs (``train_config.yaml``) by the trainer.
 
@@ -27,27 +27,18 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from memory_runtime.models import EMBEDDED_MODEL, TRAIN_CONFIG_FILENAME
 from memory_runtime.protocol import SYSTEM_PROMPT
-from memory_runtime.yaml_config import apply_overrides, read_mapping, validate
+from memory_runtime.yaml_config import ConfigError, Strict
 
 CONFIG_FILENAME = TRAIN_CONFIG_FILENAME
 DEEPSPEED_PRESETS_DIR = Path(__file__).resolve().parent.parent / "configs" / "deepspeed"
 DEFAULT_LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 
 
-class ConfigError(ValueError):
-    """A training config that does not validate; the message names every bad field."""
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
-
-
-class ModelSettings(_Strict):
+class ModelSettings(Strict):
     name: str = Field(EMBEDDED_MODEL, min_length=1, description="HF hub id, local dir, .gguf file, or embedded:...")
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
         "auto",
@@ -59,7 +50,7 @@ class ModelSettings(_Strict):
     trust_remote_code: bool = False
 
 
-class LoraSettings(_Strict):
+class LoraSettings(Strict):
     r: int = Field(16, ge=1)
     alpha: float = Field(32, gt=0)
     dropout: float = Field(0.05, ge=0, lt=1)
@@ -97,13 +88,13 @@ class LoraSettings(_Strict):
         return self
 
 
-class QLoraSettings(_Strict):
+class QLoraSettings(Strict):
     quant_type: Literal["nf4", "fp4"] = "nf4"
     double_quant: bool = True
     compute_dtype: Literal["bfloat16", "float16", "float32"] = "bfloat16"
 
 
-class SyntheticData(_Strict):
+class SyntheticData(Strict):
     """A small set generated in memory from data_gen's tiny config (configs/data/tiny.yaml), for smoke
     runs, benches and tests before (and without) a `memlm generate` directory."""
 
@@ -112,7 +103,7 @@ class SyntheticData(_Strict):
     seed: int = 0
 
 
-class DataSettings(_Strict):
+class DataSettings(Strict):
     path: str | None = Field(None, description="DatasetDict saved by data_gen (datasets.save_to_disk)")
     synthetic: SyntheticData | None = None
     train_split: str = "train"
@@ -130,7 +121,7 @@ class DataSettings(_Strict):
     )
 
 
-class OptimSettings(_Strict):
+class OptimSettings(Strict):
     learning_rate: float = Field(2e-4, gt=0)
     lr_scheduler_type: Literal[
         "linear", "cosine", "cosine_with_restarts", "polynomial", "constant", "constant_with_warmup", "inverse_sqrt"
@@ -165,7 +156,7 @@ class OptimSettings(_Strict):
         return self
 
 
-class PackingSettings(_Strict):
+class PackingSettings(Strict):
     """none: padded batches.  padding_free: each batch's records are concatenated into one row
     (position ids restart per record, so attention stays within a record; flash-attention uses
     the varlen kernel, sdpa/eager a block-diagonal mask).  bfd: records are packed best-fit-
@@ -183,7 +174,7 @@ class PackingSettings(_Strict):
         return self
 
 
-class GpuSettings(_Strict):
+class GpuSettings(Strict):
     bf16: bool = False
     fp16: bool = False
     tf32: bool | None = None
@@ -201,7 +192,7 @@ class GpuSettings(_Strict):
         return self
 
 
-class OutputSettings(_Strict):
+class OutputSettings(Strict):
     output_dir: str = "runs/train"
     logging_steps: int = Field(10, ge=1)
     eval_strategy: Literal["no", "steps", "epoch"] = "steps"
@@ -224,7 +215,9 @@ class OutputSettings(_Strict):
         return "no" if value is False else value  # YAML 1.1 reads a bare `no` as false
 
 
-class TrainConfig(_Strict):
+class TrainConfig(Strict):
+    what = "training config"
+
     method: Literal["lora", "qlora", "full"] = "lora"
     model: ModelSettings = Field(default_factory=ModelSettings)
     lora: LoraSettings = Field(default_factory=LoraSettings)
@@ -274,17 +267,6 @@ class TrainConfig(_Strict):
     def block_length(self) -> int:
         return self.packing.block_length or self.data.max_length
 
-    def to_yaml(self) -> str:
-        return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False, allow_unicode=True, width=100)
-
-    def save(self, path: str | Path, notes: Sequence[str] = ()) -> Path:
-        """Write the config as YAML, `notes` (what was decided at run time, and why) as comments on top."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        header = "".join(f"# {line}\n" for note in notes for line in note.splitlines())
-        path.write_text(header + self.to_yaml())
-        return path
-
     def differences(self, other: TrainConfig, ignore: Sequence[str] = ()) -> list[str]:
         """`key: ours -> theirs` for every dotted field whose value differs (fields in `ignore` skipped)."""
 
@@ -306,24 +288,6 @@ class TrainConfig(_Strict):
                 "data.path: no training data: pass --data DIR (a DatasetDict saved by data_gen) "
                 "or set data.synthetic for the templated smoke-test set"
             )
-
-
-# ---------------------------------------------------------------------- loading
-
-
-def validate_config(raw: dict[str, Any], source: str = "config") -> TrainConfig:
-    return validate(TrainConfig, raw, "training config", source, ConfigError)
-
-
-def load_config(path: str | Path | None = None, overrides: Sequence[str] = ()) -> TrainConfig:
-    """Read a YAML config (None: all defaults), apply dotted ``key=value`` overrides, validate."""
-    raw: dict[str, Any] = {}
-    source = "defaults"
-    if path is not None:
-        source = str(path)
-        raw = read_mapping(path, "training config", ConfigError)
-    apply_overrides(raw, overrides, ConfigError)
-    return validate_config(raw, source)
 
 
 # ---------------------------------------------------------------------- environment checks

@@ -105,6 +105,26 @@ def _row_to_record(row: dict[str, Any]) -> Record:
     return Record.model_validate(fields)
 
 
+def inspect_records(config: TrainConfig, n: int) -> tuple[Any, list[tuple[Record, dict | RecordError]]]:
+    """`memlm inspect`: the model's tokenizer and the first `n` records of the training split (as
+    configured: data.train_split), each with its encoding as training sees it (input_ids, labels:
+    -100 = not trained) or the RecordError that would drop it."""
+    from memory_runtime.models import load_tokenizer
+
+    if config.data.synthetic is not None:
+        config.data.synthetic.train = min(config.data.synthetic.train, n)
+    rows = load_record_splits(config)["train"]
+    tokenizer = load_tokenizer(config.model.name, local_files_only=config.model.local_files_only)
+    out: list[tuple[Record, dict | RecordError]] = []
+    for i in range(min(n, len(rows))):
+        record = _row_to_record(rows[i])
+        try:
+            out.append((record, tokenize_record(record, tokenizer, system_prompt=config.data.system_prompt)))
+        except RecordError as err:
+            out.append((record, err))
+    return tokenizer, out
+
+
 def tokenize_split(dataset: Any, tokenizer: Any, config: TrainConfig, *, name: str = "train") -> Any:
     """Tokenise a split of record rows into a Dataset with ``input_ids`` and ``labels`` columns.
 

@@ -39,7 +39,6 @@ from training.config import (
     ConfigError,
     TrainConfig,
     check_init_from,
-    load_config,
     preflight,
     resolve_deepspeed,
 )
@@ -435,7 +434,7 @@ def plan_resume(config: TrainConfig, log: LogFn = _stderr) -> str | None:
             raise ConfigError(
                 f"{out} holds {Path(last).name} but no {CONFIG_FILENAME} to check it against: {start_over}"
             )
-        differences = load_config(saved).differences(config, ignore=RESUME_IGNORES)
+        differences = TrainConfig.load(saved).differences(config, ignore=RESUME_IGNORES)
         if differences:
             raise ConfigError(
                 f"{out} holds {Path(last).name} of a run with another config "

@@ -18,7 +18,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from memory_runtime.backend import Backend
 from memory_runtime.batching import OneAtATime, TurnRequest
-from memory_runtime.controller import Controller, TurnResult, turn_messages
+from memory_runtime.controller import Controller, TurnResult
 from memory_runtime.feedback import Exchange, Feedback, FeedbackLog
 from memory_runtime.protocol import SYSTEM_PROMPT, visible_reply
 from memory_runtime.scheduler import Overloaded, OwnerBusy, TurnScheduler
@@ -35,7 +35,7 @@ from memory_runtime.serving.schemas import (
     ImportRequest,
     SearchQuery,
     WriteFactRequest,
-    split_messages,
+    turn_messages_of,
 )
 from memory_runtime.serving.sse import chat_chunks
 from memory_runtime.serving.ui import mount_memory_page
@@ -89,7 +89,7 @@ def create_app(
     has_model = decoder is not None or backend_factory is not None
     keyring = KeyRing(config.resolve_api_keys() if api_keys is None else api_keys)
     feedback, last_turns = Feedback(store, FeedbackLog(config.feedback_dir)), {}  # last_turns: namespace -> Exchange
-    limits, metrics = config.limits, Metrics()
+    limits, generation, metrics = config.limits, config.generation, Metrics()
     if decoder is None:
         decoder = OneAtATime(lambda r: backend_factory(temperature=r.temperature, top_p=r.top_p, seed=r.seed))
     scheduler = TurnScheduler(decoder, limits.max_queue, limits.max_turns_per_key)
@@ -170,10 +170,11 @@ def create_app(
             raise APIError(400, "tools are not supported: memlm's tool is its memory", param="tools")
         if len(request.messages) > limits.max_messages:
             raise APIError(400, f"at most {limits.max_messages} messages per request", param="messages")
-        user_text, history = split_messages(request.messages)
-        asked = request.max_completion_tokens or request.max_tokens or limits.max_tokens
-        temperature = config.generation.temperature if request.temperature is None else request.temperature
-        top_p = config.generation.top_p if request.top_p is None else request.top_p
+        messages = turn_messages_of(request.messages, system_prompt)
+        user_text = messages[-1]["content"]
+        asked = request.max_completion_tokens or request.max_tokens or generation.max_new_tokens
+        temperature = generation.temperature if request.temperature is None else request.temperature
+        top_p = generation.top_p if request.top_p is None else request.top_p
 
         visible: asyncio.Queue[str | None] = asyncio.Queue()
         loop = asyncio.get_running_loop()
@@ -187,11 +188,11 @@ def create_app(
 
         completion_id = f"chatcmpl-{uuid.uuid4().hex}"  # also the source of the facts the turn stores
         turn = TurnRequest(
-            turn_messages(user_text, history, system_prompt),
+            messages,
             store,
             namespace=namespace,
-            max_new_tokens=min(asked, limits.max_tokens),
-            max_calls=limits.max_calls,
+            max_new_tokens=min(asked, generation.max_new_tokens),
+            max_calls=generation.max_calls,
             temperature=temperature,
             top_p=top_p,
             seed=request.seed,
@@ -411,8 +412,8 @@ def create_app(
                     store,
                     namespace=namespace,
                     system_prompt=system_prompt,
-                    max_calls=limits.max_calls,
-                    max_new_tokens=limits.max_tokens,
+                    max_calls=generation.max_calls,
+                    max_new_tokens=generation.max_new_tokens,
                 )
                 return feedback.correct(controller, request.correction, last)
 

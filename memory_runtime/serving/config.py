@@ -3,83 +3,49 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field
 
-from memory_runtime.runtime import Engine, check_engine
-from memory_runtime.write_gate import WriteGateConfig
-from memory_runtime.yaml_config import apply_overrides, read_mapping, validate
-
-
-class ServeConfigError(ValueError):
-    """A serve config (or an API key source) is invalid; the message names the field."""
+from memory_runtime.runtime import Generation
+from memory_runtime.yaml_config import ConfigError, Strict, read_mapping
 
 
-class Limits(BaseModel):
-    """What one request may ask for: bounds that keep one client from starving the others."""
-
-    model_config = ConfigDict(extra="forbid")
+class Limits(Strict):
+    """What one request may ask for: bounds that keep one client from starving the others (a turn's
+    tokens and calls: `generation.max_new_tokens`, `generation.max_calls`)."""
 
     max_request_bytes: int = Field(65_536, ge=1024)  # request bodies, larger ones get 413
     max_messages: int = Field(64, ge=1)  # messages in one chat request (history included)
-    max_tokens: int = Field(256, ge=1)  # generated tokens per turn; a request's max_tokens is capped to it
-    max_calls: int = Field(16, ge=1)  # memory calls per turn (ends runaway call loops)
     max_queue: int = Field(32, ge=1)  # turns waiting for the model; more get 503 "overloaded"
     max_turns_per_key: int = Field(8, ge=1)  # turns one API key may have waiting or running; more get 429
     max_prompt_tokens: int = Field(4096, ge=16)  # a longer prompt (history included) gets 400 before any decoding
 
 
-class Generation(BaseModel):
-    """How the model runs: sampling used when a request does not set it (greedy, as the model was
-    trained to call), where it runs, and how many turns share a batch."""
+class ServeConfig(Strict):
+    """configs/serve/default.yaml: who may call the server (API key -> namespace), the limits, and
+    how the model runs (`generation`: a request's max_tokens is capped to generation.max_new_tokens,
+    its temperature and top_p default to generation's)."""
 
-    model_config = ConfigDict(extra="forbid")
-
-    temperature: float = Field(0.0, ge=0, le=2)
-    top_p: float = Field(1.0, gt=0, le=1)
-    copy_fields: bool = True  # call names copied from the conversation, relations from the table (field_copy)
-    device: str = "auto"  # auto (a CUDA GPU when one is visible), cpu, cuda, cuda:N
-    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"  # auto: bfloat16 where it is native
-    max_batch_size: int = Field(8, ge=1)  # turns of concurrent users decoded together
-    engine: Engine = "hf"  # hf or vllm (memory_runtime.runtime); vllm: no corrections, no write gate
-    write_gate: WriteGateConfig = WriteGateConfig()  # which unsure writes are held back (memory_runtime.write_gate)
-
-    @model_validator(mode="after")
-    def _engine_can(self) -> Generation:
-        check_engine(self.engine, self.write_gate)
-        return self
-
-
-class ServeConfig(BaseModel):
-    """configs/serve/default.yaml: who may call the server (API key -> namespace) and the limits."""
-
-    model_config = ConfigDict(extra="forbid")
+    what = "serve config"
 
     api_keys: dict[str, Any] = {}  # values validated by resolve_api_keys, so no error message echoes a key
     api_keys_env: str | None = "MEMLM_API_KEYS"  # env var of "KEY=NAMESPACE" pairs, comma-separated
     api_keys_file: Path | None = None  # YAML/JSON mapping KEY: NAMESPACE (relative to the config file)
-    model_name: str | None = None  # the `model` reported to clients (default: the --model value)
-    memory_config: Path | None = None  # relation table / fuzzy settings (relative to the config file)
-    torch_threads: int | None = Field(None, ge=1)  # CPU threads of the model (None: torch's default)
+    model_name: str | None = None  # the `model` reported to clients (default: generation.model)
     feedback_dir: Path | None = None  # POST /v1/feedback: pending/ per user, reviewed with `memlm feedback`
     limits: Limits = Limits()
     generation: Generation = Generation()
 
-    @classmethod
-    def load(cls, path: str | Path, overrides: Sequence[str] = ()) -> ServeConfig:
-        """Read a YAML config, apply dotted ``key=value`` overrides, validate; relative paths in it
-        are relative to the file."""
-        path = Path(path)
-        data = apply_overrides(read_mapping(path, "serve config", ServeConfigError), overrides, ServeConfigError)
-        config = validate(cls, data, "serve config", str(path), ServeConfigError)
-        for name in ("api_keys_file", "memory_config", "feedback_dir"):
-            value = getattr(config, name)
+    def relative_to(self, folder: Path) -> ServeConfig:
+        """Relative paths in the file are relative to the file."""
+        for name in ("api_keys_file", "feedback_dir"):
+            value = getattr(self, name)
             if value is not None and not value.is_absolute():
-                setattr(config, name, path.parent / value)
-        return config
+                setattr(self, name, folder / value)
+        self.generation.relative_to(folder)
+        return self
 
     def resolve_api_keys(self, environ: dict[str, str] | None = None) -> dict[str, str]:
         """All API keys -> namespaces, from `api_keys`, the `api_keys_env` variable and `api_keys_file`.
@@ -94,19 +60,19 @@ class ServeConfig(BaseModel):
             )
         if self.api_keys_file is not None:
             what = f"api_keys_file ({self.api_keys_file})"
-            sources.append((what, read_mapping(self.api_keys_file, "api_keys_file (KEY: NAMESPACE)", ServeConfigError)))
+            sources.append((what, read_mapping(self.api_keys_file, "api_keys_file (KEY: NAMESPACE)")))
         keys: dict[str, str] = {}
         for what, mapping in sources:
             for i, (key, namespace) in enumerate(mapping.items(), 1):
                 if not isinstance(key, str) or len(key) < 8 or key != key.strip():
-                    raise ServeConfigError(f"{what}: key #{i} must be a string of 8 or more characters, no edge spaces")
+                    raise ConfigError(f"{what}: key #{i} must be a string of 8 or more characters, no edge spaces")
                 if not isinstance(namespace, str) or not namespace.strip():
-                    raise ServeConfigError(f"{what}: key #{i} must map to a non-empty namespace string")
+                    raise ConfigError(f"{what}: key #{i} must map to a non-empty namespace string")
                 if keys.get(key, namespace) != namespace:
-                    raise ServeConfigError(f"{what}: key #{i} is already mapped to namespace {keys[key]!r}")
+                    raise ConfigError(f"{what}: key #{i} is already mapped to namespace {keys[key]!r}")
                 keys[key] = namespace
         if not keys:
-            raise ServeConfigError("no API keys: set api_keys, the api_keys_env variable or api_keys_file")
+            raise ConfigError("no API keys: set api_keys, the api_keys_env variable or api_keys_file")
         return keys
 
 
@@ -115,6 +81,6 @@ def _parse_key_pairs(text: str, variable: str) -> dict[str, str]:
     for i, item in enumerate(filter(None, (p.strip() for p in text.split(","))), 1):
         key, sep, namespace = item.partition("=")
         if not sep:
-            raise ServeConfigError(f"api_keys_env ({variable}): item #{i} is not KEY=NAMESPACE")
+            raise ConfigError(f"api_keys_env ({variable}): item #{i} is not KEY=NAMESPACE")
         pairs[key.strip()] = namespace.strip()
     return pairs

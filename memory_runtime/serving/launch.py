@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from memory_runtime.serving.app import create_app, hf_backend_factory
+from memory_runtime.serving.app import create_app
 from memory_runtime.serving.config import ServeConfig
 from memory_runtime.store import TripletStore
 
@@ -38,7 +38,6 @@ def background_server(app: Any, host: str = "127.0.0.1", port: int = 0, timeout:
 
 
 def serve(
-    model: str,
     db: str | Path,
     config: ServeConfig,
     *,
@@ -47,48 +46,27 @@ def serve(
     log_level: str = "info",
     on_ready: Callable[[str], None] | None = None,
 ) -> None:
-    """Load the model and serve it until interrupted. Config, keys and DB are checked before
-    the model loads, so a mistake fails in a second, not after the load."""
-    import torch
+    """Open `config.generation`'s model with its memory and serve it until interrupted. Config, keys
+    and DB are checked before the model loads, so a mistake fails in a second, not after the load."""
     import uvicorn
 
-    from memory_runtime.models import trained_system_prompt
     from memory_runtime.runtime import open_runtime
-    from memory_runtime.store import MemoryConfig
 
     keys = config.resolve_api_keys()
-    memory = MemoryConfig.load(config.memory_config)
-    with TripletStore(db, memory) as store:
-        if config.torch_threads is not None:
-            torch.set_num_threads(config.torch_threads)
-        generation = config.generation
-        runtime = open_runtime(
-            model,
-            engine=generation.engine,
-            device=generation.device,
-            dtype=generation.dtype,
-            max_batch_size=generation.max_batch_size,
-            copy_fields=generation.copy_fields,
-            write_gate=generation.write_gate,
-        )
-        backend_factory = None
-        if runtime.model is not None:  # corrections decode alone over the model (hf only)
-            backend_factory = hf_backend_factory(
-                runtime.model, runtime.tokenizer, copy_fields=generation.copy_fields, relations=memory.relation_names
-            )
-        decoder = runtime.decoder
+    with TripletStore(db, config.generation.memory()) as store:
+        runtime = open_runtime(config.generation)
         app = create_app(
             config,
             store,
-            backend_factory,
-            model_name=config.model_name or model,
-            decoder=decoder,
+            runtime.backend if runtime.model is not None else None,  # corrections decode alone (hf only)
+            model_name=config.model_name or runtime.name,
+            decoder=runtime.decoder,
             api_keys=keys,
-            system_prompt=trained_system_prompt(model),
+            system_prompt=runtime.system_prompt,
         )
         if on_ready is not None:
             on_ready(
-                f"serving {model} on http://{host}:{port} ({len(keys)} API keys, memory {db});"
+                f"serving {runtime.name} on http://{host}:{port} ({len(keys)} API keys, memory {db});"
                 f" the memory page: http://{host}:{port}/ui"
             )
         uvicorn.run(app, host=host, port=port, log_level=log_level)
@@ -107,10 +85,8 @@ def serve_memory_page(
     The same app as `memlm serve`, so the page signs in with the same API keys."""
     import uvicorn
 
-    from memory_runtime.store import MemoryConfig
-
     keys = config.resolve_api_keys()
-    with TripletStore(db, MemoryConfig.load(config.memory_config)) as store:
+    with TripletStore(db, config.generation.memory()) as store:
         app = create_app(config, store, None, model_name="none", api_keys=keys)
         if on_ready is not None:
             on_ready(f"the memory page of {db}: http://{host}:{port}/ui (sign in with an API key; {len(keys)} keys)")

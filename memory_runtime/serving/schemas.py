@@ -8,6 +8,8 @@ from typing import Any, Literal
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from memory_runtime.controller import turn_messages
+
 
 class MemlmOptions(BaseModel):
     """The `memlm` field of a chat request (the openai client sends it through extra_body)."""
@@ -75,9 +77,10 @@ def _text_of(message: ChatMessage, index: int) -> str:
     return "".join(parts)
 
 
-def split_messages(messages: list[ChatMessage]) -> tuple[str, list[dict[str, str]]]:
-    """(last user text, earlier user/assistant turns). System messages are dropped: the model
-    was trained with memlm's own system prompt, which the controller always sends."""
+def turn_messages_of(messages: list[ChatMessage], system_prompt: str | None) -> list[dict[str, str]]:
+    """A request's messages as the turn's chat messages (memory_runtime.controller.turn_messages):
+    `system_prompt`, the earlier user/assistant turns, the user's text. The client's system messages
+    are dropped: the model was trained with memlm's own system prompt."""
     roles = [m.role for m in messages]
     for i, role in enumerate(roles):
         if role in ("tool", "function"):
@@ -89,7 +92,7 @@ def split_messages(messages: list[ChatMessage]) -> tuple[str, list[dict[str, str
         for i, m in enumerate(messages[:-1])
         if m.role in ("user", "assistant")
     ]
-    return _text_of(messages[-1], len(messages) - 1), history
+    return turn_messages(_text_of(messages[-1], len(messages) - 1), history, system_prompt)
 
 
 class FactQuery(BaseModel):

@@ -29,7 +29,7 @@ def test_shipped_configs_load():
 
 
 def test_seed_override_and_yaml_round_trip(tmp_path):
-    config = DataConfig.load(TINY, seed=7)
+    config = DataConfig.load(TINY, ["seed=7"])
     assert config.seed == 7
     path = tmp_path / "again.yaml"
     path.write_text(config.to_yaml())

@@ -146,7 +146,7 @@ def test_an_interrupted_run_leaves_the_earlier_output_whole(tiny_out, tmp_path, 
 
     monkeypatch.setattr(gen, "dataset_card", crash)
     with pytest.raises(KeyboardInterrupt):
-        gen.generate(DataConfig.load(TINY, seed=5), out, overwrite=True, show_progress=False)
+        gen.generate(DataConfig.load(TINY, ["seed=5"]), out, overwrite=True, show_progress=False)
     assert (out / "jsonl" / "train.jsonl").read_bytes() == before and (out / "README.md").exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["data"]  # no temporary folder left behind
 

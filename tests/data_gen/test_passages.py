@@ -12,7 +12,6 @@ from data_gen.passages import (
     _TEMPLATE_SLOTS,
     MAX_LIST_ORGS,
     MAX_ROLE_WRITES,
-    BankError,
     PassageBank,
     PassageMaker,
 )
@@ -157,12 +156,12 @@ def test_a_bad_bank_is_a_clear_error(tmp_path):
     bank["relations"]["employed by"]["groups"][0]["vp"].append("works for {organisation}")
     path = tmp_path / "bank.yaml"
     path.write_text(yaml.safe_dump(bank))
-    with pytest.raises(BankError, match="organisation"):
+    with pytest.raises(ConfigError, match="organisation"):
         PassageBank.load(path)
     bank["relations"]["employed by"]["groups"][0]["vp"].pop()
     bank["relations"]["member of"]["groups"][0]["vp"].append("works for {org}")  # also employed by, for ngos
     path.write_text(yaml.safe_dump(bank))
-    with pytest.raises(BankError, match="'works for \\{org\\}' also states 'employed by' for kind 'ngo'"):
+    with pytest.raises(ConfigError, match="'works for \\{org\\}' also states 'employed by' for kind 'ngo'"):
         PassageBank.load(path)
     bank["relations"]["member of"]["groups"][0]["vp"].pop()
     bank["relations"]["works for"] = bank["relations"].pop("employed by")  # an alias, not a canonical name
@@ -363,12 +362,14 @@ def test_list_and_news_pieces_are_validated(tmp_path):
     bank["news"]["intros"].append("On {weekday}, a spokesperson said that")  # nobody speaks
     path = tmp_path / "bank.yaml"
     path.write_text(yaml.safe_dump(bank))
-    with pytest.raises(BankError, match=r"(?s)list_vp.*unknown placeholder \{org\}.*news.intros.*missing placeholder"):
+    with pytest.raises(
+        ConfigError, match=r"(?s)list_vp.*unknown placeholder \{org\}.*news.intros.*missing placeholder"
+    ):
         PassageBank.load(path)
     bank = yaml.safe_load((resources.files("data_gen") / "passages.yaml").read_text())
     bank["relations"]["board member of"]["groups"][0]["app"].append("chair of the board of {org}")
     path.write_text(yaml.safe_dump(bank))
-    with pytest.raises(BankError, match="'chair of the board of {org}' also states '(board member|chairperson) of'"):
+    with pytest.raises(ConfigError, match="'chair of the board of {org}' also states '(board member|chairperson) of'"):
         PassageBank.load(path)
 
 
@@ -535,5 +536,5 @@ def test_combined_titles_are_validated(tmp_path):
         bank = yaml.safe_load(yaml.safe_dump(shipped))
         change(bank)
         path.write_text(yaml.safe_dump(bank))
-        with pytest.raises(BankError, match=error):
+        with pytest.raises(ConfigError, match=error):
             PassageBank.load(path)

@@ -242,7 +242,7 @@ def test_a_run_records_the_paths_it_read_and_the_cases_per_source(tmp_path, monk
         + json.dumps({"text": "It rained in Oslo.", "annotated": ["CEO"], "triples": []})
         + "\n"
     )
-    config = EvalConfig(model="x", data=str(tmp_path / "data"), real=str(real), limit=2)
+    config = EvalConfig(data=str(tmp_path / "data"), real=str(real), limit=2, generation={"model": "x"})
     sources = describe_sources(config, load_cases(config))
     assert sources["records"]["file"] == str((tmp_path / "data/jsonl/test.jsonl").resolve())
     assert sources["episodes"] == {"file": str((tmp_path / "data/jsonl/episodes.jsonl").resolve()), "used": 2}
@@ -250,9 +250,9 @@ def test_a_run_records_the_paths_it_read_and_the_cases_per_source(tmp_path, monk
     assert sources["real"]["by_source"] == {"knowledgenet": {"passages": 2, "no_fact": 1}}
 
     monkeypatch.delenv("MEMLM_REAL_DIR", raising=False)
-    assert real_path(EvalConfig(model="x")) == (default_real_dir(), "default")
+    assert real_path(EvalConfig(generation={"model": "x"})) == (default_real_dir(), "default")
     monkeypatch.setenv("MEMLM_REAL_DIR", str(tmp_path))
-    assert real_path(EvalConfig(model="x")) == (tmp_path, "$MEMLM_REAL_DIR")
+    assert real_path(EvalConfig(generation={"model": "x"})) == (tmp_path, "$MEMLM_REAL_DIR")
 
 
 def _meta(tmp_path, limit):

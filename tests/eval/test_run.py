@@ -41,7 +41,7 @@ def _scripted_turns(records):
 
 
 def test_an_oracle_scores_perfectly_on_every_category(tiny_data):
-    records = load_records(EvalConfig(model="x", data=str(tiny_data), limit=3))
+    records = load_records(EvalConfig(data=str(tiny_data), limit=3, generation={"model": "x"}))
     assert {r.type for r in records} >= {"write", "read", "unanswerable", "update", "two_hop", "negative"}
     backend = ScriptedBackend(_scripted_turns(records), chunk=4)
     oracle = System("memlm", None, None, backend_factory=lambda: backend)
@@ -56,7 +56,9 @@ def test_an_oracle_scores_perfectly_on_every_category(tiny_data):
 
 
 def test_a_wrong_call_is_scored_wrong(tiny_data):
-    records = [r for r in load_records(EvalConfig(model="x", data=str(tiny_data))) if r.type == "write"][:1]
+    records = [
+        r for r in load_records(EvalConfig(data=str(tiny_data), generation={"model": "x"})) if r.type == "write"
+    ][:1]
     gold = _scripted_turns(records)[0]
     broken = [gold[0].replace(">>", ">>X", 1)] + gold[1:]
     oracle = System("memlm", None, None, backend_factory=lambda: ScriptedBackend([broken]))
@@ -66,7 +68,7 @@ def test_a_wrong_call_is_scored_wrong(tiny_data):
 
 
 def test_typo_variant_changes_one_given_name(tiny_data):
-    records = load_records(EvalConfig(model="x", data=str(tiny_data)))
+    records = load_records(EvalConfig(data=str(tiny_data), generation={"model": "x"}))
     typos = [t for t in (with_typo(r, seed=0) for r in records) if t]
     assert typos
     for clean, noisy, name in typos:
@@ -77,7 +79,7 @@ def test_typo_variant_changes_one_given_name(tiny_data):
 def test_tiny_model_runs_every_part_and_writes_a_reproducible_report(
     tiny_data, tiny_model, smollm2_tokenizer, tmp_path
 ):
-    config = EvalConfig(model="tiny", data=str(tiny_data), limit=1, max_new_tokens=8)
+    config = EvalConfig(data=str(tiny_data), limit=1, generation={"model": "tiny", "max_new_tokens": 8})
     systems = {
         name: System(name, tiny_model, smollm2_tokenizer, max_new_tokens=8)
         for name in ("memlm", "few_shot", "zero_shot")
@@ -112,7 +114,7 @@ def test_tiny_model_runs_every_part_and_writes_a_reproducible_report(
 
 def test_missing_data_is_a_clear_error(tmp_path):
     with pytest.raises(FileNotFoundError, match="memlm generate"):
-        load_records(EvalConfig(model="x", data=str(tmp_path)))
+        load_records(EvalConfig(data=str(tmp_path), generation={"model": "x"}))
 
 
 def test_memlm_eval_command_writes_the_report(tiny_data, tiny_model_dir, tmp_path):
@@ -145,14 +147,12 @@ def test_memlm_eval_command_writes_the_report(tiny_data, tiny_model_dir, tmp_pat
             str(tmp_path / "out"),
             "--limit",
             "2",
-            "--max-new-tokens",
-            "8",
+            "generation.max_new_tokens=8",
             "--systems",
             "memlm,zero_shot",
             "--parts",
             "records,real",
-            "--real",
-            str(real),
+            f"real={real}",
         ],
     )
     assert r.exit_code == 0, r.output
@@ -188,33 +188,25 @@ def test_worker_processes_give_the_same_results(tiny_data, tiny_model_dir, tmp_p
     # CPU with AMX) rounds a batch of 3 differently from a batch of 1, which flips a greedy choice
     # after a few dozen tokens; what is compared here is how cases are split across processes
     base = dict(
-        model=str(tiny_model_dir),
         data=str(tiny_data),
         limit=1,
-        max_new_tokens=8,
         baseline_max_new_tokens=8,
-        dtype="float32",
         systems=["memlm", "zero_shot"],
         parts=["records", "episodes"],
-        threads=1,
     )
-    one = run_eval(EvalConfig(**base), tmp_path / "one")
-    two = run_eval(EvalConfig(**base, workers=2, batch_size=3), tmp_path / "two")
+    generation = {"model": str(tiny_model_dir), "max_new_tokens": 8, "dtype": "float32", "threads": 1}
+    one = run_eval(EvalConfig(**base, generation=generation), tmp_path / "one")
+    two = run_eval(EvalConfig(**base, workers=2, generation={**generation, "max_batch_size": 3}), tmp_path / "two")
     assert _cases(tmp_path / "two") == _cases(tmp_path / "one")
     assert two["memlm"]["records"] == one["memlm"]["records"]
 
 
 def test_batched_decoding_gives_the_same_cases_as_one_turn_at_a_time(tiny_data, tiny_model_dir, tmp_path):
-    base = dict(
-        model=str(tiny_model_dir),
-        data=str(tiny_data),
-        limit=2,
-        max_new_tokens=12,
-        systems=["memlm", "few_shot", "zero_shot"],
-        dtype="float32",  # bfloat16 rounds a batch differently from one row: a random model's ties flip
-    )
-    one = run_eval(EvalConfig(**base, batch_size=1), tmp_path / "one")
-    batched = run_eval(EvalConfig(**base, batch_size=8), tmp_path / "batched")
+    base = dict(data=str(tiny_data), limit=2, systems=["memlm", "few_shot", "zero_shot"])
+    # float32: bfloat16 rounds a batch differently from one row, and a random model's ties flip
+    generation = {"model": str(tiny_model_dir), "max_new_tokens": 12, "dtype": "float32"}
+    one = run_eval(EvalConfig(**base, generation={**generation, "max_batch_size": 1}), tmp_path / "one")
+    batched = run_eval(EvalConfig(**base, generation={**generation, "max_batch_size": 8}), tmp_path / "batched")
     assert _cases(tmp_path / "batched") == _cases(tmp_path / "one")
     assert batched["memlm"]["records"] == one["memlm"]["records"]
     assert json.loads((tmp_path / "batched" / "metrics.json").read_text())["meta"]["batch_size"] == 8
@@ -239,8 +231,7 @@ def test_memlm_eval_names_a_real_file_of_unknown_format(tiny_data, tmp_path):
             str(tmp_path / "o"),
             "--parts",
             "real",
-            "--real",
-            str(bad),
+            f"real={bad}",
         ],
     )
     assert r.exit_code == 2 and "neither Re-DocRED" in r.output
@@ -256,7 +247,9 @@ def test_the_model_under_test_is_prompted_as_trained_and_decoded_as_configured(t
     run = tmp_path / "run"
     shutil.copytree(tiny_model_dir, run)
     (run / "train_config.yaml").write_text("data:\n  system_prompt: You have a memory.\n")
-    systems = load_systems(EvalConfig(model=str(run), systems=["memlm", "few_shot"], copy_fields=False))
+    systems = load_systems(
+        EvalConfig(systems=["memlm", "few_shot"], generation={"model": str(run), "copy_fields": False})
+    )
     assert systems["memlm"].system_prompt == "You have a memory."
     assert not systems["memlm"].copy_fields and not systems["few_shot"].copy_fields
     for name, prompt in (("memlm", "You have a memory."), ("few_shot", FEW_SHOT_PROMPT)):
@@ -299,8 +292,7 @@ def test_a_clone_evaluates_the_shipped_real_text_with_nothing_beside_it(tiny_mod
             "real",
             "--limit",
             "2",
-            "--max-new-tokens",
-            "8",
+            "generation.max_new_tokens=8",
         ],
     )
     assert r.exit_code == 0, r.output
@@ -331,10 +323,8 @@ def test_bench_decode_prints_turns_per_second_per_batch_size(tiny_data, tiny_mod
             "13",
             "--batch-sizes",
             "1,4",
-            "--max-new-tokens",
-            "8",
-            "--dtype",
-            "float32",  # bfloat16 rounds a batch differently from one row: a random model's ties flip
+            "generation.max_new_tokens=8",
+            "generation.dtype=float32",  # bfloat16 rounds a batch differently from one row: a random model's ties flip
         ],
     )
     assert r.exit_code == 0, r.output
@@ -352,15 +342,33 @@ def test_eval_reads_a_config_with_overrides_and_saves_the_resolved_one(tiny_data
     from memlm.cli import app
 
     config = tmp_path / "eval.yaml"
-    config.write_text(f"model: {tiny_model_dir}\ndata: {tiny_data}\nsystems: [memlm]\nparts: [records]\nlimit: 5\n")
+    config.write_text(
+        f"generation: {{model: {tiny_model_dir}}}\ndata: {tiny_data}\nsystems: [memlm]\nparts: [records]\nlimit: 5\n"
+    )
     runner = CliRunner()
     r = runner.invoke(
         app,
-        ["eval", "--config", str(config), "--out", str(tmp_path / "a"), "limit=1", "max_new_tokens=8", "--seed", "3"],
+        [
+            "eval",
+            "--config",
+            str(config),
+            "--out",
+            str(tmp_path / "a"),
+            "limit=2",
+            "generation.max_new_tokens=8",
+            "seed=3",
+            "--limit",
+            "1",
+        ],
     )
     assert r.exit_code == 0, r.output
     saved = yaml.safe_load((tmp_path / "a" / "eval_config.yaml").read_text())
-    assert (saved["limit"], saved["max_new_tokens"], saved["seed"], saved["systems"]) == (1, 8, 3, ["memlm"])
+    assert (saved["limit"], saved["generation"]["max_new_tokens"], saved["seed"], saved["systems"]) == (
+        1,
+        8,
+        3,
+        ["memlm"],
+    )
     again = runner.invoke(
         app, ["eval", "--config", str(tmp_path / "a" / "eval_config.yaml"), "--out", str(tmp_path / "b")]
     )

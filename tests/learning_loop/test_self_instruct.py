@@ -154,8 +154,9 @@ def test_a_round_logs_counts_and_trains_on_the_kept_trajectories(tmp_path, monke
             self._turns = [[self._answer]]
             super().start(messages)
 
+    config.generation.model = "scripted"
     rows = run_rounds(
-        config, "scripted", tmp_path, log=lambda line: None, backend_for=lambda m: Echo(), train_fn=seen_configs.append
+        config, tmp_path, log=lambda line: None, backend_for=lambda m: Echo(), train_fn=seen_configs.append
     )
     assert len(rows) == 1 and rows[0]["drafts"] == 3 and rows[0]["kept"] == 0
     assert json.loads((tmp_path / "rounds.jsonl").read_text())["kept_ratio"] == rows[0]["kept_ratio"]
@@ -183,9 +184,9 @@ def test_rounds_continue_the_current_adapter(tmp_path):
         (out / "adapter_config.json").write_text(json.dumps({"base_model_name_or_path": train_config.model.name}))
 
     backend = ScriptedBackend([["Nothing to store."]] * 50)
+    config.generation.model = str(start)
     run_rounds(
         config,
-        str(start),
         tmp_path / "out",
         log=lambda line: None,
         backend_for=lambda m: backend,
@@ -197,7 +198,6 @@ def test_rounds_continue_the_current_adapter(tmp_path):
     seen.clear()
     run_rounds(
         config,
-        str(start),
         tmp_path / "fresh",
         log=lambda line: None,
         backend_for=lambda m: backend,
@@ -225,9 +225,9 @@ def test_rounds_measure_the_real_text_probe_before_and_after(tmp_path):
     )
     config.real = str(real)
     writes = ScriptedBackend([["[MEM_WRITE{Ann Lee>>employed by>>Pfizer}] Noted."]] * 50)
+    config.generation.model = "scripted"
     rows = run_rounds(
         config,
-        "scripted",
         tmp_path / "out",
         log=lambda line: None,
         backend_for=lambda m: writes,
@@ -258,9 +258,9 @@ def test_one_real_round_with_the_embedded_model(tmp_path):
 
     config = SelfInstructConfig.load(CONFIGS / "default.yaml")
     config.tasks_per_round, config.test_tasks, config.augment_max_new_tokens, config.real_limit = 3, None, 24, 1
-    config.execute_max_new_tokens = 24
+    config.generation.max_new_tokens, config.generation.model = 24, EMBEDDED_MODEL
     config.train.overrides = [*config.train.overrides, "optim.max_steps=1", "data.max_train_records=8"]
-    rows = run_rounds(config, EMBEDDED_MODEL, tmp_path, log=lambda line: None)
+    rows = run_rounds(config, tmp_path, log=lambda line: None)
     assert rows[0]["drafts"] == 3 and 0 <= rows[0]["kept"] <= rows[0]["generated"] <= 3
     assert len((tmp_path / "round-1" / "augment.jsonl").read_text().splitlines()) == 3
     assert (tmp_path / "round-1" / "adapter" / "adapter_config.json").exists()

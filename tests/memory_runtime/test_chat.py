@@ -158,8 +158,7 @@ def test_memlm_chat_reads_stdin_with_the_real_model(tiny_model_dir, tmp_path):
             str(tiny_model_dir),
             "--db",
             str(db),
-            "--max-new-tokens",
-            "3",
+            "generation.max_new_tokens=3",
         ],
         input=commands,
         capture_output=True,
@@ -200,5 +199,7 @@ def test_memlm_chat_refuses_an_unknown_write_gate_before_loading_anything(tmp_pa
     from memlm.cli import app
 
     db = tmp_path / "m.sqlite"
-    r = CliRunner().invoke(app, ["chat", "--model", "x", "--db", str(db), "--write-gate", "vibes"], input="hi\n")
+    r = CliRunner().invoke(
+        app, ["chat", "--model", "x", "--db", str(db), "generation.write_gate.signal=vibes"], input="hi\n"
+    )
     assert r.exit_code == 2 and "signal" in r.output and not db.exists()

@@ -20,11 +20,13 @@ from typer.testing import CliRunner
 from memlm.cli import app as cli_app
 from memory_runtime.backend import ScriptedBackend
 from memory_runtime.protocol import SYSTEM_PROMPT, parse_calls
+from memory_runtime.runtime import Generation
 from memory_runtime.serving.app import create_app, hf_backend_factory
-from memory_runtime.serving.config import Limits, ServeConfig, ServeConfigError
+from memory_runtime.serving.config import Limits, ServeConfig
 from memory_runtime.serving.keys import KeyRing
 from memory_runtime.serving.launch import background_server
 from memory_runtime.store import TripletStore
+from memory_runtime.yaml_config import ConfigError
 
 KEYS = {"alice-key-0001": "alice", "bob-key-000002": "bob"}
 ALICE = {"Authorization": "Bearer alice-key-0001"}
@@ -56,8 +58,9 @@ class MemoryEchoBackend(ScriptedBackend):
         return super().stream(max_new_tokens)
 
 
-def config(**limits) -> ServeConfig:
-    return ServeConfig(api_keys=KEYS, api_keys_env=None, limits=Limits(**limits))
+def config(max_tokens: int = 256, max_calls: int = 16, **limits) -> ServeConfig:
+    generation = Generation(max_new_tokens=max_tokens, max_calls=max_calls)
+    return ServeConfig(api_keys=KEYS, api_keys_env=None, limits=Limits(**limits), generation=generation)
 
 
 @pytest.fixture
@@ -88,28 +91,28 @@ def test_the_shipped_config_is_valid_and_its_demo_key_works():
 @pytest.mark.parametrize(
     "text, field",
     [
-        ("limits: {max_tokens: 0}", "limits.max_tokens"),
+        ("generation: {max_new_tokens: 0}", "generation.max_new_tokens"),
         ("limits: {max_tokns: 10}", "limits.max_tokns"),
         ("generation: {top_p: 2}", "generation.top_p"),
         ("api_key: {x: y}", "api_key"),
-        ("torch_threads: 0", "torch_threads"),
+        ("generation: {threads: 0}", "generation.threads"),
     ],
 )
 def test_a_bad_config_names_the_field(tmp_path, text, field):
     path = tmp_path / "serve.yaml"
     path.write_text(text)
-    with pytest.raises(ServeConfigError, match=field.replace(".", r"\.")):
+    with pytest.raises(ConfigError, match=field.replace(".", r"\.")):
         ServeConfig.load(path)
 
 
 def test_key_value_overrides_are_validated_like_the_file(tmp_path):
     path = tmp_path / "serve.yaml"
-    path.write_text("limits: {max_tokens: 64}\n")
-    cfg = ServeConfig.load(path, ["generation.max_batch_size=16", "limits.max_calls=4"])
-    assert (cfg.generation.max_batch_size, cfg.limits.max_calls, cfg.limits.max_tokens) == (16, 4, 64)
-    with pytest.raises(ServeConfigError, match=r"limits\.max_calls"):
-        ServeConfig.load(path, ["limits.max_calls=0"])
-    with pytest.raises(ServeConfigError, match="limits.max_tokens=5=6|expected key=value"):
+    path.write_text("generation: {max_new_tokens: 64}\n")
+    cfg = ServeConfig.load(path, ["generation.max_batch_size=16", "generation.max_calls=4"])
+    assert (cfg.generation.max_batch_size, cfg.generation.max_calls, cfg.generation.max_new_tokens) == (16, 4, 64)
+    with pytest.raises(ConfigError, match=r"generation\.max_calls"):
+        ServeConfig.load(path, ["generation.max_calls=0"])
+    with pytest.raises(ConfigError, match="limits.max_tokens=5=6|expected key=value"):
         ServeConfig.load(path, ["limits"])
     r = CliRunner().invoke(
         cli_app, ["serve", "--db", str(tmp_path / "m.sqlite"), "--config", str(path), "limits.max_queue=0"]
@@ -124,21 +127,21 @@ def test_keys_come_from_config_environment_and_file_without_being_echoed(tmp_pat
     cfg = ServeConfig.load(tmp_path / "serve.yaml")  # the file path is relative to the config
     keys = cfg.resolve_api_keys(environ={"MEMLM_API_KEYS": "env-key-00002=bob, env-key-00004 = dave"})
     assert keys == {"conf-key-0001": "alice", "env-key-00002": "bob", "env-key-00004": "dave", "file-key-0003": "carol"}
-    with pytest.raises(ServeConfigError, match="already mapped") as err:
+    with pytest.raises(ConfigError, match="already mapped") as err:
         cfg.resolve_api_keys(environ={"MEMLM_API_KEYS": "conf-key-0001=mallory"})
     assert "conf-key-0001" not in str(err.value)
-    with pytest.raises(ServeConfigError, match="8 or more characters") as err:
+    with pytest.raises(ConfigError, match="8 or more characters") as err:
         ServeConfig(api_keys={"short": "x"}).resolve_api_keys(environ={})
     assert "short" not in str(err.value)
-    with pytest.raises(ServeConfigError, match="no API keys"):
+    with pytest.raises(ConfigError, match="no API keys"):
         ServeConfig(api_keys_env=None).resolve_api_keys(environ={})
 
 
 def test_cli_serve_refuses_a_bad_config_before_loading_a_model(tmp_path):
     bad = tmp_path / "serve.yaml"
-    bad.write_text("limits:\n  max_calls: -1\n")
+    bad.write_text("generation:\n  max_calls: -1\n")
     r = CliRunner().invoke(cli_app, ["serve", "--db", str(tmp_path / "m.sqlite"), "--config", str(bad)])
-    assert r.exit_code == 2 and "limits.max_calls" in r.output
+    assert r.exit_code == 2 and "generation.max_calls" in r.output
     empty = tmp_path / "nokeys.yaml"
     empty.write_text("api_keys_env: null\n")
     r = CliRunner().invoke(cli_app, ["serve", "--db", str(tmp_path / "m.sqlite"), "--config", str(empty)])
@@ -531,7 +534,7 @@ def test_a_prompt_over_the_limit_is_refused_before_any_decoding(store, tiny_mode
     from memory_runtime.batching import BatchDecoder
 
     decoder = BatchDecoder(tiny_model, smollm2_tokenizer, max_batch_size=2)
-    cfg = ServeConfig(api_keys=KEYS, api_keys_env=None, limits=Limits(max_prompt_tokens=64, max_tokens=4))
+    cfg = config(max_prompt_tokens=64, max_tokens=4)
     app = create_app(cfg, store, hf_backend_factory(tiny_model, smollm2_tokenizer), model_name="tiny", decoder=decoder)
     with TestClient(app) as c:
         r = say(c, "Ada Lin works for Pfizer. " * 20)

@@ -95,9 +95,9 @@ def tiny_datasets(records, smollm2_tokenizer):
 
 def tiny_config(model_dir, output_dir, *overrides: str):
     """A training config for the tiny model: fast, no evaluation unless asked."""
-    from training.config import load_config
+    from training.config import TrainConfig
 
-    return load_config(
+    return TrainConfig.load(
         None,
         [
             f"model.name={model_dir}",

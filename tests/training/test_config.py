@@ -6,19 +6,19 @@ from pathlib import Path
 
 import pytest
 
-from training.config import ConfigError, TrainConfig, load_config, preflight, resolve_deepspeed
+from training.config import ConfigError, TrainConfig, preflight, resolve_deepspeed
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs" / "train"
 
 
 def test_defaults_are_the_embedded_model_with_lora():
-    cfg = load_config(None)
+    cfg = TrainConfig.load(None)
     assert cfg.model.name == "embedded:SmolLM2-135M-Instruct" and cfg.method == "lora"
     assert cfg.data.system_prompt.startswith("You have a memory.")
 
 
 def test_dotted_overrides_are_applied_before_validation():
-    cfg = load_config(
+    cfg = TrainConfig.load(
         CONFIGS / "cpu-smollm2.yaml",
         [
             "optim.learning_rate=5e-5",
@@ -57,7 +57,7 @@ def test_dotted_overrides_are_applied_before_validation():
 )
 def test_invalid_configs_name_the_field(overrides, message):
     with pytest.raises(ConfigError) as info:
-        load_config(CONFIGS / "cpu-smollm2.yaml", overrides)
+        TrainConfig.load(CONFIGS / "cpu-smollm2.yaml", overrides)
     assert message in str(info.value)
 
 
@@ -65,24 +65,24 @@ def test_bad_yaml_and_missing_file(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("model: [unclosed\n")
     with pytest.raises(ConfigError, match="not valid YAML"):
-        load_config(bad)
+        TrainConfig.load(bad)
     with pytest.raises(ConfigError, match="cannot read training config"):
-        load_config(tmp_path / "missing.yaml")
+        TrainConfig.load(tmp_path / "missing.yaml")
     listy = tmp_path / "list.yaml"
     listy.write_text("- 1\n")
     with pytest.raises(ConfigError, match="expected a mapping"):
-        load_config(listy)
+        TrainConfig.load(listy)
 
 
 def test_resolved_config_round_trips_through_yaml(tmp_path):
-    cfg = load_config(CONFIGS / "gpu-qwen2.5-7b-qlora.yaml", ["optim.seed=3"])
+    cfg = TrainConfig.load(CONFIGS / "gpu-qwen2.5-7b-qlora.yaml", ["optim.seed=3"])
     path = cfg.save(tmp_path / "train_config.yaml")
-    assert load_config(path) == cfg
+    assert TrainConfig.load(path) == cfg
 
 
 @pytest.mark.parametrize("name", sorted(p.name for p in CONFIGS.glob("*.yaml")))
 def test_shipped_configs_validate(name):
-    cfg = load_config(CONFIGS / name)
+    cfg = TrainConfig.load(CONFIGS / name)
     assert isinstance(cfg, TrainConfig)
 
 
@@ -91,7 +91,7 @@ def test_gpu_configs_build_a_trl_config_on_the_cpu(tmp_path):
     from training.trainer import build_peft_config, build_quantization_config, build_sft_config
 
     for name, method in (("gpu-qwen2.5-7b-lora.yaml", "lora"), ("gpu-qwen2.5-7b-qlora.yaml", "qlora")):
-        cfg = load_config(CONFIGS / name, [f"output.output_dir={tmp_path / name}", "gpu.tf32=null"])
+        cfg = TrainConfig.load(CONFIGS / name, [f"output.output_dir={tmp_path / name}", "gpu.tf32=null"])
         args = build_sft_config(cfg, has_eval=True)
         assert args.bf16 and args.gradient_checkpointing and args.padding_free and args.max_length is None
         assert args.gradient_checkpointing_kwargs == {"use_reentrant": False}
@@ -100,9 +100,11 @@ def test_gpu_configs_build_a_trl_config_on_the_cpu(tmp_path):
         assert cfg.method == method
     q = build_quantization_config(cfg)
     assert q.load_in_4bit and q.bnb_4bit_quant_type == "nf4" and q.bnb_4bit_use_double_quant
-    liger = load_config(CONFIGS / "gpu-qwen2.5-7b-lora.yaml", ["gpu.use_liger_kernel=true", "gpu.tf32=null"])
+    liger = TrainConfig.load(CONFIGS / "gpu-qwen2.5-7b-lora.yaml", ["gpu.use_liger_kernel=true", "gpu.tf32=null"])
     assert build_sft_config(liger, has_eval=False).use_liger_kernel
-    compiled = load_config(CONFIGS / "cpu-smollm2.yaml", ["gpu.torch_compile=true", f"output.output_dir={tmp_path}"])
+    compiled = TrainConfig.load(
+        CONFIGS / "cpu-smollm2.yaml", ["gpu.torch_compile=true", f"output.output_dir={tmp_path}"]
+    )
     assert build_sft_config(compiled, has_eval=False).torch_compile
 
 
@@ -110,14 +112,16 @@ def test_packing_modes_map_to_trl(tmp_path):
     from training.trainer import build_sft_config
 
     base = [f"output.output_dir={tmp_path}", "data.max_length=256"]
-    padded = build_sft_config(load_config(None, base + ["packing.mode=none"]), has_eval=False)
+    padded = build_sft_config(TrainConfig.load(None, base + ["packing.mode=none"]), has_eval=False)
     assert (padded.packing, padded.padding_free, padded.max_length) == (False, False, 256)
-    bfd = build_sft_config(load_config(None, base + ["packing.mode=bfd", "packing.block_length=1024"]), has_eval=False)
+    bfd = build_sft_config(
+        TrainConfig.load(None, base + ["packing.mode=bfd", "packing.block_length=1024"]), has_eval=False
+    )
     assert (bfd.packing, bfd.packing_strategy, bfd.max_length) == (True, "bfd", 1024)
-    grouped = build_sft_config(load_config(None, base + ["packing.group_by_length=true"]), has_eval=False)
+    grouped = build_sft_config(TrainConfig.load(None, base + ["packing.group_by_length=true"]), has_eval=False)
     assert grouped.train_sampling_strategy == "group_by_length" and not grouped.padding_free
     with pytest.raises(ConfigError, match="group_by_length only applies to padded batches"):
-        load_config(None, ["packing.mode=padding_free", "packing.group_by_length=true"])
+        TrainConfig.load(None, ["packing.mode=padding_free", "packing.group_by_length=true"])
 
 
 def test_preflight_catches_what_this_machine_lacks(tmp_path, monkeypatch):
@@ -129,14 +133,14 @@ def test_preflight_catches_what_this_machine_lacks(tmp_path, monkeypatch):
     )
     ok = ["data.synthetic.train=4"]
     with pytest.raises(ConfigError, match="gpu.use_liger_kernel needs the 'liger-kernel' package"):
-        preflight(load_config(None, ok + ["gpu.use_liger_kernel=true"]))
+        preflight(TrainConfig.load(None, ok + ["gpu.use_liger_kernel=true"]))
     with pytest.raises(ConfigError, match="flash_attention_2 needs the 'flash-attn' package"):
-        preflight(load_config(None, ok + ["model.attn_implementation=flash_attention_2"]))
+        preflight(TrainConfig.load(None, ok + ["model.attn_implementation=flash_attention_2"]))
     with pytest.raises(ConfigError, match="data.path: no training data"):
-        preflight(load_config(None))
+        preflight(TrainConfig.load(None))
     with pytest.raises(ConfigError, match="does not exist"):
-        preflight(load_config(None, [f"data.path={tmp_path / 'nope'}"]))
-    assert preflight(load_config(None, ok + ["model.attn_implementation=sdpa"])) == []
+        preflight(TrainConfig.load(None, [f"data.path={tmp_path / 'nope'}"]))
+    assert preflight(TrainConfig.load(None, ok + ["model.attn_implementation=sdpa"])) == []
 
 
 def test_deepspeed_presets_resolve(tmp_path):

@@ -14,19 +14,20 @@ TINY = Path(__file__).resolve().parents[2] / "configs" / "data" / "tiny.yaml"
 
 @pytest.fixture(scope="module")
 def data_dir(tmp_path_factory):
-    from data_gen.generate import generate_from_file
+    from data_gen.config import DataConfig
+    from data_gen.generate import generate
 
     out = tmp_path_factory.mktemp("data") / "tiny"
-    generate_from_file(TINY, out, show_progress=False)
+    generate(DataConfig.load(TINY), out, show_progress=False)
     return out
 
 
 def test_every_data_gen_record_is_masked_exactly(data_dir, smollm2_tokenizer):
-    from training.config import load_config
+    from training.config import TrainConfig
     from training.data import _row_to_record, load_record_splits
 
     tok = smollm2_tokenizer
-    cfg = load_config(None, [f"data.path={data_dir}"])
+    cfg = TrainConfig.load(None, [f"data.path={data_dir}"])
     splits = load_record_splits(cfg)
     types = set()
     for row in list(splits["train"]) + list(splits["validation"]):
@@ -42,17 +43,17 @@ def test_every_data_gen_record_is_masked_exactly(data_dir, smollm2_tokenizer):
 
 
 def test_build_datasets_from_a_data_gen_dir(data_dir, smollm2_tokenizer):
-    from training.config import load_config
+    from training.config import TrainConfig
     from training.data import build_datasets, token_stats
 
-    cfg = load_config(None, [f"data.path={data_dir}", "data.max_length=160", "data.max_train_records=50"])
+    cfg = TrainConfig.load(None, [f"data.path={data_dir}", "data.max_length=160", "data.max_train_records=50"])
     ds = build_datasets(cfg, smollm2_tokenizer)
     assert ds["train"].column_names == ["input_ids", "labels"]
     stats = token_stats(ds["train"])
     assert stats["max_length"] <= 160 and stats["records"] <= 50 and stats["trained_tokens"] > 0
     assert len(ds["validation"]) > 0
     with pytest.raises(ValueError, match="no split 'nope'"):
-        build_datasets(load_config(None, [f"data.path={data_dir}", "data.train_split=nope"]), smollm2_tokenizer)
-    error = load_config(None, [f"data.path={data_dir}", "data.max_length=64", "data.overlong=error"])
+        build_datasets(TrainConfig.load(None, [f"data.path={data_dir}", "data.train_split=nope"]), smollm2_tokenizer)
+    error = TrainConfig.load(None, [f"data.path={data_dir}", "data.max_length=64", "data.overlong=error"])
     with pytest.raises(ValueError, match="more than max_length=64"):
         build_datasets(error, smollm2_tokenizer)

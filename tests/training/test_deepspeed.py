@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from training.config import load_config, resolve_deepspeed
+from training.config import TrainConfig, resolve_deepspeed
 
 deepspeed = pytest.importorskip("deepspeed")
 
@@ -16,7 +16,7 @@ def test_presets_parse_with_deepspeed_config(preset, stage, tiny_model, tmp_path
 
     from training.trainer import build_sft_config
 
-    cfg = load_config(
+    cfg = TrainConfig.load(
         None,
         [
             f"output.output_dir={tmp_path}",

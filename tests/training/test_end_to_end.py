@@ -8,7 +8,7 @@ from pathlib import Path
 
 import torch
 
-from training.config import load_config
+from training.config import TrainConfig
 from training.trainer import train
 
 CPU_CONFIG = Path(__file__).resolve().parents[2] / "configs" / "train" / "cpu-smollm2.yaml"
@@ -20,7 +20,7 @@ def test_embedded_default_trains_and_reloads(tmp_path):
     from memory_runtime.models import EMBEDDED_MODEL, load_model
     from memory_runtime.store import TripletStore
 
-    cfg = load_config(
+    cfg = TrainConfig.load(
         CPU_CONFIG,
         [
             f"output.output_dir={tmp_path}",

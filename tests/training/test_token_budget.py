@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tests.training.conftest import tiny_config
-from training.config import ConfigError, load_config
+from training.config import ConfigError, TrainConfig
 from training.token_budget import TokenBudgetSampler
 from training.trainer import train
 
@@ -45,6 +45,6 @@ def test_the_trainer_steps_through_token_budget_batches(tiny_model_dir, tiny_dat
 
 def test_bfd_packing_or_a_budget_below_a_record_is_refused():
     with pytest.raises(ConfigError, match="bfd packing makes rows of its own"):
-        load_config(None, ["optim.max_tokens_per_step=1024", "packing.mode=bfd"])
+        TrainConfig.load(None, ["optim.max_tokens_per_step=1024", "packing.mode=bfd"])
     with pytest.raises(ConfigError, match="must be at least data.max_length"):
-        load_config(None, ["optim.max_tokens_per_step=256", "data.max_length=512"])
+        TrainConfig.load(None, ["optim.max_tokens_per_step=256", "data.max_length=512"])

@@ -70,9 +70,9 @@ def test_lora_run_saves_adapter_tokenizer_config_and_metrics(lora_run):
     assert metrics["global_step"] == 4 and metrics["eval_loss"] > 0 and metrics["train_loss"] > 0
     assert metrics["data"]["train"]["trained_tokens"] > 0
     assert (out / "checkpoint-4").is_dir()
-    from training.config import load_config
+    from training.config import TrainConfig
 
-    saved = load_config(out / "train_config.yaml")  # the config as given, model.dtype as chosen here
+    saved = TrainConfig.load(out / "train_config.yaml")  # the config as given, model.dtype as chosen here
     assert saved.model.dtype in ("float32", "bfloat16") and cfg.model.dtype == "auto"
     assert saved.model_copy(update={"model": saved.model.model_copy(update={"dtype": "auto"})}) == cfg
     assert any(line.startswith("step 4/4 | loss") for line in lines)
@@ -343,7 +343,7 @@ def test_training_records_the_choice_and_its_reason(native, tiny_model_dir, tiny
     from memory_runtime import hardware
     from memory_runtime.hardware import choose_cpu_dtype
     from tests.memory_runtime.test_hardware import AVX2_ONLY, BF16_NATIVE
-    from training.config import load_config
+    from training.config import TrainConfig
 
     cpu = BF16_NATIVE if native else AVX2_ONLY
     monkeypatch.setattr(hardware, "choose_dtype", lambda device="cpu": choose_cpu_dtype(cpu, probe=lambda: 2.0))
@@ -353,7 +353,7 @@ def test_training_records_the_choice_and_its_reason(native, tiny_model_dir, tiny
     assert next(p for p in result.trainer.model.parameters() if not p.requires_grad).dtype == getattr(torch, dtype)
     saved = (tmp_path / "train_config.yaml").read_text()
     assert saved.startswith(f"# model.dtype: auto -> {dtype} on this machine: CPU {cpu.model}")
-    assert load_config(tmp_path / "train_config.yaml").model.dtype == dtype
+    assert TrainConfig.load(tmp_path / "train_config.yaml").model.dtype == dtype
     assert result.metrics["dtype"]["dtype"] == dtype
     assert any(line.startswith(f"model.dtype: auto -> {dtype}") for line in lines)
 

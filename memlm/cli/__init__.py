@@ -1,0 +1,48 @@
+"""The `memlm` command line: a module per command group, each command parsing its config (a file,
+``key=value`` overrides, the few flags typed every day) and calling one function of a package.
+
+    data.py        generate                        (data_gen)
+    train.py       train, inspect, merge, bench train (training)
+    evaluation.py  eval, bench decode              (eval)
+    serve.py       serve, ui, bench serve          (memory_runtime.serving)
+    chat.py        chat                            (memory_runtime.chat)
+    memory.py      memory ..., bench memory        (memory_runtime.store)
+    learn.py       self-instruct, feedback ...     (learning_loop)
+    env.py         env                             (memlm.env)
+"""
+
+from __future__ import annotations
+
+from memlm.cli.common import app
+
+# The modules register their commands; `memlm --help` lists them in this order.
+# isort: off
+from memlm.cli import data, train, evaluation, serve, chat, learn, memory, env  # noqa: F401, E402
+# isort: on
+
+# Warnings every run would print and no user can act on (library internals); also set in the
+# environment so that eval's worker processes inherit them.
+QUIET_WARNINGS = (
+    ("`is_gradient_checkpointing` is deprecated", FutureWarning),
+    ("'pin_memory' argument is set as true but no accelerator", UserWarning),
+    # transformers 5.24 renamed the forward's `past_key_values` to `cache` (the old name goes in 5.40),
+    # but the pin (transformers>=5.17) still allows versions without `cache`, so memory_runtime passes
+    # the old name. Remove this line when the pin's floor is 5.24 or later and the forward calls of
+    # memory_runtime (hf_backend, batching, batch_cache) pass `cache=`.
+    ("`past_key_values` is deprecated", FutureWarning),
+)
+
+
+@app.callback()
+def _quiet_known_warnings() -> None:
+    import os
+    import re
+    import warnings
+
+    specs = [f"ignore:{message}:{category.__name__}" for message, category in QUIET_WARNINGS]
+    os.environ["PYTHONWARNINGS"] = ",".join(filter(None, [os.environ.get("PYTHONWARNINGS"), *specs]))
+    for message, category in QUIET_WARNINGS:
+        warnings.filterwarnings("ignore", message=re.escape(message), category=category)
+
+
+__all__ = ["app"]

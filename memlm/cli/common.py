@@ -1,0 +1,107 @@
+"""What every command module shares: the app and its groups, errors as one line, configs loaded the
+one way (a file, then ``key=value`` overrides, then the flags that were given)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, NoReturn, TypeVar
+
+import typer
+from rich.console import Console
+
+from memory_runtime.yaml_config import Strict
+
+app = typer.Typer(
+    help="memlm: teach language models to use an explicit read-write triplet memory.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+bench_app = typer.Typer(help="Benchmarks that print their figures as one JSON line.", no_args_is_help=True)
+memory_app = typer.Typer(
+    help="Inspect, edit and migrate a memory database (an SQLite file or a postgresql:// URL).", no_args_is_help=True
+)
+feedback_app = typer.Typer(
+    help="Review the feedback chat and serve kept (DIR/pending/): nothing trains until it is accepted.",
+    no_args_is_help=True,
+)
+app.add_typer(bench_app, name="bench")
+app.add_typer(memory_app, name="memory")
+app.add_typer(feedback_app, name="feedback")
+
+console = Console(stderr=True)
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+C = TypeVar("C", bound=Strict)
+
+OVERRIDES = typer.Argument(
+    None, help="Config overrides as dotted key=value, e.g. generation.max_new_tokens=64.", show_default=False
+)
+MODEL = typer.Option(
+    None,
+    "--model",
+    "-m",
+    help="Sets generation.model: a `memlm train` run directory (PEFT adapter), a Hugging Face model directory "
+    "or hub id, or embedded:SmolLM2-135M-Instruct (the default base model, shipped in a package).",
+    show_default=False,
+)
+
+
+def find_config(path: Path | None) -> Path | None:
+    """A config path as given, or, when it is relative and not found from the working directory, the
+    shipped file of that name in the memlm checkout: `--config configs/train/cpu-smollm2.yaml` works
+    from any directory."""
+    if path is None or path.exists() or path.is_absolute() or not (PROJECT_ROOT / path).exists():
+        return path
+    return PROJECT_ROOT / path
+
+
+def load(cls: type[C], path: Path | None, overrides: list[str] | None, flags: dict[str, Any] | None = None) -> C:
+    """`cls.load`: the config file (None: the defaults), its ``key=value`` overrides, then the flags that
+    were given (dotted key -> value; None: not given; a Path is relative to the working directory)."""
+    items = [*(overrides or []), *flag_overrides(flags or {})]
+    try:
+        return cls.load(find_config(path), items)
+    except ValueError as err:
+        fail(err)
+
+
+def flag_overrides(flags: dict[str, Any]) -> list[str]:
+    """``key=value`` overrides for the flags that were given, as YAML values."""
+    return [
+        f"{key}={json.dumps(str(value.resolve()) if isinstance(value, Path) else value)}"
+        for key, value in flags.items()
+        if value is not None
+    ]
+
+
+def csv(value: str | None) -> list[str] | None:
+    return None if value is None else [item.strip() for item in value.split(",") if item.strip()]
+
+
+def fail(err: Exception) -> NoReturn:
+    """Print an error (its text may contain [brackets]: no rich markup) and exit with status 2."""
+    from rich.markup import escape
+
+    console.print(f"[red]error:[/red] {escape(str(err))}", soft_wrap=True)
+    raise typer.Exit(2)
+
+
+def log(line: str) -> None:
+    """A progress line on stderr, never wrapped or marked up."""
+    console.print(line, markup=False, highlight=False, soft_wrap=True)
+
+
+def print_json(value: Any) -> None:
+    print(json.dumps(value))
+
+
+def load_generation(overrides: list[str] | None, flags: dict[str, Any], defaults: dict[str, Any] | None = None):
+    """The generation section on its own (a benchmark's config): `defaults`, then its
+    ``generation.KEY=VALUE`` overrides, then the flags that were given."""
+    from memory_runtime.runtime import Generation
+
+    items = [*(overrides or []), *flag_overrides(flags)]
+    for item in items:
+        if not item.startswith("generation."):
+            fail(ValueError(f"override {item!r}: a benchmark takes generation.KEY=VALUE (memory_runtime/runtime.py)"))
+    return load(Generation, None, [*flag_overrides(defaults or {}), *(i.removeprefix("generation.") for i in items)])

@@ -1,0 +1,141 @@
+"""`memlm eval` (every measurement of a model against its baselines) and `memlm bench decode` (eval)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from memlm.cli.common import (
+    MODEL,
+    OVERRIDES,
+    app,
+    bench_app,
+    console,
+    csv,
+    fail,
+    load,
+    load_generation,
+    log,
+    print_json,
+)
+
+
+@app.command("eval")
+def eval_command(
+    out: Path = typer.Option(
+        ...,
+        "--out",
+        help="Report directory: metrics.json, report.md, PNG plots, cases.jsonl, "
+        "eval_config.yaml (the resolved config).",
+    ),
+    config: Path | None = typer.Option(
+        None,
+        "--config",
+        help="Eval config YAML (configs/eval/default.yaml lists every field at its default); "
+        "key=value overrides and flags win over it.",
+    ),
+    overrides: list[str] | None = OVERRIDES,
+    model: str | None = MODEL,
+    data: str | None = typer.Option(
+        None, "--data", help="Sets data: a `memlm generate` directory, whose test records and episodes are evaluated."
+    ),
+    systems: str | None = typer.Option(
+        None, "--systems", help="Sets systems, comma-separated (default: memlm,few_shot,zero_shot)."
+    ),
+    parts: str | None = typer.Option(
+        None, "--parts", help="Sets parts, comma-separated (default: every part; configs/eval/default.yaml lists them)."
+    ),
+    limit: int | None = typer.Option(
+        None, "--limit", min=1, help="Sets limit: at most N cases per category, episodes, passages per source."
+    ),
+    workers: int | None = typer.Option(
+        None, "--workers", min=1, help="Sets workers: processes evaluating in parallel, each with its own model."
+    ),
+) -> None:
+    """Measure calls, answers, episodes, typo robustness, real-text writes and injection, against baselines."""
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    from eval.report import headline, markdown_table, verdict_lines
+    from eval.run import EvalConfig, run_eval
+
+    flags = {
+        "generation.model": model,
+        "data": data,
+        "systems": csv(systems),
+        "parts": csv(parts),
+        "limit": limit,
+        "workers": workers,
+    }
+    cfg = load(EvalConfig, config, overrides, flags)
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("left"),
+        TimeRemainingColumn(),
+        console=console,
+    ) as bar:
+
+        def progress(description: str, total: int):
+            task = bar.add_task(description, total=total)
+            return lambda: bar.advance(task)
+
+        try:
+            summary = run_eval(cfg, out, progress=progress)
+        except (FileNotFoundError, ValueError) as err:
+            fail(err)
+    print(markdown_table(headline(summary)))
+    print("\n".join(verdict_lines(summary, cfg.model_dump())))
+    console.print(f"report: {out / 'report.md'}  metrics: {out / 'metrics.json'}")
+
+
+@bench_app.command("decode")
+def bench_decode_command(
+    data: Path = typer.Option(..., "--data", help="A `memlm generate` output directory: its test records are decoded."),
+    overrides: list[str] | None = OVERRIDES,
+    model: str | None = MODEL,
+    turns: int = typer.Option(64, "--turns", min=13, help="About this many teacher-forced turns, every category."),
+    batch_sizes: str = typer.Option("1,8", "--batch-sizes", help="Comma-separated; the first is the baseline."),
+    engines: str = typer.Option(
+        "hf",
+        "--engines",
+        help="Comma-separated engines, each at every batch size (hf, vllm: vLLM's engine; run from the "
+        "environment that has it, e.g. .venv-vllm/bin/python -m memlm on a CPU).",
+    ),
+    rounds: int = typer.Option(1, "--rounds", min=1, help="Cells take turns this many times."),
+) -> None:
+    """Decoding throughput: turns/s at each batch size on each engine, the same cases, side by side, and
+    the share of turns each decoded as the first did. Overrides: generation.KEY=VALUE (as eval decodes)."""
+    from eval.bench_decode import bench_decode
+    from eval.run import EVAL_GENERATION
+
+    generation = load_generation(overrides, {"generation.model": model}, EVAL_GENERATION)
+    try:
+        sizes = [int(b) for b in batch_sizes.split(",") if b.strip()]
+        result = bench_decode(
+            generation,
+            str(data),
+            turns=turns,
+            batch_sizes=sizes,
+            engines=[_engine(e) for e in engines.split(",") if e.strip()],
+            rounds=rounds,
+            log=log,
+        )
+    except (ValueError, FileNotFoundError) as err:
+        fail(err)
+    print_json(result)
+
+
+def _engine(name: str) -> str:
+    if name.strip() not in ("hf", "vllm"):
+        fail(ValueError(f"unknown engine {name.strip()!r}: expected hf or vllm"))
+    return name.strip()

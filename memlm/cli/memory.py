@@ -1,0 +1,210 @@
+"""`memlm memory ...` (see, query, edit and migrate a memory) and `memlm bench memory`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from memlm.cli.common import bench_app, console, fail, find_config, memory_app, print_json
+
+DB = typer.Option(
+    ..., "--db", help="The memory: an SQLite file, or a postgresql:// URL (pip install 'memlm[postgres]')."
+)
+NAMESPACE = typer.Option("default", "--namespace", "-n", help="Whose memory: a user or session name.")
+CONFIG = typer.Option(None, "--config", help="Memory config YAML (relation table, fuzzy settings).")
+SUBJECT = typer.Option(None, "--subject", "-s", help="Subject (a person), or leave empty.")
+RELATION = typer.Option(None, "--relation", "-r", help="Relation (aliases allowed), or leave empty.")
+OBJECT = typer.Option(None, "--object", "-o", help="Object (an organisation), or leave empty.")
+
+
+def _memory_config(config: Path | None):
+    from memory_runtime.store import MemoryConfig
+
+    try:
+        return MemoryConfig.load(find_config(config))
+    except ValueError as err:
+        fail(err)
+
+
+def _store(db: str, config: Path | None, must_exist: bool = True):
+    from memory_runtime.databases import is_postgres
+    from memory_runtime.store import TripletStore
+
+    if must_exist and not is_postgres(db) and not Path(db).exists():
+        raise typer.BadParameter(f"{db} does not exist", param_hint="--db")
+    memory = _memory_config(config)
+    try:
+        return TripletStore(db, memory)
+    except (ValueError, OSError) as err:
+        fail(err)
+
+
+def _print_facts(facts, title: str) -> None:
+    table = Table(title=title)
+    for column in ("id", "subject", "relation", "object", "valid from", "valid to", "ended by"):
+        table.add_column(column)
+    for f in facts:
+        table.add_row(
+            str(f.id),
+            f.subject,
+            f.relation,
+            f.object,
+            f"{f.valid_from:.0f}",
+            "" if f.valid_to is None else f"{f.valid_to:.0f}",
+            f.ended_by or "",
+        )
+    Console().print(table)
+
+
+@memory_app.command("facts")
+def memory_facts(
+    db: str = DB,
+    namespace: str = NAMESPACE,
+    config: Path | None = CONFIG,
+    as_json: bool = typer.Option(False, "--json", help="Print JSON lines instead of a table."),
+) -> None:
+    """List the current facts of a namespace."""
+    with _store(db, config) as store:
+        facts = store.facts(namespace)
+    if as_json:
+        for f in facts:
+            print_json(f.__dict__)
+    else:
+        _print_facts(facts, f"{len(facts)} facts of {namespace!r}")
+
+
+@memory_app.command("query")
+def memory_query(
+    db: str = DB,
+    subject: str | None = SUBJECT,
+    relation: str | None = RELATION,
+    object: str | None = OBJECT,
+    namespace: str = NAMESPACE,
+    config: Path | None = CONFIG,
+) -> None:
+    """Ask the memory as a model's MEM_READ would (exact first, then fuzzy)."""
+    with _store(db, config) as store:
+        try:
+            result = store.query(subject, relation, object, namespace=namespace)
+        except (TypeError, ValueError) as err:
+            raise typer.BadParameter(str(err)) from None
+    for m in result.fuzzy.values():
+        console.print(f"fuzzy {m.field}: {m.asked!r} -> {m.matched!r} (Jaccard {m.score:.2f})")
+    _print_facts(result.facts, f"{len(result)} matching facts")
+
+
+@memory_app.command("history")
+def memory_history(
+    db: str = DB,
+    subject: str | None = SUBJECT,
+    relation: str | None = RELATION,
+    object: str | None = OBJECT,
+    namespace: str = NAMESPACE,
+    config: Path | None = CONFIG,
+) -> None:
+    """Every version of the matching facts, superseded and forgotten ones included."""
+    with _store(db, config) as store:
+        facts = store.history(subject, relation, object, namespace=namespace)
+    _print_facts(facts, f"history: {len(facts)} versions")
+
+
+@memory_app.command("write")
+def memory_write(
+    subject: str,
+    relation: str,
+    object: str,
+    db: str = DB,
+    namespace: str = NAMESPACE,
+    config: Path | None = CONFIG,
+) -> None:
+    """Store one fact by hand (the database is created if it does not exist)."""
+    with _store(db, config, must_exist=False) as store:
+        try:
+            result = store.write(subject, relation, object, namespace=namespace)
+        except (TypeError, ValueError) as err:
+            raise typer.BadParameter(str(err)) from None
+    console.print(
+        f"{result.status}: {result.fact.triplet}" + "".join(f"\n  supersedes {f.triplet}" for f in result.superseded)
+    )
+
+
+@memory_app.command("forget")
+def memory_forget(
+    db: str = DB,
+    subject: str | None = SUBJECT,
+    relation: str | None = RELATION,
+    object: str | None = OBJECT,
+    namespace: str = NAMESPACE,
+    purge: bool = typer.Option(False, "--purge", help="Delete every version for good instead of ending them."),
+    config: Path | None = CONFIG,
+) -> None:
+    """End (or with --purge, erase) the facts that match exactly."""
+    with _store(db, config) as store:
+        try:
+            n = store.forget(subject, relation, object, namespace=namespace, purge=purge)
+        except (TypeError, ValueError) as err:
+            raise typer.BadParameter(str(err)) from None
+    console.print(f"{'purged' if purge else 'forgot'} {n} fact(s)")
+
+
+@memory_app.command("migrate")
+def memory_migrate(
+    src: str = typer.Argument(..., help="The memory to copy: an SQLite file or a postgresql:// URL."),
+    dst: str = typer.Argument(..., help="An empty memory to copy into (SQLite file, created; or postgresql:// URL)."),
+) -> None:
+    """Copy a memory between SQLite and PostgreSQL, every version with its id, then verify it row by row."""
+    from memory_runtime.databases import is_postgres
+    from memory_runtime.migrate import migrate
+
+    if not is_postgres(src) and not Path(src).exists():
+        fail(FileNotFoundError(f"{src} does not exist"))
+    try:
+        done = migrate(src, dst)
+    except (ValueError, OSError) as err:
+        fail(err)
+    console.print(
+        f"copied and verified {done.rows:,} facts of {done.namespaces} namespaces in {done.seconds:.1f} s",
+        markup=False,
+    )
+
+
+@bench_app.command("memory")
+def bench_memory(
+    triplets: int = typer.Option(100_000, "--triplets", min=100, help="How many triplets to ingest."),
+    namespaces: int = typer.Option(1, "--namespaces", min=1, help="Spread the triplets over this many namespaces."),
+    queries: int = typer.Option(1000, "--queries", min=10, help="Exact and one-typo queries to time."),
+    batch: int = typer.Option(10_000, "--batch", min=1, help="Writes per transaction while ingesting."),
+    seed: int = typer.Option(0, "--seed"),
+    config: Path | None = CONFIG,
+    db: str | None = typer.Option(
+        None,
+        "--db",
+        help="An empty postgresql:// database to measure (emptied again "
+        "after; default: a temporary SQLite file). PostgreSQL also times pg_trgm.",
+    ),
+) -> None:
+    """Ingest speed, exact and fuzzy lookup latency, recall, and fuzzy vs brute-force scans."""
+    from rich.progress import Progress
+
+    from eval.bench_memory import run_memory_bench
+
+    memory = _memory_config(config)
+    with Progress(console=console, transient=True) as bar:
+        task = bar.add_task("ingesting", total=triplets)
+        try:
+            result = run_memory_bench(
+                triplets,
+                namespaces,
+                queries,
+                seed=seed,
+                batch=batch,
+                db=db,
+                config=memory,
+                progress=lambda done: bar.update(task, completed=done),
+            )
+        except ValueError as err:  # a memory that is not empty, or not reachable
+            fail(err)
+    print_json(result)

@@ -1,0 +1,101 @@
+"""`memlm serve` (a model with its memory behind an OpenAI-compatible API), `memlm ui` (the memory
+page, no model) and `memlm bench serve` (memory_runtime.serving)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from memlm.cli.common import MODEL, OVERRIDES, app, bench_app, fail, load, load_generation, log, print_json
+
+SERVE_CONFIG = Path("configs/serve/default.yaml")
+HOST = typer.Option(
+    "127.0.0.1",
+    "--host",
+    help="Interface to listen on: 127.0.0.1 is this machine only; 0.0.0.0 is every interface (remove the demo "
+    "key first).",
+)
+PORT = typer.Option(8000, "--port", min=1, max=65535, help="TCP port to listen on.")
+
+
+@app.command("serve")
+def serve_command(
+    model: str | None = MODEL,
+    db: str = typer.Option(
+        ...,
+        "--db",
+        help="The memory: an SQLite file (created if missing) or a postgresql:// URL, which several servers may "
+        "share; every user's facts, one namespace per API key.",
+    ),
+    host: str = HOST,
+    port: int = PORT,
+    config: Path = typer.Option(
+        SERVE_CONFIG,
+        "--config",
+        help="Serve config YAML: API keys -> namespaces (also from an env variable or a file), limits, "
+        "generation (how the model runs); see its comments.",
+    ),
+    log_level: str = typer.Option(
+        "info", "--log-level", help="uvicorn's log level: critical, error, warning, info, debug, trace."
+    ),
+    overrides: list[str] | None = OVERRIDES,
+) -> None:
+    """Serve a model with its memory behind an OpenAI-compatible API (POST /v1/chat/completions),
+    with per-user memory endpoints (/v1/memory/...), /health and /metrics."""
+    from memory_runtime.serving.config import ServeConfig
+    from memory_runtime.serving.launch import serve
+
+    cfg = load(ServeConfig, config, overrides, {"generation.model": model})
+    try:
+        serve(db, cfg, host=host, port=port, log_level=log_level, on_ready=log)
+    except (ValueError, FileNotFoundError) as err:
+        fail(err)
+
+
+@app.command("ui")
+def ui_command(
+    db: str = typer.Option(..., "--db", help="The memory to inspect: an SQLite file or a postgresql:// URL."),
+    host: str = typer.Option("127.0.0.1", "--host", help="Interface to listen on (127.0.0.1: this machine only)."),
+    port: int = PORT,
+    config: Path = typer.Option(
+        SERVE_CONFIG, "--config", help="Serve config YAML: the API keys the page signs in with (as memlm serve)."
+    ),
+    overrides: list[str] | None = OVERRIDES,
+) -> None:
+    """The memory page (http://HOST:PORT/ui) on a memory, without a model: see, search, time-travel,
+    correct, forget, export and import the facts of one API key's namespace. No chat pane."""
+    from memory_runtime.databases import is_postgres
+    from memory_runtime.serving.config import ServeConfig
+    from memory_runtime.serving.launch import serve_memory_page
+
+    if not is_postgres(db) and not Path(db).exists():
+        raise typer.BadParameter(f"{db} does not exist", param_hint="--db")
+    cfg = load(ServeConfig, config, overrides)
+    try:
+        serve_memory_page(db, cfg, host=host, port=port, on_ready=log)
+    except (ValueError, FileNotFoundError) as err:
+        fail(err)
+
+
+@bench_app.command("serve")
+def bench_serve_command(
+    model: str | None = MODEL,
+    clients: int = typer.Option(
+        4, "--clients", min=1, max=256, help="Concurrent clients, each its own API key and namespace."
+    ),
+    seconds: float = typer.Option(30.0, "--seconds", min=0.1, help="How long the clients keep sending requests."),
+    max_tokens: int = typer.Option(32, "--max-tokens", min=1, help="max_tokens of every request."),
+    overrides: list[str] | None = OVERRIDES,
+) -> None:
+    """The server on 127.0.0.1 under concurrent streaming clients: requests/s, latency p50/p99, time to
+    the first streamed words, controller overhead. Overrides: generation.KEY=VALUE (as serve runs the
+    model), e.g. generation.max_batch_size=1, generation.engine=vllm."""
+    from memory_runtime.bench_serve import bench_serve
+
+    generation = load_generation(overrides, {"generation.model": model})
+    try:
+        result = bench_serve(generation, clients=clients, seconds=seconds, max_tokens=max_tokens)
+    except (ValueError, FileNotFoundError) as err:
+        fail(err)
+    print_json(result)

@@ -1,0 +1,239 @@
+"""`memlm train`, `memlm inspect`, `memlm merge` and `memlm bench train` (training)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from memlm.cli.common import OVERRIDES, app, bench_app, console, fail, find_config, load, log, print_json
+
+TRAIN_CONFIG = typer.Option(..., "--config", help="Training config YAML (configs/train/*.yaml).")
+
+
+def _quiet_training_logs() -> None:
+    """DeepSpeed guesses the accelerator at import and warns on every CPU run; tell it instead."""
+    import os
+
+    import torch
+
+    if not torch.cuda.is_available():
+        os.environ.setdefault("DS_ACCELERATOR", "cpu")
+
+
+def _train_config(
+    config: Path,
+    overrides: list[str] | None,
+    data: str | None = None,
+    output_dir: str | None = None,
+    max_steps: int | None = None,
+    max_minutes: float | None = None,
+    fresh: bool = False,
+):
+    """The training config (flags win over key=value overrides); exit 2 on errors."""
+    from training.config import TrainConfig
+
+    items = [*(overrides or []), *(["data.synthetic=null"] if data is not None else [])]
+    flags = {
+        "optim.max_minutes": max_minutes,
+        "output.resume_from_checkpoint": False if fresh else None,
+        "data.path": data,
+        "output.output_dir": output_dir,
+        "optim.max_steps": max_steps,
+    }
+    return load(TrainConfig, config, items, flags)
+
+
+@app.command("train")
+def train_command(
+    config: Path = TRAIN_CONFIG,
+    overrides: list[str] | None = OVERRIDES,
+    data: str | None = typer.Option(None, "--data", help="DatasetDict saved by data_gen (sets data.path)."),
+    output_dir: str | None = typer.Option(None, "--output-dir", help="Sets output.output_dir."),
+    max_steps: int | None = typer.Option(None, "--max-steps", help="Sets optim.max_steps."),
+    max_minutes: float | None = typer.Option(
+        None,
+        "--max-minutes",
+        min=0.01,
+        help="Sets optim.max_minutes: a wall-clock budget; the schedule is shortened to the steps that fit.",
+    ),
+    fresh: bool = typer.Option(
+        False,
+        "--fresh",
+        help="Start over, deleting the output dir's checkpoints (by default "
+        "a run resumes from a checkpoint of the same config there).",
+    ),
+) -> None:
+    """Fine-tune a model to emit memory calls (LoRA / QLoRA / full, as configured).
+
+    Resumes by default when --output-dir holds a checkpoint of the same config; model.dtype auto
+    picks bfloat16 only where this machine multiplies it natively (the log says which and why)."""
+    import logging
+
+    from training.trainer import is_main_process, train
+
+    cfg = _train_config(config, overrides, data, output_dir, max_steps, max_minutes, fresh)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    _quiet_training_logs()
+    try:
+        result = train(cfg, log=log)
+    except (ValueError, FileNotFoundError) as err:  # a bad config, data or model: one line, no traceback
+        fail(err)
+    keep = (
+        "train_loss",
+        "eval_loss",
+        "eval_mean_token_accuracy",
+        "train_runtime",
+        "global_step",
+        "dtype",
+        "budget",
+        "distributed",
+    )
+    if is_main_process():
+        print_json({"output_dir": str(result.output_dir), **{k: result.metrics.get(k) for k in keep}})
+
+
+@app.command("inspect")
+def inspect_command(
+    config: Path = TRAIN_CONFIG,
+    overrides: list[str] | None = OVERRIDES,
+    data: str | None = typer.Option(None, "--data", help="DatasetDict saved by data_gen (sets data.path)."),
+    n: int = typer.Option(3, "--n", min=1, help="How many records to show."),
+    split: str | None = typer.Option(None, "--split", help="Sets data.train_split: the split to read."),
+) -> None:
+    """Show how records are tokenised: every token with its label (-100 = not trained)."""
+    from rich.text import Text
+
+    from training.data import inspect_records
+    from training.tokenize import RecordError, format_token_table
+
+    cfg = _train_config(config, [*(overrides or []), *([f"data.train_split={split}"] if split else [])], data)
+    try:
+        tokenizer, records = inspect_records(cfg, n)
+    except (ValueError, OSError) as err:
+        fail(err)
+    out = Console()
+    for record, enc in records:
+        if isinstance(enc, RecordError):
+            out.print(Text(f"record {record.id}: {enc}", style="red"))
+            continue
+        trained = sum(1 for x in enc["labels"] if x != -100)
+        out.rule(f"record {record.id} ({record.type}): {len(enc['input_ids'])} tokens, {trained} trained")
+        line = Text()
+        for tid, text, label, is_trained in format_token_table(enc, tokenizer):
+            line.append(repr(text)[1:-1], style="bold green" if is_trained else "dim")
+            line.append(f"({label}, {tid}) ", style="green" if is_trained else "dim")
+        out.print(line, soft_wrap=True)
+        labelled = [t for t, lab in zip(enc["input_ids"], enc["labels"]) if lab != -100]
+        trained_text = tokenizer.decode(labelled, skip_special_tokens=False, clean_up_tokenization_spaces=False)
+        out.print(Text("trained text: ", style="bold") + Text(repr(trained_text)), soft_wrap=True)
+
+
+@bench_app.command("train")
+def bench_train_command(
+    config: Path = TRAIN_CONFIG,
+    overrides: list[str] | None = OVERRIDES,
+    data: str | None = typer.Option(None, "--data", help="DatasetDict saved by data_gen (default: templated records)."),
+    steps: int = typer.Option(6, "--steps", min=1, help="Timed optimizer steps per mode."),
+    warmup: int = typer.Option(1, "--warmup", min=0, help="Untimed warm-up steps per mode (and round)."),
+    rounds: int = typer.Option(
+        1,
+        "--rounds",
+        min=1,
+        help="Modes take turns this many times (A B A B ...); each "
+        "mode's figures sum its rounds, so drift in the machine's speed cancels out.",
+    ),
+    modes: str = typer.Option(
+        "none,padding_free",
+        "--modes",
+        help="Comma-separated: none (padded), grouped (padded, similar lengths), padding_free, bfd.",
+    ),
+    dtypes: str = typer.Option(
+        "",
+        "--dtypes",
+        help="Comma-separated base-weight dtypes to time side by side, e.g. "
+        "auto,float32,bfloat16 (default: model.dtype of the config).",
+    ),
+    batches: str = typer.Option(
+        "",
+        "--batches",
+        help="Comma-separated batchings to time side by side: a record "
+        "count per step (16) or a token budget per step (tokens=2048), e.g. 4,16,tokens=2048 "
+        "(default: the config's).",
+    ),
+    random_init: str | None = typer.Option(
+        None,
+        "--random-init",
+        help="A model config.json (or its directory): "
+        "time that architecture with random weights and the embedded model's "
+        "tokenizer (e.g. configs/models/qwen2.5-7b-instruct.json).",
+    ),
+) -> None:
+    """Training throughput (trained and total tokens/s) and peak memory, padded vs padding-free."""
+    from training.bench import bench_train
+
+    cfg = _train_config(config, overrides, data)
+    _quiet_training_logs()
+    try:
+        result = bench_train(
+            cfg,
+            steps=steps,
+            warmup_steps=warmup,
+            modes=[m.strip() for m in modes.split(",") if m.strip()],
+            rounds=rounds,
+            dtypes=[d.strip() for d in dtypes.split(",") if d.strip()],
+            batches=[b.strip() for b in batches.split(",") if b.strip()],
+            random_init=str(find_config(Path(random_init))) if random_init else None,
+            log=log,
+        )
+    except ValueError as err:
+        fail(err)
+    rounds_note = f", {rounds} rounds" if rounds > 1 else ""
+    table = Table(title=f"training throughput ({result['device']}{rounds_note})")
+    for column in (
+        "mode",
+        "records/step",
+        "trained tok/s",
+        "tokens/s",
+        "positions/s",
+        "s/step",
+        "peak MB",
+        "MFU",
+        "GPU %",
+    ):
+        table.add_column(column)
+    for mode, r in result["modes"].items():
+        mfu = f"{100 * r['mfu']:.1f}%" if r.get("mfu") is not None else "–"
+        util = f"{r['gpu_utilisation_pct']:.0f}" if r.get("gpu_utilisation_pct") is not None else "–"
+        table.add_row(
+            mode,
+            f"{r['records_per_step']:.1f}",
+            f"{r['trained_tokens_per_s']:.0f}",
+            f"{r['tokens_per_s']:.0f}",
+            f"{r['padded_positions_per_s']:.0f}",
+            f"{r['step_s']:.2f}",
+            f"{r['peak_mem_mb']:.0f}",
+            mfu,
+            util,
+        )
+    console.print(table)
+    print_json(result)
+
+
+@app.command("merge")
+def merge_command(
+    adapter: Path = typer.Argument(..., help="A PEFT adapter directory (e.g. a memlm train output dir)."),
+    output: Path = typer.Option(..., "--output", "-o", help="Where to write the merged model."),
+    base: str | None = typer.Option(None, "--base", help="Base model (default: the one the adapter records)."),
+    dtype: str = typer.Option("float32", "--dtype", help="float32 | bfloat16 | float16"),
+) -> None:
+    """Merge a LoRA/QLoRA adapter into its base model and save a plain HF model."""
+    from training.merge import merge_adapter
+
+    try:
+        out = merge_adapter(adapter, output, base=base, dtype=dtype)
+    except (ValueError, FileExistsError, FileNotFoundError) as err:
+        fail(err)
+    console.print(f"merged {adapter} into {out}")
