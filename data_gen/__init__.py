@@ -4,7 +4,7 @@
     world.py      build_world: disjoint people pools per split, real + Faker organisations, test-only ones
     oracle.py     MemoryOracle: every read result comes from the runtime's TripletStore
     examples.py   Builder / build_records: write, read (7 shapes), unanswerable, update, two-hop, negative
-    episodes.py   Episode (the eval's --episodes JSONL format), build_episodes, load/dump_episodes
+    episodes.py   Episode (the JSONL format of the eval's episodes=), build_episodes, load/dump_episodes
     generate.py   generate: the whole `memlm generate` run and its files
     real.py       load_real: Re-DocRED and KnowledgeNet passages as eval-only write records
 

@@ -1,6 +1,6 @@
 """Episodes: multi-turn sessions for end-to-end evaluation, each run with a fresh memory.
 
-JSONL format (one episode per line; also what `--episodes FILE.jsonl` of the eval reads):
+JSONL format (one episode per line; also what the eval's `episodes=FILE.jsonl` reads):
 
     {"id": "episode-00000",
      "turns": [

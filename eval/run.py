@@ -143,7 +143,7 @@ def load_records(config: EvalConfig) -> list[Record]:
 def load_eval_episodes(config: EvalConfig) -> list[Episode]:
     path = episodes_path(config)
     if not path.is_file():
-        raise FileNotFoundError(f"episodes file {path} not found (pass --episodes FILE.jsonl)")
+        raise FileNotFoundError(f"episodes file {path} not found (set episodes=FILE.jsonl)")
     return _sample(load_episodes(path), config.limit, random.Random(config.seed))
 
 

@@ -112,7 +112,7 @@ def resolve_device(device: str = "auto") -> str:
     if device == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
     if device.startswith("cuda") and not torch.cuda.is_available():
-        raise ValueError(f"device {device!r}: no CUDA GPU is visible (use --device cpu or auto)")
+        raise ValueError(f"device {device!r}: no CUDA GPU is visible (use cpu or auto)")
     if device != "cpu" and not device.startswith(("cuda", "mps", "xpu")):
         raise ValueError(f"device {device!r}: expected auto, cpu or cuda[:N]")
     return device

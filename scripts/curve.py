@@ -19,7 +19,7 @@ The table gives every figure with its sample size (real text: with a 95% bootstr
 passages); the plot puts real-text pair F1, false writes and synthetic exact calls against training
 records, one line per base x method x data (the --data directory's name).
 
-The write gate (memory_runtime/write_gate.py): an evaluation run with `write_gate.score=true` keeps
+The write gate (memory_runtime/write_gate.py): an evaluation run with `generation.write_gate.score=true` keeps
 every write the model made with its scores, so `CELL@SIGNAL:T` is the cell as if only writes scoring
 at least T had been stored (exactly what the gate stores: a held-back write changes nothing else of a
 one-turn passage). `--gates` adds such rows to the table; `--gate-plot` draws each signal's
@@ -115,7 +115,7 @@ def gated(case: dict, signal: str, threshold: float) -> dict:
     from eval.metrics import pair_prf
 
     if not case.get("gated_writes") and case["writes"]:
-        sys.exit(f"case {case['id']}: its writes were not scored (evaluate with write_gate.score=true)")
+        sys.exit(f"case {case['id']}: its writes were not scored (evaluate with generation.write_gate.score=true)")
     kept = [w["triplet"] for w in case.get("gated_writes", []) if w["counted"] and w["scores"][signal] >= threshold]
     return {**case, "pairs": pair_prf(kept, case["gold"]).to_dict(), "false_write": not case["has_fact"] and bool(kept)}
 
@@ -354,7 +354,7 @@ def gate_plot(cells: list[Path], out: Path) -> None:
 
     scored = [(cell, real) for cell in cells if (real := _largest(cell, "real")) and "write_gate" in real["all"]]
     if not scored:
-        sys.exit("no cell has a scored real-text evaluation (write_gate.score=true)")
+        sys.exit("no cell has a scored real-text evaluation (generation.write_gate.score=true)")
     signals = sorted({s for _, real in scored for s in real["all"]["write_gate"]})
     fig, axes = plt.subplots(2, len(signals), figsize=(4.2 * len(signals), 7), squeeze=False, sharex=True)
     for cell, real in scored:

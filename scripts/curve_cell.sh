@@ -7,13 +7,13 @@
 #
 # DIR/model          memlm train (resolved config and metrics.json inside)
 # DIR/eval-real      every dev passage of data/real/ (pair and triplet F1, false writes), each write scored by
-#                    every write-gate signal (the precision-recall curves; write_gate.score=true)
+#                    every write-gate signal (the precision-recall curves; generation.write_gate.score=true)
 # DIR/eval-synthetic held-out teacher-forced turns (--limit per category) and episode questions
 # MEMLM_CURVE_DATA (default runs/data) is the memlm generate directory; MEMLM_CURVE_LIMIT (default 40) the
 # records per category and episodes of the synthetic evaluation; MEMLM_CURVE_EVAL_ARGS (default
 # "--workers 2") how the evaluations run. A finished step is not run again. On a GPU, fixed records per step
 # (the curve counts records, so no token budget) and batched evaluation:
-#   MEMLM_CURVE_EVAL_ARGS="--device cuda --batch-size 64" bash scripts/curve_cell.sh runs/curve/s-r16-10x \
+#   MEMLM_CURVE_EVAL_ARGS="generation.device=cuda generation.max_batch_size=64" bash scripts/curve_cell.sh runs/curve/s-r16-10x \
 #     configs/train/gpu-smollm2.yaml 1100 optim.max_tokens_per_step=null optim.per_device_train_batch_size=16 \
 #     optim.gradient_accumulation_steps=1
 set -euo pipefail
@@ -34,7 +34,7 @@ if [ ! -f "$dir/model/metrics.json" ]; then
 fi
 if [ ! -f "$dir/eval-real/metrics.json" ]; then
   python3 -m memlm eval --model "$dir/model" --data "$data" --out "$dir/eval-real" --systems memlm \
-    --parts real "${eval_args[@]}" write_gate.score=true
+    --parts real "${eval_args[@]}" generation.write_gate.score=true
 fi
 if [ ! -f "$dir/eval-synthetic/metrics.json" ]; then
   python3 -m memlm eval --model "$dir/model" --data "$data" --out "$dir/eval-synthetic" --systems memlm \

@@ -239,6 +239,26 @@ def test_rounds_measure_the_real_text_probe_before_and_after(tmp_path):
         assert rows[0][key]["false_write_rate"] == 1.0  # it wrote for the passage that states nothing
 
 
+def test_rounds_run_every_task_against_the_configured_memory(tmp_path, monkeypatch):
+    from learning_loop import self_instruct
+
+    memory = tmp_path / "memory.yaml"
+    memory.write_text("fuzzy: {threshold: 0.9}\n")
+    overrides = [f"generation.memory_config={memory}", "tasks_per_round=2", "test_tasks=null", "real_limit=null"]
+    config = SelfInstructConfig.load(CONFIGS / "default.yaml", [*overrides, "generation.model=scripted"])
+    seen = []
+    run_tasks = self_instruct.run_tasks
+
+    def spy(tasks, backend, memory_config=None, **limits):
+        seen.append(memory_config)
+        return run_tasks(tasks, backend, memory_config, **limits)
+
+    monkeypatch.setattr(self_instruct, "run_tasks", spy)
+    backend = ScriptedBackend([["Nothing to store."]] * 50)
+    run_rounds(config, tmp_path / "out", log=lambda line: None, backend_for=lambda m: backend, train_fn=lambda c: None)
+    assert seen and all(m.fuzzy.threshold == 0.9 for m in seen)
+
+
 def test_cli_names_a_bad_config_field(tmp_path):
     from typer.testing import CliRunner
 

@@ -355,7 +355,7 @@ def test_names_in_calls_are_copied_from_the_conversation(tiny_model, smollm2_tok
 def test_relations_in_calls_come_from_the_relation_table(tiny_model, smollm2_tokenizer, relations, copy_fields):
     """A model that prefers "employed at" (an alias, not a relation name) writes "employed by"
     when the backend knows the memory's relations and its runner-up allows it (not with
-    copy_fields off: --free-fields frees relations too)."""
+    copy_fields off: generation.copy_fields=false frees relations too)."""
     tok = smollm2_tokenizer
     good = "[MEM_WRITE{Brett Robson>>employed by>>Acme}]"
     ids = tok(good, add_special_tokens=False)["input_ids"]

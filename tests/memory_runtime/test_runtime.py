@@ -1,0 +1,46 @@
+"""The one runtime: the generation section every command embeds, and the model with its memory it opens."""
+
+from __future__ import annotations
+
+import pytest
+
+from memory_runtime.batching import BatchDecoder
+from memory_runtime.runtime import Generation, open_runtime
+from memory_runtime.store import MemoryConfig
+from memory_runtime.yaml_config import ConfigError
+
+
+def test_a_command_keeps_its_own_defaults_when_a_section_sets_some_fields():
+    from eval.run import EvalConfig
+    from memory_runtime.chat import ChatConfig
+    from memory_runtime.serving.config import ServeConfig
+
+    def limits(cls, *overrides):
+        generation = cls.load(None, [*overrides, "generation.device=cpu"]).generation
+        return generation.max_new_tokens, generation.max_calls, generation.max_batch_size
+
+    assert limits(ServeConfig) == limits(ChatConfig) == (256, 16, 8)
+    assert limits(EvalConfig, "generation.model=RUN") == (128, 8, None)  # shorter turns, batched by device
+    assert EvalConfig.load(None, ["generation.model=RUN", "generation.device=cpu"]).generation.batch_size() == 8
+
+
+def test_an_engine_that_cannot_honour_the_section_is_refused_before_anything_loads():
+    with pytest.raises(ConfigError, match="vllm engine does not score writes"):
+        Generation.load(None, ["engine=vllm", "write_gate.signal=call"])
+    from eval.run import EvalConfig
+
+    with pytest.raises(ConfigError, match="model: Field required"):
+        EvalConfig.load(None, ["limit=3"])
+
+
+def test_open_runtime_gives_the_model_with_its_memory(tiny_model_dir, tmp_path):
+    memory = tmp_path / "memory.yaml"
+    memory.write_text("fuzzy: {threshold: 0.9}\n")
+    generation = Generation(model=str(tiny_model_dir), dtype="float32", max_new_tokens=4, memory_config=str(memory))
+    runtime = open_runtime(generation)
+    assert isinstance(runtime.decoder, BatchDecoder) and runtime.decoder.max_batch_size == 8
+    assert runtime.memory == MemoryConfig.load(memory) and runtime.dtype == "float32"
+    with runtime.open_store() as store:
+        assert store.config.fuzzy.threshold == 0.9
+        turn = runtime.controller(store, "alice").run_turn("Ada Lin works for Pfizer.")
+        assert turn.generated_tokens <= 4
