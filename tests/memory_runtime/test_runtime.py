@@ -44,3 +44,25 @@ def test_open_runtime_gives_the_model_with_its_memory(tiny_model_dir, tmp_path):
         assert store.config.fuzzy.threshold == 0.9
         turn = runtime.controller(store, "alice").run_turn("Ada Lin works for Pfizer.")
         assert turn.generated_tokens <= 4
+
+
+def test_eval_opens_its_systems_on_the_vllm_engine(monkeypatch, smollm2_tokenizer, tiny_model_dir):
+    from eval.run import EvalConfig, load_systems
+    from memory_runtime import vllm_backend
+    from memory_runtime.store import TripletStore
+    from tests.memory_runtime.test_vllm_backend import decoder
+
+    opened = {}
+
+    def fake_engine(model, **settings):
+        opened.update(settings, model=model)
+        return decoder(smollm2_tokenizer)[1]
+
+    monkeypatch.setattr(vllm_backend, "load_vllm_decoder", fake_engine)
+    overrides = [f"generation.model={tiny_model_dir}", "generation.engine=vllm", "generation.device=cpu"]
+    systems = load_systems(EvalConfig.load(None, [*overrides, "systems=[memlm, few_shot]"]))
+    assert opened["model"] == str(tiny_model_dir) and opened["max_batch_size"] == 8  # null: 8 on the CPU
+    assert systems["memlm"].decoder is not None and systems["few_shot"].decoder is not None  # one engine
+    with TripletStore() as store:
+        turn = systems["memlm"].turn("Tia Batres works for Pfizer.", store)
+        assert [c.kind for c in turn.calls] == ["write"] and store.facts()[0].subject == "Tia Batres"
