@@ -6,8 +6,9 @@ The model is the embedded SmolLM2-135M base with a LoRA adapter overfit here on 
 in the message), so the calls come out of the engine's own greedy decoding. One engine load runs
 every scenario the fake engine's tests run (test_vllm_backend.py) and reports what happened as
 JSON: writes stored, reads that stop at "}:" and resume from the token ids with the prefix cache
-hit, copy-constrained names, refusals, the adapter per request (the base model on the same engine),
-cancellation, streaming, turns batched together, the token budget.
+hit, copy-constrained names, refusals, the adapter per request (the base model on the same engine)
+or merged into its base (the CPU default), cancellation, streaming, turns batched together, the
+token budget.
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ from memory_runtime.vllm_backend import VLLMDecoder, load_vllm_decoder
 
 def main():
     adapter, db = sys.argv[1:3]
-    decoder = load_vllm_decoder(adapter, max_batch_size=8, dtype="float32")
+    decoder = load_vllm_decoder(adapter, max_batch_size=8, dtype="float32", merge_adapter=False)
     engine = decoder.engine
     submissions, cached, aborted = [], {}, []
     add, step, abort = engine.add_request, engine.step, engine.abort_request
@@ -112,6 +113,13 @@ def main():
         results = decoder.run(requests)
         out["batch"] = {"replies": [r.reply for r in results],
                         "facts": [[list(f.triplet) for f in store.facts(f"user{i}")] for i in range(3)]}
+        del engine
+        merged = load_vllm_decoder(adapter, max_batch_size=8, dtype="float32", merge_adapter=True)
+        try:
+            merged.with_adapter(None)
+        except ValueError as err:
+            out["merged_refuses_base"] = str(err)
+        turn("merged", merged, "Who works for Pfizer, and who founded BMW?", store, "reader")
     print("MEMLM_SCENARIOS " + json.dumps(out))
 
 if __name__ == "__main__":
@@ -227,6 +235,12 @@ def test_the_adapter_is_applied_per_request(scenarios):
     assert scenarios["base"]["adapters"] == [None]  # the base model on the same engine
     assert not scenarios["base"]["calls"] and scenarios["base"]["facts"] == []
     assert scenarios["write_again"]["text"] == scenarios["write"]["text"]  # the adapter again, after the base
+
+
+def test_a_merged_adapter_decodes_as_the_adapter_per_request(scenarios):
+    assert scenarios["merged"]["text"] == scenarios["two_reads"]["text"]
+    assert scenarios["merged"]["adapters"] == [None, None, None]  # no LoRA: the weights are merged
+    assert "merged into its base" in scenarios["merged_refuses_base"]
 
 
 def test_cancellation_ends_the_turn_and_aborts_its_request(scenarios):
