@@ -989,8 +989,8 @@ def chat_command(
 @bench_app.command("serve")
 def bench_serve_command(
     model: str = MODEL,
-    clients: int = typer.Option(
-        4, "--clients", min=1, max=256, help="Concurrent clients, each its own API key and namespace."
+    clients: str = typer.Option(
+        "4", "--clients", help="Concurrent clients, each its own API key and namespace; comma-separated: one cell each."
     ),
     seconds: float = typer.Option(30.0, "--seconds", min=0.1, help="How long the clients keep sending requests."),
     max_tokens: int = typer.Option(32, "--max-tokens", min=1, help="max_tokens of every request."),
@@ -1002,7 +1002,9 @@ def bench_serve_command(
     ),
     device: str = DEVICE,
     dtype: str = DTYPE,
-    engine: str = typer.Option("hf", "--engine", help=ENGINE_HELP),
+    engines: str = typer.Option(
+        "hf", "--engines", help="Comma-separated engines, each at every number of clients. " + ENGINE_HELP
+    ),
 ) -> None:
     """The server on 127.0.0.1 under concurrent streaming clients: requests/s, latency p50/p99, time to
     the first streamed words, controller overhead."""
@@ -1011,18 +1013,28 @@ def bench_serve_command(
     try:
         result = bench_serve(
             model,
-            clients=clients,
+            clients=_counts(clients, "--clients", 256),
+            engines=[_engine(e) for e in engines.split(",") if e.strip()],
             seconds=seconds,
             max_tokens=max_tokens,
             threads=threads,
             max_batch_size=max_batch_size,
             device=device,
             dtype=dtype,
-            engine=_engine(engine),
         )
     except (ValueError, FileNotFoundError) as err:
         _fail(err)
     print(json.dumps(result))
+
+
+def _counts(text: str, option: str, most: int) -> list[int]:
+    try:
+        counts = [int(c) for c in text.split(",") if c.strip()]
+    except ValueError:
+        _fail(ValueError(f"{option}: expected comma-separated whole numbers, got {text!r}"))
+    if not counts or not all(1 <= c <= most for c in counts):
+        _fail(ValueError(f"{option}: each number must be 1 to {most}, got {text!r}"))
+    return counts
 
 
 def _engine(name: str) -> Engine:

@@ -15,6 +15,7 @@ import json
 import tempfile
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -150,16 +151,20 @@ def run_serve_bench(
 def bench_serve(
     model: str,
     *,
-    clients: int = 4,
+    clients: Sequence[int] = (4,),
+    engines: Sequence[Engine] = ("hf",),
     seconds: float = 30.0,
     max_tokens: int = 32,
     threads: int | None = None,
     max_batch_size: int = 8,
     device: str = "auto",
     dtype: str = "auto",
-    engine: Engine = "hf",
 ) -> dict[str, Any]:
-    """Load `model` on `engine` and benchmark it behind the server, with a fresh SQLite memory in a temp dir."""
+    """Load `model` on each engine in turn and benchmark it behind the server at each number of
+    clients, every cell (engine:clients) on a fresh SQLite memory in a temp dir; figures side by side.
+    An engine is closed before the next opens, so an idle one takes no core from the other."""
+    import gc
+
     import torch
 
     from memory_runtime.models import trained_system_prompt
@@ -167,25 +172,42 @@ def bench_serve(
 
     if threads is not None:
         torch.set_num_threads(threads)
-    runtime = open_runtime(model, engine=engine, device=device, dtype=dtype, max_batch_size=max_batch_size)
-    backend_factory = hf_backend_factory(runtime.model, runtime.tokenizer) if runtime.model is not None else None
-    with tempfile.TemporaryDirectory(prefix="memlm-bench-serve-") as tmp, TripletStore(Path(tmp) / "m.sqlite") as store:
-        result = run_serve_bench(
-            backend_factory,
-            store,
-            clients=clients,
-            seconds=seconds,
-            max_tokens=max_tokens,
-            model_name=model,
-            system_prompt=trained_system_prompt(model),
-            decoder=runtime.decoder,
-        )
-    return {
+    cells: dict[str, dict[str, Any]] = {}
+    dtypes: dict[str, str] = {}
+    for engine in engines:
+        runtime = open_runtime(model, engine=engine, device=device, dtype=dtype, max_batch_size=max_batch_size)
+        dtypes[engine], device = runtime.dtype, runtime.device
+        factory = hf_backend_factory(runtime.model, runtime.tokenizer) if runtime.model is not None else None
+        for n in clients:
+            with (
+                tempfile.TemporaryDirectory(prefix="memlm-bench-serve-") as tmp,
+                TripletStore(Path(tmp) / "m.sqlite") as store,
+            ):
+                cell = run_serve_bench(
+                    factory,
+                    store,
+                    clients=n,
+                    seconds=seconds,
+                    max_tokens=max_tokens,
+                    model_name=model,
+                    system_prompt=trained_system_prompt(model),
+                    decoder=runtime.decoder,
+                )
+            if engine == "vllm":  # the engine's forward passes are not timed in this process
+                cell["overhead_fraction"] = None
+            cells[f"{engine}:{n}"] = cell
+        del runtime, factory
+        gc.collect()
+    out: dict[str, Any] = {
         "model": model,
-        "engine": engine,
-        "device": runtime.device,
-        "dtype": runtime.dtype,
+        "device": device,
+        "dtype": dtypes,
         "max_batch_size": max_batch_size,
         "torch_threads": torch.get_num_threads(),
-        **result,
+        "cells": cells,
     }
+    first = f"{engines[0]}:{clients[0]}"
+    for name, cell in cells.items():
+        if name != first and cells[first]["requests_per_s"]:
+            out[f"speedup_{name}_vs_{first}"] = round(cell["requests_per_s"] / cells[first]["requests_per_s"], 3)
+    return out
