@@ -17,9 +17,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from eval.records import evaluate_records
-from eval.report import summarise_records
-from eval.run import EvalConfig, load_records
+from eval.records import evaluate_records, load_records, summarise_records
+from eval.run import EvalConfig
 from eval.systems import System
 from memory_runtime.runtime import Engine
 

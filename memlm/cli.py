@@ -9,6 +9,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from eval.parts import NAMES as EVAL_PARTS
 from memory_runtime.runtime import ENGINE_HELP, Engine
 
 app = typer.Typer(
@@ -696,7 +697,7 @@ def eval_command(
         "prompt, no memory). Default: all three.",
     ),
     parts: str | None = typer.Option(
-        None, "--parts", help="Comma-separated subset of records,typos,episodes,real (default: all)."
+        None, "--parts", help=f"Comma-separated subset of {','.join(EVAL_PARTS)} (default: all)."
     ),
     limit: int | None = typer.Option(
         None,
