@@ -110,10 +110,11 @@ def _names_relation(field: str, relations: Collection[str], context: str, *, clo
     )
 
 
-def fields_copied(body: str, context: str, relations: Collection[str] | None = None) -> bool:
+def fields_copied(body: str, context: str, relations: Collection[str] | None = None, *, write: bool = False) -> bool:
     """Whether a (possibly unfinished) call body keeps its subject and object copied from `context`
     (and its relation, when `relations` is given, one of those names or a copy from `context`), in
-    the protocol's three fields: no fourth separator, no call closed with fewer.
+    the protocol's three fields: no fourth separator, no call closed with fewer, and a `write` closed
+    with all three filled (only a read leaves a field empty).
 
     `body` runs from just after "[MEM_WRITE{" / "[MEM_READ{" to, and including, the closing "}"
     if the call is closed. Bodies with escapes are not judged (True).
@@ -124,7 +125,7 @@ def fields_copied(body: str, context: str, relations: Collection[str] | None = N
     if "\\" in body:
         return True
     fields = body.split(SEPARATOR)
-    if len(fields) > 3 or (closed and len(fields) < 3):
+    if len(fields) > 3 or (closed and len(fields) < 3) or (closed and write and not all(fields)):
         return False
     for k, field in enumerate(fields):
         is_open = k == len(fields) - 1 and not closed
@@ -148,13 +149,18 @@ def allowed(context: str, text: str, piece: str, relations: Collection[str] | No
     it touches copied from `context` (the messages) or the assistant text before that call, and
     its relation one of `relations` or a copy (when `relations` is given)."""
     new = text + piece
+    write = new.rfind(WRITE_OPEN)
+    if write > new.rfind(READ_OPEN):  # a write ends "}]" (only a read ends "}:")
+        close = new.find("}", write)
+        if 0 <= close and len(text) - 1 <= close < len(new) - 1 and new[close + 1] != "]":
+            return False
     body = open_call(new)
     if body is None:
         body = open_call(text)  # the piece may close the call that was open
         if body is None:
             return True
     start = new.rfind("[", 0, body)
-    return fields_copied(new[body:], context + "\n" + new[:start], relations)
+    return fields_copied(new[body:], context + "\n" + new[:start], relations, write=new.startswith(WRITE_OPEN, start))
 
 
 _RESULTS = re.compile(r"\}:(.*?)\]", re.DOTALL)  # what a read returned, as the controller inserts it
