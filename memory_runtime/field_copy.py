@@ -15,6 +15,7 @@ generated write that is not, whatever the decoder could do.
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Collection
 
@@ -200,15 +201,21 @@ def answer_names_copied(text: str, piece: str) -> bool:
 
 
 def _spans(context: str, max_words: int) -> set[str]:
-    """Every run of up to `max_words` consecutive words of `context` (the word-aligned copies a
-    call field may hold), with their inner punctuation and spacing as written."""
-    words = list(re.finditer(r"\w[\w.'&-]*", context))
+    """Every run of up to `max_words` words of `context` that starts at a letter or digit with none
+    before it and ends where `_occurs` lets a closed field end (no space, no letter or digit after):
+    the copies a call field may hold under the token-by-token rule ("Thierry" and "Thierry's" of
+    "Thierry's", "e.V" and "e.V." of "e.V."), with their inner punctuation and spacing as written."""
+    n = len(context)
+    word = [c.isalnum() for c in context]
+    starts = [i for i in range(n) if word[i] and (i == 0 or not word[i - 1])]
+    ends = [j for j in range(1, n + 1) if not context[j - 1].isspace() and (j == n or not word[j])]
     spans = set()
-    for i, first in enumerate(words):
-        for last in words[i : i + max_words]:
-            span = context[first.start() : last.end()]
-            if not any(c in span for c in ("\n", "}", ">>")):
-                spans.update(s for s in (span, span.rstrip(".")) if s)  # "Zaguri s.r.l." and "Acme" of "Acme."
+    for i in starts:
+        for j in ends[bisect.bisect_right(ends, i) :]:
+            span = context[i:j]
+            if len(span.split()) > max_words or any(c in span for c in ("\n", "}", ">>")):
+                break
+            spans.add(span)
     return spans
 
 

@@ -232,3 +232,27 @@ def test_the_hf_rule_closes_calls_as_the_regex_does(text, piece, ok):
     pattern = calls_regex(context, RELATIONS)
     prefix_ok = any(re.fullmatch(pattern, text + piece + end) for end in ("", "]", "}]", " Noted.", ">>Pfizer}]"))
     assert prefix_ok is ok
+
+
+@pytest.mark.parametrize(
+    "field, ok",
+    [
+        ("Margaud Thierry", True),  # before a possessive: the rule's word ends at the apostrophe
+        ("Margaud Thierry's", True),
+        ("Salesforce", True),
+        ("Zaguri s.r.l.", True),
+        ("Zaguri s.r", True),
+        ("Margaud Thier", False),  # not at a word's end
+        ("argaud Thierry", False),
+    ],
+)
+def test_the_regex_takes_every_copy_the_token_rule_takes(field, ok):
+    """Found by the engines' comparison: vLLM wrote "Margaud Thierry's" where the HF rule allowed
+    "Margaud Thierry" and the model chose it (the regex's words ran on through the apostrophe)."""
+    import re
+
+    context = "What is Margaud Thierry's relation to Salesforce's board and Zaguri s.r.l.?"
+    body = f"{field}>>employed by>>Salesforce}}"
+    assert fields_copied(body, context, RELATIONS) is ok
+    pattern = calls_regex(context, RELATIONS)
+    assert (re.fullmatch(pattern, f"[MEM_WRITE{{{body}]") is not None) is ok
