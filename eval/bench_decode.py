@@ -6,18 +6,19 @@ memory, answers), decoded greedily through the eval's sessions. On the hf engine
 one turn at a time (Controller over HFBackend) and larger ones go through memory_runtime.batching;
 on vllm the size caps the turns in the engine at once. Every cell (engine, batch size) is compared
 turn for turn with the first (`agreement`, `same_results`), so a speedup is not bought with other
-answers. Cells take turns over `rounds`, so a machine that speeds up or slows down shifts all alike.
+answers. Engines run one after the other; an engine's sizes take turns over `rounds`, so a machine
+that speeds up or slows down shifts them alike.
 """
 
 from __future__ import annotations
 
+import gc
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from eval.records import evaluate_records
-from eval.report import summarise_records
-from eval.run import EvalConfig, load_records
+from eval.records import evaluate_records, load_records, summarise_records
+from eval.run import EvalConfig
 from eval.systems import System
 from memory_runtime.runtime import Engine, Generation, open_runtime
 
@@ -42,11 +43,17 @@ def bench_decode(
         raise ValueError("batch sizes and rounds must be at least 1, and one engine given")
     generation = generation.model_copy(update={"model": generation.model or EMBEDDED_MODEL})
     records = load_records(EvalConfig(data=data, limit=max(1, turns // 13), generation=generation))
-    systems: dict[str, System] = {}
+    fields = {**generation.model_dump(), "max_batch_size": max(batch_sizes)}
+    # each engine's section validated before anything loads (vllm refuses a write gate)
+    on = {engine: Generation.model_validate({**fields, "engine": engine}) for engine in engines}
+    cells = [(engine, size) for engine in engines for size in batch_sizes]
+    log(f"bench decode: {len(records)} records, cells {[f'{e}:{b}' for e, b in cells]}, {rounds} round(s)")
+    totals = {cell: {"seconds": 0.0, "turns": 0, "tokens": 0} for cell in cells}
+    rows_by_cell: dict[tuple[str, int], list[dict]] = {}
     dtypes: dict[str, str] = {}
-    for engine in engines:
-        runtime = open_runtime(generation.model_copy(update={"engine": engine, "max_batch_size": max(batch_sizes)}))
-        systems[engine] = System(
+    for engine in engines:  # one engine at a time: an idle one would take cores from the other
+        runtime = open_runtime(on[engine])
+        system = System(
             "memlm",
             runtime.model,
             runtime.tokenizer,
@@ -59,26 +66,26 @@ def bench_decode(
         )
         dtypes[engine], device = runtime.dtype, runtime.device
         log(f"bench decode: {engine} engine on {device} ({runtime.dtype})")
-        evaluate_records(systems[engine], records[:4], batch_size=max(batch_sizes))  # warm-up: first steps are slow
-    cells = [(engine, size) for engine in engines for size in batch_sizes]
-    log(f"bench decode: {len(records)} records, cells {[f'{e}:{b}' for e, b in cells]}, {rounds} round(s)")
-    totals = {cell: {"seconds": 0.0, "turns": 0, "tokens": 0} for cell in cells}
-    rows_by_cell: dict[tuple[str, int], list[dict]] = {}
-    for r in range(rounds):
-        for engine, size in cells:
-            system = systems[engine]
-            if system.decoder is not None:
-                system.decoder.max_batch_size = size
-            if device.startswith("cuda"):
-                torch.cuda.synchronize()
-            start = time.perf_counter()
-            rows = evaluate_records(system, records, batch_size=size)
-            seconds = time.perf_counter() - start
-            totals[engine, size]["seconds"] += seconds
-            totals[engine, size]["turns"] += len(rows)
-            totals[engine, size]["tokens"] += sum(row["tokens"] for row in rows)
-            rows_by_cell.setdefault((engine, size), rows)
-            log(f"bench decode: {engine}:{size}: {len(rows) / seconds:.2f} turns/s ({seconds:.1f} s, round {r + 1})")
+        evaluate_records(system, records[:4], batch_size=max(batch_sizes))  # warm-up: first steps are slow
+        for r in range(rounds):
+            for size in batch_sizes:
+                if system.decoder is not None:
+                    system.decoder.max_batch_size = size
+                if device.startswith("cuda"):
+                    torch.cuda.synchronize()
+                start = time.perf_counter()
+                rows = evaluate_records(system, records, batch_size=size)
+                seconds = time.perf_counter() - start
+                cell = totals[engine, size]
+                cell["seconds"] += seconds
+                cell["turns"] += len(rows)
+                cell["tokens"] += sum(row["tokens"] for row in rows)
+                rows_by_cell.setdefault((engine, size), rows)
+                log(
+                    f"bench decode: {engine}:{size}: {len(rows) / seconds:.2f} turns/s ({seconds:.1f} s, round {r + 1})"
+                )
+        del runtime, system
+        gc.collect()
     first = cells[0]
     reference = _decoded(rows_by_cell[first])
 

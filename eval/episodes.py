@@ -8,16 +8,29 @@ A question is correct when the answer lists exactly the expected names (or absta
 are none); an episode is correct when all its questions are. Statement turns are scored on
 their own writes (exactly the turn's gold triplets), and on whether the memory then holds
 exactly the expected facts (which stays false once an earlier turn went wrong).
+
+The episodes are DATA/jsonl/episodes.jsonl of a `memlm generate` directory, or any file in that
+format (--episodes), up to `limit` of them.
 """
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable, Iterable
+from pathlib import Path
+from statistics import mean, median
+from typing import TYPE_CHECKING
 
-from data_gen.episodes import Episode
-from eval.metrics import answer_correct, names_in, triplet_prf
-from eval.systems import Session, System, run_sessions
+from data_gen.episodes import Episode, load_episodes
+from eval.metrics import answer_correct, frac, names_in, triplet_prf
+from eval.parts import Part
+from eval.render import pyplot
+from eval.systems import SYSTEMS, Session, System, run_sessions
+from memory_runtime.stats import percentile
 from memory_runtime.store import MemoryConfig, TripletStore
+
+if TYPE_CHECKING:
+    from eval.run import EvalConfig
 
 
 def episode_session(system: System, episode: Episode, memory_config: MemoryConfig | None = None) -> Session:
@@ -70,3 +83,85 @@ def evaluate_episodes(
     batch_size: int = 1,
 ) -> list[dict]:
     return run_sessions(system, (episode_session(system, e, memory_config) for e in episodes), batch_size, progress)
+
+
+# ----------------------------------------------------------------------------- cases
+
+
+def episodes_path(config: EvalConfig) -> Path:
+    return Path(config.episodes) if config.episodes else Path(config.data) / "jsonl" / "episodes.jsonl"
+
+
+def load_eval_episodes(config: EvalConfig) -> list[Episode]:
+    if config.data is None and not config.episodes:
+        raise ValueError("--data or --episodes is needed for episodes")
+    path = episodes_path(config)
+    if not path.is_file():
+        raise FileNotFoundError(f"episodes file {path} not found (pass --episodes FILE.jsonl)")
+    episodes = load_episodes(path)
+    limit = config.limit
+    return episodes if limit is None or len(episodes) <= limit else random.Random(config.seed).sample(episodes, limit)
+
+
+# ----------------------------------------------------------------------------- summary
+
+
+def summarise_episodes(results: list[dict]) -> dict:
+    turns = [t for e in results for t in e["turns"]]
+    questions = [t for t in turns if t["kind"] == "question"]
+    statements = [t for t in turns if t["kind"] != "question" and "correct" in t]
+    walls = [t["wall_s"] for t in turns]
+    by_kind = {}
+    for kind in ("statement", "update", "question"):
+        group = [t for t in turns if t["kind"] == kind]
+        if group:
+            by_kind[kind] = {
+                "turns": len(group),
+                "correct": frac(t.get("correct") for t in group if "correct" in t),
+                "tokens_mean": mean(t["tokens"] for t in group),
+                "wall_s_p50": median(t["wall_s"] for t in group),
+            }
+    return {
+        "episodes": len(results),
+        "questions": len(questions),
+        "episode_accuracy": frac(e["correct"] for e in results if e["correct"] is not None),
+        "question_accuracy": frac(q["correct"] for q in questions),
+        "unanswerable_accuracy": frac(q["correct"] for q in questions if q["unanswerable"]),
+        "statement_accuracy": frac(t["correct"] for t in statements),
+        "memory_exact_after_statements": frac(t["memory_matches"] for t in statements),
+        "tokens_per_turn": mean(t["tokens"] for t in turns) if turns else None,
+        "wall_s_per_turn_p50": percentile(walls, 50) if walls else None,
+        "wall_s_per_turn_p90": percentile(walls, 90) if walls else None,
+        "by_kind": by_kind,
+    }
+
+
+# ----------------------------------------------------------------------------- report
+
+
+def latency_figure(raw: dict):
+    latencies = {s: [t["wall_s"] for e in raw[s].get("episodes") or [] for t in e["turns"]] for s in raw}
+    latencies = {s: v for s, v in latencies.items() if v}
+    if not latencies:
+        return None
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(5, 3.5), layout="constrained")
+    ax.boxplot(list(latencies.values()), showfliers=False)
+    ax.set_xticks(range(1, len(latencies) + 1), list(latencies))
+    ax.set_ylabel("seconds per turn")
+    ax.set_title(f"Latency per turn (episodes, {len(next(iter(latencies.values())))} turns)")
+    return fig
+
+
+PART = Part(
+    name="episodes",
+    systems=SYSTEMS,
+    load=load_eval_episodes,
+    cases_file=episodes_path,
+    sources=lambda config, episodes: {"file": str(episodes_path(config).resolve()), "used": len(episodes)},
+    evaluate=lambda system, episodes, config, *run: evaluate_episodes(system, episodes, *run),
+    summarise=lambda rows, uses_memory: summarise_episodes(rows),
+    sample_groups=lambda s: [("episodes", s["episodes"]), ("episode questions", s["questions"])],
+    source_line=lambda source: f"- episodes: `{source['file']}` ({source['used']} used)",
+    figures=lambda summary, raw: {"latency_per_turn": latency_figure(raw)},
+)

@@ -12,6 +12,7 @@ import string
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from math import sqrt
 
 from memory_runtime.protocol import Triplet
 from memory_runtime.store import normalize_term
@@ -146,3 +147,26 @@ def answer_correct(
     if not gold:
         return abstains(answer) and not listed
     return listed == gold
+
+
+def frac(values: Iterable) -> float | None:
+    """The share of true values (None of none)."""
+    values = list(values)
+    return sum(map(bool, values)) / len(values) if values else None
+
+
+def wilson_interval(successes: int, n: int, z: float = 1.959964) -> tuple[float, float]:
+    """The 95% Wilson score interval of a proportion. Unlike p ± z·se it stays inside [0, 1] and
+    is not zero-width at 0/n or n/n, which is where small eval samples land."""
+    if n <= 0:
+        raise ValueError("a proportion of no cases has no interval")
+    p = successes / n
+    denominator = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denominator
+    half = z * sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denominator
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def interval(fraction: float | None, n: int) -> tuple[float, float] | None:
+    """The Wilson interval of a fraction of n cases (the fraction is k/n, so k is recovered exactly)."""
+    return None if fraction is None or n <= 0 else wilson_interval(round(fraction * n), n)

@@ -14,27 +14,36 @@ in other relations are not counted against them, neither in the pair scores nor 
 With a scoring write gate (memory_runtime.write_gate, ``score: true``) every write the model made,
 stored or held back, is kept with its scores, and :func:`gate_curve` gives the precision–recall
 curve of each signal: the figures as if only writes scoring at least t had been stored.
+
+The passages are those of --real (a file or a directory), else $MEMLM_REAL_DIR, else the shipped
+data/real/, up to `limit` per source.
 """
 
 from __future__ import annotations
 
+import os
 import random
 from collections import defaultdict
 from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING
 
-from data_gen.real import is_mentioned
+from data_gen.real import ENV_VAR, KNOWLEDGENET_FILE, REDOCRED_FILE, default_real_dir, is_mentioned
 from eval.metrics import PRF, pair_prf, triplet_prf
+from eval.parts import Part
+from eval.render import markdown_table, num, pct
 from eval.systems import Session, System, run_sessions
 from memory_runtime.records import Record
 from memory_runtime.store import MemoryConfig, TripletStore, normalize_term
 from memory_runtime.write_gate import HELD_BACK
 
+if TYPE_CHECKING:
+    from eval.run import EvalConfig
+
 
 def real_sample(path: str | None = None, limit: int | None = None, seed: int = 0) -> list[Record]:
     """The real passages (a file in either format, a directory, or the shipped data/real/), up to
     `limit` per source in a seeded sample."""
-    from pathlib import Path
-
     from data_gen.real import load_real, load_real_file
 
     records = load_real_file(path) if path and Path(path).is_file() else load_real(path)
@@ -51,6 +60,29 @@ def real_sample(path: str | None = None, limit: int | None = None, seed: int = 0
             else rng.sample(by_source[source], limit)
         )
     ]
+
+
+def real_path(config: EvalConfig) -> tuple[Path, str]:
+    """The real-text file or directory the run reads, and what chose it."""
+    if config.real:
+        return Path(config.real), "--real"
+    return default_real_dir(), f"${ENV_VAR}" if os.environ.get(ENV_VAR) else "default"
+
+
+def sources(config: EvalConfig, records: list[Record]) -> dict:
+    path, chosen_by = real_path(config)
+    files = [path] if path.is_file() else [path / REDOCRED_FILE, path / KNOWLEDGENET_FILE]
+    by_source: dict[str, dict[str, int]] = {}
+    for record in records:
+        counts = by_source.setdefault(record.source or "unknown", {"passages": 0, "no_fact": 0})
+        counts["passages"] += 1
+        counts["no_fact"] += not record.gold_triplets
+    return {
+        "path": str(path.resolve()),
+        "chosen_by": chosen_by,
+        "files": [str(f.resolve()) for f in files],
+        "by_source": by_source,
+    }
 
 
 def passage_session(system: System, record: Record, memory_config: MemoryConfig | None = None) -> Session:
@@ -155,3 +187,122 @@ def gate_curve(rows: list[dict], signal: str, thresholds: Iterable[float] = GATE
             }
         )
     return curve
+
+
+# ----------------------------------------------------------------------------- report
+
+
+def passages_text(n: int, no_fact: int) -> str:
+    return f"{n} passage{'s' * (n != 1)}, {no_fact} of them stating no fact"
+
+
+def source_line(source: dict) -> str:
+    counts = "; ".join(
+        f"{name} {passages_text(c['passages'], c['no_fact'])}" for name, c in source["by_source"].items()
+    )
+    return f"- real text: `{source['path']}` ({source['chosen_by']}): {counts or 'none'}"
+
+
+def sample_groups(summary: dict) -> list[tuple[str, int]]:
+    """The passages of each source, and those of them that state no fact (the false-write rate's cases)."""
+    groups = []
+    for source, r in summary.items():
+        if source != "all":
+            groups += [
+                (f"{source} passages", r["passages"]),
+                (f"{source} passages stating no fact", r["no_fact_passages"]),
+            ]
+    return groups
+
+
+def real_section(summary: dict, meta: dict) -> list[str]:
+    """Every figure per system and source."""
+    rows = [
+        [
+            "system",
+            "source",
+            "passages",
+            "stating no fact",
+            "pair P",
+            "pair R",
+            "pair F1",
+            "pair R (mentioned)",
+            "triplet F1",
+            "false-write rate",
+            "any write (no-fact)",
+        ]
+    ]
+    for system, s in summary.items():
+        for source, r in s.get("real", {}).items():
+            rows.append(
+                [
+                    system,
+                    source,
+                    str(r["passages"]),
+                    str(r["no_fact_passages"]),
+                    num(r["pair"]["precision"]),
+                    num(r["pair"]["recall"]),
+                    num(r["pair"]["f1"]),
+                    num(r["pair_mentioned"]["recall"]),
+                    num(r["triplet"]["f1"]),
+                    pct(r["false_write_rate"]),
+                    pct(r["any_write_rate"]),
+                ]
+            )
+    if len(rows) == 1:
+        return []
+    return [
+        "## Real-text probe",
+        "",
+        "False-write rate: the share of the passages stating no fact (its cases) "
+        "where the model wrote a fact in a relation the passage was checked for.",
+        "",
+        markdown_table(rows),
+        "",
+    ]
+
+
+def gate_section(summary: dict, meta: dict) -> list[str]:
+    """Each write-gate signal at a few thresholds (real text, all sources): from scored writes."""
+    curves = summary.get("memlm", {}).get("real", {}).get("all", {}).get("write_gate")
+    if not curves:
+        return []
+    shown = (0.0, 0.3, 0.5, 0.7, 0.8, 0.9, 0.95, 0.98)
+    rows = [["signal", "keep writes scoring ≥", "pair P", "pair R", "pair F1", "false-write rate"]]
+    for signal, curve in curves.items():
+        for point in curve:
+            if point["threshold"] in shown:
+                rows.append(
+                    [
+                        signal,
+                        f"{point['threshold']:.2f}",
+                        num(point["precision"]),
+                        num(point["recall"]),
+                        num(point["f1"]),
+                        pct(point["false_write_rate"]),
+                    ]
+                )
+    gate = meta.get("write_gate") or {}
+    return [
+        "## The write gate",
+        "",
+        f"Writes held back below the operating point (`write_gate`: signal {gate.get('signal')}, threshold "
+        f"{gate.get('threshold')}). Every write was scored: the figures as if only the writes scoring at "
+        "least t had been stored (memory_runtime/write_gate.py).",
+        "",
+        markdown_table(rows),
+        "",
+    ]
+
+
+PART = Part(
+    name="real",
+    systems=("memlm", "few_shot"),
+    load=lambda config: real_sample(str(real_path(config)[0]), config.limit, config.seed),
+    sources=sources,
+    evaluate=lambda system, records, config, *run: evaluate_real(system, records, *run),
+    summarise=lambda rows, uses_memory: summarise_real(rows),
+    sample_groups=sample_groups,
+    source_line=source_line,
+    sections=lambda summary, meta: real_section(summary, meta) + gate_section(summary, meta),
+)

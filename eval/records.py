@@ -6,30 +6,41 @@ forcing): a mistake in one turn does not spoil the next. Every turn is scored on
 (exact text, write triplets, malformed calls) and, when the gold turn reads the memory, on its
 answer (exact match, token F1, the names it lists, abstention).
 
-The typo variant asks the same answerable questions with a one-character typo in a name the
-question gives; the fuzzy fallback of the memory must carry it.
+The cases are the test split of a `memlm generate` directory, up to `limit` records of each type
+(reads: of each shape). The typos part (eval/typos.py) re-asks their questions.
 """
 
 from __future__ import annotations
 
 import random
+from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from statistics import mean
+from typing import TYPE_CHECKING
 
 from eval.metrics import (
+    PRF,
     abstains,
     answer_correct,
     answer_exact,
+    frac,
+    interval,
     name_prf,
     names_in,
     token_f1,
     triplet_prf,
 )
-from eval.systems import Session, System, run_sessions, verbalise
+from eval.parts import Part
+from eval.render import COLOURS, label_bars, markdown_table, pct, pyplot
+from eval.systems import SYSTEMS, Session, System, run_sessions, verbalise
+from memory_runtime.jsonl import read_models
 from memory_runtime.protocol import Call, parse_calls, strip_calls
 from memory_runtime.records import Record, turns
 from memory_runtime.store import MemoryConfig, TripletStore
 
-_LETTERS = "abcdefghijklmnopqrstuvwxyz"
+if TYPE_CHECKING:
+    from eval.run import EvalConfig
 
 
 def gold_calls(assistant_text: str) -> list[Call]:
@@ -50,34 +61,6 @@ def category(record: Record, calls: Sequence[Call]) -> str:
     if calls:
         return record.type if record.type in ("update", "passage") else "write"
     return "negative"
-
-
-def one_typo(term: str, rng: random.Random) -> str:
-    """Substitute, insert or delete one letter, never the first (names stay recognisable)."""
-    i = rng.randrange(1, len(term))
-    op = rng.choice("sid")
-    if op == "s":
-        alternatives = [c for c in _LETTERS if c != term[i].lower()]
-        return term[:i] + rng.choice(alternatives) + term[i + 1 :]
-    if op == "i":
-        return term[:i] + rng.choice(_LETTERS) + term[i:]
-    return term[:i] + term[i + 1 :]
-
-
-def with_typo(record: Record, seed: int) -> tuple[str, str, str] | None:
-    """(original user text, typo'd user text, the name that got the typo) for an answerable
-    one-turn question whose read names a person or organisation given in the text, else None."""
-    record_turns = turns(record)
-    if record.type != "read" or len(record_turns) != 1:
-        return None
-    user, assistant = record_turns[0]
-    reads = [c for c in gold_calls(assistant) if c.kind == "read"]
-    names = [f for c in reads for f in (c.fields[0], c.fields[2]) if f and f in user and len(f) > 3]
-    if not names:
-        return None
-    rng = random.Random(f"{seed}:{record.id}")
-    name = rng.choice(names)
-    return user, user.replace(name, one_typo(name, rng)), name
 
 
 def record_session(
@@ -164,34 +147,220 @@ def evaluate_records(
     return [row for rows in run_sessions(system, sessions, batch_size, progress) for row in rows]
 
 
-def typo_session(system: System, record: Record, seed: int, memory_config: MemoryConfig | None = None) -> Session:
-    """The record's answerable question, clean and with a one-character typo in a given name (None
-    for records without one)."""
-    typo = with_typo(record, seed)
-    if typo is None:
-        return None
-    clean = (yield from record_session(system, record, memory_config))[-1]
-    noisy = (yield from record_session(system, record, memory_config, user_override=typo[1]))[-1]
+# ----------------------------------------------------------------------------- cases
+
+
+def records_path(config: EvalConfig) -> Path:
+    return Path(config.data) / "jsonl" / f"{config.split}.jsonl"
+
+
+def load_records(config: EvalConfig) -> list[Record]:
+    """Up to `limit` test records of each type (reads: of each shape), in a seeded order."""
+    if config.data is None:
+        raise ValueError("--data is needed for records and typos (a `memlm generate` directory)")
+    path = records_path(config)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} not found: --data must be a directory written by `memlm generate`")
+    records = read_models(path, Record, "a Record")
+    groups: dict[str, list[Record]] = defaultdict(list)
+    for r in records:
+        groups[r.type + (f"/{r.shape}" if r.type == "read" else "")].append(r)
+    rng = random.Random(config.seed)
+    limit = config.limit
+    return [
+        r
+        for key in sorted(groups)
+        for r in (groups[key] if limit is None or len(groups[key]) <= limit else rng.sample(groups[key], limit))
+    ]
+
+
+def sources(config: EvalConfig, records: list[Record]) -> dict:
     return {
-        "id": record.id,
-        "shape": record.shape,
-        "name": typo[2],
-        "user": typo[1],
-        "clean_correct": clean["answer_correct"],
-        "typo_correct": noisy["answer_correct"],
-        "typo_calls": noisy["calls"],
-        "typo_reply": noisy["reply"],
+        "data": str(Path(config.data).resolve()),
+        "file": str(records_path(config).resolve()),
+        "used": len(records),
     }
 
 
-def evaluate_typos(
-    system: System,
-    records: Iterable[Record],
-    seed: int,
-    memory_config: MemoryConfig | None = None,
-    progress: Callable[[], None] | None = None,
-    batch_size: int = 1,
-) -> list[dict]:
-    """The same answerable questions, clean and with a one-character typo in a given name."""
-    sessions = (typo_session(system, record, seed, memory_config) for record in records)
-    return [row for row in run_sessions(system, sessions, batch_size, progress) if row is not None]
+# ----------------------------------------------------------------------------- summary
+
+CATEGORY_ORDER = [
+    "write",
+    "passage",
+    "update",
+    "update_question",
+    "negative",
+    "read/per",
+    "read/per_org",
+    "read/per_rel",
+    "read/org",
+    "read/rel",
+    "read/rel_org",
+    "read/per_rel_org",
+    "unanswerable",
+    "two_hop",
+]
+
+
+def order(categories) -> list[str]:
+    known = [c for c in CATEGORY_ORDER if c in categories]
+    return known + sorted(set(categories) - set(known))
+
+
+def _sum_prf(dicts) -> PRF:
+    return sum((PRF(d["tp"], d["predicted"], d["gold"]) for d in dicts), PRF(0, 0, 0))
+
+
+def summarise_records(rows: list[dict], uses_memory: bool) -> dict:
+    by_cat: dict[str, list[dict]] = defaultdict(list)
+    for row in rows:
+        by_cat[row["category"]].append(row)
+    answered = [r for r in rows if "answer_correct" in r]
+    unanswerable = [r for r in answered if r["unanswerable"]]
+    answerable = [r for r in answered if not r["unanswerable"]]
+    n_calls = sum(r["n_calls"] for r in rows)
+    out = {
+        "turns": len(rows),
+        "answers": {
+            "questions": len(answered),
+            "correct": frac(r["answer_correct"] for r in answered),
+            "exact_match": frac(r["answer_exact"] for r in answered),
+            "token_f1": mean(r["answer_f1"] for r in answered) if answered else None,
+            "names": _sum_prf(r["names"] for r in answerable).to_dict(),
+            "abstention_accuracy": frac(r["abstained"] for r in unanswerable),
+            "false_abstention_rate": frac(r["abstained"] for r in answerable),
+        },
+        "by_category": {},
+    }
+    if uses_memory:
+        out["calls"] = {
+            "exact": frac(r["calls_exact"] for r in rows),
+            "exact_interval95": interval(frac(r["calls_exact"] for r in rows), len(rows)),
+            "write_triplets": _sum_prf(r["writes"] for r in rows).to_dict(),
+            "malformed_rate": sum(r["malformed"] for r in rows) / n_calls if n_calls else 0.0,
+        }
+    for cat in order(by_cat):
+        group = by_cat[cat]
+        entry = {"turns": len(group)}
+        if uses_memory:
+            entry["calls_exact"] = frac(r["calls_exact"] for r in group)
+        answers = [r for r in group if "answer_correct" in r]
+        if answers:
+            entry["answer_correct"] = frac(r["answer_correct"] for r in answers)
+            entry["answer_f1"] = mean(r["answer_f1"] for r in answers)
+        out["by_category"][cat] = entry
+    return out
+
+
+# ----------------------------------------------------------------------------- report
+
+
+def category_section(summary: dict, meta: dict) -> list[str]:
+    """Calls and answers per category, one column of each per system."""
+    cats = order({c for s in summary.values() for c in s.get("records", {}).get("by_category", {})})
+    if not cats:
+        return []
+    systems = [s for s in summary if "records" in summary[s]]
+    header = ["category", "turns"] + [f"{s} calls" for s in systems if "calls" in summary[s]["records"]]
+    header += [f"{s} answers" for s in systems]
+    rows = [header]
+    for cat in cats:
+        entries = [summary[s]["records"]["by_category"].get(cat, {}) for s in systems]
+        row = [cat, str(max(e.get("turns", 0) for e in entries))]
+        row += [pct(e.get("calls_exact")) for s, e in zip(systems, entries) if "calls" in summary[s]["records"]]
+        row += [pct(e.get("answer_correct")) for e in entries]
+        rows.append(row)
+    return [
+        "## Per category (teacher-forced records)",
+        "",
+        f"{summary[systems[0]]['records']['turns']} turns in all; `turns`: per category. "
+        "`calls`: every call of the turn exactly as gold; `answers`: the answer lists exactly the gold names "
+        "(or abstains when there are none).",
+        "",
+        markdown_table(rows),
+        "",
+    ]
+
+
+def accuracy_figure(summary: dict):
+    """Answers correct per category, one bar per system, the value on every bar, the legend
+    outside the axes (it covers no bar); None without answered categories."""
+    systems = [s for s in summary if "records" in summary[s]]
+    cats = order(
+        {
+            c
+            for s in systems
+            for c in summary[s]["records"]["by_category"]
+            if "answer_correct" in summary[s]["records"]["by_category"][c]
+        }
+    )
+    if not systems or not cats:
+        return None
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(max(6.0, 0.8 * len(cats) + 2), 4.5), layout="constrained")
+    width = 0.8 / len(systems)
+    for i, system in enumerate(systems):
+        by_cat = summary[system]["records"]["by_category"]
+        values = [
+            None if by_cat.get(c, {}).get("answer_correct") is None else 100 * by_cat[c]["answer_correct"] for c in cats
+        ]
+        bars = ax.bar(
+            [x + (i - (len(systems) - 1) / 2) * width for x in range(len(cats))],
+            [v or 0 for v in values],
+            width,
+            label=system,
+            color=COLOURS.get(system),
+        )
+        label_bars(ax, bars, values, "{:.0f}")
+    turns = {c: max(summary[s]["records"]["by_category"].get(c, {}).get("turns", 0) for s in systems) for c in cats}
+    ax.set_xticks(
+        range(len(cats)),
+        [f"{c} ({turns[c]})" for c in cats],
+        rotation=35,
+        ha="right",
+        rotation_mode="anchor",
+        fontsize=8,
+    )
+    ax.set_xlabel("query shape (questions)")
+    ax.set_ylim(0, 112)  # room for the label of a 100% bar
+    ax.set_yticks(range(0, 101, 20))
+    ax.set_ylabel("answers correct (%)")
+    ax.set_title("Accuracy per query shape")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
+    return fig
+
+
+def answer_f1_figure(summary: dict):
+    """Answer token F1 per system, the value on every bar; None without records."""
+    systems = [s for s in summary if "records" in summary[s]]
+    if not systems:
+        return None
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(5, 3.5), layout="constrained")
+    f1s = [summary[s]["records"]["answers"]["token_f1"] for s in systems]
+    bars = ax.bar(systems, [v or 0 for v in f1s], color=[COLOURS.get(s) for s in systems])
+    label_bars(ax, bars, f1s, "{:.2f}")
+    ax.set_ylim(0, 1.12)
+    ax.set_yticks([0, 0.2, 0.4, 0.6, 0.8, 1.0])
+    ax.set_ylabel("answer token F1")
+    questions = summary[systems[0]]["records"]["answers"]["questions"]
+    ax.set_title(f"Answer F1 per system ({questions} questions)")
+    return fig
+
+
+PART = Part(
+    name="records",
+    systems=SYSTEMS,
+    load=load_records,
+    cases_file=records_path,
+    sources=sources,
+    evaluate=lambda system, records, config, *run: evaluate_records(system, records, *run),
+    summarise=summarise_records,
+    sample_groups=lambda s: [(f"category {cat}", entry["turns"]) for cat, entry in s["by_category"].items()],
+    source_line=lambda source: f"- test records: `{source['file']}` ({source['used']} records used)",
+    sections=category_section,
+    figures=lambda summary, raw: {
+        "accuracy_by_shape": accuracy_figure(summary),
+        "answer_f1": answer_f1_figure(summary),
+    },
+)

@@ -1,11 +1,13 @@
 """`memlm eval`: every measurement of one model, and its baselines, in one run.
 
     records   call- and answer-level metrics on the test split, teacher-forced (eval/records.py)
-    typos     the same answerable questions with a one-character typo in a name
+    typos     the same answerable questions with a one-character typo in a name (eval/typos.py)
     episodes  end to end: a fresh memory, statements, then questions (eval/episodes.py)
     real      write precision/recall on real sentences (eval/real_probe.py)
     injection call syntax typed into the message, history, a passage, a correction or an import
               (eval/injection.py): how often the model copies it, and that nothing is stored
+
+Each part is one module, listed in eval/parts.py; this module runs them without knowing any by name.
 
 Cases are sampled with the seed and decoding is greedy: the same run twice gives the same
 numbers. `limit` caps the cases per record category, the episodes, the passages per
@@ -15,32 +17,23 @@ real-text source and the injection attempts per place (default 12).
 from __future__ import annotations
 
 import os
-import random
 import time
-from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from data_gen.episodes import Episode, load_episodes
-from data_gen.real import ENV_VAR, KNOWLEDGENET_FILE, REDOCRED_FILE, default_real_dir
-from eval.episodes import evaluate_episodes
-from eval.injection import evaluate_injection, injection_cases
-from eval.real_probe import evaluate_real, real_sample
-from eval.records import evaluate_records, evaluate_typos
+from eval import parts
 from eval.report import summarise, write_report
 from eval.systems import SYSTEMS, System
-from memory_runtime.jsonl import read_models
-from memory_runtime.records import Record
 from memory_runtime.runtime import Generation, open_runtime, with_defaults
 from memory_runtime.store import MemoryConfig
 from memory_runtime.write_gate import WriteGateConfig
 from memory_runtime.yaml_config import Strict
 
-Part = Literal["records", "typos", "episodes", "real", "injection"]
-PARTS: tuple[str, ...] = ("records", "typos", "episodes", "real", "injection")
+PARTS: tuple[str, ...] = parts.NAMES
+Part = Literal[PARTS]  # what --parts accepts: the names in eval/parts.py
 Progress = Callable[[str, int], Callable[[], None]]
 
 
@@ -103,54 +96,6 @@ class EvalConfig(Strict):
 EVAL_CONFIG_FILENAME = "eval_config.yaml"  # an eval run's resolved config, saved beside its report
 
 
-def _sample(items: list, limit: int | None, rng: random.Random) -> list:
-    return items if limit is None or len(items) <= limit else rng.sample(items, limit)
-
-
-def _stratified(records: list[Record], limit: int | None, seed: int) -> list[Record]:
-    """Up to `limit` records of each type (reads: of each shape), in a seeded order."""
-    groups: dict[str, list[Record]] = defaultdict(list)
-    for r in records:
-        groups[r.type + (f"/{r.shape}" if r.type == "read" else "")].append(r)
-    rng = random.Random(seed)
-    out = [r for key in sorted(groups) for r in _sample(groups[key], limit, rng)]
-    return out
-
-
-def records_path(config: EvalConfig) -> Path:
-    return Path(config.data) / "jsonl" / f"{config.split}.jsonl"
-
-
-def episodes_path(config: EvalConfig) -> Path:
-    return Path(config.episodes) if config.episodes else Path(config.data) / "jsonl" / "episodes.jsonl"
-
-
-def real_path(config: EvalConfig) -> tuple[Path, str]:
-    """The real-text file or directory the run reads, and what chose it."""
-    if config.real:
-        return Path(config.real), "--real"
-    return default_real_dir(), f"${ENV_VAR}" if os.environ.get(ENV_VAR) else "default"
-
-
-def load_records(config: EvalConfig) -> list[Record]:
-    path = records_path(config)
-    if not path.is_file():
-        raise FileNotFoundError(f"{path} not found: --data must be a directory written by `memlm generate`")
-    records = read_models(path, Record, "a Record")
-    return _stratified(records, config.limit, config.seed)
-
-
-def load_eval_episodes(config: EvalConfig) -> list[Episode]:
-    path = episodes_path(config)
-    if not path.is_file():
-        raise FileNotFoundError(f"episodes file {path} not found (set episodes=FILE.jsonl)")
-    return _sample(load_episodes(path), config.limit, random.Random(config.seed))
-
-
-def load_real_records(config: EvalConfig) -> list[Record]:
-    return real_sample(str(real_path(config)[0]), config.limit, config.seed)
-
-
 def load_systems(config: EvalConfig) -> dict[str, System]:
     """The model under test (an adapter merged into its base, or applied per request on vllm) and its
     baselines on the base model (the adapter's recorded base unless `base` says otherwise), each
@@ -202,57 +147,30 @@ def load_systems(config: EvalConfig) -> dict[str, System]:
 
 
 def load_cases(config: EvalConfig) -> dict[str, list]:
-    if config.data is None and (
-        {"records", "typos"} & set(config.parts) or ("episodes" in config.parts and not config.episodes)
-    ):
-        raise ValueError("--data is needed for records, typos and episodes (or pass --episodes and --parts)")
+    """The cases of every part the config names, by the name they go by (typos run on records')."""
+    named = [parts.get(name) for name in config.parts]
     cases: dict[str, list] = {}
-    if {"records", "typos"} & set(config.parts):
-        cases["records"] = load_records(config)
-    if "episodes" in config.parts:
-        cases["episodes"] = load_eval_episodes(config)
-    if "real" in config.parts:
-        cases["real"] = load_real_records(config)
-    if "injection" in config.parts:
-        cases["injection"] = injection_cases(config.limit or 12, config.seed)
-    empty = [part for part in config.parts if not cases[_CASES_OF[part]]]
+    for part in parts.registered():  # in the registry's order, whatever the config's
+        if part.name in config.parts and part.cases_key not in cases:
+            cases[part.cases_key] = parts.get(part.cases_key).load(config)
+    empty = [part for part in named if not cases[part.cases_key]]
     if empty:  # a table of dashes and exit 0 would look like a run
-        sources = {"records": records_path, "typos": records_path, "episodes": episodes_path}
-        where = "; ".join(f"{part}: {sources[part](config)}" if part in sources else part for part in empty)
-        raise ValueError(f"nothing to evaluate for {', '.join(empty)} ({where} holds no cases)")
+        where = "; ".join(
+            f"{part.name}: {file(config)}" if (file := parts.get(part.cases_key).cases_file) else part.name
+            for part in empty
+        )
+        raise ValueError(f"nothing to evaluate for {', '.join(part.name for part in empty)} ({where} holds no cases)")
     return cases
 
 
 def describe_sources(config: EvalConfig, cases: dict[str, list]) -> dict:
     """The resolved paths a run read, and how many cases it used from each (recorded in metrics.json
     and the report's header, so a reader knows where its text came from)."""
-    sources: dict[str, Any] = {}
-    if "records" in cases:
-        sources["records"] = {
-            "data": str(Path(config.data).resolve()),
-            "file": str(records_path(config).resolve()),
-            "used": len(cases["records"]),
-        }
-    if "episodes" in cases:
-        sources["episodes"] = {"file": str(episodes_path(config).resolve()), "used": len(cases["episodes"])}
-    if "real" in cases:
-        path, chosen_by = real_path(config)
-        files = [path] if path.is_file() else [path / REDOCRED_FILE, path / KNOWLEDGENET_FILE]
-        by_source: dict[str, dict[str, int]] = {}
-        for record in cases["real"]:
-            counts = by_source.setdefault(record.source or "unknown", {"passages": 0, "no_fact": 0})
-            counts["passages"] += 1
-            counts["no_fact"] += not record.gold_triplets
-        sources["real"] = {
-            "path": str(path.resolve()),
-            "chosen_by": chosen_by,
-            "files": [str(f.resolve()) for f in files],
-            "by_source": by_source,
-        }
-    return sources
-
-
-_CASES_OF = {"records": "records", "typos": "records", "episodes": "episodes", "real": "real", "injection": "injection"}
+    return {
+        part.name: part.sources(config, cases[part.name])
+        for part in parts.registered()
+        if part.sources and part.name in cases
+    }
 
 
 def batch_size(config: EvalConfig) -> int:
@@ -268,27 +186,12 @@ def _evaluate(
     memory_config: MemoryConfig | None,
     progress: Callable[[], None] | None = None,
 ) -> list[dict]:
-    size = batch_size(config)
-    if part == "records":
-        return evaluate_records(system, cases, memory_config, progress, size)
-    if part == "typos":
-        return evaluate_typos(system, cases, config.seed, memory_config, progress, size)
-    if part == "episodes":
-        return evaluate_episodes(system, cases, memory_config, progress, size)
-    if part == "injection":
-        return evaluate_injection(system, cases, memory_config, progress, size)
-    return evaluate_real(system, cases, memory_config, progress, size)
+    return parts.get(part).evaluate(system, cases, config, memory_config, progress, batch_size(config))
 
 
 def _jobs(config: EvalConfig, systems: list[str]) -> list[tuple[str, str]]:
-    """(system, part) pairs to run: typos for the model under test, real text and injection for memory systems."""
-    jobs = []
-    for name in systems:
-        for part in config.parts:
-            if (part == "typos" and name != "memlm") or (part in ("real", "injection") and name == "zero_shot"):
-                continue
-            jobs.append((name, part))
-    return jobs
+    """(system, part) pairs to run: each part for the systems it runs for (eval/parts.py)."""
+    return [(name, part) for name in systems for part in config.parts if name in parts.get(part).systems]
 
 
 # Worker processes (config.workers > 1) each load the systems and cases once, then evaluate one
@@ -333,7 +236,7 @@ def _init_worker(config_json: str, memory_json: str | None, parent: int) -> None
 
 def _worker_task(task: tuple[str, str, list[int]]) -> tuple[int, list[dict]]:
     name, part, indices = task
-    cases = [_WORKER["cases"][_CASES_OF[part]][i] for i in indices]
+    cases = [_WORKER["cases"][parts.get(part).cases_key][i] for i in indices]
     return len(indices), _evaluate(_WORKER["systems"][name], part, cases, _WORKER["config"], _WORKER["memory"])
 
 
@@ -366,7 +269,7 @@ def run_eval(
             initargs=(config.model_dump_json(), memory_json, os.getpid()),
         ) as pool:
             for name, part in _jobs(config, config.systems):
-                n, size = len(cases[_CASES_OF[part]]), batch_size(config)
+                n, size = len(cases[parts.get(part).cases_key]), batch_size(config)
                 advance = tick(f"{name}: {part}", n)
                 rows: list[dict] = []
                 chunks = [list(range(i, min(i + size, n))) for i in range(0, n, size)]
@@ -379,9 +282,9 @@ def run_eval(
         systems = systems if systems is not None else load_systems(config)
         raw = {name: {"uses_memory": system.uses_memory} for name, system in systems.items()}
         for name, part in _jobs(config, list(systems)):
-            n = len(cases[_CASES_OF[part]])
+            part_cases = cases[parts.get(part).cases_key]
             raw[name][part] = _evaluate(
-                systems[name], part, cases[_CASES_OF[part]], config, memory_config, tick(f"{name}: {part}", n)
+                systems[name], part, part_cases, config, memory_config, tick(f"{name}: {part}", len(part_cases))
             )
     summary = summarise(raw)
     Path(out_dir).mkdir(parents=True, exist_ok=True)

@@ -15,13 +15,14 @@ import json
 import tempfile
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import httpx
 
 from memory_runtime.protocol import SYSTEM_PROMPT
-from memory_runtime.runtime import Generation, open_runtime
+from memory_runtime.runtime import Engine, Generation, open_runtime
 from memory_runtime.serving.app import BackendFactory, create_app
 from memory_runtime.serving.config import Limits, ServeConfig
 from memory_runtime.serving.launch import background_server
@@ -151,33 +152,59 @@ def run_serve_bench(
 
 
 def bench_serve(
-    generation: Generation, *, clients: int = 4, seconds: float = 30.0, max_tokens: int = 32
+    generation: Generation,
+    *,
+    clients: Sequence[int] = (4,),
+    engines: Sequence[Engine] = ("hf",),
+    seconds: float = 30.0,
+    max_tokens: int = 32,
 ) -> dict[str, Any]:
-    """Open `generation`'s model and benchmark it behind the server, with a fresh SQLite memory in a temp dir."""
+    """Open `generation`'s model on each engine in turn and benchmark it behind the server at each
+    number of clients, every cell (engine:clients) on a fresh SQLite memory in a temp dir; figures
+    side by side. An engine is closed before the next opens, so an idle one takes no core from the other."""
+    import gc
+
     import torch
 
-    runtime = open_runtime(generation)
-    backend_factory = runtime.backend if runtime.model is not None else None
-    with (
-        tempfile.TemporaryDirectory(prefix="memlm-bench-serve-") as tmp,
-        runtime.open_store(Path(tmp) / "m.sqlite") as store,
-    ):
-        result = run_serve_bench(
-            backend_factory,
-            store,
-            clients=clients,
-            seconds=seconds,
-            max_tokens=max_tokens,
-            model_name=runtime.name,
-            system_prompt=runtime.system_prompt,
-            decoder=runtime.decoder,
-        )
-    return {
-        "model": runtime.name,
-        "engine": runtime.engine,
-        "device": runtime.device,
-        "dtype": runtime.dtype,
+    on = {engine: Generation.model_validate({**generation.model_dump(), "engine": engine}) for engine in engines}
+    cells: dict[str, dict[str, Any]] = {}
+    dtypes: dict[str, str] = {}
+    device = generation.device
+    name = generation.model
+    for engine in engines:
+        runtime = open_runtime(on[engine])
+        dtypes[engine], device, name = runtime.dtype, runtime.device, runtime.name
+        factory = runtime.backend if runtime.model is not None else None
+        for n in clients:
+            with (
+                tempfile.TemporaryDirectory(prefix="memlm-bench-serve-") as tmp,
+                runtime.open_store(Path(tmp) / "m.sqlite") as store,
+            ):
+                cell = run_serve_bench(
+                    factory,
+                    store,
+                    clients=n,
+                    seconds=seconds,
+                    max_tokens=max_tokens,
+                    model_name=runtime.name,
+                    system_prompt=runtime.system_prompt,
+                    decoder=runtime.decoder,
+                )
+            if engine == "vllm":  # the engine's forward passes are not timed in this process
+                cell["overhead_fraction"] = None
+            cells[f"{engine}:{n}"] = cell
+        del runtime, factory
+        gc.collect()
+    out: dict[str, Any] = {
+        "model": name,
+        "device": device,
+        "dtype": dtypes,
         "max_batch_size": generation.batch_size(),
         "torch_threads": torch.get_num_threads(),
-        **result,
+        "cells": cells,
     }
+    first = f"{engines[0]}:{clients[0]}"
+    for name, cell in cells.items():
+        if name != first and cells[first]["requests_per_s"]:
+            out[f"speedup_{name}_vs_{first}"] = round(cell["requests_per_s"] / cells[first]["requests_per_s"], 3)
+    return out

@@ -15,6 +15,7 @@ generated write that is not, whatever the decoder could do.
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Collection
 
@@ -110,10 +111,11 @@ def _names_relation(field: str, relations: Collection[str], context: str, *, clo
     )
 
 
-def fields_copied(body: str, context: str, relations: Collection[str] | None = None) -> bool:
+def fields_copied(body: str, context: str, relations: Collection[str] | None = None, *, write: bool = False) -> bool:
     """Whether a (possibly unfinished) call body keeps its subject and object copied from `context`
     (and its relation, when `relations` is given, one of those names or a copy from `context`), in
-    the protocol's three fields: no fourth separator, no call closed with fewer.
+    the protocol's three fields: no fourth separator, no call closed with fewer, and a `write` closed
+    with all three filled (only a read leaves a field empty).
 
     `body` runs from just after "[MEM_WRITE{" / "[MEM_READ{" to, and including, the closing "}"
     if the call is closed. Bodies with escapes are not judged (True).
@@ -124,7 +126,7 @@ def fields_copied(body: str, context: str, relations: Collection[str] | None = N
     if "\\" in body:
         return True
     fields = body.split(SEPARATOR)
-    if len(fields) > 3 or (closed and len(fields) < 3):
+    if len(fields) > 3 or (closed and len(fields) < 3) or (closed and write and not all(fields)):
         return False
     for k, field in enumerate(fields):
         is_open = k == len(fields) - 1 and not closed
@@ -148,13 +150,18 @@ def allowed(context: str, text: str, piece: str, relations: Collection[str] | No
     it touches copied from `context` (the messages) or the assistant text before that call, and
     its relation one of `relations` or a copy (when `relations` is given)."""
     new = text + piece
+    write = new.rfind(WRITE_OPEN)
+    if write > new.rfind(READ_OPEN):  # a write ends "}]" (only a read ends "}:")
+        close = new.find("}", write)
+        if 0 <= close and len(text) - 1 <= close < len(new) - 1 and new[close + 1] != "]":
+            return False
     body = open_call(new)
     if body is None:
         body = open_call(text)  # the piece may close the call that was open
         if body is None:
             return True
     start = new.rfind("[", 0, body)
-    return fields_copied(new[body:], context + "\n" + new[:start], relations)
+    return fields_copied(new[body:], context + "\n" + new[:start], relations, write=new.startswith(WRITE_OPEN, start))
 
 
 _RESULTS = re.compile(r"\}:(.*?)\]", re.DOTALL)  # what a read returned, as the controller inserts it
@@ -194,15 +201,21 @@ def answer_names_copied(text: str, piece: str) -> bool:
 
 
 def _spans(context: str, max_words: int) -> set[str]:
-    """Every run of up to `max_words` consecutive words of `context` (the word-aligned copies a
-    call field may hold), with their inner punctuation and spacing as written."""
-    words = list(re.finditer(r"\w[\w.'&-]*", context))
+    """Every run of up to `max_words` words of `context` that starts at a letter or digit with none
+    before it and ends where `_occurs` lets a closed field end (no space, no letter or digit after):
+    the copies a call field may hold under the token-by-token rule ("Thierry" and "Thierry's" of
+    "Thierry's", "e.V" and "e.V." of "e.V."), with their inner punctuation and spacing as written."""
+    n = len(context)
+    word = [c.isalnum() for c in context]
+    starts = [i for i in range(n) if word[i] and (i == 0 or not word[i - 1])]
+    ends = [j for j in range(1, n + 1) if not context[j - 1].isspace() and (j == n or not word[j])]
     spans = set()
-    for i, first in enumerate(words):
-        for last in words[i : i + max_words]:
-            span = context[first.start() : last.end()]
-            if not any(c in span for c in ("\n", "}", ">>")):
-                spans.update(s for s in (span, span.rstrip(".")) if s)  # "Zaguri s.r.l." and "Acme" of "Acme."
+    for i in starts:
+        for j in ends[bisect.bisect_right(ends, i) :]:
+            span = context[i:j]
+            if len(span.split()) > max_words or any(c in span for c in ("\n", "}", ">>")):
+                break
+            spans.add(span)
     return spans
 
 

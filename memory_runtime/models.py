@@ -510,6 +510,25 @@ def _converted_embedded(name: str) -> Path:
     return ensure_converted(embedded_gguf_path(name), cache_dir, convert=convert, recipe=spec.recipe())
 
 
+def merged_model_dir(adapter_dir: str | os.PathLike[str]) -> Path:
+    """A `memlm train` adapter folded into its base and saved once, float32, as a plain model directory
+    under the cache (``$MEMLM_CACHE/models/merged/``): what an engine serves at full speed where its
+    per-request LoRA kernels are slow (vLLM on a CPU). A retrained adapter gets a new directory."""
+    path = Path(adapter_dir).expanduser().resolve()
+    weights = next((path / f for f in ("adapter_model.safetensors", "adapter_model.bin") if (path / f).is_file()), None)
+    if weights is None:
+        raise ValueError(f"{path} has no adapter weights (adapter_model.safetensors or .bin)")
+    key = f"{path}:{weights.stat().st_mtime_ns}:{weights.stat().st_size}".encode()
+    tag = f"{path.name}-{hashlib.sha256(key).hexdigest()[:12]}"
+
+    def merge(_weights: Path, out: Path) -> None:
+        model, tokenizer = load_model(path, dtype="float32", merge=True)
+        model.save_pretrained(out)
+        tokenizer.save_pretrained(out)
+
+    return ensure_converted(weights, cache_root() / "models" / "merged" / tag, convert=merge)
+
+
 def resolve_base(name_or_path: str | os.PathLike[str]) -> str:
     """Turn a base-model name into something ``from_pretrained`` can load.
 

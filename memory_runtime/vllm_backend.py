@@ -97,11 +97,17 @@ class VLLMDecoder(_Decoder):
         self.end_token_ids = end_token_ids(engine, tokenizer)
         self._params, self._make_lora, self._lora = params, lora, lora(adapter)
         self._turns: dict[str, _VTurn] = {}
+        self.merged_adapter: str | None = None  # set when the engine's weights are an adapter merged into its base
         self._ids = itertools.count()
 
     def with_adapter(self, adapter: str | None) -> VLLMDecoder:
         """Another decoder over the same engine with another adapter (None: the base model): one engine
         serves them all. Step one at a time: each ignores the outputs of the other's requests."""
+        if self.merged_adapter is not None:
+            raise ValueError(
+                f"the engine serves {self.merged_adapter} merged into its base, so it has no other adapter "
+                "or base model (load_vllm_decoder(..., merge_adapter=False) applies it per request)"
+            )
         twin = VLLMDecoder(
             self.engine,
             self.tokenizer,
@@ -220,11 +226,15 @@ def load_vllm_decoder(
     dtype: str = "auto",
     gpu_memory_utilization: float | None = None,
     max_lora_rank: int = 64,
+    merge_adapter: bool | None = None,
 ) -> VLLMDecoder:
     """A VLLMDecoder for `model` (a base model, or a `memlm train` adapter on its base) on this GPU, or
     on the CPU with vLLM's CPU build: prefix caching on, the adapter applied per request, up to
     `max_batch_size` turns at once. `gpu_memory_utilization` is the share of the GPU's memory, or on the
-    CPU of the machine's, kept for the model and its KV cache (default 0.85 on a GPU, 0.2 on the CPU)."""
+    CPU of the machine's, kept for the model and its KV cache (default 0.85 on a GPU, 0.2 on the CPU).
+    `merge_adapter` serves an adapter folded into its base (models.merged_model_dir) instead of applying
+    it per request; default: merged on the CPU, where vLLM's LoRA kernels are plain torch ops that
+    took 63% of a decoding step, per request on a GPU."""
     try:
         from vllm import EngineArgs, LLMEngine
     except ImportError:
@@ -233,7 +243,7 @@ def load_vllm_decoder(
             "bash scripts/vllm_cpu_env.sh on a CPU (docs/serving.md)"
         ) from None
     from memory_runtime.hardware import resolve_device, resolve_dtype
-    from memory_runtime.models import is_adapter_dir, load_tokenizer, resolve_base
+    from memory_runtime.models import is_adapter_dir, load_tokenizer, merged_model_dir, resolve_base
 
     device = resolve_device("auto")
     if gpu_memory_utilization is None:
@@ -243,8 +253,14 @@ def load_vllm_decoder(
     block_size = None if device.startswith("cuda") else 32
 
     adapter = model if is_adapter_dir(model) else None
+    weights = resolve_base(model)
+    if merge_adapter is None:
+        merge_adapter = not device.startswith("cuda")
+    merged = adapter if adapter is not None and merge_adapter else None
+    if merged is not None:
+        weights, adapter = str(merged_model_dir(merged)), None
     args = EngineArgs(
-        model=resolve_base(model),
+        model=weights,
         enable_prefix_caching=True,
         max_num_seqs=max_batch_size,
         enable_lora=adapter is not None,
@@ -253,10 +269,12 @@ def load_vllm_decoder(
         gpu_memory_utilization=gpu_memory_utilization,
         block_size=block_size,
     )
-    return VLLMDecoder(
+    decoder = VLLMDecoder(
         LLMEngine.from_engine_args(args),
         load_tokenizer(model),
         adapter=adapter,
         copy_fields=copy_fields,
         max_batch_size=max_batch_size,
     )
+    decoder.merged_adapter = merged
+    return decoder

@@ -105,3 +105,23 @@ def load_generation(overrides: list[str] | None, flags: dict[str, Any], defaults
         if not item.startswith("generation."):
             fail(ValueError(f"override {item!r}: a benchmark takes generation.KEY=VALUE (memory_runtime/runtime.py)"))
     return load(Generation, None, [*flag_overrides(defaults or {}), *(i.removeprefix("generation.") for i in items)])
+
+
+def engine_names(text: str | None, default: str) -> list[str]:
+    """Comma-separated engine names (None: `default`, the generation section's engine)."""
+    names = [name.strip() for name in (text or default).split(",") if name.strip()]
+    unknown = [name for name in names if name not in ("hf", "vllm")]
+    if unknown or not names:
+        fail(ValueError(f"unknown engine {(unknown or [text])[0]!r}: expected hf or vllm"))
+    return names
+
+
+def counts(text: str, option: str, most: int) -> list[int]:
+    """Comma-separated whole numbers, each 1 to `most` (`option` names the flag in the error)."""
+    try:
+        numbers = [int(c) for c in text.split(",") if c.strip()]
+    except ValueError:
+        fail(ValueError(f"{option}: expected comma-separated whole numbers, got {text!r}"))
+    if not numbers or not all(1 <= c <= most for c in numbers):
+        fail(ValueError(f"{option}: each number must be 1 to {most}, got {text!r}"))
+    return numbers

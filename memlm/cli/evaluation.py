@@ -6,6 +6,7 @@ from pathlib import Path
 
 import typer
 
+from eval.parts import NAMES as EVAL_PARTS
 from memlm.cli.common import (
     MODEL,
     OVERRIDES,
@@ -13,6 +14,7 @@ from memlm.cli.common import (
     bench_app,
     console,
     csv,
+    engine_names,
     fail,
     load,
     load_generation,
@@ -44,7 +46,7 @@ def eval_command(
         None, "--systems", help="Sets systems, comma-separated (default: memlm,few_shot,zero_shot)."
     ),
     parts: str | None = typer.Option(
-        None, "--parts", help="Sets parts, comma-separated (default: every part; configs/eval/default.yaml lists them)."
+        None, "--parts", help=f"Sets parts, comma-separated subset of {','.join(EVAL_PARTS)} (default: all)."
     ),
     limit: int | None = typer.Option(
         None, "--limit", min=1, help="Sets limit: at most N cases per category, episodes, passages per source."
@@ -105,11 +107,11 @@ def bench_decode_command(
     model: str | None = MODEL,
     turns: int = typer.Option(64, "--turns", min=13, help="About this many teacher-forced turns, every category."),
     batch_sizes: str = typer.Option("1,8", "--batch-sizes", help="Comma-separated; the first is the baseline."),
-    engines: str = typer.Option(
-        "hf",
+    engines: str | None = typer.Option(
+        None,
         "--engines",
         help="Comma-separated engines, each at every batch size (hf, vllm: vLLM's engine; run from the "
-        "environment that has it, e.g. .venv-vllm/bin/python -m memlm on a CPU).",
+        "environment that has it, e.g. .venv-vllm/bin/python -m memlm on a CPU; default: generation.engine).",
     ),
     rounds: int = typer.Option(1, "--rounds", min=1, help="Cells take turns this many times."),
 ) -> None:
@@ -126,16 +128,10 @@ def bench_decode_command(
             str(data),
             turns=turns,
             batch_sizes=sizes,
-            engines=[_engine(e) for e in engines.split(",") if e.strip()],
+            engines=engine_names(engines, generation.engine),
             rounds=rounds,
             log=log,
         )
     except (ValueError, FileNotFoundError) as err:
         fail(err)
     print_json(result)
-
-
-def _engine(name: str) -> str:
-    if name.strip() not in ("hf", "vllm"):
-        fail(ValueError(f"unknown engine {name.strip()!r}: expected hf or vllm"))
-    return name.strip()

@@ -7,7 +7,19 @@ from pathlib import Path
 
 import typer
 
-from memlm.cli.common import MODEL, OVERRIDES, app, bench_app, fail, load, load_generation, log, print_json
+from memlm.cli.common import (
+    MODEL,
+    OVERRIDES,
+    app,
+    bench_app,
+    counts,
+    engine_names,
+    fail,
+    load,
+    load_generation,
+    log,
+    print_json,
+)
 
 SERVE_CONFIG = Path("configs/serve/default.yaml")
 HOST = typer.Option(
@@ -81,21 +93,33 @@ def ui_command(
 @bench_app.command("serve")
 def bench_serve_command(
     model: str | None = MODEL,
-    clients: int = typer.Option(
-        4, "--clients", min=1, max=256, help="Concurrent clients, each its own API key and namespace."
+    clients: str = typer.Option(
+        "4", "--clients", help="Concurrent clients, each its own API key and namespace; comma-separated: one cell each."
     ),
     seconds: float = typer.Option(30.0, "--seconds", min=0.1, help="How long the clients keep sending requests."),
     max_tokens: int = typer.Option(32, "--max-tokens", min=1, help="max_tokens of every request."),
+    engines: str | None = typer.Option(
+        None,
+        "--engines",
+        help="Comma-separated engines (hf, vllm), each at every number of clients (default: generation.engine).",
+    ),
     overrides: list[str] | None = OVERRIDES,
 ) -> None:
     """The server on 127.0.0.1 under concurrent streaming clients: requests/s, latency p50/p99, time to
-    the first streamed words, controller overhead. Overrides: generation.KEY=VALUE (as serve runs the
-    model), e.g. generation.max_batch_size=1, generation.engine=vllm."""
+    the first streamed words, controller overhead; one cell per engine and number of clients. Overrides:
+    generation.KEY=VALUE (as serve runs the model), e.g. generation.max_batch_size=1."""
     from memory_runtime.bench_serve import bench_serve
 
     generation = load_generation(overrides, {"generation.model": model})
+    cells = counts(clients, "--clients", 256)
     try:
-        result = bench_serve(generation, clients=clients, seconds=seconds, max_tokens=max_tokens)
+        result = bench_serve(
+            generation,
+            clients=cells,
+            engines=engine_names(engines, generation.engine),
+            seconds=seconds,
+            max_tokens=max_tokens,
+        )
     except (ValueError, FileNotFoundError) as err:
         fail(err)
     print_json(result)

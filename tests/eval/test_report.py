@@ -6,17 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from eval.report import (
-    TARGETS,
-    accuracy_figure,
-    answer_f1_figure,
-    measure_targets,
-    small_sample_line,
-    summarise,
-    verdict_lines,
-    wilson_interval,
-    write_report,
-)
+from eval.metrics import wilson_interval
+from eval.records import accuracy_figure, answer_f1_figure
+from eval.report import TARGETS, measure_targets, small_sample_line, summarise, verdict_lines, write_report
 
 SHAPES = ("write", "read/per", "read/org", "unanswerable")
 
@@ -221,7 +213,8 @@ def test_a_run_records_the_paths_it_read_and_the_cases_per_source(tmp_path, monk
     from data_gen.config import DataConfig
     from data_gen.generate import generate
     from data_gen.real import default_real_dir
-    from eval.run import EvalConfig, describe_sources, load_cases, real_path
+    from eval.real_probe import real_path
+    from eval.run import EvalConfig, describe_sources, load_cases
 
     generate(
         DataConfig.load(Path(__file__).parents[2] / "configs/data/tiny.yaml"),

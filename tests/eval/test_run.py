@@ -8,10 +8,10 @@ import pytest
 
 from data_gen.config import DataConfig
 from data_gen.generate import generate
-from eval.records import evaluate_records, with_typo
-from eval.report import summarise_records
-from eval.run import EvalConfig, load_records, run_eval
+from eval.records import evaluate_records, load_records, summarise_records
+from eval.run import EvalConfig, run_eval
 from eval.systems import System
+from eval.typos import with_typo
 from memory_runtime.backend import ScriptedBackend
 from memory_runtime.store import TripletStore
 

@@ -44,10 +44,17 @@ def test_bench_reports_throughput_latency_and_overhead():
 def test_memlm_bench_serve_prints_one_json_line(tiny_model_dir):
     r = CliRunner().invoke(
         app,
-        ["bench", "serve", "--model", str(tiny_model_dir), "--clients", "2", "--seconds", "0.5", "--max-tokens", "3"],
+        ["bench", "serve", "--model", str(tiny_model_dir), "--clients", "1,2", "--seconds", "0.5", "--max-tokens", "3"],
     )
     assert r.exit_code == 0, r.output
     result = json.loads(r.stdout.strip().splitlines()[-1])
-    for key in ("requests_per_s", "p50_ms", "p99_ms", "overhead_fraction", "errors"):
-        assert key in result
-    assert result["errors"] == 0 and result["requests"] >= 2 and 0 < result["overhead_fraction"] < 1
+    assert set(result["cells"]) == {"hf:1", "hf:2"} and result["speedup_hf:2_vs_hf:1"] > 0
+    for cell in result["cells"].values():
+        for key in ("requests_per_s", "p50_ms", "p99_ms", "first_token_p50_ms", "overhead_fraction", "errors"):
+            assert key in cell
+        assert cell["errors"] == 0 and cell["requests"] >= cell["clients"] and 0 < cell["overhead_fraction"] < 1
+
+
+def test_bench_serve_refuses_a_bad_client_count(tiny_model_dir):
+    r = CliRunner().invoke(app, ["bench", "serve", "--model", str(tiny_model_dir), "--clients", "2,x"])
+    assert r.exit_code != 0 and "--clients" in r.output

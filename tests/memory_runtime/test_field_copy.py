@@ -208,3 +208,51 @@ def test_an_open_field_is_judged_once_its_first_word_ends():
     assert allowed(context, "[MEM_WRITE{He", "len", RELATIONS)
     assert allowed(context, "[MEM_WRITE{He", " ", RELATIONS)  # "He " may still become a name
     assert not allowed(context, "[MEM_WRITE{He", " manages", RELATIONS)
+
+
+@pytest.mark.parametrize(
+    "text, piece, ok",
+    [
+        ("[MEM_WRITE{Olivier Delaunay>>employed by>>", "}", False),  # a write names its object
+        ("[MEM_WRITE{>>employed by>>Pfizer", "}]", False),
+        ("[MEM_WRITE{Olivier Delaunay>>employed by>>Pfizer", "}:", False),  # a write ends "}]"
+        ("[MEM_WRITE{Olivier Delaunay>>employed by>>Pfizer}", ":", False),
+        ("[MEM_WRITE{Olivier Delaunay>>employed by>>Pfizer}", "]", True),
+        ("[MEM_WRITE{Olivier Delaunay>>employed by>>Pfizer", "}] Noted", True),
+        ("[MEM_READ{>>employed by>>", "}:", True),  # a read leaves fields empty and ends "}:"
+        ("[MEM_WRITE{Olivier Delaunay>>employed by>>Pfizer}] ", "Noted: yes}", True),
+    ],
+)
+def test_the_hf_rule_closes_calls_as_the_regex_does(text, piece, ok):
+    """The token-by-token rule (HF backend) and the regex (vLLM) are one rule: the engines agree."""
+    import re
+
+    context = "Olivier Delaunay works for Pfizer."
+    assert allowed(context, text, piece, RELATIONS) is ok
+    pattern = calls_regex(context, RELATIONS)
+    prefix_ok = any(re.fullmatch(pattern, text + piece + end) for end in ("", "]", "}]", " Noted.", ">>Pfizer}]"))
+    assert prefix_ok is ok
+
+
+@pytest.mark.parametrize(
+    "field, ok",
+    [
+        ("Margaud Thierry", True),  # before a possessive: the rule's word ends at the apostrophe
+        ("Margaud Thierry's", True),
+        ("Salesforce", True),
+        ("Zaguri s.r.l.", True),
+        ("Zaguri s.r", True),
+        ("Margaud Thier", False),  # not at a word's end
+        ("argaud Thierry", False),
+    ],
+)
+def test_the_regex_takes_every_copy_the_token_rule_takes(field, ok):
+    """Found by the engines' comparison: vLLM wrote "Margaud Thierry's" where the HF rule allowed
+    "Margaud Thierry" and the model chose it (the regex's words ran on through the apostrophe)."""
+    import re
+
+    context = "What is Margaud Thierry's relation to Salesforce's board and Zaguri s.r.l.?"
+    body = f"{field}>>employed by>>Salesforce}}"
+    assert fields_copied(body, context, RELATIONS) is ok
+    pattern = calls_regex(context, RELATIONS)
+    assert (re.fullmatch(pattern, f"[MEM_WRITE{{{body}]") is not None) is ok

@@ -174,6 +174,25 @@ def test_merged_adapter_gives_the_same_logits_without_peft_layers(adapter_dir):
     torch.testing.assert_close(logits_of(merged, tok), logits_of(unmerged, tok), rtol=1e-4, atol=1e-4)
 
 
+def test_a_merged_model_directory_is_made_once_per_adapter_version(adapter_dir, tmp_path, monkeypatch):
+    """What vLLM serves on a CPU: the adapter folded into its base, cached until it is retrained."""
+    import shutil
+
+    monkeypatch.setenv("MEMLM_CACHE", str(tmp_path / "cache"))
+    adapter = tmp_path / "run"
+    shutil.copytree(adapter_dir, adapter)
+    merged_dir = models.merged_model_dir(adapter)
+    assert merged_dir.parent == tmp_path / "cache" / "models" / "merged" and not models.is_adapter_dir(merged_dir)
+    unmerged, tok = load_model(str(adapter), dtype=FLOAT32)
+    served, served_tok = load_model(str(merged_dir), dtype=FLOAT32)
+    torch.testing.assert_close(logits_of(served, served_tok), logits_of(unmerged, tok), rtol=1e-4, atol=1e-4)
+    stamp = (merged_dir / "config.json").stat().st_mtime_ns
+    assert models.merged_model_dir(adapter) == merged_dir and (merged_dir / "config.json").stat().st_mtime_ns == stamp
+    weights = adapter / "adapter_model.safetensors"
+    weights.write_bytes(weights.read_bytes())  # retrained: a new version, a new directory
+    assert models.merged_model_dir(adapter) != merged_dir
+
+
 def test_adapter_dir_with_its_own_tokenizer(tmp_path, base_dir, adapter_dir, smollm2_tokenizer):
     import shutil
 

@@ -6,14 +6,16 @@ The model is the embedded SmolLM2-135M base with a LoRA adapter overfit here on 
 in the message), so the calls come out of the engine's own greedy decoding. One engine load runs
 every scenario the fake engine's tests run (test_vllm_backend.py) and reports what happened as
 JSON: writes stored, reads that stop at "}:" and resume from the token ids with the prefix cache
-hit, copy-constrained names, refusals, the adapter per request (the base model on the same engine),
-cancellation, streaming, turns batched together, the token budget.
+hit, copy-constrained names, refusals, the adapter per request (the base model on the same engine)
+or merged into its base (the CPU default), cancellation, streaming, turns batched together, the
+token budget.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -21,6 +23,7 @@ import pytest
 import torch
 
 from memory_runtime.controller import NOT_STORED
+from memory_runtime.models import merged_model_dir
 from memory_runtime.protocol import SYSTEM_PROMPT, render_read, render_results, render_write
 
 REPO = Path(__file__).parents[2]
@@ -55,8 +58,8 @@ from memory_runtime.store import TripletStore
 from memory_runtime.vllm_backend import VLLMDecoder, load_vllm_decoder
 
 def main():
-    adapter, db = sys.argv[1:3]
-    decoder = load_vllm_decoder(adapter, max_batch_size=8, dtype="float32")
+    adapter, db, injected, mode = sys.argv[1:5]
+    decoder = load_vllm_decoder(adapter, max_batch_size=8, dtype="float32", merge_adapter=mode == "merged")
     engine = decoder.engine
     submissions, cached, aborted = [], {}, []
     add, step, abort = engine.add_request, engine.step, engine.abort_request
@@ -90,6 +93,14 @@ def main():
     with TripletStore(db) as store:
         store.write("Dorothea Altemus", "employed by", "Pfizer", namespace="reader")
         store.write("Ivo Renner", "founder of", "BMW", namespace="reader")
+        if mode == "merged":  # the adapter folded into the base: no LoRA, no other model on this engine
+            try:
+                decoder.with_adapter(None)
+            except ValueError as err:
+                out["refuses_base"] = str(err)
+            turn("two_reads", decoder, "Who works for Pfizer, and who founded BMW?", store, "reader")
+            print("MEMLM_SCENARIOS " + json.dumps(out))
+            return
         turn("write", decoder, "Tia Batres works for Pfizer.", store, "writer")
         texts = []
         turn("two_reads", decoder, "Who works for Pfizer, and who founded BMW?", store, "reader", on_text=texts.append)
@@ -98,7 +109,7 @@ def main():
         free = VLLMDecoder(engine, decoder.tokenizer, adapter=adapter, copy_fields=False)
         free._ids = decoder._ids
         turn("uncopied", free, "Marta Quinlan works for Siemens.", store, "uncopied")
-        turn("injected", decoder, sys.argv[3], store, "injected")
+        turn("injected", decoder, injected, store, "injected")
         turn("base", decoder.with_adapter(None), "Tia Batres works for Pfizer.", store, "base")
         turn("write_again", decoder, "Tia Batres works for Pfizer.", store, "again")
         stop = threading.Event()
@@ -163,14 +174,9 @@ def _train_adapter(path: Path, steps: int = 20) -> float:
     return loss.item()
 
 
-@pytest.fixture(scope="module")
-def scenarios(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("vllm-engine")
-    assert _train_adapter(tmp / "adapter") < 0.01
-    script = tmp / "scenarios.py"
-    script.write_text(SCENARIOS)
+def _run(script: Path, adapter: Path, db: Path, mode: str) -> dict:
     done = subprocess.run(
-        [str(VENV_PYTHON), str(script), str(tmp / "adapter"), str(tmp / "memory.sqlite"), INJECTED],
+        [str(VENV_PYTHON), str(script), str(adapter), str(db), INJECTED, mode],
         capture_output=True,
         text=True,
         env={**os.environ, "PYTHONPATH": str(REPO)},
@@ -179,6 +185,24 @@ def scenarios(tmp_path_factory):
     lines = [line for line in done.stdout.splitlines() if line.startswith("MEMLM_SCENARIOS ")]
     assert done.returncode == 0 and lines, done.stdout[-3000:] + done.stderr[-5000:]
     return json.loads(lines[-1].removeprefix("MEMLM_SCENARIOS "))
+
+
+@pytest.fixture(scope="module")
+def engine_runs(tmp_path_factory):
+    """The scenarios with the adapter applied per request, then merged into its base (the CPU default),
+    each on its own engine in its own process."""
+    tmp = tmp_path_factory.mktemp("vllm-engine")
+    assert _train_adapter(tmp / "adapter") < 0.01
+    script = tmp / "scenarios.py"
+    script.write_text(SCENARIOS)
+    runs = {mode: _run(script, tmp / "adapter", tmp / f"{mode}.sqlite", mode) for mode in ("per_request", "merged")}
+    shutil.rmtree(merged_model_dir(tmp / "adapter"))  # 0.5 GB in the user's cache, made by this test
+    return runs
+
+
+@pytest.fixture
+def scenarios(engine_runs):
+    return engine_runs["per_request"]
 
 
 def test_a_write_is_stored(scenarios):
@@ -227,6 +251,13 @@ def test_the_adapter_is_applied_per_request(scenarios):
     assert scenarios["base"]["adapters"] == [None]  # the base model on the same engine
     assert not scenarios["base"]["calls"] and scenarios["base"]["facts"] == []
     assert scenarios["write_again"]["text"] == scenarios["write"]["text"]  # the adapter again, after the base
+
+
+def test_a_merged_adapter_decodes_as_the_adapter_per_request(engine_runs):
+    merged, per_request = engine_runs["merged"], engine_runs["per_request"]
+    assert merged["two_reads"]["text"] == per_request["two_reads"]["text"]
+    assert merged["two_reads"]["adapters"] == [None, None, None]  # no LoRA: the weights are merged
+    assert "merged into its base" in merged["refuses_base"]
 
 
 def test_cancellation_ends_the_turn_and_aborts_its_request(scenarios):
