@@ -53,17 +53,7 @@ def bench_decode(
     dtypes: dict[str, str] = {}
     for engine in engines:  # one engine at a time: an idle one would take cores from the other
         runtime = open_runtime(on[engine])
-        system = System(
-            "memlm",
-            runtime.model,
-            runtime.tokenizer,
-            generation.max_new_tokens,
-            generation.max_calls,
-            copy_fields=generation.copy_fields,
-            system_prompt=runtime.system_prompt,
-            write_gate=runtime.write_gate,
-            decoder=runtime.decoder if engine == "vllm" else None,
-        )
+        system = System.under_test(runtime)
         dtypes[engine], device = runtime.dtype, runtime.device
         log(f"bench decode: {engine} engine on {device} ({runtime.dtype})")
         evaluate_records(system, records[:4], batch_size=max(batch_sizes))  # warm-up: first steps are slow

@@ -110,17 +110,7 @@ def load_systems(config: EvalConfig) -> dict[str, System]:
         runtime = open_runtime(generation)
     systems: dict[str, System] = {}
     if runtime is not None and "memlm" in config.systems:
-        systems["memlm"] = System(
-            "memlm",
-            runtime.model,
-            runtime.tokenizer,
-            generation.max_new_tokens,
-            generation.max_calls,
-            copy_fields=generation.copy_fields,
-            system_prompt=runtime.system_prompt,
-            write_gate=runtime.write_gate,
-            decoder=runtime.decoder if runtime.engine == "vllm" else None,
-        )
+        systems["memlm"] = System.under_test(runtime)
     baselines = [name for name in config.systems if name != "memlm"]
     if baselines:
         base, base_tok, base_decoder = None, None, None

@@ -87,6 +87,23 @@ class System:
     write_gate: WriteGate | None = None  # scores the writes it generates, may hold some back
     decoder: Any = None  # a decoder that runs every turn of this system (the vllm engine's); default: the model's
 
+    @classmethod
+    def under_test(cls, runtime: Any) -> System:
+        """The model under test ("memlm") as `runtime` (memory_runtime.runtime.open_runtime) opened it:
+        its generation settings, trained prompt and write gate; on vllm every turn through its decoder."""
+        generation = runtime.generation
+        return cls(
+            "memlm",
+            runtime.model,
+            runtime.tokenizer,
+            generation.max_new_tokens,
+            generation.max_calls,
+            copy_fields=generation.copy_fields,
+            system_prompt=runtime.system_prompt,
+            write_gate=runtime.write_gate,
+            decoder=runtime.decoder if runtime.engine == "vllm" else None,
+        )
+
     @property
     def uses_memory(self) -> bool:
         return self.name != "zero_shot"

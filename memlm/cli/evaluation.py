@@ -13,6 +13,7 @@ from memlm.cli.common import (
     app,
     bench_app,
     console,
+    counts,
     csv,
     engine_names,
     fail,
@@ -121,8 +122,8 @@ def bench_decode_command(
     from eval.run import EVAL_GENERATION
 
     generation = load_generation(overrides, {"generation.model": model}, EVAL_GENERATION)
+    sizes = counts(batch_sizes, "--batch-sizes", 4096)
     try:
-        sizes = [int(b) for b in batch_sizes.split(",") if b.strip()]
         result = bench_decode(
             generation,
             str(data),

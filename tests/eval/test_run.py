@@ -421,3 +421,14 @@ def test_eval_with_no_cases_is_an_error_not_a_table_of_dashes(tmp_path):
         ],
     )
     assert r.exit_code == 2 and "test.jsonl:1: not a Record" in r.output
+
+
+def test_bench_decode_refuses_a_bad_batch_size(tiny_model_dir, tiny_data):
+    from typer.testing import CliRunner
+
+    from memlm.cli import app
+
+    r = CliRunner().invoke(
+        app, ["bench", "decode", "--model", str(tiny_model_dir), "--data", str(tiny_data), "--batch-sizes", "1,x"]
+    )
+    assert r.exit_code != 0 and "--batch-sizes" in r.output
