@@ -58,3 +58,8 @@ def test_memlm_bench_serve_prints_one_json_line(tiny_model_dir):
 def test_bench_serve_refuses_a_bad_client_count(tiny_model_dir):
     r = CliRunner().invoke(app, ["bench", "serve", "--model", str(tiny_model_dir), "--clients", "2,x"])
     assert r.exit_code != 0 and "--clients" in r.output
+
+
+def test_bench_serve_refuses_an_unknown_engine(tiny_model_dir):
+    r = CliRunner().invoke(app, ["bench", "serve", "--model", str(tiny_model_dir), "--engines", "hf,vlm"])
+    assert r.exit_code != 0 and "unknown engine 'vlm'" in r.output

@@ -193,6 +193,18 @@ def test_a_merged_model_directory_is_made_once_per_adapter_version(adapter_dir, 
     assert models.merged_model_dir(adapter) != merged_dir
 
 
+def test_a_merged_model_needs_the_adapters_weights(adapter_dir, tmp_path, monkeypatch):
+    import shutil
+
+    monkeypatch.setenv("MEMLM_CACHE", str(tmp_path / "cache"))
+    adapter = tmp_path / "run"
+    shutil.copytree(adapter_dir, adapter)
+    (adapter / "adapter_model.safetensors").unlink()
+    with pytest.raises(ValueError, match="has no adapter weights"):
+        models.merged_model_dir(adapter)
+    assert not (tmp_path / "cache" / "models" / "merged").exists()
+
+
 def test_adapter_dir_with_its_own_tokenizer(tmp_path, base_dir, adapter_dir, smollm2_tokenizer):
     import shutil
 
