@@ -96,6 +96,23 @@ class EvalConfig(Strict):
 EVAL_CONFIG_FILENAME = "eval_config.yaml"  # an eval run's resolved config, saved beside its report
 
 
+def on_engine(config: EvalConfig) -> tuple[EvalConfig, str]:
+    """`config` on the engine it runs on (generation.engine auto resolved), and why. On vllm the model
+    and its baselines share one engine in one process, so several workers, or baselines on another
+    base than the model's, keep auto on hf."""
+    from memory_runtime.models import adapter_base, is_adapter_dir
+
+    model = config.generation.model
+    own_base = adapter_base(model) if model and is_adapter_dir(model) else model
+    hf_because = None
+    if config.workers > 1:
+        hf_because = "each of several workers opens its own model (workers > 1)"
+    elif config.base is not None and config.base != own_base and set(config.systems) - {"memlm"}:
+        hf_because = f"the baselines run on {config.base}, not the model's own base"
+    generation, why = config.generation.on_engine(hf_because)
+    return config.model_copy(update={"generation": generation}), why
+
+
 def load_systems(config: EvalConfig) -> dict[str, System]:
     """The model under test (an adapter merged into its base, or applied per request on vllm) and its
     baselines on the base model (the adapter's recorded base unless `base` says otherwise), each
@@ -240,6 +257,7 @@ def run_eval(
 ) -> dict:
     """Run every part for every system, write the report to `out_dir`; returns the summary."""
     start = time.perf_counter()
+    config, engine_reason = on_engine(config)
     if memory_config is None:
         memory_config = config.generation.memory()
     cases = load_cases(config)
@@ -285,6 +303,7 @@ def run_eval(
         "model": config.generation.model,
         "write_gate": config.generation.write_gate.model_dump(),
         "batch_size": batch_size(config),
+        "engine_reason": engine_reason,
         "wall_s": time.perf_counter() - start,
         "cases": {k: len(v) for k, v in cases.items()},
         "sources": describe_sources(config, cases),

@@ -336,7 +336,8 @@ class TrainStep(Strict):
 
 
 # execution: the short turns of one statement or question, as eval decodes them
-SELF_INSTRUCT_GENERATION: dict = {"max_new_tokens": 96, "max_calls": 8}
+SELF_INSTRUCT_GENERATION: dict = {"max_new_tokens": 96, "max_calls": 8, "engine": "hf"}
+IN_PROCESS = "self-instruct runs one turn at a time over the model (hf)"
 
 
 class SelfInstructConfig(Strict):
@@ -372,8 +373,8 @@ class SelfInstructConfig(Strict):
 
     @model_validator(mode="after")
     def _one_turn_at_a_time(self) -> SelfInstructConfig:
-        if self.generation.engine != "hf":
-            raise ValueError("generation.engine: self-instruct runs one turn at a time over the model (hf)")
+        if self.generation.engine == "vllm":
+            raise ValueError(f"generation.engine: {IN_PROCESS}")
         if self.generation.write_gate.active:
             raise ValueError("generation.write_gate: self-instruct stores every write (the reward checks them)")
         if self.generation.max_new_tokens < 8:
@@ -555,7 +556,7 @@ def _backend_for(generation: Generation) -> Callable[[str], Backend]:
     def make(model: str) -> Backend:
         from memory_runtime.runtime import open_runtime
 
-        return open_runtime(generation.model_copy(update={"model": model})).backend()
+        return open_runtime(generation.model_copy(update={"model": model}), hf_because=IN_PROCESS).backend()
 
     return make
 

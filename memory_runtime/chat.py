@@ -13,9 +13,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
-from pydantic import Field
+from pydantic import Field, model_validator
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -23,7 +23,7 @@ from rich.text import Text
 from memory_runtime.controller import Controller, TurnResult
 from memory_runtime.feedback import Exchange, Feedback
 from memory_runtime.protocol import SEPARATOR
-from memory_runtime.runtime import Generation
+from memory_runtime.runtime import Generation, with_defaults
 from memory_runtime.store import TripletStore
 from memory_runtime.yaml_config import Strict
 
@@ -268,6 +268,10 @@ def _count(n: int) -> str:
     return f"{n} fact" if n == 1 else f"{n} facts"
 
 
+CHAT_GENERATION: dict[str, Any] = {"engine": "hf"}
+IN_PROCESS = "chat runs one turn at a time over the model in this process (hf)"
+
+
 class ChatConfig(Strict):
     """configs/chat/default.yaml: whose memory a chat starts with, what each turn sees and shows,
     where feedback goes, and how the model runs (`generation`). Relative paths are relative to the file."""
@@ -289,7 +293,21 @@ class ChatConfig(Strict):
         description="where /good /bad /correct are logged (pending/: trajectories to review with `memlm feedback`; "
         "null: the memory's name + '-feedback' beside it)",
     )
-    generation: Generation = Generation()
+    generation: Generation = Field(
+        default_factory=lambda: Generation(**CHAT_GENERATION),
+        description="the model and how it runs: one turn at a time in this process (engine hf)",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _chat_generation(cls, data: Any) -> Any:
+        return with_defaults(data, **CHAT_GENERATION)
+
+    @model_validator(mode="after")
+    def _in_process(self) -> ChatConfig:
+        if self.generation.engine == "vllm":
+            raise ValueError(f"generation.engine: {IN_PROCESS}")
+        return self
 
     def relative_to(self, folder: Path) -> ChatConfig:
         if self.feedback_dir is not None and not self.feedback_dir.is_absolute():
@@ -313,9 +331,8 @@ def chat(config: ChatConfig, db: str | Path) -> None:
     from memory_runtime.models import cache_root
     from memory_runtime.runtime import open_runtime
 
-    if config.generation.engine != "hf":
-        raise ValueError("generation.engine: chat runs one turn at a time over the model in this process (hf)")
-    runtime = open_runtime(config.generation)  # before the db: a model that does not load leaves no empty file
+    # before the db: a model that does not load leaves no empty file
+    runtime = open_runtime(config.generation, hf_because=IN_PROCESS)
     with runtime.open_store(db) as store:
         backend = runtime.backend()  # one for every turn: start() resets it
         run_chat(

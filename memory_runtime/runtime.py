@@ -12,12 +12,15 @@ gate. :func:`open_runtime` opens it and returns a :class:`Runtime`, ready to run
     engine vllm  vLLM's engine (memory_runtime.vllm_backend.VLLMDecoder, :attr:`Runtime.decoder`):
                  continuous batching, prefix caching, the adapter applied per request; on a GPU, or
                  on the CPU with vLLM's CPU build
+    engine auto  (the default) vllm where vLLM is installed and the command can run on it, else hf
+                 (:func:`choose_engine`): vLLM is the faster engine on the CPU too (docs/serving.md)
 
 Every decoder drives sessions the same way (memory_runtime.batching's ``run_sessions``).
 """
 
 from __future__ import annotations
 
+import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -30,6 +33,7 @@ from memory_runtime.write_gate import WriteGate, WriteGateConfig
 from memory_runtime.yaml_config import Strict
 
 Engine = Literal["hf", "vllm"]
+ENGINES: tuple[Engine, ...] = ("hf", "vllm")
 
 
 class Generation(Strict):
@@ -44,10 +48,11 @@ class Generation(Strict):
         "model directory or hub id, or embedded:SmolLM2-135M-Instruct; null: that embedded base model "
         "(eval needs one)",
     )
-    engine: Engine = Field(
-        "hf",
-        description="hf: transformers in this process; vllm: vLLM's engine (pip install 'memlm[vllm]' on a GPU, "
-        "bash scripts/vllm_cpu_env.sh on a CPU; no write gate, no corrections)",
+    engine: Literal["auto", "hf", "vllm"] = Field(
+        "auto",
+        description="auto: vllm where vLLM is installed and the command can run on it, else hf; hf: transformers "
+        "in this process; vllm: vLLM's engine (pip install 'memlm[vllm]' on a GPU, bash scripts/vllm_cpu_env.sh "
+        "on a CPU; no write gate, no corrections)",
     )
     device: str = Field("auto", description="auto (a CUDA GPU when one is visible, else the CPU), cpu, cuda, cuda:N")
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
@@ -87,6 +92,12 @@ class Generation(Strict):
             )
         return self
 
+    def on_engine(self, hf_because: str | None = None) -> tuple[Generation, str]:
+        """This section on the engine it runs on (a copy; `auto` resolved by :func:`choose_engine`), and
+        why that engine."""
+        engine, why = choose_engine(self, hf_because)
+        return self.model_copy(update={"engine": engine}), why
+
     def memory(self) -> MemoryConfig:
         """The memory's config (relation table, fuzzy settings)."""
         return MemoryConfig.load(self.memory_config)
@@ -103,6 +114,32 @@ class Generation(Strict):
         if self.memory_config is not None and not Path(self.memory_config).is_absolute():
             self.memory_config = str(folder / self.memory_config)
         return self
+
+
+def vllm_installed() -> bool:
+    """Whether vLLM imports here (a GPU host with memlm[vllm], or .venv-vllm on a CPU)."""
+    if importlib.util.find_spec("vllm") is None:
+        return False
+    try:
+        import vllm  # noqa: F401
+    except Exception:  # a broken install (a kernel library that does not load) is no engine
+        return False
+    return True
+
+
+def choose_engine(generation: Generation, hf_because: str | None = None) -> tuple[Engine, str]:
+    """The engine `generation` runs on, and why. An explicit engine stays; `auto` is vllm where vLLM
+    is installed, unless the model must run in this process: `hf_because` says why a command needs it
+    (chat, self-instruct, several eval workers), and the write gate scores writes with the model."""
+    if generation.engine != "auto":
+        return generation.engine, "generation.engine"
+    if hf_because:
+        return "hf", f"auto: {hf_because}"
+    if generation.write_gate.active:
+        return "hf", "auto: the write gate scores writes with the model in this process"
+    if not vllm_installed():
+        return "hf", "auto: vLLM is not installed here (bash scripts/vllm_cpu_env.sh on a CPU)"
+    return "vllm", "auto: vLLM is installed here"
 
 
 def with_defaults(data: Any, **defaults: Any) -> Any:
@@ -126,6 +163,7 @@ class Runtime:
     dtype: str = "float32"
     system_prompt: str | None = SYSTEM_PROMPT  # the one the model was trained with
     write_gate: WriteGate | None = None
+    engine_reason: str = "generation.engine"  # why this engine (generation.engine auto: what it found)
 
     @property
     def name(self) -> str:
@@ -134,7 +172,11 @@ class Runtime:
 
     @property
     def engine(self) -> Engine:
-        return self.generation.engine
+        return self.generation.engine  # type: ignore[return-value]  # resolved by open_runtime
+
+    def describe(self) -> str:
+        """What was opened, for a command's first line: model, engine and why, device, dtype."""
+        return f"{self.name} on {self.engine} ({self.engine_reason}), {self.device}, {self.dtype}"
 
     def open_store(self, db: str | Path = ":memory:") -> TripletStore:
         """The memory at `db` (an SQLite file, created if missing, or a postgresql:// URL)."""
@@ -179,11 +221,14 @@ def _embedded() -> str:
     return EMBEDDED_MODEL
 
 
-def open_runtime(generation: Generation) -> Runtime:
-    """Open `generation`'s model with its memory: an adapter is merged into its base (hf) or applied
-    per request (vllm); up to `generation.batch_size()` turns decode at once."""
+def open_runtime(generation: Generation, hf_because: str | None = None) -> Runtime:
+    """Open `generation`'s model with its memory on its engine (:func:`choose_engine`; `hf_because`:
+    why this command needs the model in this process): an adapter is merged into its base (hf) or
+    applied per request (vllm); up to `generation.batch_size()` turns decode at once."""
     from memory_runtime.hardware import resolve_device, resolve_dtype
     from memory_runtime.models import trained_system_prompt
+
+    generation, why = generation.on_engine(hf_because)
 
     if generation.threads is not None:
         import torch
@@ -200,7 +245,7 @@ def open_runtime(generation: Generation) -> Runtime:
         )
         device = resolve_device(generation.device)
         dtype = resolve_dtype(generation.dtype, device).dtype
-        return Runtime(generation, memory, decoder.tokenizer, decoder, None, device, dtype, prompt)
+        return Runtime(generation, memory, decoder.tokenizer, decoder, None, device, dtype, prompt, engine_reason=why)
     from memory_runtime.batching import BatchDecoder
     from memory_runtime.models import load_model
     from memory_runtime.write_gate import write_gate
@@ -212,4 +257,4 @@ def open_runtime(generation: Generation) -> Runtime:
         loaded, tokenizer, max_batch_size=generation.batch_size(), copy_fields=generation.copy_fields, write_gate=gate
     )
     dtype = str(loaded.dtype).removeprefix("torch.")
-    return Runtime(generation, memory, tokenizer, decoder, loaded, device, dtype, prompt, gate)
+    return Runtime(generation, memory, tokenizer, decoder, loaded, device, dtype, prompt, gate, why)

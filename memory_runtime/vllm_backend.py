@@ -118,6 +118,7 @@ class VLLMDecoder(_Decoder):
             lora=self._make_lora,
         )
         twin._ids = self._ids  # one engine, one sequence of request ids
+        twin.context = self.context
         return twin
 
     def step(self) -> list[tuple[TurnRequest, TurnResult]]:
@@ -133,6 +134,11 @@ class VLLMDecoder(_Decoder):
                 finished.append((turn.request, result))
         return finished
 
+    def prompt_tokens(self, request: TurnRequest) -> int:
+        """The tokens of `request`'s prompt as they are submitted (the server refuses a long one before
+        the engine sees it)."""
+        return len(self._turn_decoder(request).prompt_ids)
+
     @property
     def busy(self) -> bool:
         return bool(self.waiting or self._turns)
@@ -143,9 +149,14 @@ class VLLMDecoder(_Decoder):
 
     # ------------------------------------------------------------------ a turn
 
-    def _admit(self, request: TurnRequest) -> None:
+    def _turn_decoder(self, request: TurnRequest) -> TurnDecoder:
+        """A turn's token ids, started from its messages (the engine holds names to copies itself)."""
         decoder = TurnDecoder(self.tokenizer, self.end_token_ids, copy_fields=False)
         decoder.start(request.messages)
+        return decoder
+
+    def _admit(self, request: TurnRequest) -> None:
+        decoder = self._turn_decoder(request)
         calls = TurnCalls(
             request.store,
             request.namespace,
@@ -269,12 +280,10 @@ def load_vllm_decoder(
         gpu_memory_utilization=gpu_memory_utilization,
         block_size=block_size,
     )
+    engine = LLMEngine.from_engine_args(args)
     decoder = VLLMDecoder(
-        LLMEngine.from_engine_args(args),
-        load_tokenizer(model),
-        adapter=adapter,
-        copy_fields=copy_fields,
-        max_batch_size=max_batch_size,
+        engine, load_tokenizer(model), adapter=adapter, copy_fields=copy_fields, max_batch_size=max_batch_size
     )
     decoder.merged_adapter = merged
+    decoder.context = engine.model_config.max_model_len
     return decoder

@@ -107,10 +107,12 @@ def load_generation(overrides: list[str] | None, flags: dict[str, Any], defaults
     return load(Generation, None, [*flag_overrides(defaults or {}), *(i.removeprefix("generation.") for i in items)])
 
 
-def engine_names(text: str | None, default: str) -> list[str]:
-    """Comma-separated engine names (None: `default`, the generation section's engine)."""
-    names = [name.strip() for name in (text or default).split(",") if name.strip()]
-    unknown = [name for name in names if name not in ("hf", "vllm")]
+def engine_names(text: str | None, generation: Any) -> list[str]:
+    """Comma-separated engine names (None: the engine `generation` runs on, auto resolved)."""
+    from memory_runtime.runtime import ENGINES, choose_engine
+
+    names = [name.strip() for name in (text or choose_engine(generation)[0]).split(",") if name.strip()]
+    unknown = [name for name in names if name not in ENGINES]
     if unknown or not names:
         fail(ValueError(f"unknown engine {(unknown or [text])[0]!r}: expected hf or vllm"))
     return names

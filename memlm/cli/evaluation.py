@@ -112,7 +112,8 @@ def bench_decode_command(
         None,
         "--engines",
         help="Comma-separated engines, each at every batch size (hf, vllm: vLLM's engine; run from the "
-        "environment that has it, e.g. .venv-vllm/bin/python -m memlm on a CPU; default: generation.engine).",
+        "environment that has it, e.g. .venv-vllm/bin/python -m memlm on a CPU; default: generation.engine, "
+        "auto: vllm where installed).",
     ),
     rounds: int = typer.Option(1, "--rounds", min=1, help="Cells take turns this many times."),
 ) -> None:
@@ -129,7 +130,7 @@ def bench_decode_command(
             str(data),
             turns=turns,
             batch_sizes=sizes,
-            engines=engine_names(engines, generation.engine),
+            engines=engine_names(engines, generation),
             rounds=rounds,
             log=log,
         )

@@ -101,7 +101,8 @@ def bench_serve_command(
     engines: str | None = typer.Option(
         None,
         "--engines",
-        help="Comma-separated engines (hf, vllm), each at every number of clients (default: generation.engine).",
+        help="Comma-separated engines (hf, vllm), each at every number of clients (default: generation.engine, "
+        "auto: vllm where installed).",
     ),
     overrides: list[str] | None = OVERRIDES,
 ) -> None:
@@ -116,7 +117,7 @@ def bench_serve_command(
         result = bench_serve(
             generation,
             clients=cells,
-            engines=engine_names(engines, generation.engine),
+            engines=engine_names(engines, generation),
             seconds=seconds,
             max_tokens=max_tokens,
         )

@@ -403,7 +403,12 @@ def create_app(
             out.update(repeated_wrong=bool(event.get("repeated_wrong")), record=event.get("record"))
         if request.correction:
             if backend_factory is None:
-                raise APIError(501, "corrections need generation.engine=hf", param="correction")
+                raise APIError(
+                    501,
+                    "corrections decode with the model in the server's process: serve with generation.engine=hf "
+                    "(auto takes vllm where vLLM is installed)",
+                    param="correction",
+                )
 
             def correct() -> Any:
                 backend = backend_factory(temperature=0.0, top_p=1.0, seed=None)

@@ -66,7 +66,7 @@ def serve(
         )
         if on_ready is not None:
             on_ready(
-                f"serving {runtime.name} on http://{host}:{port} ({len(keys)} API keys, memory {db});"
+                f"serving {runtime.describe()} on http://{host}:{port} ({len(keys)} API keys, memory {db});"
                 f" the memory page: http://{host}:{port}/ui"
             )
         uvicorn.run(app, host=host, port=port, log_level=log_level)

@@ -545,6 +545,20 @@ def test_a_prompt_over_the_limit_is_refused_before_any_decoding(store, tiny_mode
         assert ok.status_code == 200 and decoder.stats["prefills"] == 1
 
 
+def test_a_prompt_over_the_limit_is_refused_on_the_vllm_engine_too(store, smollm2_tokenizer):
+    from tests.memory_runtime.test_vllm_backend import decoder
+
+    engine, vllm = decoder(smollm2_tokenizer)
+    vllm.context = 2048  # the engine's max_model_len
+    app = create_app(config(max_prompt_tokens=64, max_tokens=16), store, None, model_name="vllm", decoder=vllm)
+    with TestClient(app) as c:
+        r = say(c, "Ada Lin works for Pfizer. " * 20)
+        assert r.status_code == 400 and r.json()["error"]["code"] == "context_length_exceeded"
+        assert not engine.submissions  # refused before the engine saw it
+        ok = say(c, "Tia Batres works for Pfizer.")
+        assert ok.status_code == 200 and len(engine.submissions) == 1
+
+
 def test_a_client_that_leaves_mid_stream_ends_its_turn(store):
     pieces = []
 

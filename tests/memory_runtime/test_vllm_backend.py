@@ -124,3 +124,12 @@ def test_the_token_budget_ends_a_turn(smollm2_tokenizer):
     (result,) = vllm.run([TurnRequest(turn_messages("Who works for Pfizer?"), store, max_new_tokens=5)])
     assert result.status == "max_tokens" and result.generated_tokens <= 5
     assert engine.submissions[0]["params"]["regex"] is None
+
+
+def test_a_prompt_is_counted_as_it_is_submitted(smollm2_tokenizer):
+    store = TripletStore(":memory:")
+    engine, vllm = decoder(smollm2_tokenizer)
+    request = TurnRequest(turn_messages("Tia Batres works for Pfizer."), store, max_new_tokens=64)
+    counted = vllm.prompt_tokens(request)
+    vllm.run([request])
+    assert counted == len(engine.submissions[0]["prompt_ids"]) > 10

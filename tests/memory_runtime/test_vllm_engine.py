@@ -78,7 +78,9 @@ def main():
     out = {}
     def turn(name, dec, user, store, namespace, **kw):
         first = len(submissions)
-        result = dec.run([TurnRequest(turn_messages(user), store, namespace=namespace, **kw)])[0]
+        request = TurnRequest(turn_messages(user), store, namespace=namespace, **kw)
+        counted = dec.prompt_tokens(request)
+        result = dec.run([request])[0]
         mine = submissions[first:]
         out[name] = {
             "calls": [[c.kind, c.status, list(c.fields or []), [list(r) for r in c.results or []]] for c in result.calls],
@@ -89,6 +91,7 @@ def main():
             "cached": [cached.get(request_id) for request_id, _, _ in mine],
             "adapters": [lora for _, _, lora in mine],
             "aborted": [request_id for request_id, _, _ in mine if request_id in aborted],
+            "counted": counted, "context": dec.context,
         }
     with TripletStore(db) as store:
         store.write("Dorothea Altemus", "employed by", "Pfizer", namespace="reader")
@@ -210,6 +213,12 @@ def test_a_write_is_stored(scenarios):
     assert turn["calls"] == [["write", "stored", ["Tia Batres", "employed by", "Pfizer"], []]]
     assert turn["reply"] == "Noted." and turn["status"] == "ok" and "<|im_end|>" not in turn["text"]
     assert turn["facts"] == [["Tia Batres", "employed by", "Pfizer"]]
+
+
+def test_a_prompt_is_counted_as_the_engine_reads_it(scenarios):
+    # what the server checks against limits.max_prompt_tokens before submitting
+    turn = scenarios["write"]
+    assert turn["counted"] == turn["submissions"][0] and turn["context"] == 8192  # SmolLM2's max_model_len
 
 
 def test_two_reads_pause_and_resume_from_the_cached_prefix(scenarios):
