@@ -9,7 +9,7 @@ named placeholders only, checked per field:
     {clause} in two_hop.org_phrases: a relation's org_clause filled with the person
     {fact}   in replies.confirm: the fact sentence
 
-Relation names must be canonical names of the memory's relation table (memory_runtime/relations.yaml,
+Relation names must be canonical names of the memory's relation table (memory_runtime/memory/relations.yaml,
 or `memory_config`): the store would rewrite an alias to its canonical name and the trained results
 would no longer match what the runtime returns. Relations that are not in the table are allowed
 (stored as written, never superseded). Updates are only allowed for relations the table marks
@@ -293,7 +293,7 @@ class PassagesConfig(Strict):
 class InjectionConfig(Strict):
     """Records whose user text carries call syntax (a pasted call, a bare triplet, read results):
     the right output stores what the text states in words and nothing its call syntax says
-    (defence in depth beside the controller's check, memory_runtime.injection)."""
+    (defence in depth beside the controller's check, memory_runtime.memory.injection)."""
 
     stated: float = Field(0.5, ge=0, le=1)  # share with a fact stated beside the call: its writes only
     wrappers: list[str] = Field(default_factory=lambda: ["{call}"], min_length=1)  # each holds {call}
@@ -357,7 +357,7 @@ class DataConfig(Strict):
     passages: PassagesConfig = PassagesConfig()
     injection: InjectionConfig = InjectionConfig()
     real: RealConfig = RealConfig()
-    memory_config: str | None = None  # the runtime's relation table; null = memory_runtime/relations.yaml
+    memory_config: str | None = None  # the runtime's relation table; null = memory_runtime/memory/relations.yaml
     questions: GeneralQuestions
     negatives: list[str] = []  # statements that hold no fact to store
     relations: list[RelationConfig] = Field(min_length=1)
@@ -469,14 +469,14 @@ def _merge(base: dict, over: dict) -> dict:
 
 def memory_table(config: DataConfig):
     """The runtime's relation table the generated data must agree with."""
-    from memory_runtime.store import MemoryConfig
+    from memory_runtime.memory.store import MemoryConfig
 
     return MemoryConfig.load(config.memory_config)
 
 
 def functional_of(config: DataConfig) -> dict[str, str | None]:
     """relation name -> 'subject' / 'object' / 'both' / None, as the store will treat it."""
-    from memory_runtime.store import normalize_term
+    from memory_runtime.memory.store import normalize_term
 
     table = {normalize_term(s.name): s.functional for s in memory_table(config).relations}
     return {r.name: table.get(normalize_term(r.name)) for r in config.relations}
@@ -484,7 +484,7 @@ def functional_of(config: DataConfig) -> dict[str, str | None]:
 
 def check_against_memory(config: DataConfig) -> None:
     """Relation names must be canonical in the memory's table; updates need functional relations."""
-    from memory_runtime.store import normalize_term
+    from memory_runtime.memory.store import normalize_term
 
     try:
         table = memory_table(config)

@@ -11,7 +11,7 @@ Conventions (what the model is trained to produce; segments marked * are trained
     two_hop       user question | *read <per,rel1> | memory | *" " read <rel2,org> | memory | *" <answer>"
     real          a real corpus passage (data_gen/real_records.py) as a write or negative, or that
                   and then a question about it (type "read"); `source` names the corpus
-    verify        a passage and a fact (memory_runtime.write_gate.verification_question) | *"Yes" / *"No"
+    verify        a passage and a fact (memory_runtime.generation.write_gate.verification_question) | *"Yes" / *"No"
 
 Answers list every name of the results with an Oxford comma and nothing else: each fact group
 becomes the relation's `fact` sentence ("Dirk Alosa, Ty Baumkirchner, and Vera Bayless are
@@ -46,9 +46,9 @@ from data_gen.passages import PassageBank, PassageMaker
 from data_gen.real_records import RealPassages
 from data_gen.text import fill, oxford
 from data_gen.world import Pool, derive_seed
+from memory_runtime.generation.write_gate import VERIFY_NO, VERIFY_YES, verification_question
 from memory_runtime.protocol import Triplet, render_read, render_results, render_write
 from memory_runtime.records import Record, Segment
-from memory_runtime.write_gate import VERIFY_NO, VERIFY_YES, verification_question
 
 Query = tuple[str | None, str | None, str | None]
 

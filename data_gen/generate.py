@@ -425,7 +425,7 @@ with a trained assistant segment; the training tokenizer appends the end-of-turn
 {_real_section(config, real)}
 
 `memory` holds the writes made before the record starts; the results in memory segments are exactly
-what `memory_runtime.store.TripletStore` returns for them. `gold_triplets`: the facts a write or
+what `memory_runtime.memory.store.TripletStore` returns for them. `gold_triplets`: the facts a write or
 update states, or the facts an answer rests on; `gold_names`: the names a correct answer lists.
 
 ## Config

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import functools
 
-from memory_runtime.fuzzy import jaccard, shingles
+from memory_runtime.memory.fuzzy import jaccard, shingles
+from memory_runtime.memory.store import MemoryConfig, TripletStore, normalize_term
 from memory_runtime.protocol import Triplet
-from memory_runtime.store import MemoryConfig, TripletStore, normalize_term
 
 _norm = functools.lru_cache(maxsize=1 << 16)(normalize_term)  # our own bookkeeping only; the store normalises itself
 NEAR_MISS_MARGIN = 0.1  # refuse reads whose unstored term comes within this of the fuzzy threshold

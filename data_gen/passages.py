@@ -83,7 +83,7 @@ MAX_LIST_ORGS = 3  # a coordinated list names 2 or 3 organisations: that many wr
 MAX_ROLE_WRITES = 3  # a biography's roles: up to that many writes for one statement
 DESCRIBED = 0.18  # chance an organisation with descriptors is named with one ("the Dutch bank ING")
 # The memory replaces a person's employer and ends their chief-executive and manager roles elsewhere
-# when a new employer is written (memory_runtime/relations.yaml, `ends`): a passage that states one
+# when a new employer is written (memory_runtime/memory/relations.yaml, `ends`): a passage that states one
 # person's employment beside other roles states it first, so that its writes store all its facts.
 _EMPLOYMENT = "employed by"
 # frame -> relative weight; reported to co_subjects are the news and list shapes, roles ~6% and

@@ -338,7 +338,7 @@ def is_mentioned(record: Record, triplet: Triplet) -> bool:
     triplets): no model reading the passage alone can write that name, so scorers may want recall
     over the mentioned triplets as well.
     """
-    from memory_runtime.store import normalize_term
+    from memory_runtime.memory.store import normalize_term
 
     text = normalize_term(record.segments[0].text)  # a possessive "ASEAN's" normalises to "aseans"
     return all(
@@ -436,7 +436,7 @@ def load_corpus(
     elif format == "conll04":
         read = partial(_conll04_sentence, relations={**CONLL04_RELATIONS, **extra}, skipped=skipped)
     else:
-        from memory_runtime.store import normalize_term
+        from memory_runtime.memory.store import normalize_term
 
         read = partial(_jsonl_row, relations={**canonical, **{normalize_term(k): v for k, v in extra.items()}})
     passages: list[Passage] = []
@@ -521,7 +521,7 @@ def _detect_format(rows: list[tuple[str, dict]]) -> str:
 def _caller_relations(relations: dict[str, str] | None) -> tuple[dict[str, str], dict[str, str]]:
     """The memory table's names (normalised name or alias -> canonical) and the caller's mapping with
     canonical values (an alias value is written as its canonical name; anything else is an error)."""
-    from memory_runtime.store import MemoryConfig, normalize_term
+    from memory_runtime.memory.store import MemoryConfig, normalize_term
 
     canonical = MemoryConfig.load().canonical_names
     extra = {}
@@ -717,7 +717,7 @@ def _conll04_sentence(row: dict, where: str, relations: dict[str, str], skipped:
 
 def _jsonl_row(row: dict, where: str, relations: dict[str, str]) -> list[Passage]:
     """`relations`: normalised relation name -> canonical (the memory table's names and aliases, and the caller's)."""
-    from memory_runtime.store import normalize_term
+    from memory_runtime.memory.store import normalize_term
 
     text = row["text"]
     if not isinstance(text, str) or not text.strip():
@@ -727,7 +727,7 @@ def _jsonl_row(row: dict, where: str, relations: dict[str, str]) -> list[Passage
         if not isinstance(name, str) or normalize_term(name) not in relations:
             raise ValueError(
                 f"{where}: relation {name!r} is neither a relation of the memory relation table "
-                f"(memory_runtime/relations.yaml), an alias of one, nor a key of relations="
+                f"(memory_runtime/memory/relations.yaml), an alias of one, nor a key of relations="
             )
         return relations[normalize_term(name)]
 

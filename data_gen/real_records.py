@@ -13,7 +13,7 @@ into a record:
 Dev text is never trained on: a passage whose normalised text contains a dev passage of
 data/real/ (or is contained in one) is left out, and the dataset card says how many were.
 
-Writes copy names from the text (memory_runtime/field_copy.py), so a gold fact about someone the
+Writes copy names from the text (memory_runtime/generation/field_copy.py), so a gold fact about someone the
 passage names only as "he" (KnowledgeNet has them) is not trained as a write: as in the generated
 data, a fact about a pronoun is a fact nothing can store. A passage left with no named fact is a
 negative. Names lose the quotes and the possessive apostrophe an annotation kept ('"Bellevue

@@ -21,7 +21,7 @@ from importlib import resources
 from faker import Faker
 
 from data_gen.config import SPLITS, DataConfig
-from memory_runtime.store import normalize_term
+from memory_runtime.memory.store import normalize_term
 
 _BAD_CHARS = set('{}[]<>;\\,"()')  # keep names plain: no protocol characters, no list commas
 

@@ -3,7 +3,7 @@ cases in each, in one run.
 
 The cases are teacher-forced test records (every call shape: writes, reads that pause for the
 memory, answers), decoded greedily through the eval's sessions. On the hf engine batch size 1 is
-one turn at a time (Controller over HFBackend) and larger ones go through memory_runtime.batching;
+one turn at a time (Controller over HFBackend) and larger ones go through memory_runtime.generation.batching;
 on vllm the size caps the turns in the engine at once. Every cell (engine, batch size) is compared
 turn for turn with the first (`agreement`, `same_results`), so a speedup is not bought with other
 answers. Engines run one after the other; an engine's sizes take turns over `rounds`, so a machine
@@ -20,7 +20,7 @@ from typing import Any
 from eval.records import evaluate_records, load_records, summarise_records
 from eval.run import EvalConfig
 from eval.systems import System
-from memory_runtime.runtime import Engine, Generation, open_runtime
+from memory_runtime.generation.runtime import Engine, Generation, open_runtime
 
 
 def bench_decode(
@@ -37,7 +37,7 @@ def bench_decode(
     tokens/s and whether results agree."""
     import torch
 
-    from memory_runtime.models import EMBEDDED_MODEL
+    from memory_runtime.models.loading import EMBEDDED_MODEL
 
     if not batch_sizes or min(batch_sizes) < 1 or rounds < 1 or not engines:
         raise ValueError("batch sizes and rounds must be at least 1, and one engine given")

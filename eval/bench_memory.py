@@ -20,11 +20,11 @@ from pathlib import Path
 
 import numpy as np
 
-from memory_runtime.databases import is_postgres, redacted
-from memory_runtime.fuzzy import jaccard, shingles, signatures
+from memory_runtime.memory.databases import is_postgres, redacted
+from memory_runtime.memory.fuzzy import jaccard, shingles, signatures
+from memory_runtime.memory.store import MemoryConfig, TripletStore, normalize_term
 from memory_runtime.protocol import Triplet
 from memory_runtime.stats import percentile
-from memory_runtime.store import MemoryConfig, TripletStore, normalize_term
 
 RELATIONS = ["employed by", "manager of", "investor in", "founder of", "customer of"]
 _LOCALES = ["en_US", "de_DE", "fr_FR", "es_ES", "it_IT"]
@@ -265,7 +265,7 @@ def _pg_trgm(store: TripletStore, namespace: str, typos: list[tuple[str, str, st
 
 
 def _empty(location: str) -> None:
-    from memory_runtime.databases import open_database
+    from memory_runtime.memory.databases import open_database
 
     db = open_database(location)
     try:

@@ -26,8 +26,8 @@ from eval.metrics import answer_correct, frac, names_in, triplet_prf
 from eval.parts import Part
 from eval.render import pyplot
 from eval.systems import SYSTEMS, Session, System, run_sessions
+from memory_runtime.memory.store import MemoryConfig, TripletStore
 from memory_runtime.stats import percentile
-from memory_runtime.store import MemoryConfig, TripletStore
 
 if TYPE_CHECKING:
     from eval.run import EvalConfig

@@ -6,7 +6,7 @@ call syntax, in one of the places text from outside the model enters it:
     message     the user's message ("Please store [MEM_WRITE{...}]", "Repeat after me: ...")
     history     an earlier exchange sent with the turn, the call forged into the assistant's message
     passage     a realistic passage that states a true fact and carries the call inside it
-    correction  a feedback correction ("No: [MEM_WRITE{...}]"): what memory_runtime.feedback runs
+    correction  a feedback correction ("No: [MEM_WRITE{...}]"): what memory_runtime.serving.feedback runs
                 through the model, alone
     import      an imported fact whose terms carry the call (POST /v1/memory/import, memlm memory)
 
@@ -26,9 +26,9 @@ from dataclasses import dataclass
 
 from eval.parts import Part
 from eval.systems import Session, System, run_sessions
-from memory_runtime.injection import REFUSED
+from memory_runtime.memory.injection import REFUSED
+from memory_runtime.memory.store import MemoryConfig, TripletStore, normalize_term
 from memory_runtime.protocol import render_write
-from memory_runtime.store import MemoryConfig, TripletStore, normalize_term
 
 PLACES = ("message", "history", "passage", "correction", "import")
 

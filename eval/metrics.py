@@ -14,8 +14,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from math import sqrt
 
+from memory_runtime.memory.store import normalize_term
 from memory_runtime.protocol import Triplet
-from memory_runtime.store import normalize_term
 
 _ABSTAIN = re.compile(
     r"\b(i\s+don'?t\s+know|i\s+do\s+not\s+know|no\s+information|not\s+(?:in\s+)?(?:my\s+)?memory)\b", re.I

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from eval.run import EvalConfig
     from eval.systems import System
-    from memory_runtime.store import MemoryConfig
+    from memory_runtime.memory.store import MemoryConfig
 
 MODULES: dict[str, str] = {
     "records": "eval.records",

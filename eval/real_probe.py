@@ -11,7 +11,7 @@ in other relations are not counted against them, neither in the pair scores nor 
 (a founder write on a passage checked only for CEO facts may be a true fact nobody annotated);
 `any_write_rate` counts every write on a no-fact passage.
 
-With a scoring write gate (memory_runtime.write_gate, ``score: true``) every write the model made,
+With a scoring write gate (memory_runtime.generation.write_gate, ``score: true``) every write the model made,
 stored or held back, is kept with its scores, and :func:`gate_curve` gives the precision–recall
 curve of each signal: the figures as if only writes scoring at least t had been stored.
 
@@ -33,9 +33,9 @@ from eval.metrics import PRF, pair_prf, triplet_prf
 from eval.parts import Part
 from eval.render import markdown_table, num, pct
 from eval.systems import Session, System, run_sessions
+from memory_runtime.generation.write_gate import HELD_BACK
+from memory_runtime.memory.store import MemoryConfig, TripletStore, normalize_term
 from memory_runtime.records import Record
-from memory_runtime.store import MemoryConfig, TripletStore, normalize_term
-from memory_runtime.write_gate import HELD_BACK
 
 if TYPE_CHECKING:
     from eval.run import EvalConfig
@@ -288,7 +288,7 @@ def gate_section(summary: dict, meta: dict) -> list[str]:
         "",
         f"Writes held back below the operating point (`write_gate`: signal {gate.get('signal')}, threshold "
         f"{gate.get('threshold')}). Every write was scored: the figures as if only the writes scoring at "
-        "least t had been stored (memory_runtime/write_gate.py).",
+        "least t had been stored (memory_runtime/generation/write_gate.py).",
         "",
         markdown_table(rows),
         "",

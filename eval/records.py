@@ -35,9 +35,9 @@ from eval.parts import Part
 from eval.render import COLOURS, label_bars, markdown_table, pct, pyplot
 from eval.systems import SYSTEMS, Session, System, run_sessions, verbalise
 from memory_runtime.jsonl import read_models
+from memory_runtime.memory.store import MemoryConfig, TripletStore
 from memory_runtime.protocol import Call, parse_calls, strip_calls
 from memory_runtime.records import Record, turns
-from memory_runtime.store import MemoryConfig, TripletStore
 
 if TYPE_CHECKING:
     from eval.run import EvalConfig

@@ -27,9 +27,9 @@ from pydantic import Field, model_validator
 from eval import parts
 from eval.report import summarise, write_report
 from eval.systems import SYSTEMS, System
-from memory_runtime.runtime import Generation, open_runtime, with_defaults
-from memory_runtime.store import MemoryConfig
-from memory_runtime.write_gate import WriteGateConfig
+from memory_runtime.generation.runtime import Generation, open_runtime, with_defaults
+from memory_runtime.generation.write_gate import WriteGateConfig
+from memory_runtime.memory.store import MemoryConfig
 from memory_runtime.yaml_config import Strict
 
 PARTS: tuple[str, ...] = parts.NAMES
@@ -100,7 +100,7 @@ def on_engine(config: EvalConfig) -> tuple[EvalConfig, str]:
     """`config` on the engine it runs on (generation.engine auto resolved), and why. On vllm the model
     and its baselines share one engine in one process, so several workers, or baselines on another
     base than the model's, keep auto on hf."""
-    from memory_runtime.models import adapter_base, is_adapter_dir
+    from memory_runtime.models.loading import adapter_base, is_adapter_dir
 
     model = config.generation.model
     own_base = adapter_base(model) if model and is_adapter_dir(model) else model
@@ -117,7 +117,7 @@ def load_systems(config: EvalConfig) -> dict[str, System]:
     """The model under test (an adapter merged into its base, or applied per request on vllm) and its
     baselines on the base model (the adapter's recorded base unless `base` says otherwise), each
     opened from `config.generation`."""
-    from memory_runtime.models import adapter_base, is_adapter_dir, resolve_base
+    from memory_runtime.models.loading import adapter_base, is_adapter_dir, resolve_base
 
     generation = config.generation
     model = generation.model

@@ -16,10 +16,12 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from memory_runtime.backend import Backend
-from memory_runtime.batching import BatchDecoder, OneAtATime, Session, TurnRequest
-from memory_runtime.controller import TurnResult, turn_messages
-from memory_runtime.hf_backend import HFBackend
+from memory_runtime.generation.backend import Backend
+from memory_runtime.generation.batching import BatchDecoder, OneAtATime, Session, TurnRequest
+from memory_runtime.generation.controller import TurnResult, turn_messages
+from memory_runtime.generation.hf_backend import HFBackend
+from memory_runtime.generation.write_gate import WriteGate
+from memory_runtime.memory.store import TripletStore
 from memory_runtime.protocol import (
     ACK,
     READ_OPEN,
@@ -32,8 +34,6 @@ from memory_runtime.protocol import (
     render_results,
     render_write,
 )
-from memory_runtime.store import TripletStore
-from memory_runtime.write_gate import WriteGate
 
 ZERO_SHOT_PROMPT = "Answer the question from the facts given. If they do not say, answer: I don't know."
 
@@ -89,7 +89,7 @@ class System:
 
     @classmethod
     def under_test(cls, runtime: Any) -> System:
-        """The model under test ("memlm") as `runtime` (memory_runtime.runtime.open_runtime) opened it:
+        """The model under test ("memlm") as `runtime` (memory_runtime.generation.runtime.open_runtime) opened it:
         its generation settings, trained prompt and write gate; on vllm every turn through its decoder."""
         generation = runtime.generation
         return cls(
@@ -135,7 +135,7 @@ class System:
 
     def decoder_for(self, batch_size: int = 1) -> Any:
         """What runs this system's turns: its own decoder (the vllm engine's), `batch_size` turns at once
-        over the model (memory_runtime.batching; the same greedy results), or one at a time (Controller
+        over the model (memory_runtime.generation.batching; the same greedy results), or one at a time (Controller
         over a streaming backend)."""
         if self.decoder is not None:
             return self.decoder

@@ -4,6 +4,6 @@
     reward.py         reward: 0/1 score of a turn against a task's gold (self-instruct's filter)
     review.py         `memlm feedback list | accept | reject`: feedback reviewed before it trains
 
-Feedback from chat and serve (memory_runtime.feedback) is kept per user in pending/ until it is
+Feedback from chat and serve (memory_runtime.serving.feedback) is kept per user in pending/ until it is
 accepted into accepted.jsonl, which `memlm train` takes through data.extra_jsonl.
 """

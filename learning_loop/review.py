@@ -1,7 +1,7 @@
 """Reviewing feedback before it trains anything: `memlm feedback list | accept | reject`.
 
 Chat and serve keep each user's feedback trajectories in `DIR/pending/<namespace>.jsonl`
-(memory_runtime.feedback.FeedbackLog). Nothing there is training data: an operator reads them
+(memory_runtime.serving.feedback.FeedbackLog). Nothing there is training data: an operator reads them
 (`list`), then moves them, by id or all of a namespace, to `DIR/accepted.jsonl` (Records that
 `memlm train ... 'data.extra_jsonl=[DIR/accepted.jsonl]'` takes) or to `DIR/rejected.jsonl`.
 A decision rewrites the pending file through a temporary file renamed into place, under the
@@ -15,7 +15,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from memory_runtime.feedback import ACCEPTED, PENDING, REJECTED, directory_lock, pending_path, read_pending
+from memory_runtime.serving.feedback import ACCEPTED, PENDING, REJECTED, directory_lock, pending_path, read_pending
 
 
 def decide(

@@ -35,13 +35,13 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from eval.metrics import names_in
 from learning_loop.reward import Reward, reward
-from memory_runtime.backend import Backend
-from memory_runtime.controller import Controller, TurnResult
+from memory_runtime.generation.backend import Backend
+from memory_runtime.generation.controller import Controller, TurnResult
+from memory_runtime.generation.runtime import Generation, with_defaults
 from memory_runtime.jsonl import read_models
+from memory_runtime.memory.store import MemoryConfig, TripletStore, normalize_term
 from memory_runtime.protocol import SYSTEM_PROMPT, Call, Triplet, parse_calls
 from memory_runtime.records import Record, turn_segments
-from memory_runtime.runtime import Generation, with_defaults
-from memory_runtime.store import MemoryConfig, TripletStore, normalize_term
 from memory_runtime.yaml_config import Strict
 
 TaskType = Literal["write", "read", "unanswerable", "two_hop"]
@@ -426,8 +426,8 @@ def run_rounds(
     round rows. Every task runs against a fresh memory of `config.generation.memory_config`.
 
     `backend_for(model)` and `train_fn(train_config)` default to the real model (opened with
-    `config.generation`, memory_runtime.runtime) and trainer."""
-    from memory_runtime.models import EMBEDDED_MODEL, trained_system_prompt
+    `config.generation`, memory_runtime.generation.runtime) and trainer."""
+    from memory_runtime.models.loading import EMBEDDED_MODEL, trained_system_prompt
 
     model = config.generation.model or EMBEDDED_MODEL
     memory = config.generation.memory()
@@ -554,7 +554,7 @@ def _backend_for(generation: Generation) -> Callable[[str], Backend]:
     """A model's one-turn-at-a-time backend, opened with the config's generation section."""
 
     def make(model: str) -> Backend:
-        from memory_runtime.runtime import open_runtime
+        from memory_runtime.generation.runtime import open_runtime
 
         return open_runtime(generation.model_copy(update={"model": model}), hf_because=IN_PROCESS).backend()
 
@@ -582,7 +582,7 @@ def _train_config(
         f"output.output_dir={json.dumps(str(adapter))}",
     ]
     if init_from is not None:
-        from memory_runtime.models import adapter_base
+        from memory_runtime.models.loading import adapter_base
 
         overrides += [
             f"lora.init_from={json.dumps(str(Path(init_from).resolve()))}",

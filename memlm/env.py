@@ -1,7 +1,7 @@
 """`memlm env`: what this machine is and has, as a user pastes it into a bug report.
 
-The CPU and the flags that decide matmul speed, the dtype `auto` picks here and why, the CUDA
-devices, the versions of the libraries memlm runs on, which embedded base models are installed, and
+The CPU and the flags that decide matmul speed, the dtype and the engine `auto` picks here and why,
+the CUDA devices, the versions of the libraries memlm runs on, which embedded base models are installed, and
 where their files, the caches and the real-text dev data are.
 """
 
@@ -44,7 +44,7 @@ def _version(package: str) -> str | None:
 
 
 def _embedded_models() -> list[dict[str, Any]]:
-    from memory_runtime.models import EMBEDDED_MODELS, embedded_status
+    from memory_runtime.models.loading import EMBEDDED_MODELS, embedded_status
 
     return [embedded_status(name) for name in EMBEDDED_MODELS]
 
@@ -54,8 +54,9 @@ def environment() -> dict[str, Any]:
     import torch
 
     from data_gen.real import default_real_dir
-    from memory_runtime.hardware import SHOWN_FLAGS, choose_dtype, cpu_info
-    from memory_runtime.models import cache_root
+    from memory_runtime.generation.runtime import Generation, choose_engine
+    from memory_runtime.models.hardware import SHOWN_FLAGS, choose_dtype, cpu_info
+    from memory_runtime.models.loading import cache_root
 
     cpu = cpu_info()
     cuda = []
@@ -78,6 +79,7 @@ def environment() -> dict[str, Any]:
     except ImportError:
         HF_HUB_CACHE = None
     real = default_real_dir()
+    engine, why = choose_engine(Generation())
     return {
         "python": sys.version.split()[0],
         "platform": platform.platform(),
@@ -89,6 +91,7 @@ def environment() -> dict[str, Any]:
             "torch_threads": torch.get_num_threads(),
         },
         "dtype_auto": dtypes,
+        "engine_auto": {"engine": engine, "reason": why},
         "cuda": {"available": bool(cuda), "torch_cuda": torch.version.cuda, "devices": cuda},
         "packages": {name: _version(name) for name in PACKAGES},
         "paths": {
@@ -116,6 +119,7 @@ def render(env: dict[str, Any]) -> list[tuple[str, str]]:
     ]
     for device, choice in env["dtype_auto"].items():
         rows.append((f"dtype auto ({device})", f"{choice['dtype']}: {choice['reason']}"))
+    rows.append(("engine auto", f"{env['engine_auto']['engine']}: {env['engine_auto']['reason']}"))
     gpus = env["cuda"]["devices"]
     rows.append(
         (

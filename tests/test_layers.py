@@ -1,7 +1,9 @@
 """The packages import only downward: memory_runtime <- data_gen <- training, eval <- learning_loop <- memlm.
 
 A package may import its own modules and those of lower layers; training and eval, side by side,
-not each other. Imports inside functions count too: a lazy import is still a dependency."""
+not each other. Inside memory_runtime the rooms do the same: its top-level modules (the protocol, the
+record schema, configs) <- memory, models <- generation <- serving. Imports inside functions count
+too: a lazy import is still a dependency."""
 
 from __future__ import annotations
 
@@ -13,19 +15,42 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 LAYER = {"memory_runtime": 0, "data_gen": 1, "training": 2, "eval": 2, "learning_loop": 3, "memlm": 4}
+ROOM = {"": 0, "memory": 1, "models": 1, "generation": 2, "serving": 3}  # memory_runtime/<room>/; "": its top
+
+
+def imported_modules(path: Path) -> list[tuple[int, str]]:
+    """(line, dotted name) for every absolute import; ``from a import b`` gives ``a.b``."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found += [(node.lineno, f"{node.module}.{alias.name}") for alias in node.names]
+    return found
 
 
 def imported_packages(path: Path) -> list[tuple[int, str]]:
     """(line, imported top-level package) for every absolute import of one of our packages."""
+    return sorted({(line, name.split(".")[0]) for line, name in imported_modules(path) if name.split(".")[0] in LAYER})
+
+
+def room_of(parts: tuple[str, ...]) -> str:
+    """The room of memory_runtime that a module path (its parts after memory_runtime) is in."""
+    return parts[0] if len(parts) > 1 and parts[0] in ROOM else ""
+
+
+def upward_room_imports() -> list[str]:
+    root = REPO / "memory_runtime"
     found = []
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
-        if isinstance(node, ast.Import):
-            names = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            names = [node.module]
-        else:
-            continue
-        found += [(node.lineno, name.split(".")[0]) for name in names if name.split(".")[0] in LAYER]
+    for path in sorted(root.rglob("*.py")):
+        own = room_of(path.relative_to(root).with_suffix("").parts)
+        for line, name in imported_modules(path):
+            parts = tuple(name.split("."))
+            if parts[0] != "memory_runtime" or len(parts) < 2:
+                continue
+            target = room_of(parts[1:])
+            if target != own and ROOM[target] >= ROOM[own]:
+                found.append(f"{path.relative_to(REPO)}:{line}: {own or 'the top'} imports {target or 'the top'}")
     return found
 
 
@@ -43,6 +68,10 @@ def test_no_package_imports_its_own_layer_or_above(package):
     assert upward_imports(package) == []
 
 
+def test_no_room_of_memory_runtime_imports_its_own_rank_or_above():
+    assert upward_room_imports() == []
+
+
 def test_the_check_sees_an_upward_import(tmp_path, monkeypatch):
     package = tmp_path / "memory_runtime"
     package.mkdir()
@@ -51,4 +80,22 @@ def test_the_check_sees_an_upward_import(tmp_path, monkeypatch):
     assert upward_imports("memory_runtime") == [
         "memory_runtime/bad.py:2: memory_runtime imports eval",
         "memory_runtime/bad.py:3: memory_runtime imports data_gen",
+    ]
+
+
+def test_the_check_sees_a_room_importing_upward_or_sideways(tmp_path, monkeypatch):
+    for room in ("memory", "generation"):
+        (tmp_path / "memory_runtime" / room).mkdir(parents=True)
+    (tmp_path / "memory_runtime" / "protocol.py").write_text("from memory_runtime.memory.store import X\n")
+    (tmp_path / "memory_runtime" / "memory" / "store.py").write_text(
+        "from memory_runtime.protocol import P\nfrom memory_runtime.models import loading\n"
+    )
+    (tmp_path / "memory_runtime" / "generation" / "controller.py").write_text(
+        "def f():\n    from memory_runtime.serving.app import create_app\n    from memory_runtime.memory import store\n"
+    )
+    monkeypatch.setattr(sys.modules[__name__], "REPO", tmp_path)
+    assert upward_room_imports() == [
+        "memory_runtime/generation/controller.py:2: generation imports serving",
+        "memory_runtime/memory/store.py:2: memory imports models",
+        "memory_runtime/protocol.py:1: the top imports memory",
     ]

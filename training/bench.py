@@ -241,7 +241,7 @@ def bench_train(
 
     from transformers import PrinterCallback, TrainerCallback
 
-    from memory_runtime.models import load_tokenizer
+    from memory_runtime.models.loading import load_tokenizer
     from training.data import build_datasets
     from training.trainer import build_model, build_peft_config, build_sft_config, sft_trainer_class
 
@@ -277,7 +277,7 @@ def bench_train(
         train_dataset = train_dataset.select(range(need))
     vocab = getattr(tokenizer, "vocab_size", None)
 
-    from memory_runtime.hardware import resolve_dtype
+    from memory_runtime.models.hardware import resolve_dtype
     from training.trainer import model_dtype, training_device
 
     peft_config = build_peft_config(config)

@@ -29,7 +29,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from memory_runtime.models import EMBEDDED_MODEL, TRAIN_CONFIG_FILENAME
+from memory_runtime.models.loading import EMBEDDED_MODEL, TRAIN_CONFIG_FILENAME
 from memory_runtime.protocol import SYSTEM_PROMPT
 from memory_runtime.yaml_config import ConfigError, Strict
 
@@ -43,7 +43,7 @@ class ModelSettings(Strict):
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
         "auto",
         description="auto: bfloat16 on GPUs and on CPUs that multiply it natively (AVX512-BF16, AMX), "
-        "float32 elsewhere (memory_runtime.hardware); the run's train_config.yaml records the choice and why",
+        "float32 elsewhere (memory_runtime.models.hardware); the run's train_config.yaml records the choice and why",
     )
     attn_implementation: Literal["eager", "sdpa", "flash_attention_2", "flash_attention_3"] | None = None
     local_files_only: bool = True
@@ -316,7 +316,7 @@ def check_init_from(config: TrainConfig) -> None:
         raise ConfigError("lora.init_from: continues a LoRA adapter; method=full trains every weight")
     if not (init / "adapter_config.json").is_file():
         raise ConfigError(f"lora.init_from: {init} is not a PEFT adapter directory (no adapter_config.json)")
-    from memory_runtime.models import adapter_base
+    from memory_runtime.models.loading import adapter_base
 
     if adapter_base(init) != config.model.name:
         raise ConfigError(

@@ -78,8 +78,8 @@ def load_record_splits(config: TrainConfig) -> dict[str, Any]:
 def load_extra_records(paths: list[str]) -> list[dict[str, Any]]:
     """Rows of data.extra_jsonl files (one Record per line), validated; errors name file and line, a
     torn last line (an interrupted append) is skipped with a warning."""
-    from memory_runtime.feedback import PENDING
     from memory_runtime.jsonl import read_models
+    from memory_runtime.serving.feedback import PENDING
 
     rows = []
     for path in paths:
@@ -109,7 +109,7 @@ def inspect_records(config: TrainConfig, n: int) -> tuple[Any, list[tuple[Record
     """`memlm inspect`: the model's tokenizer and the first `n` records of the training split (as
     configured: data.train_split), each with its encoding as training sees it (input_ids, labels:
     -100 = not trained) or the RecordError that would drop it."""
-    from memory_runtime.models import load_tokenizer
+    from memory_runtime.models.loading import load_tokenizer
 
     if config.data.synthetic is not None:
         config.data.synthetic.train = min(config.data.synthetic.train, n)

@@ -1,10 +1,10 @@
 """Merge a LoRA adapter into its base model and save a plain Hugging Face model directory.
 
 The base is the one the adapter records (``embedded:SmolLM2-135M-Instruct`` for adapters
-trained on the embedded default, resolved through memory_runtime.models), loaded *unquantised*
+trained on the embedded default, resolved through memory_runtime.models.loading), loaded *unquantised*
 in ``dtype``: a QLoRA adapter is merged into full-precision weights (merging into 4-bit
 weights would round the update away).  The merged model then loads with any HF tooling or
-``memory_runtime.models.load_model(output_dir)``.
+``memory_runtime.models.loading.load_model(output_dir)``.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ def merge_adapter(
     local_files_only: bool = True,
 ) -> Path:
     """Load ``base`` (default: the adapter's recorded base) + the adapter, merge, save to ``output_dir``."""
-    from memory_runtime.models import is_adapter_dir, load_model
+    from memory_runtime.models.loading import is_adapter_dir, load_model
 
     adapter_dir, output_dir = Path(adapter_dir), Path(output_dir)
     if not is_adapter_dir(adapter_dir):

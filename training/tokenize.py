@@ -109,7 +109,9 @@ def _render(tokenizer: Any, messages: list[dict[str, str]], generation_prompt: b
 def _layout(tokenizer: Any, roles: tuple[str, ...]) -> _Layout:
     template = getattr(tokenizer, "chat_template", None)
     if not template:
-        raise ValueError("the tokenizer has no chat template (load it with memory_runtime.models.load_tokenizer)")
+        raise ValueError(
+            "the tokenizer has no chat template (load it with memory_runtime.models.loading.load_tokenizer)"
+        )
     specials = tuple(sorted((k, str(v)) for k, v in (getattr(tokenizer, "special_tokens_map", {}) or {}).items()))
     key = (template if isinstance(template, str) else repr(template), specials, len(tokenizer), roles)
     with _layout_lock:

@@ -33,7 +33,7 @@ from typing import Any
 
 import torch
 
-from memory_runtime.hardware import DtypeChoice, resolve_dtype
+from memory_runtime.models.hardware import DtypeChoice, resolve_dtype
 from training.config import (
     CONFIG_FILENAME,
     ConfigError,
@@ -82,7 +82,7 @@ def training_device() -> str:
 
 
 def model_dtype(config: TrainConfig) -> DtypeChoice:
-    """model.dtype for this machine (``auto``: memory_runtime.hardware.choose_dtype), with its reason."""
+    """model.dtype for this machine (``auto``: memory_runtime.models.hardware.choose_dtype), with its reason."""
     return resolve_dtype(config.model.dtype, training_device())
 
 
@@ -107,8 +107,8 @@ def build_quantization_config(config: TrainConfig) -> Any:
 
 
 def build_model(config: TrainConfig) -> Any:
-    """Load the base model for training (memory_runtime.models.load_model; 4-bit for QLoRA)."""
-    from memory_runtime.models import load_model
+    """Load the base model for training (memory_runtime.models.loading.load_model; 4-bit for QLoRA)."""
+    from memory_runtime.models.loading import load_model
 
     kwargs: dict[str, Any] = {}
     if config.model.attn_implementation is not None:
@@ -501,7 +501,7 @@ def train(
     # embedded:... base is no hub id, and nothing was resized (we never add tokens)
     warnings.filterwarnings("ignore", message="Could not find a config file in embedded:", category=UserWarning)
 
-    from memory_runtime.models import load_tokenizer
+    from memory_runtime.models.loading import load_tokenizer
     from training.data import build_datasets, token_stats
 
     t0 = time.perf_counter()

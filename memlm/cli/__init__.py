@@ -5,8 +5,8 @@
     train.py       train, inspect, merge, bench train (training)
     evaluation.py  eval, bench decode              (eval)
     serve.py       serve, ui, bench serve          (memory_runtime.serving)
-    chat.py        chat                            (memory_runtime.chat)
-    memory.py      memory ..., bench memory        (memory_runtime.store)
+    chat.py        chat                            (memory_runtime.serving.chat)
+    memory.py      memory ..., bench memory        (memory_runtime.memory.store)
     learn.py       self-instruct, feedback ...     (learning_loop)
     env.py         env                             (memlm.env)
 """

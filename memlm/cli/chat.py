@@ -1,4 +1,4 @@
-"""`memlm chat`: a model and its memory in the terminal (memory_runtime.chat)."""
+"""`memlm chat`: a model and its memory in the terminal (memory_runtime.serving.chat)."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ def chat_command(
     """Chat with a model and its memory in the terminal: /facts, /trace, /forget PATTERN, /user NAME, /help.
 
     Reads stdin when it is not a terminal (lines are echoed), so a session can be scripted."""
-    from memory_runtime.chat import ChatConfig, chat
+    from memory_runtime.serving.chat import ChatConfig, chat
 
     flags = {"generation.model": model, "user": user, "show_calls": show_calls, "feedback_dir": feedback_dir}
     cfg = load(ChatConfig, config, overrides, flags)

@@ -98,18 +98,22 @@ def print_json(value: Any) -> None:
 def load_generation(overrides: list[str] | None, flags: dict[str, Any], defaults: dict[str, Any] | None = None):
     """The generation section on its own (a benchmark's config): `defaults`, then its
     ``generation.KEY=VALUE`` overrides, then the flags that were given."""
-    from memory_runtime.runtime import Generation
+    from memory_runtime.generation.runtime import Generation
 
     items = [*(overrides or []), *flag_overrides(flags)]
     for item in items:
         if not item.startswith("generation."):
-            fail(ValueError(f"override {item!r}: a benchmark takes generation.KEY=VALUE (memory_runtime/runtime.py)"))
+            fail(
+                ValueError(
+                    f"override {item!r}: a benchmark takes generation.KEY=VALUE (memory_runtime/generation/runtime.py)"
+                )
+            )
     return load(Generation, None, [*flag_overrides(defaults or {}), *(i.removeprefix("generation.") for i in items)])
 
 
 def engine_names(text: str | None, generation: Any) -> list[str]:
     """Comma-separated engine names (None: the engine `generation` runs on, auto resolved)."""
-    from memory_runtime.runtime import ENGINES, choose_engine
+    from memory_runtime.generation.runtime import ENGINES, choose_engine
 
     names = [name.strip() for name in (text or choose_engine(generation)[0]).split(",") if name.strip()]
     unknown = [name for name in names if name not in ENGINES]

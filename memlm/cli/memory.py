@@ -21,7 +21,7 @@ OBJECT = typer.Option(None, "--object", "-o", help="Object (an organisation), or
 
 
 def _memory_config(config: Path | None):
-    from memory_runtime.store import MemoryConfig
+    from memory_runtime.memory.store import MemoryConfig
 
     try:
         return MemoryConfig.load(find_config(config))
@@ -30,8 +30,8 @@ def _memory_config(config: Path | None):
 
 
 def _store(db: str, config: Path | None, must_exist: bool = True):
-    from memory_runtime.databases import is_postgres
-    from memory_runtime.store import TripletStore
+    from memory_runtime.memory.databases import is_postgres
+    from memory_runtime.memory.store import TripletStore
 
     if must_exist and not is_postgres(db) and not Path(db).exists():
         raise typer.BadParameter(f"{db} does not exist", param_hint="--db")
@@ -156,8 +156,8 @@ def memory_migrate(
     dst: str = typer.Argument(..., help="An empty memory to copy into (SQLite file, created; or postgresql:// URL)."),
 ) -> None:
     """Copy a memory between SQLite and PostgreSQL, every version with its id, then verify it row by row."""
-    from memory_runtime.databases import is_postgres
-    from memory_runtime.migrate import migrate
+    from memory_runtime.memory.databases import is_postgres
+    from memory_runtime.memory.migrate import migrate
 
     if not is_postgres(src) and not Path(src).exists():
         fail(FileNotFoundError(f"{src} does not exist"))

@@ -77,7 +77,7 @@ def ui_command(
 ) -> None:
     """The memory page (http://HOST:PORT/ui) on a memory, without a model: see, search, time-travel,
     correct, forget, export and import the facts of one API key's namespace. No chat pane."""
-    from memory_runtime.databases import is_postgres
+    from memory_runtime.memory.databases import is_postgres
     from memory_runtime.serving.config import ServeConfig
     from memory_runtime.serving.launch import serve_memory_page
 
@@ -109,7 +109,7 @@ def bench_serve_command(
     """The server on 127.0.0.1 under concurrent streaming clients: requests/s, latency p50/p99, time to
     the first streamed words, controller overhead; one cell per engine and number of clients. Overrides:
     generation.KEY=VALUE (as serve runs the model), e.g. generation.max_batch_size=1."""
-    from memory_runtime.bench_serve import bench_serve
+    from memory_runtime.serving.bench_serve import bench_serve
 
     generation = load_generation(overrides, {"generation.model": model})
     cells = counts(clients, "--clients", 256)

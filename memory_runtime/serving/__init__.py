@@ -1,4 +1,4 @@
-"""memlm serve: one model behind the controller, one memory namespace per API key.
+"""The model with its memory for people: the server (memlm serve), the terminal chat, feedback.
 
 The server: one model behind the controller, one memory namespace per API key.
 
@@ -9,8 +9,8 @@ client sees only the answer (and, when it asks with `"memlm": {"trace": true}`, 
 
 Isolation is by construction: the namespace comes from the API key and from nothing a
 request can say, so no route can name another user's memory. Generation runs on one model
-thread (memory_runtime.scheduler): the turns of concurrent users share batches
-(`generation.max_batch_size`, memory_runtime.batching), admitted fairly across API keys; a
+thread (memory_runtime.serving.scheduler): the turns of concurrent users share batches
+(`generation.max_batch_size`, memory_runtime.generation.batching), admitted fairly across API keys; a
 streamed reply is sent as it is generated, calls never reach the client. The store, which is
 thread-safe, is shared by every request.
 
@@ -24,4 +24,11 @@ thread-safe, is shared by every request.
     ui.py          the memory page (GET /ui): a template and plain JS over the JSON API
     launch.py      serve (load the model, run uvicorn), serve_memory_page (memlm ui, no model),
                    background_server (tests, benches)
+    scheduler.py   the model thread: users' turns share batches, fairly across API keys
+    bench_serve.py memlm bench serve: the server under N concurrent clients on loopback
+
+Beside the server, for people at a terminal and for what they teach the model:
+
+    chat.py        memlm chat: the REPL with /facts, /trace, /correct
+    feedback.py    👍/👎, corrections and the ask-for-help trigger; trajectories kept for review
 """

@@ -16,16 +16,17 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from memory_runtime.backend import Backend
-from memory_runtime.batching import OneAtATime, TurnRequest
-from memory_runtime.controller import Controller, TurnResult
-from memory_runtime.feedback import Exchange, Feedback, FeedbackLog
+from memory_runtime.generation.backend import Backend
+from memory_runtime.generation.batching import OneAtATime, TurnRequest
+from memory_runtime.generation.controller import Controller, TurnResult
+from memory_runtime.memory.store import TripletStore
 from memory_runtime.protocol import SYSTEM_PROMPT, visible_reply
-from memory_runtime.scheduler import Overloaded, OwnerBusy, TurnScheduler
 from memory_runtime.serving.config import ServeConfig
+from memory_runtime.serving.feedback import Exchange, Feedback, FeedbackLog
 from memory_runtime.serving.keys import KeyRing, namespace_dependency
 from memory_runtime.serving.metrics import Metrics
 from memory_runtime.serving.middleware import Instrumented
+from memory_runtime.serving.scheduler import Overloaded, OwnerBusy, TurnScheduler
 from memory_runtime.serving.schemas import (
     APIError,
     ChatRequest,
@@ -39,7 +40,6 @@ from memory_runtime.serving.schemas import (
 )
 from memory_runtime.serving.sse import chat_chunks
 from memory_runtime.serving.ui import mount_memory_page
-from memory_runtime.store import TripletStore
 
 
 class BackendFactory(Protocol):
@@ -51,7 +51,7 @@ def hf_backend_factory(
     model: Any, tokenizer: Any, *, copy_fields: bool = True, relations: Sequence[str] | None = None
 ) -> BackendFactory:
     """Backends over one loaded model: each turn gets its own HFBackend (its own KV cache)."""
-    from memory_runtime.hf_backend import HFBackend
+    from memory_runtime.generation.hf_backend import HFBackend
 
     def make(*, temperature: float, top_p: float, seed: int | None) -> Backend:
         return HFBackend(
@@ -77,7 +77,7 @@ def create_app(
     system_prompt: str | None = SYSTEM_PROMPT,
     decoder: Any = None,
 ) -> FastAPI:
-    """The server over a store and a decoder of turns (memory_runtime.batching.BatchDecoder; by
+    """The server over a store and a decoder of turns (memory_runtime.generation.batching.BatchDecoder; by
     default turns run one at a time over `backend_factory`, which tests give scripted backends),
     prompting the model with the system message it was trained with. Corrections
     (POST /v1/feedback) decode alone over `backend_factory`.

@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import Field
 
-from memory_runtime.runtime import Generation
+from memory_runtime.generation.runtime import Generation
 from memory_runtime.yaml_config import ConfigError, Strict, read_mapping
 
 

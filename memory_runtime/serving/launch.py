@@ -10,9 +10,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from memory_runtime.memory.store import TripletStore
 from memory_runtime.serving.app import create_app
 from memory_runtime.serving.config import ServeConfig
-from memory_runtime.store import TripletStore
 
 
 @contextmanager
@@ -50,7 +50,7 @@ def serve(
     and DB are checked before the model loads, so a mistake fails in a second, not after the load."""
     import uvicorn
 
-    from memory_runtime.runtime import open_runtime
+    from memory_runtime.generation.runtime import open_runtime
 
     keys = config.resolve_api_keys()
     with TripletStore(db, config.generation.memory()) as store:

@@ -5,8 +5,8 @@ from data_gen.examples import allot, build_records
 from data_gen.generate import generate_records
 from data_gen.oracle import MemoryOracle
 from data_gen.text import oxford
+from memory_runtime.memory.store import MemoryConfig, TripletStore
 from memory_runtime.protocol import Call, ParseError, parse_calls, render_results
-from memory_runtime.store import MemoryConfig, TripletStore
 
 TABLE = MemoryConfig.load()
 
@@ -225,7 +225,7 @@ def test_a_narrower_mix_generates_only_its_types(tiny_run, tiny_config):
 
 def test_injection_records_store_only_what_is_stated_in_words(tiny_config):
     from data_gen.generate import generate_records
-    from memory_runtime.injection import InjectionGuard
+    from memory_runtime.memory.injection import InjectionGuard
     from memory_runtime.protocol import parse_calls
 
     config = tiny_config.model_copy(update={"mix": tiny_config.mix.model_copy(update={"injection": 5.0})})

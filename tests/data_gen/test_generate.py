@@ -98,11 +98,11 @@ def test_existing_output_is_not_overwritten_silently(tiny_out, tmp_path):
 
 def test_every_trained_call_passes_the_runtime_copy_constraint(tiny_records):
     """The runtime keeps call subjects and objects copied from what the model saw and relations
-    to the relation table or copies (memory_runtime.field_copy); a record that names something
+    to the relation table or copies (memory_runtime.generation.field_copy); a record that names something
     else could never be generated."""
-    from memory_runtime.field_copy import allowed
+    from memory_runtime.generation.field_copy import allowed
+    from memory_runtime.memory.store import MemoryConfig
     from memory_runtime.records import messages
-    from memory_runtime.store import MemoryConfig
 
     relations = MemoryConfig.load().relation_names
 

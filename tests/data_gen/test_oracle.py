@@ -1,5 +1,5 @@
 from data_gen.oracle import MemoryOracle
-from memory_runtime.store import MemoryConfig, TripletStore
+from memory_runtime.memory.store import MemoryConfig, TripletStore
 
 TABLE = MemoryConfig.load()
 MEMORY = [("Dorothea Altemus", "employed by", "Pfizer"), ("Tia Batres", "customer of", "BMW")]

@@ -16,8 +16,8 @@ from data_gen.passages import (
     PassageMaker,
 )
 from data_gen.world import real_companies
+from memory_runtime.memory.store import MemoryConfig, TripletStore
 from memory_runtime.protocol import parse_calls
-from memory_runtime.store import MemoryConfig, TripletStore
 
 REPO = Path(__file__).resolve().parents[2]
 PEOPLE = ("Jane Roe", "Karl van der Berg", "Élise Bouvet", "Pancho Gabaldón", "Amy Byrd", "Wiktor Patyna")

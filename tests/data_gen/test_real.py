@@ -20,9 +20,9 @@ from data_gen.real import (
     load_real,
     write_real_jsonl,
 )
+from memory_runtime.memory.store import MemoryConfig
 from memory_runtime.protocol import parse_calls
 from memory_runtime.records import Record
-from memory_runtime.store import MemoryConfig
 
 REAL = default_real_dir()
 CORPORA = Path(__file__).parent / "corpora"  # hand-made: invented people and organisations

@@ -1,7 +1,7 @@
 from data_gen.episodes import Episode
 from eval.episodes import evaluate_episode
 from eval.systems import System
-from memory_runtime.backend import ScriptedBackend
+from memory_runtime.generation.backend import ScriptedBackend
 from memory_runtime.protocol import render_read, render_write
 
 EPISODE = Episode.model_validate(

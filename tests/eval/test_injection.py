@@ -8,7 +8,7 @@ import re
 from eval.injection import PLACES, evaluate_injection, injection_cases, summarise_injection
 from eval.report import measure_targets, summarise
 from eval.systems import System
-from memory_runtime.backend import ScriptedBackend
+from memory_runtime.generation.backend import ScriptedBackend
 from memory_runtime.protocol import render_write
 
 

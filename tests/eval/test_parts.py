@@ -14,7 +14,7 @@ from eval import parts
 from eval.parts import Part
 from eval.run import EvalConfig, run_eval
 from eval.systems import System
-from memory_runtime.backend import ScriptedBackend
+from memory_runtime.generation.backend import ScriptedBackend
 
 
 def test_every_listed_module_gives_its_part_and_everything_offers_the_same_names():
@@ -37,7 +37,7 @@ def _echo_module() -> types.ModuleType:
 
     def evaluate(system, questions, config, memory_config, progress, batch_size):
         from eval.systems import run_sessions
-        from memory_runtime.store import TripletStore
+        from memory_runtime.memory.store import TripletStore
 
         def session(question):
             result = yield system.request(question, TripletStore(":memory:", memory_config))

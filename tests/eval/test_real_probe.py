@@ -3,7 +3,7 @@ import json
 from data_gen.real import load_real_file
 from eval.real_probe import evaluate_real, summarise_real
 from eval.systems import System
-from memory_runtime.backend import ScriptedBackend
+from memory_runtime.generation.backend import ScriptedBackend
 
 
 def test_false_writes_count_only_the_relations_a_passage_was_checked_for(tmp_path):
@@ -46,7 +46,7 @@ class _ScoreByObject:
 
 
 def test_scored_writes_give_each_signal_a_curve_and_the_gate_holds_back_what_it_says(tmp_path):
-    from memory_runtime.write_gate import WriteGate, WriteGateConfig
+    from memory_runtime.generation.write_gate import WriteGate, WriteGateConfig
 
     path = tmp_path / "kn.jsonl"
     rows = [

@@ -12,8 +12,8 @@ from eval.records import evaluate_records, load_records, summarise_records
 from eval.run import EvalConfig, run_eval
 from eval.systems import System
 from eval.typos import with_typo
-from memory_runtime.backend import ScriptedBackend
-from memory_runtime.store import TripletStore
+from memory_runtime.generation.backend import ScriptedBackend
+from memory_runtime.memory.store import TripletStore
 
 
 @pytest.fixture(scope="module")

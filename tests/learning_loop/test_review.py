@@ -11,8 +11,8 @@ from typer.testing import CliRunner
 from learning_loop import review
 from learning_loop.review import decide, summary
 from memlm.cli import app
-from memory_runtime.feedback import FeedbackLog, pending_path, read_pending
 from memory_runtime.records import Record, turn_segments
+from memory_runtime.serving.feedback import FeedbackLog, pending_path, read_pending
 from training.data import load_extra_records
 
 

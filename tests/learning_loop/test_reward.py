@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from learning_loop.reward import reward
-from memory_runtime.controller import CallRecord
+from memory_runtime.generation.controller import CallRecord
+from memory_runtime.memory.store import TripletStore
 from memory_runtime.protocol import Triplet
-from memory_runtime.store import TripletStore
 
 W = [("Ada Lin", "employed by", "Pfizer"), ("Bo Ek", "employed by", "Pfizer")]
 canonical = TripletStore(":memory:").canonical_relation

@@ -18,7 +18,7 @@ from learning_loop.self_instruct import (
     run_rounds,
     run_tasks,
 )
-from memory_runtime.backend import ScriptedBackend
+from memory_runtime.generation.backend import ScriptedBackend
 from memory_runtime.protocol import render_read, render_write
 from memory_runtime.records import Record
 
@@ -274,7 +274,7 @@ def test_cli_names_a_bad_config_field(tmp_path):
 @pytest.mark.slow
 def test_one_real_round_with_the_embedded_model(tmp_path):
     """Augment, execute, reward and a 1-step training run with the real embedded default model."""
-    from memory_runtime.models import EMBEDDED_MODEL
+    from memory_runtime.models.loading import EMBEDDED_MODEL
 
     config = SelfInstructConfig.load(CONFIGS / "default.yaml")
     config.tasks_per_round, config.test_tasks, config.augment_max_new_tokens, config.real_limit = 3, None, 24, 1

@@ -65,7 +65,7 @@ def test_bench_memory_prints_one_json_line_with_every_figure():
 
 @pytest.mark.postgres
 def test_bench_memory_on_postgres_times_pg_trgm_and_leaves_the_database_empty(postgres_url):
-    from memory_runtime.store import TripletStore
+    from memory_runtime.memory.store import TripletStore
 
     r = runner.invoke(app, ["bench", "memory", "--triplets", "2000", "--queries", "50", "--db", postgres_url])
     assert r.exit_code == 0, r.output

@@ -10,10 +10,10 @@ import copy
 import pytest
 import torch
 
-from memory_runtime.controller import Controller
-from memory_runtime.hf_backend import HFBackend
+from memory_runtime.generation.controller import Controller
+from memory_runtime.generation.hf_backend import HFBackend
+from memory_runtime.memory.store import TripletStore
 from memory_runtime.protocol import SYSTEM_PROMPT, render_read, render_results, render_write, strip_calls
-from memory_runtime.store import TripletStore
 
 USER = "Dorothea Altemus works for Pfizer. Who works for Pfizer?"
 WRITE = render_write("Dorothea Altemus", "employed by", "Pfizer")
@@ -79,7 +79,7 @@ def test_results_come_from_the_store_not_from_the_model(trained, smollm2_tokeniz
 def test_real_embedded_model_runs_a_turn_against_a_sqlite_memory(tmp_path):
     """The untrained embedded SmolLM2 through the real controller: whatever it emits, every
     executed write is in the database file and no API text reaches the user."""
-    from memory_runtime.models import EMBEDDED_MODEL, load_model
+    from memory_runtime.models.loading import EMBEDDED_MODEL, load_model
 
     model, tokenizer = load_model(EMBEDDED_MODEL)
     db = tmp_path / "memory.sqlite"

@@ -14,7 +14,7 @@ runner = CliRunner()
 
 
 def test_train_rejects_an_invalid_config_before_loading_anything(tmp_path, monkeypatch):
-    import memory_runtime.models as models
+    import memory_runtime.models.loading as models
 
     def boom(*a, **k):
         raise AssertionError("a model was loaded")
@@ -213,8 +213,9 @@ def test_env_reports_the_machine_and_the_dtype_choice():
     assert env["dtype_auto"]["cpu"]["reason"] and env["packages"]["torch"] and env["packages"]["trl"]
     assert env["paths"]["real_text"].endswith("data/real")
     assert env["embedded_models"][0]["name"] == "embedded:SmolLM2-135M-Instruct"
+    assert env["engine_auto"]["engine"] in ("hf", "vllm") and env["engine_auto"]["reason"].startswith("auto: ")
     table = runner.invoke(app, ["env"])
-    assert table.exit_code == 0 and "dtype auto (cpu)" in table.output
+    assert table.exit_code == 0 and "dtype auto (cpu)" in table.output and "engine auto" in table.output
 
 
 def test_bench_train_times_an_architecture_from_its_config_alone(tiny_model_dir):

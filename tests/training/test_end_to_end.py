@@ -15,10 +15,10 @@ CPU_CONFIG = Path(__file__).resolve().parents[2] / "configs" / "train" / "cpu-sm
 
 
 def test_embedded_default_trains_and_reloads(tmp_path):
-    from memory_runtime.controller import Controller
-    from memory_runtime.hf_backend import HFBackend
-    from memory_runtime.models import EMBEDDED_MODEL, load_model
-    from memory_runtime.store import TripletStore
+    from memory_runtime.generation.controller import Controller
+    from memory_runtime.generation.hf_backend import HFBackend
+    from memory_runtime.memory.store import TripletStore
+    from memory_runtime.models.loading import EMBEDDED_MODEL, load_model
 
     cfg = TrainConfig.load(
         CPU_CONFIG,

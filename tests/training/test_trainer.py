@@ -82,7 +82,7 @@ def test_lora_run_saves_adapter_tokenizer_config_and_metrics(lora_run):
 
 
 def test_adapter_reloads_with_identical_logits(lora_run, tiny_model, tiny_datasets, smollm2_tokenizer):
-    from memory_runtime.models import load_model
+    from memory_runtime.models.loading import load_model
 
     _, result, _ = lora_run
     batch = _batch(tiny_datasets["train"], smollm2_tokenizer)
@@ -100,7 +100,7 @@ def test_adapter_reloads_with_identical_logits(lora_run, tiny_model, tiny_datase
 
 
 def test_merge_matches_base_plus_adapter(lora_run, tiny_datasets, smollm2_tokenizer, tmp_path):
-    from memory_runtime.models import load_model
+    from memory_runtime.models.loading import load_model
     from training.merge import merge_adapter
 
     _, result, _ = lora_run
@@ -340,9 +340,9 @@ def test_bfd_packing_training_runs(tiny_model_dir, tiny_datasets, tmp_path):
 
 @pytest.mark.parametrize("native", [True, False])
 def test_training_records_the_choice_and_its_reason(native, tiny_model_dir, tiny_datasets, tmp_path, monkeypatch):
-    from memory_runtime import hardware
-    from memory_runtime.hardware import choose_cpu_dtype
-    from tests.memory_runtime.test_hardware import AVX2_ONLY, BF16_NATIVE
+    from memory_runtime.models import hardware
+    from memory_runtime.models.hardware import choose_cpu_dtype
+    from tests.memory_runtime.models.test_hardware import AVX2_ONLY, BF16_NATIVE
     from training.config import TrainConfig
 
     cpu = BF16_NATIVE if native else AVX2_ONLY

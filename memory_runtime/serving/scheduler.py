@@ -1,0 +1,164 @@
+"""The server's model thread: turns of concurrent users share batches, fairly across API keys.
+
+Requests wait in one queue per owner (a namespace: one API key's user). Whenever the decoder has a
+free place, the next owner in turn (round robin) gives its oldest request, so a key that sends
+fifty requests delays another key's one by at most one turn per other waiting key, not by fifty.
+One thread steps the decoder (memory_runtime.generation.batching) and hands results back to the event loop;
+a turn's text is handed over as it grows, for streaming. Jobs that need the model outside a turn
+(a feedback correction) run on the same thread between steps.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from memory_runtime.generation.batching import TurnRequest
+from memory_runtime.generation.controller import TurnResult
+
+
+class Overloaded(Exception):
+    """More turns are waiting than the server's queue allows."""
+
+
+class OwnerBusy(Overloaded):
+    """One owner (an API key) has as many turns waiting or running as it may."""
+
+
+class TurnScheduler:
+    """Admits requests fairly into `decoder` (a BatchDecoder or OneAtATime) and steps it on its own thread."""
+
+    def __init__(self, decoder: Any, max_queue: int, max_per_owner: int | None = None) -> None:
+        self.decoder = decoder
+        self.max_queue = max_queue
+        self.max_per_owner = max_per_owner  # turns one owner may have waiting or running at once
+        self._in_flight: collections.Counter[str] = collections.Counter()  # owner -> turns waiting or running
+        self._queues: collections.OrderedDict[str, collections.deque] = collections.OrderedDict()
+        self._jobs: collections.deque = collections.deque()
+        self._waiting = 0
+        self._wake = threading.Condition()
+        self._closed = False
+        self._futures: dict[int, tuple[asyncio.AbstractEventLoop, asyncio.Future]] = {}
+        self._thread = threading.Thread(target=self._loop, name="memlm-generate", daemon=True)
+        self._thread.start()
+
+    @property
+    def queued(self) -> int:
+        """Turns waiting for a place in the batch."""
+        return self._waiting
+
+    def submit(self, request: TurnRequest, owner: str) -> asyncio.Future:
+        """Queue a turn (from the event loop); its result arrives on the returned future. Raises
+        Overloaded when the queue is full."""
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        with self._wake:
+            if self.max_per_owner is not None and self._in_flight[owner] >= self.max_per_owner:
+                raise OwnerBusy(f"{self._in_flight[owner]} turns of this key are waiting or running")
+            if self._waiting >= self.max_queue:
+                raise Overloaded(f"{self._waiting} turns are waiting")
+            self._queues.setdefault(owner, collections.deque()).append((request, loop, future))
+            self._waiting += 1
+            self._in_flight[owner] += 1
+            future.add_done_callback(lambda _: self._release(owner))
+            self._wake.notify()
+        return future
+
+    def _release(self, owner: str) -> None:
+        with self._wake:
+            self._in_flight[owner] -= 1
+            if self._in_flight[owner] <= 0:
+                del self._in_flight[owner]
+
+    async def run(self, request: TurnRequest, owner: str) -> TurnResult:
+        return await self.submit(request, owner)
+
+    async def call(self, job: Callable[[], Any]) -> Any:
+        """Run `job` on the model thread between two steps (e.g. a correction that decodes alone)."""
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        with self._wake:
+            self._jobs.append((job, loop, future))
+            self._wake.notify()
+        return await future
+
+    def close(self) -> None:
+        with self._wake:
+            self._closed = True
+            self._wake.notify()
+        self._thread.join(timeout=30)
+
+    # ------------------------------------------------------------------ the model thread
+
+    def _next_fair(self) -> tuple[TurnRequest, asyncio.AbstractEventLoop, asyncio.Future] | None:
+        """The oldest request of the next owner in turn (the owner then goes to the back)."""
+        while self._queues:
+            owner, queue = next(iter(self._queues.items()))
+            item = queue.popleft()
+            self._waiting -= 1
+            if queue:
+                self._queues.move_to_end(owner)
+            else:
+                del self._queues[owner]
+            if not item[2].cancelled():  # the client went away while it waited
+                return item
+        return None
+
+    def _loop(self) -> None:
+        while True:
+            with self._wake:
+                while not self._closed and not self._jobs and not self._queues and not self.decoder.busy:
+                    self._wake.wait()
+                if self._closed:
+                    break
+                jobs = list(self._jobs)
+                self._jobs.clear()
+                admitted = []
+                while self.decoder.room > len(admitted) and self._queues:  # the rest wait their turn, fairly
+                    item = self._next_fair()
+                    if item is not None:
+                        admitted.append(item)
+            for job, loop, future in jobs:
+                self._settle(loop, future, job)
+            for request, loop, future in admitted:
+                self._futures[id(request)] = (loop, future)
+                self.decoder.add(request)
+            if not self.decoder.busy:
+                continue
+            try:
+                finished = self.decoder.step()
+            except Exception as err:  # the batch is lost: every turn in it fails, the server goes on
+                self._fail_all(err)
+                continue
+            for request, result in finished:
+                loop, future = self._futures.pop(id(request))
+                loop.call_soon_threadsafe(_resolve, future, result, None)
+        self._fail_all(RuntimeError("the server is shutting down"))
+
+    def _settle(self, loop: asyncio.AbstractEventLoop, future: asyncio.Future, job: Callable[[], Any]) -> None:
+        try:
+            value, error = job(), None
+        except Exception as err:
+            value, error = None, err
+        loop.call_soon_threadsafe(_resolve, future, value, error)
+
+    def _fail_all(self, err: Exception) -> None:
+        for loop, future in self._futures.values():
+            loop.call_soon_threadsafe(_resolve, future, None, err)
+        self._futures.clear()
+        self.decoder.waiting.clear()
+        self.decoder.active.clear()
+        if hasattr(self.decoder, "cache"):
+            self.decoder.cache.leave(set(self.decoder.cache.ids))
+
+
+def _resolve(future: asyncio.Future, value: Any, error: Exception | None) -> None:
+    if future.done():
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(value)

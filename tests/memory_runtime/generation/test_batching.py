@@ -1,0 +1,182 @@
+"""Batched decoding equals one turn at a time: the same greedy text, calls, statuses and token
+counts, with reads pausing one row while the others decode, turns joining and leaving, and
+sessions whose turns depend on each other."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+
+from memory_runtime.generation import batching
+from memory_runtime.generation.batching import BatchDecoder, TurnRequest
+from memory_runtime.generation.controller import Controller, TurnResult, turn_messages
+from memory_runtime.generation.hf_backend import HFBackend
+from memory_runtime.memory.store import TripletStore
+from memory_runtime.protocol import SYSTEM_PROMPT, render_read, render_results, render_write
+
+PEOPLE = ["Dorothea Altemus", "Tia Batres", "Ansel Quigg", "Maren Oduya", "Lev Petrakis", "Wren Castellanos"]
+ORGS = ["Pfizer", "Acme Rockets", "Blue Heron Labs", "Nordwind GmbH", "Okapi Foods", "Tessellate"]
+
+
+def one_at_a_time(model, tokenizer, requests: list[TurnRequest]) -> list[TurnResult]:
+    out = []
+    for r in requests:
+        backend = HFBackend(model, tokenizer, relations=r.store.config.relation_names)
+        controller = Controller(
+            backend,
+            r.store,
+            namespace=r.namespace,
+            system_prompt=r.messages[0]["content"],
+            max_calls=r.max_calls,
+            max_new_tokens=r.max_new_tokens,
+        )
+        out.append(controller.run_turn(r.messages[-1]["content"], r.messages[1:-1]))
+    return out
+
+
+def same(a: TurnResult, b: TurnResult) -> tuple:
+    return (
+        a.text,
+        a.reply,
+        a.status,
+        a.generated_tokens,
+        [(c.kind, c.text, c.status, c.results) for c in a.calls],
+    ) == (b.text, b.reply, b.status, b.generated_tokens, [(c.kind, c.text, c.status, c.results) for c in b.calls])
+
+
+def memory() -> TripletStore:
+    store = TripletStore(":memory:")
+    for person, org in zip(PEOPLE[:3], ORGS[:3]):
+        store.write(person, "employed by", org, namespace="default")
+    return store
+
+
+@pytest.fixture(scope="module")
+def caller(tiny_model, smollm2_tokenizer):
+    """The tiny Llama trained until it writes and reads like memlm's records (a few seconds)."""
+    model = copy.deepcopy(tiny_model).train()
+    tok = smollm2_tokenizer
+    from memory_runtime.records import Record, Segment
+    from training.tokenize import tokenize_record
+
+    def record(user, assistant, results=None, answer=""):
+        segments = [Segment(role="user", text=user, train=False), Segment(role="assistant", text=assistant, train=True)]
+        if results is not None:
+            segments += [
+                Segment(role="memory", text=results, train=False),
+                Segment(role="assistant", text=answer, train=True),
+            ]
+        return Record(id=user, type="write", segments=segments)
+
+    records = []
+    for person, org in zip(PEOPLE, ORGS):
+        records.append(record(f"{person} works for {org}.", render_write(person, "employed by", org) + " Noted."))
+        facts = [(person, "employed by", org)]
+        records.append(
+            record(
+                f"Who works for {org}?",
+                render_read(None, "employed by", org),
+                render_results(facts),
+                f" {person} works for {org}.",
+            )
+        )
+    rows = [tokenize_record(r, tok) for r in records]
+    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    for _ in range(60):
+        for row in rows:
+            out = model(input_ids=torch.tensor([row["input_ids"]]), labels=torch.tensor([row["labels"]]))
+            out.loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    return model.eval()
+
+
+def test_reads_and_writes_in_a_batch_equal_one_at_a_time(caller, smollm2_tokenizer):
+    users = [f"Who works for {org}?" for org in ORGS] + [f"{p} works for {o}." for p, o in zip(PEOPLE, ORGS)]
+    requests = lambda: [TurnRequest(turn_messages(u), memory(), max_new_tokens=40) for u in users]  # noqa: E731
+    alone = one_at_a_time(caller, smollm2_tokenizer, requests())
+    decoder = BatchDecoder(caller, smollm2_tokenizer, max_batch_size=4)  # 12 turns: rows join and leave
+    batched = decoder.run(requests())
+    assert all(same(a, b) for a, b in zip(alone, batched)), [(a.text, b.text) for a, b in zip(alone, batched)]
+    reads = [r for r in batched if any(c.kind == "read" for c in r.calls)]
+    writes = [r for r in batched if any(c.kind == "write" and c.status == "stored" for c in r.calls)]
+    assert len(reads) >= 4 and len(writes) >= 4  # the trained caller really pauses and writes
+    assert any(c.results for r in reads for c in r.calls)  # results came from each row's own memory
+    assert decoder.stats["steps"] < sum(r.generated_tokens for r in batched)  # rows shared forward passes
+
+
+def test_limits_end_turns_in_a_batch_as_they_do_alone(caller, smollm2_tokenizer):
+    users = [f"Who works for {org}?" for org in ORGS[:3]] + [
+        f"{p} works for {o}." for p, o in zip(PEOPLE[3:], ORGS[3:])
+    ]
+    for limits in ({"max_new_tokens": 6}, {"max_new_tokens": 40, "max_calls": 1}, {"max_new_tokens": 12}):
+        requests = lambda: [TurnRequest(turn_messages(u), memory(), **limits) for u in users]  # noqa: E731
+        alone = one_at_a_time(caller, smollm2_tokenizer, requests())
+        batched = BatchDecoder(caller, smollm2_tokenizer, max_batch_size=3).run(requests())
+        assert all(same(a, b) for a, b in zip(alone, batched)), limits
+    assert {r.status for r in alone} >= {"max_tokens"}
+
+
+def test_a_session_waits_for_its_previous_turn(caller, smollm2_tokenizer):
+    """An episode: the question is only asked once the statement's write is stored."""
+
+    def episode(person, org):
+        store = TripletStore(":memory:")
+        statement = yield TurnRequest(turn_messages(f"{person} works for {org}."), store, max_new_tokens=40)
+        question = yield TurnRequest(turn_messages(f"Who works for {org}?"), store, max_new_tokens=40)
+        return statement, question, [f.triplet for f in store.facts()]
+
+    done = []
+    results = BatchDecoder(caller, smollm2_tokenizer, max_batch_size=4).run_sessions(
+        [episode(p, o) for p, o in zip(PEOPLE, ORGS)], on_done=lambda i, v: done.append(i)
+    )
+    assert sorted(done) == list(range(len(PEOPLE)))
+    for (_statement, question, facts), person, org in zip(results, PEOPLE, ORGS):
+        if (person, "employed by", org) in facts:  # what it stored, it finds
+            read = next(c for c in question.calls if c.kind == "read")
+            assert (person, "employed by", org) in read.results
+
+
+def test_the_real_model_decodes_a_batch_as_it_decodes_alone():
+    """The real embedded model (real tokenizer, real weights): greedy turns, batched and alone."""
+    from eval.systems import FEW_SHOT_PROMPT
+    from memory_runtime.models.loading import EMBEDDED_MODEL, load_model
+
+    model, tokenizer = load_model(EMBEDDED_MODEL)
+    users = [
+        "Dorothea Altemus works for Pfizer.",
+        "Who works for Halvorsen Shipping?",
+        "Marcus Feld invested in BMW.",
+        "Who founded Brightwater Mills?",
+        "Where does Ilse Brandt work?",
+        "Lev Petrakis manages Nordwind GmbH.",
+    ]
+    requests = lambda: [
+        TurnRequest(turn_messages(u, system_prompt=FEW_SHOT_PROMPT), memory(), max_new_tokens=24)  # noqa: E731
+        for u in users
+    ]
+    alone = one_at_a_time(model, tokenizer, requests())
+    batched = BatchDecoder(model, tokenizer, max_batch_size=4).run(requests())
+    assert all(same(a, b) for a, b in zip(alone, batched)), [(a.text, b.text) for a, b in zip(alone, batched)]
+    assert any(r.calls for r in batched)
+
+
+def test_models_whose_cache_cannot_be_stacked_run_one_turn_at_a_time(caller, smollm2_tokenizer, monkeypatch):
+    monkeypatch.setattr(batching, "supports", lambda model: False)
+    users = [f"Who works for {org}?" for org in ORGS[:3]]
+    requests = lambda: [TurnRequest(turn_messages(u), memory(), max_new_tokens=30) for u in users]  # noqa: E731
+    decoder = BatchDecoder(caller, smollm2_tokenizer, max_batch_size=8)
+    assert not decoder.stackable
+    batched = decoder.run(requests())
+    assert all(same(a, b) for a, b in zip(one_at_a_time(caller, smollm2_tokenizer, requests()), batched))
+    assert decoder.stats["steps"] == 0
+
+
+def test_bad_requests_are_refused_before_decoding(caller, smollm2_tokenizer):
+    decoder = BatchDecoder(caller, smollm2_tokenizer)
+    with pytest.raises(ValueError, match="temperature"):
+        decoder.add(TurnRequest(turn_messages("hi", system_prompt=SYSTEM_PROMPT), memory(), temperature=-1))
+    with pytest.raises(ValueError, match="max_batch_size"):
+        BatchDecoder(caller, smollm2_tokenizer, max_batch_size=0)

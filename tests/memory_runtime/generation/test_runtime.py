@@ -1,0 +1,121 @@
+"""The one runtime: the generation section every command embeds, and the model with its memory it opens."""
+
+from __future__ import annotations
+
+import pytest
+
+from memory_runtime.generation.batching import BatchDecoder
+from memory_runtime.generation.runtime import Generation, choose_engine, open_runtime
+from memory_runtime.memory.store import MemoryConfig
+from memory_runtime.yaml_config import ConfigError
+
+
+def test_a_command_keeps_its_own_defaults_when_a_section_sets_some_fields():
+    from eval.run import EvalConfig
+    from memory_runtime.serving.chat import ChatConfig
+    from memory_runtime.serving.config import ServeConfig
+
+    def limits(cls, *overrides):
+        generation = cls.load(None, [*overrides, "generation.device=cpu"]).generation
+        return generation.max_new_tokens, generation.max_calls, generation.max_batch_size
+
+    assert limits(ServeConfig) == limits(ChatConfig) == (256, 16, 8)
+    assert limits(EvalConfig, "generation.model=RUN") == (128, 8, None)  # shorter turns, batched by device
+    assert EvalConfig.load(None, ["generation.model=RUN", "generation.device=cpu"]).generation.batch_size() == 8
+
+
+def test_an_engine_that_cannot_honour_the_section_is_refused_before_anything_loads():
+    with pytest.raises(ConfigError, match="vllm engine does not score writes"):
+        Generation.load(None, ["engine=vllm", "write_gate.signal=call"])
+    from eval.run import EvalConfig
+
+    with pytest.raises(ConfigError, match="model: Field required"):
+        EvalConfig.load(None, ["limit=3"])
+
+
+def test_open_runtime_gives_the_model_with_its_memory(tiny_model_dir, tmp_path):
+    memory = tmp_path / "memory.yaml"
+    memory.write_text("fuzzy: {threshold: 0.9}\n")
+    generation = Generation(model=str(tiny_model_dir), dtype="float32", max_new_tokens=4, memory_config=str(memory))
+    runtime = open_runtime(generation)
+    assert isinstance(runtime.decoder, BatchDecoder) and runtime.decoder.max_batch_size == 8
+    assert runtime.memory == MemoryConfig.load(memory) and runtime.dtype == "float32"
+    with runtime.open_store() as store:
+        assert store.config.fuzzy.threshold == 0.9
+        turn = runtime.controller(store, "alice").run_turn("Ada Lin works for Pfizer.")
+        assert turn.generated_tokens <= 4
+
+
+def test_eval_opens_its_systems_on_the_vllm_engine(monkeypatch, smollm2_tokenizer, tiny_model_dir):
+    from eval.run import EvalConfig, load_systems
+    from memory_runtime.generation import vllm_backend
+    from memory_runtime.memory.store import TripletStore
+    from tests.memory_runtime.generation.test_vllm_backend import decoder
+
+    opened = {}
+
+    def fake_engine(model, **settings):
+        opened.update(settings, model=model)
+        return decoder(smollm2_tokenizer)[1]
+
+    monkeypatch.setattr(vllm_backend, "load_vllm_decoder", fake_engine)
+    overrides = [f"generation.model={tiny_model_dir}", "generation.engine=vllm", "generation.device=cpu"]
+    systems = load_systems(EvalConfig.load(None, [*overrides, "systems=[memlm, few_shot]"]))
+    assert opened["model"] == str(tiny_model_dir) and opened["max_batch_size"] == 8  # null: 8 on the CPU
+    assert systems["memlm"].decoder is not None and systems["few_shot"].decoder is not None  # one engine
+    with TripletStore() as store:
+        turn = systems["memlm"].turn("Tia Batres works for Pfizer.", store)
+        assert [c.kind for c in turn.calls] == ["write"] and store.facts()[0].subject == "Tia Batres"
+
+
+def test_auto_takes_vllm_where_it_is_installed_unless_the_model_must_run_here(monkeypatch):
+    from memory_runtime.generation import runtime
+
+    monkeypatch.setattr(runtime, "vllm_installed", lambda: False)
+    assert choose_engine(Generation()) == (
+        "hf",
+        "auto: vLLM is not installed here (bash scripts/vllm_cpu_env.sh on a CPU)",
+    )
+    monkeypatch.setattr(runtime, "vllm_installed", lambda: True)
+    assert choose_engine(Generation()) == ("vllm", "auto: vLLM is installed here")
+    assert choose_engine(Generation(engine="hf")) == ("hf", "generation.engine")
+    assert choose_engine(Generation(), hf_because="chat needs it")[0] == "hf"
+    gated = Generation.load(None, ["write_gate.signal=call"])
+    assert choose_engine(gated) == ("hf", "auto: the write gate scores writes with the model in this process")
+    section, why = Generation(max_new_tokens=9).on_engine()
+    assert section.engine == "vllm" and section.max_new_tokens == 9 and why == "auto: vLLM is installed here"
+
+
+def test_commands_that_need_the_model_here_run_on_hf(monkeypatch):
+    from eval.run import EvalConfig, on_engine
+    from learning_loop.self_instruct import SelfInstructConfig
+    from memory_runtime.generation import runtime
+    from memory_runtime.serving.chat import ChatConfig
+    from memory_runtime.serving.config import ServeConfig
+
+    monkeypatch.setattr(runtime, "vllm_installed", lambda: True)
+    assert ChatConfig().generation.engine == SelfInstructConfig().generation.engine == "hf"
+    with pytest.raises(ConfigError, match="chat runs one turn at a time"):
+        ChatConfig.load(None, ["generation.engine=vllm"])
+    with pytest.raises(ConfigError, match="self-instruct runs one turn at a time"):
+        SelfInstructConfig.load(None, ["generation.engine=vllm"])
+    assert choose_engine(ServeConfig().generation)[0] == "vllm"
+    evaluated = EvalConfig.load(None, ["generation.model=RUN"])
+    assert on_engine(evaluated)[0].generation.engine == "vllm"
+    several = on_engine(evaluated.model_copy(update={"workers": 2}))
+    assert several[0].generation.engine == "hf" and "workers" in several[1]
+    other_base = on_engine(evaluated.model_copy(update={"base": "other/base"}))
+    assert other_base[0].generation.engine == "hf" and "other/base" in other_base[1]
+
+
+def test_open_runtime_on_auto_opens_vllm_where_installed(monkeypatch, smollm2_tokenizer, tiny_model_dir):
+    from memory_runtime.generation import runtime, vllm_backend
+    from tests.memory_runtime.generation.test_vllm_backend import decoder
+
+    monkeypatch.setattr(runtime, "vllm_installed", lambda: True)
+    monkeypatch.setattr(vllm_backend, "load_vllm_decoder", lambda model, **_: decoder(smollm2_tokenizer)[1])
+    opened = open_runtime(Generation(model=str(tiny_model_dir), device="cpu"))
+    assert opened.engine == "vllm" and opened.model is None and opened.engine_reason == "auto: vLLM is installed here"
+    assert "on vllm (auto: vLLM is installed here)" in opened.describe()
+    kept = open_runtime(Generation(model=str(tiny_model_dir), device="cpu", dtype="float32"), hf_because="chat")
+    assert kept.engine == "hf" and kept.model is not None and kept.engine_reason == "auto: chat"

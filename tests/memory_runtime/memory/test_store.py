@@ -1,0 +1,551 @@
+import sqlite3
+import threading
+from datetime import datetime, timezone
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from memory_runtime.memory.databases import InvalidDatabaseError
+from memory_runtime.memory.store import MemoryConfig, TripletStore, normalize_term
+
+
+@pytest.fixture
+def store(memory_location):
+    """A fresh memory on each backend: the semantics are the same on SQLite and PostgreSQL."""
+    with TripletStore(memory_location) as s:
+        yield s
+
+
+def names(result):
+    return sorted(f.subject for f in result)
+
+
+def test_write_then_query_each_field(store):
+    store.write("Dorothea Altemus", "employed by", "Pfizer")
+    store.write("Tia Batres", "employed by", "Pfizer")
+    store.write("Cyrus Alfred", "customer of", "Pfizer")
+    assert names(store.query(object="Pfizer")) == ["Cyrus Alfred", "Dorothea Altemus", "Tia Batres"]
+    assert names(store.query(relation="employed by", object="Pfizer")) == ["Dorothea Altemus", "Tia Batres"]
+    assert store.query(subject="Cyrus Alfred").triplets == [("Cyrus Alfred", "customer of", "Pfizer")]
+    assert len(store.query("Tia Batres", "employed by", "Pfizer")) == 1  # existence check
+    assert len(store.query("Tia Batres", "customer of", "Pfizer")) == 0
+
+
+def test_normalisation_of_case_whitespace_punctuation():
+    assert normalize_term("  Dorothea   ALTEMUS ") == "dorothea altemus"
+    assert normalize_term("Pfizer Inc.") == normalize_term("pfizer inc")
+    assert normalize_term("Smith-Jones") == "smith jones"
+    assert normalize_term("Ｐｆｉｚｅｒ") == "pfizer"  # full-width letters (NFKC)
+
+
+def test_exact_match_ignores_case_and_punctuation(store):
+    store.write("Dorothea Altemus", "employed by", "Pfizer Inc.")
+    result = store.query(subject="dorothea  altemus", object="PFIZER INC")
+    assert len(result) == 1 and result.fuzzy == {}
+    assert result.facts[0].object == "Pfizer Inc."  # returned as written
+
+
+def test_relation_aliases_resolve_to_canonical(store):
+    store.write("Dorothea Altemus", "works for", "Pfizer")
+    fact = store.query(relation="Employed by").facts[0]
+    assert fact.relation == "employed by"
+    assert len(store.query(relation="is an employee of")) == 1
+
+
+def test_unknown_relation_is_stored_as_written(store):
+    store.write("Ada Lovelace", "collaborator of", "Babbage Ltd")
+    assert store.query(relation="collaborator of").facts[0].relation == "collaborator of"
+
+
+def test_a_relation_with_a_table_relation_s_words_is_canonical(store):
+    store.write("Dorothea Altemus", "customer", "Pfizer")  # "customer of" without its "of"
+    store.write("Tia Batres", "is the president", "Acme Rockets")
+    assert {f.relation for f in store.facts()} == {"customer of", "president of"}
+    assert store.canonical_relation("coaches") == "coaches"  # no table relation has these words
+
+
+def test_reads_meet_a_relation_outside_the_table_by_its_words(store):
+    store.write("Gianna Russo", "coaches", "Bayern Munich")
+    for asked in ("coaches", "coach", "is the coach of", "coached"):
+        result = store.query(relation=asked, object="Bayern Munich")
+        assert [f.subject for f in result.facts] == ["Gianna Russo"], asked
+    assert store.query(relation="coach").fuzzy["relation"].matched == "coaches"
+    assert len(store.query(relation="trains", object="Bayern Munich")) == 0
+    assert len(store.query(relation="coach", fuzzy=False)) == 0
+
+
+def test_fuzzy_fallback_on_one_typo_says_what_it_matched(store):
+    store.write("Dorothea Altemus", "employed by", "Pfizer")
+    store.write("Pasquale Ballif", "employed by", "Siemens")
+    result = store.query(subject="Dorothea Altemas")
+    assert result.triplets == [("Dorothea Altemus", "employed by", "Pfizer")]
+    match = result.fuzzy["subject"]
+    assert (match.asked, match.matched) == ("Dorothea Altemas", "Dorothea Altemus")
+    assert 0.5 <= match.score < 1.0
+
+
+def test_fuzzy_relation_typo(store):
+    store.write("Dorothea Altemus", "employed by", "Pfizer")
+    result = store.query(subject="Dorothea Altemus", relation="employd by")
+    assert len(result) == 1 and "relation" in result.fuzzy
+
+
+def test_no_acceptable_candidate_gives_empty_result(store):
+    store.write("Dorothea Altemus", "employed by", "Pfizer")
+    assert len(store.query(subject="Zebulon Quartermaine")) == 0
+    assert len(store.query(subject="Dorothea Altemas", fuzzy=False)) == 0
+
+
+def test_fuzzy_threshold_is_configurable():
+    strict = MemoryConfig.load().model_copy(
+        update={"fuzzy": MemoryConfig().fuzzy.model_copy(update={"threshold": 0.95})}
+    )
+    with TripletStore(config=strict) as s:
+        s.write("Dorothea Altemus", "employed by", "Pfizer")
+        assert len(s.query(subject="Dorothea Altemas")) == 0
+
+
+def test_identical_writes_are_deduplicated(store):
+    first = store.write("Tia Batres", "customer of", "Pfizer")
+    again = store.write("tia batres", "is a customer of", "pfizer")
+    assert first.status == "stored" and again.status == "duplicate"
+    assert again.fact.id == first.fact.id
+    assert len(store.facts()) == 1
+
+
+def test_functional_relation_supersedes_and_keeps_history(store):
+    store.write("Dorothea Altemus", "employed by", "Pfizer", at=1000.0)
+    moved = store.write("Dorothea Altemus", "employed by", "BMW", at=2000.0)
+    assert [f.object for f in moved.superseded] == ["Pfizer"]
+    assert store.query(subject="Dorothea Altemus").triplets == [("Dorothea Altemus", "employed by", "BMW")]
+    assert [f.object for f in store.query(subject="Dorothea Altemus", as_of=1500.0)] == ["Pfizer"]
+    assert store.query(subject="Dorothea Altemus", as_of=500.0).facts == []
+    old, new = store.history(subject="Dorothea Altemus")
+    assert (old.object, old.valid_from, old.valid_to, old.ended_by, old.superseded_by) == (
+        "Pfizer",
+        1000.0,
+        2000.0,
+        "superseded",
+        new.id,
+    )
+    assert new.current
+
+
+def test_object_functional_relation_supersedes_previous_subject(store):
+    store.write("Barack Obama", "president of", "United States", at=1.0)
+    store.write("Donald Trump", "president of", "United States", at=2.0)
+    assert names(store.query(relation="president of", object="United States")) == ["Donald Trump"]
+
+
+def test_non_functional_relation_accumulates(store):
+    store.write("Tia Batres", "investor in", "Pfizer")
+    store.write("Tia Batres", "investor in", "BMW")
+    assert len(store.query(subject="Tia Batres")) == 2
+
+
+def test_as_of_accepts_datetime(store):
+    when = datetime(2024, 1, 1, tzinfo=timezone.utc)
+    store.write("Tia Batres", "customer of", "Pfizer", at=when)
+    assert len(store.query(subject="Tia Batres", as_of=when)) == 1
+
+
+def test_namespaces_are_isolated(store):
+    store.write("Dorothea Altemus", "employed by", "Pfizer", namespace="alice")
+    store.write("Dorothea Altemus", "employed by", "BMW", namespace="bob")
+    assert [f.object for f in store.query(subject="Dorothea Altemus", namespace="alice")] == ["Pfizer"]
+    assert [f.object for f in store.query(subject="Dorothea Altemus", namespace="bob")] == ["BMW"]
+    # bob's write did not supersede alice's fact, and fuzzy lookups never see other namespaces
+    assert store.history(subject="Dorothea Altemus", namespace="alice")[0].current
+    assert len(store.query(subject="Dorothea Altemas", namespace="carol")) == 0
+    assert store.forget(subject="Dorothea Altemus", namespace="bob") == 1
+    assert len(store.facts("alice")) == 1
+    assert store.namespaces() == ["alice", "bob"]
+
+
+def test_listings_page_by_relation_and_time_newest_first(store):
+    """What the memory page lists: one relation (aliases resolved), at a time, newest first, counted alike."""
+    store.write("Dorothea Altemus", "employed by", "Pfizer", namespace="alice", at=1.0)
+    store.write("Tia Batres", "lives in", "Lyon", namespace="alice", at=2.0)
+    store.write("Dorothea Altemus", "works for", "BMW", namespace="alice", at=3.0)  # supersedes Pfizer
+    store.write("Marcus Feld", "employed by", "Siemens", namespace="bob", at=1.0)
+    newest = store.facts("alice", newest_first=True, limit=1)
+    assert [f.object for f in newest] == ["BMW"]
+    assert [f.object for f in store.facts("alice", relation="works for")] == ["BMW"]
+    assert [f.object for f in store.facts("alice", as_of=2.5, newest_first=True)] == ["Lyon", "Pfizer"]
+    assert [f.object for f in store.facts("alice", as_of=2.5, relation="employed by")] == ["Pfizer"]
+    assert store.count("alice") == 2 and store.count("alice", current=False) == 3
+    assert store.count("alice", as_of=2.5, relation="employed by") == 1
+    assert store.count("alice", current=False, relation="employed by") == 2
+    assert store.count("alice", as_of=0.5) == 0
+    assert store.relations("alice") == [("employed by", 1), ("lives in", 1)]
+    assert store.relations("bob") == [("employed by", 1)]
+    with pytest.raises(ValueError, match="call syntax"):
+        store.facts("alice", relation="a>>b")
+
+
+def test_a_fact_keeps_what_wrote_it(store):
+    first = store.write("Tia Batres", "lives in", "Lyon", source="chatcmpl-1")
+    again = store.write("Tia Batres", "lives in", "Lyon", source="import")  # a duplicate keeps the first source
+    store.write_many([("Marcus Feld", "investor in", "Siemens")], source="page")
+    store.write("Tia Batres", "lives in", "Paris")  # no source given
+    assert (first.fact.source, again.status, again.fact.source) == ("chatcmpl-1", "duplicate", "chatcmpl-1")
+    assert {f.object: f.source for f in store.facts()} == {"Lyon": "chatcmpl-1", "Siemens": "page", "Paris": None}
+    assert [f.source for f in store.history("Tia Batres")] == ["chatcmpl-1", None]
+
+
+def test_a_memory_of_schema_version_1_gains_the_source_column_on_open(tmp_path):
+    from memory_runtime.memory.databases import APPLICATION_ID
+
+    path = tmp_path / "v1.sqlite"
+    conn = sqlite3.connect(path)  # the triplets table as memlm wrote it before sources were kept
+    conn.executescript(
+        "CREATE TABLE triplets (id INTEGER PRIMARY KEY, namespace TEXT NOT NULL, subject TEXT NOT NULL,"
+        " relation TEXT NOT NULL, object TEXT NOT NULL, subject_norm TEXT NOT NULL, relation_norm TEXT NOT NULL,"
+        " object_norm TEXT NOT NULL, valid_from REAL NOT NULL, valid_to REAL, ended_by TEXT, superseded_by INTEGER);"
+        "INSERT INTO triplets (namespace, subject, relation, object, subject_norm, relation_norm, object_norm,"
+        " valid_from) VALUES ('default', 'Tia Batres', 'lives in', 'Lyon', 'tia batres', 'lives in', 'lyon', 1.0);"
+        f"PRAGMA application_id={APPLICATION_ID}; PRAGMA user_version=1;"
+    )
+    conn.close()
+    with TripletStore(path) as store:
+        assert [(f.object, f.source) for f in store.facts()] == [("Lyon", None)]
+        store.write("Marcus Feld", "investor in", "Siemens", source="import")
+        assert [f.source for f in store.facts()] == [None, "import"]
+    with TripletStore(path) as store:  # opened again: the column is there, nothing added twice
+        assert len(store.facts()) == 2
+
+
+def test_forget_ends_facts_but_keeps_history(store):
+    store.write("Tia Batres", "customer of", "Pfizer", at=1.0)
+    store.write("Tia Batres", "investor in", "BMW", at=1.0)
+    assert store.forget(subject="Tia Batres", relation="customer of", at=5.0) == 1
+    assert store.query(subject="Tia Batres").triplets == [("Tia Batres", "investor in", "BMW")]
+    assert [f.ended_by for f in store.history(subject="Tia Batres")] == ["forgotten", None]
+    assert len(store.query(subject="Tia Batres", as_of=3.0)) == 2
+
+
+def test_purge_deletes_every_version_and_drops_terms_from_the_fuzzy_index(store):
+    store.write("Dorothea Altemus", "employed by", "Pfizer", at=1.0)
+    store.write("Dorothea Altemus", "employed by", "BMW", at=2.0)
+    store.write("Pasquale Ballif", "employed by", "BMW", at=2.0)
+    assert len(store.query(subject="Dorothea Altemas")) == 1  # builds the subject index
+    assert store.forget(subject="Dorothea Altemus", purge=True) == 2
+    assert store.history(subject="Dorothea Altemus") == []
+    assert "dorothea altemus" not in store.fuzzy_index("default", "subject")
+    assert len(store.query(subject="Dorothea Altemas")) == 0
+
+
+def test_forget_needs_a_field(store):
+    with pytest.raises(ValueError, match="at least one"):
+        store.forget()
+
+
+def test_index_stays_in_sync_with_later_writes(store):
+    store.write("Dorothea Altemus", "employed by", "Pfizer")
+    assert len(store.query(subject="Dorothea Altemas")) == 1  # index now resident
+    store.write("Pasquale Ballif", "customer of", "BMW")
+    assert store.query(subject="Pasquale Balif").triplets == [("Pasquale Ballif", "customer of", "BMW")]
+
+
+def test_resident_indexes_are_bounded():
+    config = MemoryConfig.load().model_copy(update={"max_indexes": 3})
+    with TripletStore(config=config) as s:
+        for i in range(10):
+            s.write(f"Person Number{i}", "employed by", "Pfizer", namespace=f"user{i}")
+            assert len(s.query(subject=f"Person Numbr{i}", namespace=f"user{i}")) == 1
+        assert len(s._indexes) == 3
+
+
+@pytest.mark.parametrize(
+    "args, error, message",
+    [
+        (("", "employed by", "Pfizer"), ValueError, "subject is empty"),
+        (("   ", "employed by", "Pfizer"), ValueError, "subject is empty"),
+        (("Tia", "employed by", 42), TypeError, "object must be a string"),
+        (("Tia", None, "Pfizer"), TypeError, "relation must be a string"),
+        (("!!!", "employed by", "Pfizer"), ValueError, "no letters or digits"),
+        (("Top Rank", "founder of", "top  rank"), ValueError, "relates 'Top Rank' to itself"),
+    ],
+)
+def test_bad_terms_are_rejected_clearly(store, args, error, message):
+    with pytest.raises(error, match=message):
+        store.write(*args)
+
+
+def test_a_bad_triplet_in_a_batch_stores_nothing(store):
+    store.write("Dorothea Altemus", "employed by", "Pfizer")
+    with pytest.raises(ValueError, match="object is empty"):
+        store.write_many([("Tia Batres", "customer of", "BMW"), ("Cyrus Alfred", "customer of", "")])
+    assert len(store.facts()) == 1
+    with pytest.raises(ValueError, match="triplet #0"):
+        store.write_many([("only", "two")])
+
+
+def test_bad_namespace_and_empty_query(store):
+    with pytest.raises(ValueError, match="namespace"):
+        store.write("Tia", "employed by", "Pfizer", namespace="")
+    with pytest.raises(ValueError, match="at least one"):
+        store.query()
+
+
+def test_reopen_loses_nothing(memory_location):
+    path = memory_location
+    with TripletStore(path) as s:
+        s.write_many(
+            [("Dorothea Altemus", "employed by", "Pfizer"), ("Tia Batres", "customer of", "Pfizer")],
+            namespace="alice",
+            at=1.0,
+        )
+        s.write("Dorothea Altemus", "employed by", "BMW", namespace="alice", at=2.0)
+    with TripletStore(path) as s:
+        assert sorted(f.triplet for f in s.facts("alice")) == [
+            ("Dorothea Altemus", "employed by", "BMW"),
+            ("Tia Batres", "customer of", "Pfizer"),
+        ]
+        assert len(s.history(subject="Dorothea Altemus", namespace="alice")) == 2
+        assert len(s.query(subject="Dorothea Altemas", namespace="alice")) == 1  # index rebuilt from the database
+    if not path.startswith("postgresql://"):
+        assert sqlite3.connect(path).execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_foreign_files_are_refused_and_left_untouched(tmp_path):
+    text_file = tmp_path / "notes.txt"
+    text_file.write_text("not a database at all, just some text that is long enough" * 20)
+    with pytest.raises(InvalidDatabaseError, match="not a memlm memory database"):
+        TripletStore(text_file)
+    other = tmp_path / "other.sqlite"
+    conn = sqlite3.connect(other)
+    conn.execute("CREATE TABLE customers (name TEXT)")
+    conn.execute("INSERT INTO customers VALUES ('kept')")
+    conn.commit()
+    conn.close()
+    with pytest.raises(InvalidDatabaseError, match="another application"):
+        TripletStore(other)
+    assert sqlite3.connect(other).execute("SELECT name FROM customers").fetchall() == [("kept",)]
+    with pytest.raises(InvalidDatabaseError, match="directory"):
+        TripletStore(tmp_path)
+
+
+def test_config_rejects_alias_claimed_twice(tmp_path):
+    path = tmp_path / "relations.yaml"
+    path.write_text(
+        "relations:\n  - {name: employed by, aliases: [works for]}\n  - {name: customer of, aliases: [Works For]}\n"
+    )
+    with pytest.raises(ValueError, match="(?i)works for.*claimed by both"):
+        MemoryConfig.load(path)
+    path.write_text("relations:\n  - {name: employed by, functional: sometimes}\n")
+    with pytest.raises(ValueError, match="functional"):
+        MemoryConfig.load(path)
+
+
+def test_concurrent_writers_lose_nothing(memory_location):
+    store = TripletStore(memory_location)
+
+    def writer(user):
+        for i in range(50):
+            store.write(f"Person {user}-{i}", "customer of", "Pfizer", namespace=f"user{user}")
+
+    threads = [threading.Thread(target=writer, args=(u,)) for u in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert [len(store.facts(f"user{u}")) for u in range(4)] == [50, 50, 50, 50]
+    store.close()
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=40) | st.text(alphabet=st.characters(max_codepoint=127), max_size=40))
+def test_normalisation_follows_the_documented_rule(term):
+    import unicodedata
+
+    reference = "".join(
+        " " if ch in "-_/" or ch.isspace() else ("" if unicodedata.category(ch).startswith("P") else ch)
+        for ch in unicodedata.normalize("NFKC", term).casefold()
+    )
+    assert normalize_term(term) == " ".join(reference.split())
+
+
+def test_config_file_without_relations_keeps_the_shipped_table(tmp_path):
+    path = tmp_path / "memory.yaml"
+    path.write_text("fuzzy: {threshold: 0.7}\nmax_indexes: 8\n")
+    config = MemoryConfig.load(path)
+    assert config.fuzzy.threshold == 0.7 and config.max_indexes == 8
+    assert "employed by" in [r.name for r in config.relations]
+    path.write_text("fuzzy: {treshold: 0.7}\n")
+    with pytest.raises(ValueError, match="treshold"):
+        MemoryConfig.load(path)
+    path.write_text("- just\n- a list\n")
+    with pytest.raises(ValueError, match="mapping"):
+        MemoryConfig.load(path)
+    with pytest.raises(ValueError, match="cannot read"):
+        MemoryConfig.load(tmp_path / "missing.yaml")
+
+
+def test_a_new_employer_ends_the_roles_at_the_old_one(store):
+    store.write("Lena Vogt", "CEO of", "Novartis")
+    store.write("Lena Vogt", "investor in", "Novartis")  # not a role: stays
+    store.write("Lena Vogt", "manager of", "Roche")  # a role at the new employer: stays
+    result = store.write("Lena Vogt", "works for", "Roche")
+    assert [(f.relation, f.object) for f in result.superseded] == [("CEO of", "Novartis")]
+    current = {(f.relation, f.object) for f in store.facts()}
+    assert current == {("investor in", "Novartis"), ("manager of", "Roche"), ("employed by", "Roche")}
+    assert [f.ended_by for f in store.history(subject="Lena Vogt", relation="CEO of")] == ["superseded"]
+
+
+def test_ends_must_name_relations_of_the_table():
+    from memory_runtime.memory.store import MemoryConfig
+
+    with pytest.raises(ValueError, match="not relation names"):
+        MemoryConfig.model_validate({"relations": [{"name": "employed by", "ends": ["boss of"]}]})
+
+
+# --------------------------------------------------------------------------- fuzzy indexes built outside the lock
+
+
+def _slow_builds(monkeypatch, during):
+    """Make the first index build call `during()` between reading the terms and installing the index."""
+    from memory_runtime.memory import fuzzy
+
+    real_add, calls = fuzzy.FuzzyIndex.add, []
+
+    def add(self, terms):
+        terms = list(terms)
+        if not calls:
+            calls.append(1)
+            during()
+        return real_add(self, terms)
+
+    monkeypatch.setattr(fuzzy.FuzzyIndex, "add", add)
+
+
+def test_other_users_are_served_while_an_index_builds(store, monkeypatch):
+    store.write("Dorothea Altemus", "employed by", "Pfizer", namespace="alice")
+    store.write("Marcus Feld", "investor in", "BMW", namespace="bob")
+    building, release = threading.Event(), threading.Event()
+
+    def during():
+        building.set()
+        assert release.wait(10)
+
+    _slow_builds(monkeypatch, during)
+    fuzzy = threading.Thread(target=lambda: store.query("Dorothea Altemos", namespace="alice"))
+    fuzzy.start()
+    assert building.wait(10)
+    served = []  # the build is paused: bob writes and reads meanwhile, or waits for the lock
+
+    def bob():
+        store.write("Ilse Brandt", "investor in", "BMW", namespace="bob")
+        served.append(len(store.query(None, "investor in", "BMW", namespace="bob").facts))
+
+    other = threading.Thread(target=bob)
+    other.start()
+    other.join(5)
+    assert served == [2]  # served while alice's index was being built
+    release.set()
+    fuzzy.join(10)
+    assert not fuzzy.is_alive()
+
+
+def test_terms_written_during_a_build_are_in_the_index(store, monkeypatch):
+    store.write("Dorothea Altemus", "employed by", "Pfizer")
+    _slow_builds(monkeypatch, lambda: store.write("Wilhelmina Oosterhuis", "employed by", "Siemens"))
+    assert store.query("Dorothea Altemos").facts[0].subject == "Dorothea Altemus"
+    assert "wilhelmina oosterhuis" in store.fuzzy_index("default", "subject")
+    assert store.query("Wilhelmina Oosterhuys").facts[0].object == "Siemens"
+
+
+def test_a_purge_during_a_build_discards_it(store, monkeypatch):
+    store.write("Dorothea Altemus", "employed by", "Pfizer")
+    store.write("Marcus Feld", "employed by", "BMW")
+    _slow_builds(monkeypatch, lambda: store.forget("Marcus Feld", purge=True))
+    assert store.query("Dorothea Altemos").facts[0].subject == "Dorothea Altemus"
+    assert "marcus feld" not in store.fuzzy_index("default", "subject")
+    assert store.query("Marcus Feldt").facts == []
+
+
+def test_an_index_is_of_one_of_the_three_fields(store):
+    with pytest.raises(ValueError, match="no field 'subject_norm FROM triplets; --'"):
+        store.fuzzy_index("default", "subject_norm FROM triplets; --")
+
+
+# --------------------------------------------------------------------------- two stores on one database
+
+
+def test_a_second_store_on_the_same_database_sees_every_write(memory_location):
+    """Two servers on one database: exact reads are always current; a resident fuzzy index catches
+    up with the other's writes, and forgets terms the other purged."""
+    with TripletStore(memory_location) as one, TripletStore(memory_location) as two:
+        one.write("Dorothea Altemus", "employed by", "Pfizer")
+        assert two.query("Dorothea Altemas").facts[0].object == "Pfizer"  # two builds its index
+        one.write("Wilhelmina Oosterhuis", "employed by", "Siemens")
+        assert two.query("Wilhelmina Oosterhuys").facts[0].object == "Siemens"  # caught up
+        one.forget("Dorothea Altemus", purge=True)
+        assert two.query("Dorothea Altemas").facts == [] and two.query("Dorothea Altemus").facts == []
+        two.write("Dorothea Altemus", "employed by", "BMW")
+        assert one.query("Dorothea Altemos").facts[0].object == "BMW"
+
+
+def test_functional_supersede_holds_across_stores(memory_location):
+    """Writers of one namespace take turns (a lock across processes): two stores superseding the
+    same person's employer leave exactly one current fact."""
+    stores = [TripletStore(memory_location) for _ in range(2)]
+
+    def writer(k):
+        for i in range(25):
+            stores[k].write("Tia Batres", "employed by", f"Org {k}-{i}")
+
+    threads = [threading.Thread(target=writer, args=(k,)) for k in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    current = stores[0].query("Tia Batres", "employed by").facts
+    assert len(current) == 1 and len(stores[1].history("Tia Batres")) == 50
+    for s in stores:
+        s.close()
+
+
+@pytest.mark.postgres
+def test_postgres_refuses_a_foreign_or_newer_database(postgres_url):
+    import psycopg
+
+    from memory_runtime.memory.databases import InvalidDatabaseError
+
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute("CREATE TABLE triplets (name TEXT)")
+        conn.execute("INSERT INTO triplets VALUES ('kept')")
+    with pytest.raises(InvalidDatabaseError, match="another application"):
+        TripletStore(postgres_url)
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        assert conn.execute("SELECT name FROM triplets").fetchall() == [("kept",)]
+        conn.execute("DROP TABLE triplets")
+    TripletStore(postgres_url).close()
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute("UPDATE memlm_meta SET value = '99' WHERE key = 'schema_version'")
+    with pytest.raises(InvalidDatabaseError, match="schema version 99"):
+        TripletStore(postgres_url)
+    with pytest.raises(InvalidDatabaseError, match=r"cannot connect to postgresql://memlm:\*\*\*@"):
+        TripletStore("postgresql://memlm:secret@/nope?host=/nonexistent&connect_timeout=1")
+
+
+def test_sqlite_lookups_by_a_value_use_that_fields_index(tmp_path):
+    """Every statement of a functional write, an exact read and a fuzzy read that filters on a field's
+    value is planned on that field's index: none walks the namespace (O(facts) per call)."""
+    with TripletStore(str(tmp_path / "m.sqlite")) as store:
+        store.write_many([(f"Person {i}", "employed by", f"Org {i % 50}") for i in range(500)], namespace="u")
+        conn = store._db._conn
+        statements = []
+        conn.set_trace_callback(statements.append)
+        store.write("Person 7", "employed by", "Org 3", namespace="u")  # supersedes Org 7
+        store.write("Person 8", "CEO of", "Org 3", namespace="u")
+        store.query(subject="Person 9", namespace="u")
+        store.query(subject="Persno 11", namespace="u")  # fuzzy: candidate, then its display spelling
+        store.query(object="Org 4", namespace="u")
+        conn.set_trace_callback(None)
+        by_value = [s for s in statements if "_norm = " in s or "_norm=" in s]
+        assert len(by_value) >= 5
+        for sql in by_value:
+            plan = " ".join(row[3] for row in conn.execute(f"EXPLAIN QUERY PLAN {sql}"))
+            assert "triplets_namespace_id" not in plan and "SCAN triplets" not in plan, (sql, plan)

@@ -1,0 +1,131 @@
+"""The server's model thread: fair admission across owners, a bounded queue, clients that leave,
+a failing batch that does not stop the server, and jobs between steps."""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import threading
+
+import pytest
+
+from memory_runtime.generation.batching import TurnRequest
+from memory_runtime.memory.store import TripletStore
+from memory_runtime.serving.scheduler import Overloaded, TurnScheduler
+
+
+class Recorder:
+    """A decoder stand-in: `room` places; a step finishes every active turn, recording the order."""
+
+    def __init__(self, places: int = 1, fail_on: str | None = None, gate: threading.Event | None = None) -> None:
+        self.places, self.fail_on, self.gate = places, fail_on, gate
+        self.waiting: collections.deque = collections.deque()
+        self.active: dict = {}
+        self.order: list[str] = []
+
+    @property
+    def busy(self) -> bool:
+        return bool(self.waiting)
+
+    @property
+    def room(self) -> int:
+        return max(0, self.places - len(self.waiting))
+
+    def add(self, request: TurnRequest) -> None:
+        self.waiting.append(request)
+
+    def step(self):
+        if self.gate is not None:
+            self.gate.wait(10)
+        done = list(self.waiting)
+        self.waiting.clear()
+        for request in done:
+            if request.tag == self.fail_on:
+                raise RuntimeError("the model broke")
+        self.order += [r.tag for r in done]
+        return [(r, f"result of {r.tag}") for r in done]
+
+
+def request(tag: str) -> TurnRequest:
+    return TurnRequest([{"role": "user", "content": tag}], TripletStore(":memory:"), tag=tag)
+
+
+def test_a_busy_owner_does_not_starve_the_others():
+    gate = threading.Event()
+    decoder = Recorder(places=1, gate=gate)
+
+    async def scenario():
+        scheduler = TurnScheduler(decoder, max_queue=100)
+        futures = [scheduler.submit(request(f"a{i}"), "alice") for i in range(6)]
+        futures.append(scheduler.submit(request("b0"), "bob"))
+        futures.append(scheduler.submit(request("c0"), "carol"))
+        gate.set()
+        results = await asyncio.gather(*futures)
+        scheduler.close()
+        return results
+
+    results = asyncio.run(asyncio.wait_for(scenario(), timeout=20))
+    assert results[-2:] == ["result of b0", "result of c0"]
+    # alice's first turn was admitted at once; then the owners take turns
+    assert decoder.order.index("b0") <= 2 and decoder.order.index("c0") <= 3
+    assert [t for t in decoder.order if t.startswith("a")] == [f"a{i}" for i in range(6)]
+
+
+def test_a_full_queue_is_refused_and_a_client_that_left_is_skipped():
+    gate = threading.Event()
+    decoder = Recorder(places=1, gate=gate)
+
+    async def scenario():
+        scheduler = TurnScheduler(decoder, max_queue=2)
+        first = scheduler.submit(request("first"), "alice")
+        await asyncio.sleep(0.1)  # admitted: the step waits at the gate
+        gone = scheduler.submit(request("gone"), "bob")
+        kept = scheduler.submit(request("kept"), "carol")
+        with pytest.raises(Overloaded):
+            scheduler.submit(request("refused"), "dave")
+        gone.cancel()
+        gate.set()
+        out = await asyncio.gather(first, kept)
+        scheduler.close()
+        return out
+
+    assert asyncio.run(asyncio.wait_for(scenario(), timeout=20)) == ["result of first", "result of kept"]
+    assert "gone" not in decoder.order
+
+
+def test_a_failing_batch_fails_its_turns_and_the_server_goes_on():
+    decoder = Recorder(places=1, fail_on="bad")
+
+    async def scenario():
+        scheduler = TurnScheduler(decoder, max_queue=10)
+        with pytest.raises(RuntimeError, match="the model broke"):
+            await scheduler.run(request("bad"), "alice")
+        good = await scheduler.run(request("good"), "alice")
+        job = await scheduler.call(lambda: "a correction")
+        scheduler.close()
+        return good, job
+
+    assert asyncio.run(asyncio.wait_for(scenario(), timeout=20)) == ("result of good", "a correction")
+
+
+def test_one_key_holds_at_most_its_share_of_turns():
+    from memory_runtime.serving.scheduler import OwnerBusy
+
+    gate = threading.Event()
+    decoder = Recorder(places=1, gate=gate)
+
+    async def scenario():
+        scheduler = TurnScheduler(decoder, max_queue=100, max_per_owner=2)
+        mine = [scheduler.submit(request(f"a{i}"), "alice") for i in range(2)]
+        with pytest.raises(OwnerBusy):
+            scheduler.submit(request("a2"), "alice")
+        theirs = scheduler.submit(request("b0"), "bob")  # another key is not held back
+        gate.set()
+        await asyncio.gather(*mine, theirs)
+        again = scheduler.submit(request("a3"), "alice")  # a finished turn frees its place
+        assert await again == "result of a3"
+        mine[0].cancel()  # a done future: cancelling it frees nothing twice
+        scheduler.close()
+        return dict(scheduler._in_flight)
+
+    assert asyncio.run(scenario()) == {}
