@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from data_gen.text import placeholders
+from data_gen.text import check_templates
 from memory_runtime.protocol import ACK
 from memory_runtime.yaml_config import ConfigError, Strict, read_mapping, validate
 
@@ -47,28 +47,9 @@ DATA_CONFIGS_DIR = Path(__file__).resolve().parents[1] / "configs" / "data"
 TINY_CONFIG = DATA_CONFIGS_DIR / "tiny.yaml"  # small worlds, the default mix: tests, smoke runs, benches
 
 
-def _check_templates(templates: list[str], allowed: set[str], required: set[str] | None = None) -> list[str]:
-    required = allowed if required is None else required
-    for i, template in enumerate(templates):
-        try:
-            used = placeholders(template)
-        except ValueError as err:
-            raise ValueError(f"template [{i}] {template!r}: {err}") from None
-        unknown = used - allowed
-        if unknown:
-            raise ValueError(
-                f"template [{i}] {template!r}: unknown placeholder {{{sorted(unknown)[0]}}}; "
-                f"allowed: {', '.join('{' + a + '}' for a in sorted(allowed)) or 'none'}"
-            )
-        missing = required - used
-        if missing:
-            raise ValueError(f"template [{i}] {template!r}: missing placeholder {{{sorted(missing)[0]}}}")
-    return templates
-
-
 def _templates(allowed: set[str], required: set[str] | None = None):
     def check(cls, value: list[str]) -> list[str]:
-        return _check_templates(value, allowed, required)
+        return check_templates(value, allowed, required)
 
     return check
 
@@ -95,7 +76,7 @@ class FactPhrasing(Strict):
     @classmethod
     def _check(cls, value: str | None) -> str | None:
         if value is not None:
-            _check_templates([value], {"per", "org"})
+            check_templates([value], {"per", "org"})
         return value
 
 
@@ -301,7 +282,7 @@ class InjectionConfig(Strict):
     @field_validator("wrappers")
     @classmethod
     def _wrappers(cls, value: list[str]) -> list[str]:
-        return _check_templates(value, {"call"})
+        return check_templates(value, {"call"})
 
 
 class RealSource(Strict):
@@ -335,7 +316,7 @@ class RepliesConfig(Strict):
     @field_validator("confirm")
     @classmethod
     def _confirm(cls, value: str) -> str:
-        return _check_templates([value], {"fact"})[0]
+        return check_templates([value], {"fact"})[0]
 
 
 # ----------------------------------------------------------------------------- the whole config

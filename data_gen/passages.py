@@ -65,8 +65,7 @@ from pathlib import Path
 
 from pydantic import Field, field_validator, model_validator
 
-from data_gen.config import _check_templates
-from data_gen.text import placeholders
+from data_gen.text import check_templates, placeholders
 from memory_runtime.protocol import Triplet
 from memory_runtime.yaml_config import ConfigError, Strict, read_mapping
 
@@ -112,7 +111,7 @@ _TEMPLATE_SLOTS = ("vp", "s", "app", "pre", "list_vp", "list_app", "plural_vp", 
 
 
 def _check(templates: list[str], allowed: set[str], required: set[str] = frozenset()) -> list[str]:
-    return _check_templates(templates, allowed, set(required))
+    return check_templates(templates, allowed, set(required))
 
 
 class NameBank(Strict):

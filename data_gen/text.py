@@ -32,6 +32,27 @@ def placeholders(template: str) -> set[str]:
     return names
 
 
+def check_templates(templates: list[str], allowed: set[str], required: set[str] | None = None) -> list[str]:
+    """`templates` if each uses only `allowed` placeholders and every `required` one (default: all
+    allowed); else a ValueError naming the template and the placeholder."""
+    required = allowed if required is None else required
+    for i, template in enumerate(templates):
+        try:
+            used = placeholders(template)
+        except ValueError as err:
+            raise ValueError(f"template [{i}] {template!r}: {err}") from None
+        unknown = used - allowed
+        if unknown:
+            raise ValueError(
+                f"template [{i}] {template!r}: unknown placeholder {{{sorted(unknown)[0]}}}; "
+                f"allowed: {', '.join('{' + a + '}' for a in sorted(allowed)) or 'none'}"
+            )
+        missing = required - used
+        if missing:
+            raise ValueError(f"template [{i}] {template!r}: missing placeholder {{{sorted(missing)[0]}}}")
+    return templates
+
+
 def fill(template: str, **values: str | None) -> str:
     """Fill a template, capitalising its first letter when that letter is the template's own (a
     name that starts a sentence keeps its spelling: 'van Hagen', 'da Rocha Ltda.'). A name that

@@ -18,10 +18,19 @@ LAYER = {"memory_runtime": 0, "data_gen": 1, "training": 2, "eval": 2, "learning
 ROOM = {"": 0, "memory": 1, "models": 1, "generation": 2, "serving": 3}  # memory_runtime/<room>/; "": its top
 
 
-def imported_modules(path: Path) -> list[tuple[int, str]]:
-    """(line, dotted name) for every absolute import; ``from a import b`` gives ``a.b``."""
+def imported_modules(path: Path, type_checking: bool = True) -> list[tuple[int, str]]:
+    """(line, dotted name) for every absolute import; ``from a import b`` gives ``a.b``. Imports under
+    ``if TYPE_CHECKING:`` only if `type_checking` (they never run)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    skipped: set[int] = set()
+    if not type_checking:
+        for node in ast.walk(tree):
+            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+                skipped |= {id(n) for child in node.body for n in ast.walk(child)}
     found = []
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+    for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
         if isinstance(node, ast.Import):
             found += [(node.lineno, alias.name) for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
@@ -99,3 +108,48 @@ def test_the_check_sees_a_room_importing_upward_or_sideways(tmp_path, monkeypatc
         "memory_runtime/memory/store.py:2: memory imports models",
         "memory_runtime/protocol.py:1: the top imports memory",
     ]
+
+
+def import_cycles(packages=tuple(LAYER)) -> list[list[str]]:
+    """Groups of our modules that import each other, directly or round a circle (imports inside
+    functions count; those only for type checkers do not)."""
+    modules = {
+        ".".join(path.relative_to(REPO).with_suffix("").parts).removesuffix(".__init__"): path
+        for package in packages
+        for path in (REPO / package).rglob("*.py")
+    }
+
+    def module(imported: str) -> str | None:  # "a.b.f" of `from a.b import f` is module a.b, or a.b.f itself
+        return next((m for m in (imported, imported.rsplit(".", 1)[0]) if m in modules), None)
+
+    graph = {
+        name: {module(m) for _, m in imported_modules(path, type_checking=False)} - {None, name}
+        for name, path in modules.items()
+    }
+    reach = {}
+    for start in graph:  # every module's reachable set: small graphs, no cleverness needed
+        seen, todo = set(), list(graph[start])
+        while todo:
+            m = todo.pop()
+            if m not in seen:
+                seen.add(m)
+                todo += graph[m]
+        reach[start] = seen
+    cycles = {tuple(sorted(m for m in reach[a] if a in reach[m])) for a in graph if a in reach[a]}
+    return sorted(list(c) for c in cycles)
+
+
+def test_no_module_imports_itself_round_a_circle():
+    assert import_cycles() == []
+
+
+def test_the_cycle_check_sees_a_lazy_circle_and_skips_type_checking(tmp_path, monkeypatch):
+    (tmp_path / "eval").mkdir()
+    (tmp_path / "eval" / "a.py").write_text("from eval.b import f\n")
+    (tmp_path / "eval" / "b.py").write_text("def f():\n    from eval.a import g\n")
+    (tmp_path / "eval" / "c.py").write_text("from eval.a import x\nfrom eval.d import w\n")
+    (tmp_path / "eval" / "d.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from eval.c import y\n"
+    )
+    monkeypatch.setattr(sys.modules[__name__], "REPO", tmp_path)
+    assert import_cycles(("eval",)) == [["eval.a", "eval.b"]]
