@@ -74,6 +74,7 @@ def bench_decode(
                 log(
                     f"bench decode: {engine}:{size}: {len(rows) / seconds:.2f} turns/s ({seconds:.1f} s, round {r + 1})"
                 )
+        runtime.close()
         del runtime, system
         gc.collect()
     first = cells[0]

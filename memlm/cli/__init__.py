@@ -33,12 +33,28 @@ QUIET_WARNINGS = (
 )
 
 
+def _end_on_sigterm() -> None:
+    """A SIGTERM (kill, systemd, docker stop) ends a command as Ctrl-C does: `finally` blocks and exit
+    handlers run. By default it ends the process at once, and vLLM's engine processes, whose shutdown
+    is such a handler, were left running (uvicorn, on its way out, raises the SIGTERM it caught again)."""
+    import signal
+    import threading
+
+    def end(signum: int, _frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    if threading.current_thread() is threading.main_thread():  # signals are set from the main thread only
+        signal.signal(signal.SIGTERM, end)
+
+
 @app.callback()
-def _quiet_known_warnings() -> None:
+def _before_every_command() -> None:
+    """Known warnings quieted (QUIET_WARNINGS), a SIGTERM turned into an orderly exit."""
     import os
     import re
     import warnings
 
+    _end_on_sigterm()
     specs = [f"ignore:{message}:{category.__name__}" for message, category in QUIET_WARNINGS]
     os.environ["PYTHONWARNINGS"] = ",".join(filter(None, [os.environ.get("PYTHONWARNINGS"), *specs]))
     for message, category in QUIET_WARNINGS:

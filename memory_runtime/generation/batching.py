@@ -86,6 +86,9 @@ class _Decoder:
         """How many tokens `request`'s prompt is, where this decoder can tell (None: it cannot)."""
         return None
 
+    def close(self) -> None:
+        """Release what the decoder holds outside this process (nothing, in this process's model)."""
+
     def __init__(self) -> None:
         self.waiting: collections.deque[TurnRequest] = collections.deque()
         self.active: dict[int, _Turn] = {}

@@ -139,6 +139,13 @@ class VLLMDecoder(_Decoder):
         the engine sees it)."""
         return len(self._turn_decoder(request).prompt_ids)
 
+    def close(self) -> None:
+        """Shut the engine's processes down (vLLM's engine core and its workers), for this decoder and
+        its twins: they outlive a parent that ends without running its exit handlers."""
+        shutdown = getattr(getattr(self.engine, "engine_core", None), "shutdown", None)
+        if shutdown is not None:
+            shutdown()
+
     @property
     def busy(self) -> bool:
         return bool(self.waiting or self._turns)

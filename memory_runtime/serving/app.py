@@ -76,6 +76,7 @@ def create_app(
     api_keys: dict[str, str] | None = None,
     system_prompt: str | None = SYSTEM_PROMPT,
     decoder: Any = None,
+    on_shutdown: Callable[[], None] | None = None,
 ) -> FastAPI:
     """The server over a store and a decoder of turns (memory_runtime.generation.batching.BatchDecoder; by
     default turns run one at a time over `backend_factory`, which tests give scripted backends),
@@ -84,7 +85,7 @@ def create_app(
 
     `api_keys` defaults to config.resolve_api_keys() (config, environment variable, file). With
     neither a decoder nor `backend_factory` the server has no model (`memlm ui`): the memory routes
-    and the memory page work, chat answers 501.
+    and the memory page work, chat answers 501. `on_shutdown` runs when the server stops.
     """
     has_model = decoder is not None or backend_factory is not None
     keyring = KeyRing(config.resolve_api_keys() if api_keys is None else api_keys)
@@ -99,6 +100,8 @@ def create_app(
     async def lifespan(_: FastAPI):
         yield
         scheduler.close()
+        if on_shutdown is not None:  # before uvicorn re-raises a SIGTERM, which no exit handler outlives
+            on_shutdown()
 
     app = FastAPI(title="memlm", summary="A language model with a read-write triplet memory.", lifespan=lifespan)
 

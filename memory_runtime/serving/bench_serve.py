@@ -193,6 +193,7 @@ def bench_serve(
             if engine == "vllm":  # the engine's forward passes are not timed in this process
                 cell["overhead_fraction"] = None
             cells[f"{engine}:{n}"] = cell
+        runtime.close()  # before the next engine opens: an idle one would take cores from it
         del runtime, factory
         gc.collect()
     out: dict[str, Any] = {

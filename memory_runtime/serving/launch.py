@@ -63,6 +63,7 @@ def serve(
             decoder=runtime.decoder,
             api_keys=keys,
             system_prompt=runtime.system_prompt,
+            on_shutdown=runtime.close,  # vLLM's engine processes end with the server
         )
         if on_ready is not None:
             on_ready(

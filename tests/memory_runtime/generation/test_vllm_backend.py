@@ -133,3 +133,11 @@ def test_a_prompt_is_counted_as_it_is_submitted(smollm2_tokenizer):
     counted = vllm.prompt_tokens(request)
     vllm.run([request])
     assert counted == len(engine.submissions[0]["prompt_ids"]) > 10
+
+
+def test_closing_shuts_the_engine_processes_down_for_every_twin(smollm2_tokenizer):
+    engine, vllm = decoder(smollm2_tokenizer)
+    shut = []
+    engine.engine_core = SimpleNamespace(shutdown=lambda: shut.append("engine"))  # vLLM's client of its processes
+    vllm.with_adapter(None).close()
+    assert shut == ["engine"]

@@ -13,10 +13,13 @@ token budget.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
+import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -102,8 +105,7 @@ def main():
             except ValueError as err:
                 out["refuses_base"] = str(err)
             turn("two_reads", decoder, "Who works for Pfizer, and who founded BMW?", store, "reader")
-            print("MEMLM_SCENARIOS " + json.dumps(out))
-            return
+            return out
         turn("write", decoder, "Tia Batres works for Pfizer.", store, "writer")
         texts = []
         turn("two_reads", decoder, "Who works for Pfizer, and who founded BMW?", store, "reader", on_text=texts.append)
@@ -126,10 +128,17 @@ def main():
         results = decoder.run(requests)
         out["batch"] = {"replies": [r.reply for r in results],
                         "facts": [[list(f.triplet) for f in store.facts(f"user{i}")] for i in range(3)]}
-    print("MEMLM_SCENARIOS " + json.dumps(out))
+    return out
 
 if __name__ == "__main__":
-    main()
+    print("MEMLM_SCENARIOS " + json.dumps(main()), flush=True)
+    # then a SIGTERM, as systemd or docker stop send one: memlm's commands turn it into an orderly exit,
+    # which must end the engine's processes too (by default they outlived the process)
+    import os, signal, time
+    from memlm.cli import _end_on_sigterm
+    _end_on_sigterm()
+    os.kill(os.getpid(), signal.SIGTERM)
+    time.sleep(60)
 """
 
 
@@ -177,17 +186,35 @@ def _train_adapter(path: Path, steps: int = 20) -> float:
     return loss.item()
 
 
+def _processes_in_group(group: int) -> list[str]:
+    listed = subprocess.run(["ps", "-o", "pid=,args=", "-g", str(group)], capture_output=True, text=True).stdout
+    return [line.strip() for line in listed.splitlines() if line.strip()]
+
+
 def _run(script: Path, adapter: Path, db: Path, mode: str) -> dict:
-    done = subprocess.run(
+    """The scenarios in a process of their own (its own process group: vLLM's engine core and workers
+    are in it); what they report, the exit status after the SIGTERM that ends them, and any process
+    of theirs still running 30 s later."""
+    run = subprocess.Popen(
         [str(VENV_PYTHON), str(script), str(adapter), str(db), INJECTED, mode],
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
         env={**os.environ, "PYTHONPATH": str(REPO)},
-        timeout=900,
+        start_new_session=True,
     )
-    lines = [line for line in done.stdout.splitlines() if line.startswith("MEMLM_SCENARIOS ")]
-    assert done.returncode == 0 and lines, done.stdout[-3000:] + done.stderr[-5000:]
-    return json.loads(lines[-1].removeprefix("MEMLM_SCENARIOS "))
+    try:
+        stdout, stderr = run.communicate(timeout=900)
+        deadline = time.monotonic() + 30
+        while _processes_in_group(run.pid) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        left = _processes_in_group(run.pid)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(run.pid, signal.SIGKILL)
+    lines = [line for line in stdout.splitlines() if line.startswith("MEMLM_SCENARIOS ")]
+    assert lines, stdout[-3000:] + stderr[-5000:]
+    return {**json.loads(lines[-1].removeprefix("MEMLM_SCENARIOS ")), "exit": run.returncode, "left_running": left}
 
 
 @pytest.fixture(scope="module")
@@ -267,6 +294,11 @@ def test_a_merged_adapter_decodes_as_the_adapter_per_request(engine_runs):
     assert merged["two_reads"]["text"] == per_request["two_reads"]["text"]
     assert merged["two_reads"]["adapters"] == [None, None, None]  # no LoRA: the weights are merged
     assert "merged into its base" in merged["refuses_base"]
+
+
+def test_a_sigterm_ends_the_engine_processes_too(engine_runs):
+    for run in engine_runs.values():
+        assert run["exit"] == 128 + signal.SIGTERM and run["left_running"] == []
 
 
 def test_cancellation_ends_the_turn_and_aborts_its_request(scenarios):

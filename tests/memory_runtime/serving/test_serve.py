@@ -7,6 +7,7 @@ latter over the tiny real model through HFBackend.
 
 import asyncio
 import json
+import os
 import threading
 import time
 from pathlib import Path
@@ -557,6 +558,43 @@ def test_a_prompt_over_the_limit_is_refused_on_the_vllm_engine_too(store, smollm
         assert not engine.submissions  # refused before the engine saw it
         ok = say(c, "Tia Batres works for Pfizer.")
         assert ok.status_code == 200 and len(engine.submissions) == 1
+
+
+def test_the_server_closes_what_it_was_given_when_it_stops(store):
+    closed = []
+    app = create_app(config(), store, None, model_name="none", on_shutdown=lambda: closed.append(True))
+    with TestClient(app) as c:
+        assert c.get("/health").status_code == 200 and not closed
+    assert closed == [True]
+
+
+def test_a_sigterm_ends_a_command_in_order(tmp_path):
+    """A SIGTERM (kill, systemd, docker stop) runs exit handlers, as vLLM's engine shutdown needs:
+    the process exits with 143, not killed by the signal (uvicorn raises the SIGTERM it caught again)."""
+    import signal
+    import socket
+    import subprocess
+    import sys
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    TripletStore(tmp_path / "m.sqlite").close()  # memlm ui opens a memory that exists
+    env = {**os.environ, "MEMLM_API_KEYS": "key-alice-1=alice"}
+    command = [sys.executable, "-m", "memlm", "ui", "--db", str(tmp_path / "m.sqlite"), "--port", str(port)]
+    server = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        server.send_signal(signal.SIGTERM)
+        assert server.wait(timeout=30) == 128 + signal.SIGTERM
+    finally:
+        server.kill()
 
 
 def test_a_client_that_leaves_mid_stream_ends_its_turn(store):
