@@ -49,12 +49,14 @@ def _end_on_sigterm() -> None:
 
 @app.callback()
 def _before_every_command() -> None:
-    """Known warnings quieted (QUIET_WARNINGS), a SIGTERM turned into an orderly exit."""
+    """Known warnings quieted (QUIET_WARNINGS), a SIGTERM turned into an orderly exit, vLLM's log on
+    stderr (its default is stdout, where a command prints its results: a benchmark's JSON line)."""
     import os
     import re
     import warnings
 
     _end_on_sigterm()
+    os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")  # read when vllm is first imported
     specs = [f"ignore:{message}:{category.__name__}" for message, category in QUIET_WARNINGS]
     os.environ["PYTHONWARNINGS"] = ",".join(filter(None, [os.environ.get("PYTHONWARNINGS"), *specs]))
     for message, category in QUIET_WARNINGS:

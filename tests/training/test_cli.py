@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from typer.testing import CliRunner
@@ -216,6 +217,13 @@ def test_env_reports_the_machine_and_the_dtype_choice():
     assert env["engine_auto"]["engine"] in ("hf", "vllm") and env["engine_auto"]["reason"].startswith("auto: ")
     table = runner.invoke(app, ["env"])
     assert table.exit_code == 0 and "dtype auto (cpu)" in table.output and "engine auto" in table.output
+
+
+def test_every_command_sends_vllms_log_to_stderr(monkeypatch):
+    """vLLM logs to stdout by default, where a benchmark prints its JSON line."""
+    monkeypatch.delenv("VLLM_LOGGING_STREAM", raising=False)
+    assert runner.invoke(app, ["env", "--json"]).exit_code == 0
+    assert os.environ["VLLM_LOGGING_STREAM"] == "ext://sys.stderr"
 
 
 def test_bench_train_times_an_architecture_from_its_config_alone(tiny_model_dir):
