@@ -180,12 +180,6 @@ class Runtime:
         """Shut down what runs outside this process (vLLM's engine processes); the runtime is done."""
         self.decoder.close()
 
-    def __enter__(self) -> Runtime:
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self.close()
-
     def describe(self) -> str:
         """What was opened, for a command's first line: model, engine and why, device, dtype."""
         return f"{self.name} on {self.engine} ({self.engine_reason}), {self.device}, {self.dtype}"
