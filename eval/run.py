@@ -96,18 +96,22 @@ class EvalConfig(Strict):
 EVAL_CONFIG_FILENAME = "eval_config.yaml"  # an eval run's resolved config, saved beside its report
 
 
+def own_base(model: str) -> str:
+    """The base model of `model`: an adapter's recorded base, else the model itself (what the baselines
+    run on unless the config's `base` says otherwise)."""
+    from memory_runtime.models.loading import adapter_base, is_adapter_dir
+
+    return adapter_base(model) if is_adapter_dir(model) else model
+
+
 def on_engine(config: EvalConfig) -> tuple[EvalConfig, str]:
     """`config` on the engine it runs on (generation.engine auto resolved), and why. On vllm the model
     and its baselines share one engine in one process, so several workers, or baselines on another
     base than the model's, keep auto on hf."""
-    from memory_runtime.models.loading import adapter_base, is_adapter_dir
-
-    model = config.generation.model
-    own_base = adapter_base(model) if model and is_adapter_dir(model) else model
     hf_because = None
     if config.workers > 1:
         hf_because = "each of several workers opens its own model (workers > 1)"
-    elif config.base is not None and config.base != own_base and set(config.systems) - {"memlm"}:
+    elif config.base not in (None, own_base(config.generation.model)) and set(config.systems) - {"memlm"}:
         hf_because = f"the baselines run on {config.base}, not the model's own base"
     generation, why = config.generation.on_engine(hf_because)
     return config.model_copy(update={"generation": generation}), why
@@ -117,11 +121,11 @@ def load_systems(config: EvalConfig) -> dict[str, System]:
     """The model under test (an adapter merged into its base, or applied per request on vllm) and its
     baselines on the base model (the adapter's recorded base unless `base` says otherwise), each
     opened from `config.generation`."""
-    from memory_runtime.models.loading import adapter_base, is_adapter_dir, resolve_base
+    from memory_runtime.models.loading import resolve_base
 
     generation = config.generation
     model = generation.model
-    base_name = config.base or (adapter_base(model) if is_adapter_dir(model) else model)
+    base_name = config.base or own_base(model)
     runtime = None
     if "memlm" in config.systems or generation.engine == "vllm":
         runtime = open_runtime(generation)
