@@ -25,6 +25,8 @@ def test_a_command_keeps_its_own_defaults_when_a_section_sets_some_fields():
 
 
 def test_an_engine_that_cannot_honour_the_section_is_refused_before_anything_loads():
+    with pytest.raises(ConfigError, match="engine"):
+        Generation.load(None, ["engine=fastest"])  # auto, hf or vllm
     with pytest.raises(ConfigError, match="vllm engine does not score writes"):
         Generation.load(None, ["engine=vllm", "write_gate.signal=call"])
     from eval.run import EvalConfig
