@@ -513,23 +513,47 @@ def _converted_embedded(name: str) -> Path:
     return ensure_converted(embedded_gguf_path(name), cache_dir, convert=convert, recipe=spec.recipe())
 
 
+_MERGED_FROM = "memlm_merged_from.json"
+
+
 def merged_model_dir(adapter_dir: str | os.PathLike[str]) -> Path:
     """A `memlm train` adapter folded into its base and saved once, float32, as a plain model directory
     under the cache (``$MEMLM_CACHE/models/merged/``): what an engine serves at full speed where its
-    per-request LoRA kernels are slow (vLLM on a CPU). A retrained adapter gets a new directory."""
+    per-request LoRA kernels are slow (vLLM on a CPU). One directory per adapter directory (~0.5 GB for
+    the embedded base): a retrained adapter replaces its merge, and making a merge removes those whose
+    adapter is gone, so the cache does not grow with every run."""
     path = Path(adapter_dir).expanduser().resolve()
-    weights = next((path / f for f in ("adapter_model.safetensors", "adapter_model.bin") if (path / f).is_file()), None)
+    weights = _adapter_weights(path)
     if weights is None:
         raise ValueError(f"{path} has no adapter weights (adapter_model.safetensors or .bin)")
-    key = f"{path}:{weights.stat().st_mtime_ns}:{weights.stat().st_size}".encode()
-    tag = f"{path.name}-{hashlib.sha256(key).hexdigest()[:12]}"
+    merged_root = cache_root() / "models" / "merged"
+    cache_dir = merged_root / f"{path.name}-{hashlib.sha256(str(path).encode()).hexdigest()[:12]}"
+    version = f"{path} {weights.stat().st_mtime_ns} {weights.stat().st_size}"
 
     def merge(_weights: Path, out: Path) -> None:
+        _remove_orphan_merges(merged_root)
         model, tokenizer = load_model(path, dtype="float32", merge=True)
         model.save_pretrained(out)
         tokenizer.save_pretrained(out)
+        (out / _MERGED_FROM).write_text(json.dumps({"adapter": str(path)}) + "\n")
 
-    return ensure_converted(weights, cache_root() / "models" / "merged" / tag, convert=merge)
+    return ensure_converted(weights, cache_dir, convert=merge, recipe=version)
+
+
+def _adapter_weights(path: Path) -> Path | None:
+    return next((path / f for f in ("adapter_model.safetensors", "adapter_model.bin") if (path / f).is_file()), None)
+
+
+def _remove_orphan_merges(merged_root: Path) -> None:
+    """Delete merged models whose adapter directory no longer holds an adapter (a deleted run)."""
+    for merged in merged_root.glob("*/" + _MERGED_FROM):
+        try:
+            adapter = Path(json.loads(merged.read_text())["adapter"])
+        except (OSError, ValueError, KeyError):
+            continue
+        if _adapter_weights(adapter) is None:
+            logger.warning("removing %s: its adapter %s is gone", merged.parent, adapter)
+            shutil.rmtree(merged.parent, ignore_errors=True)
 
 
 def resolve_base(name_or_path: str | os.PathLike[str]) -> str:

@@ -189,8 +189,27 @@ def test_a_merged_model_directory_is_made_once_per_adapter_version(adapter_dir, 
     stamp = (merged_dir / "config.json").stat().st_mtime_ns
     assert models.merged_model_dir(adapter) == merged_dir and (merged_dir / "config.json").stat().st_mtime_ns == stamp
     weights = adapter / "adapter_model.safetensors"
-    weights.write_bytes(weights.read_bytes())  # retrained: a new version, a new directory
-    assert models.merged_model_dir(adapter) != merged_dir
+    weights.write_bytes(weights.read_bytes())  # retrained: merged again, in the same place
+    assert models.merged_model_dir(adapter) == merged_dir
+    assert (merged_dir / "config.json").stat().st_mtime_ns != stamp
+
+
+def test_merging_removes_the_merges_of_adapters_that_are_gone(adapter_dir, tmp_path, monkeypatch):
+    """The cache holds ~0.5 GB per merged adapter: a deleted run's merge goes when the next is made."""
+    import shutil
+
+    monkeypatch.setenv("MEMLM_CACHE", str(tmp_path / "cache"))
+    kept, deleted, new = (tmp_path / name for name in ("kept", "deleted", "new"))
+    for run in (kept, deleted, new):
+        shutil.copytree(adapter_dir, run)
+    kept_merge, deleted_merge = models.merged_model_dir(kept), models.merged_model_dir(deleted)
+    shutil.rmtree(deleted)
+    assert deleted_merge.is_dir()  # nothing is removed until a merge is made
+    new_merge = models.merged_model_dir(new)
+    assert not deleted_merge.exists() and kept_merge.is_dir() and new_merge.is_dir()
+    assert sorted(p.name for p in new_merge.parent.iterdir() if not p.name.startswith(".")) == sorted(
+        [kept_merge.name, new_merge.name]
+    )
 
 
 def test_a_merged_model_needs_the_adapters_weights(adapter_dir, tmp_path, monkeypatch):
