@@ -91,7 +91,7 @@ class _Decoder:
 
     def __init__(self) -> None:
         self.waiting: collections.deque[TurnRequest] = collections.deque()
-        self.active: dict[int, _Turn] = {}
+        self.active: dict[Any, Any] = {}  # the turns being decoded, by each decoder's own key
 
     def add(self, request: TurnRequest) -> None:
         """Queue a turn; it joins the batch when a place is free."""

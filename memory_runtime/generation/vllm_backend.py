@@ -96,7 +96,7 @@ class VLLMDecoder(_Decoder):
         self.max_batch_size = max_batch_size
         self.end_token_ids = end_token_ids(engine, tokenizer)
         self._params, self._make_lora, self._lora = params, lora, lora(adapter)
-        self._turns: dict[str, _VTurn] = {}
+        self.active: dict[str, _VTurn] = {}  # engine request id -> its turn
         self.merged_adapter: str | None = None  # set when the engine's weights are an adapter merged into its base
         self._ids = itertools.count()
 
@@ -122,11 +122,11 @@ class VLLMDecoder(_Decoder):
         return twin
 
     def step(self) -> list[tuple[TurnRequest, TurnResult]]:
-        while self.waiting and len(self._turns) < self.max_batch_size:
+        while self.waiting and len(self.active) < self.max_batch_size:
             self._admit(self.waiting.popleft())
         finished = []
         for output in self.engine.step():
-            turn = self._turns.get(output.request_id)
+            turn = self.active.get(output.request_id)
             if turn is None:  # an aborted submission's last words
                 continue
             result = self._advance(turn, output)
@@ -145,14 +145,6 @@ class VLLMDecoder(_Decoder):
         shutdown = getattr(getattr(self.engine, "engine_core", None), "shutdown", None)
         if shutdown is not None:
             shutdown()
-
-    @property
-    def busy(self) -> bool:
-        return bool(self.waiting or self._turns)
-
-    @property
-    def room(self) -> int:
-        return max(0, self.max_batch_size - len(self.waiting) - len(self._turns))
 
     # ------------------------------------------------------------------ a turn
 
@@ -187,7 +179,7 @@ class VLLMDecoder(_Decoder):
         self.engine.add_request(
             turn.engine_id, {"prompt_token_ids": turn.decoder.all_ids}, params, lora_request=self._lora
         )
-        self._turns[turn.engine_id] = turn
+        self.active[turn.engine_id] = turn
 
     def _advance(self, turn: _VTurn, output: Any) -> TurnResult | None:
         completion = output.outputs[0]
@@ -204,7 +196,7 @@ class VLLMDecoder(_Decoder):
         if action == "pause":  # a read was answered: go on from its results, in a new submission
             if not output.finished:
                 self.engine.abort_request(turn.engine_id)
-            del self._turns[turn.engine_id]
+            del self.active[turn.engine_id]
             turn.generated = generated
             turn.decoder.resume(turn.calls.text)
             turn.fed = turn.decoder.assistant_text
@@ -216,7 +208,7 @@ class VLLMDecoder(_Decoder):
         if action == "stop" and not output.finished:
             self.engine.abort_request(turn.engine_id)
         if action == "stop" or output.finished:
-            del self._turns[turn.engine_id]
+            del self.active[turn.engine_id]
             turn.generated = generated
             if action != "stop" and completion.finish_reason == "stop" and completion.stop_reason == READ_QUERY_CLOSE:
                 # "}:" that closed no read (inside text or a malformed call): the turn goes on
