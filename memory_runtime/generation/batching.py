@@ -81,10 +81,19 @@ class _Decoder:
 
     max_batch_size = 1
     context: int | None = None  # the model's context in tokens, where known
+    tokenizer: Any = None  # a decoder that tokenizes its turns itself (batched HF, vLLM)
+    end_token_ids: Any = None
 
     def prompt_tokens(self, request: TurnRequest) -> int | None:
-        """How many tokens `request`'s prompt is, where this decoder can tell (None: it cannot)."""
-        return None
+        """How many tokens `request`'s prompt is as the turn is submitted, where this decoder can tell
+        (None: it cannot)."""
+        return None if self.tokenizer is None else len(self._prompt_decoder(request).prompt_ids)
+
+    def _prompt_decoder(self, request: TurnRequest) -> TurnDecoder:
+        """A turn started from `request`'s messages with the prompt's token ids, no constraint on fields."""
+        decoder = TurnDecoder(self.tokenizer, self.end_token_ids, copy_fields=False)
+        decoder.start(request.messages)
+        return decoder
 
     def close(self) -> None:
         """Release what the decoder holds outside this process (nothing, in this process's model)."""
@@ -214,10 +223,6 @@ class BatchDecoder(_Decoder):
         self._alone = OneAtATime(self.backend_for, write_gate)  # models whose cache cannot be stacked
         if not self.stackable:
             self.waiting = self._alone.waiting
-
-    def prompt_tokens(self, request: TurnRequest) -> int:
-        prompt = self.tokenizer.apply_chat_template(request.messages, tokenize=False, add_generation_prompt=True)
-        return len(self.tokenizer(prompt, add_special_tokens=False)["input_ids"])
 
     def backend_for(self, request: TurnRequest) -> HFBackend:
         """A single-turn backend over this model, for `request`'s sampling and memory."""

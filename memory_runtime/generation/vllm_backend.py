@@ -134,11 +134,6 @@ class VLLMDecoder(_Decoder):
                 finished.append((turn.request, result))
         return finished
 
-    def prompt_tokens(self, request: TurnRequest) -> int:
-        """The tokens of `request`'s prompt as they are submitted (the server refuses a long one before
-        the engine sees it)."""
-        return len(self._turn_decoder(request).prompt_ids)
-
     def close(self) -> None:
         """Shut the engine's processes down (vLLM's engine core and its workers), for this decoder and
         its twins: they outlive a parent that ends without running its exit handlers."""
@@ -148,14 +143,8 @@ class VLLMDecoder(_Decoder):
 
     # ------------------------------------------------------------------ a turn
 
-    def _turn_decoder(self, request: TurnRequest) -> TurnDecoder:
-        """A turn's token ids, started from its messages (the engine holds names to copies itself)."""
-        decoder = TurnDecoder(self.tokenizer, self.end_token_ids, copy_fields=False)
-        decoder.start(request.messages)
-        return decoder
-
     def _admit(self, request: TurnRequest) -> None:
-        decoder = self._turn_decoder(request)
+        decoder = self._prompt_decoder(request)  # the engine holds names to copies itself
         calls = TurnCalls(
             request.store,
             request.namespace,
