@@ -206,11 +206,14 @@ def test_merging_removes_the_merges_of_adapters_that_are_gone(adapter_dir, tmp_p
     kept_merge, deleted_merge = models.merged_model_dir(kept), models.merged_model_dir(deleted)
     shutil.rmtree(deleted)
     assert deleted_merge.is_dir()  # nothing is removed until a merge is made
+    unreadable = kept_merge.parent / "unreadable-0123456789ab"  # a record that says no adapter: kept
+    unreadable.mkdir()
+    (unreadable / "memlm_merged_from.json").write_text("{not json")
     new_merge = models.merged_model_dir(new)
     assert not deleted_merge.exists() and kept_merge.is_dir() and new_merge.is_dir()
     assert not (deleted_merge.parent / f".{deleted_merge.name}.lock").exists()
     assert sorted(p.name for p in new_merge.parent.iterdir() if not p.name.startswith(".")) == sorted(
-        [kept_merge.name, new_merge.name]
+        [kept_merge.name, new_merge.name, unreadable.name]
     )
 
 
