@@ -226,10 +226,16 @@ def build_sft_config(config: TrainConfig, *, has_eval: bool, output_dir: str | N
     )
     if eval_strategy == "steps":
         kwargs["eval_steps"] = o.eval_steps or o.logging_steps * 5
+    # transformers 5.18 renamed gradient_checkpointing and group_by_length; 5.17 (pyproject's floor) has the old names
+    fields = SFTConfig.__dataclass_fields__
     if config.packing.group_by_length:
-        kwargs["train_sampling_strategy"] = "group_by_length"
-    kwargs["activation_checkpointing"] = g.gradient_checkpointing
-    kwargs["activation_checkpointing_kwargs"] = {"use_reentrant": False} if g.gradient_checkpointing else None
+        if "train_sampling_strategy" in fields:
+            kwargs["train_sampling_strategy"] = "group_by_length"
+        else:
+            kwargs["group_by_length"] = True
+    checkpointing = "activation_checkpointing" if "activation_checkpointing" in fields else "gradient_checkpointing"
+    kwargs[checkpointing] = g.gradient_checkpointing
+    kwargs[f"{checkpointing}_kwargs"] = {"use_reentrant": False} if g.gradient_checkpointing else None
     return SFTConfig(**kwargs)
 
 

@@ -124,6 +124,34 @@ def test_packing_modes_map_to_trl(tmp_path):
         TrainConfig.load(None, ["packing.mode=padding_free", "packing.group_by_length=true"])
 
 
+def test_sft_config_uses_the_field_names_of_transformers_5_17(tmp_path, monkeypatch):
+    """transformers 5.17 (pyproject's floor, and the GPU image's) names checkpointing and length grouping the
+    old way; every `memlm train` there failed on 'activation_checkpointing' until the names were looked up."""
+    import dataclasses
+
+    import trl
+
+    renamed = {"activation_checkpointing", "activation_checkpointing_kwargs", "train_sampling_strategy"}
+    kept = {f.name: f for f in dataclasses.fields(trl.SFTConfig) if f.name not in renamed}
+    kept |= dict.fromkeys({"gradient_checkpointing", "gradient_checkpointing_kwargs", "group_by_length"} - set(kept))
+    seen = {}
+    monkeypatch.setattr(
+        trl,
+        "SFTConfig",
+        type("SFTConfig517", (), {"__dataclass_fields__": kept, "__init__": lambda self, **kw: seen.update(kw)}),
+    )
+    from training.trainer import build_sft_config
+
+    gpu = TrainConfig.load(CONFIGS / "gpu-qwen2.5-7b-lora.yaml", [f"output.output_dir={tmp_path}", "gpu.tf32=null"])
+    build_sft_config(gpu, has_eval=False)
+    assert seen["gradient_checkpointing"] is True and seen["gradient_checkpointing_kwargs"] == {"use_reentrant": False}
+    assert not renamed & set(seen)
+    seen.clear()
+    base = [f"output.output_dir={tmp_path}", "packing.mode=none", "packing.group_by_length=true"]
+    build_sft_config(TrainConfig.load(None, base), has_eval=False)
+    assert seen["group_by_length"] is True and not renamed & set(seen)
+
+
 def test_preflight_catches_what_this_machine_lacks(tmp_path, monkeypatch):
     import importlib.util
 

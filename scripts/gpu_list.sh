@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# The pending GPU list (docs/results.md, issue text), in order of what it decides, sized for one short GPU
+# lease (~8 minutes of work on one H100/H200). Each step has its own time limit and writes its figures as
+# it ends, so a lease that runs out keeps what was done. Run from the repository root on a CUDA machine:
+#   DATA=runs/data bash scripts/gpu_list.sh [OUT_DIR]          # DATA: memlm generate's output
+#  1 qwen7b            7B-shaped LoRA training throughput and peak memory (random weights of Qwen2.5-7B's shape)
+#  2 gpu-recipe        configs/train/gpu-smollm2.yaml (440 steps x 2 x 4,096 tokens, at most 4 minutes)
+#  3 eval              memlm eval on CUDA of ADAPTER (default: step 2's, else the base): records + episodes,
+#                      --limit 40 (the 560 test turns and 40 episodes of the CPU recipe's figures)
+#  4 serve             memlm bench serve on CUDA of ADAPTER, hf engine, 1 and 32 clients
+#  5 smollm2-batches   the 135M LoRA's tokens/s per batching (bench_gpu.sh's first line)
+# STEPS="1 2 3 4 5" picks steps; MEMLM (default "python3 -m memlm") runs memlm.
+set -uo pipefail
+OUT=${1:-runs/gpu-list}
+MEMLM=${MEMLM:-python3 -m memlm}
+DATA=${DATA:-runs/data}
+STEPS=${STEPS:-1 2 3 4 5}
+TOKENIZER=${TOKENIZER:-embedded:SmolLM2-135M-Instruct}  # the 7B shape's tokens (no hub here): ~same lengths
+mkdir -p "$OUT"
+
+step() {  # NAME SECONDS COMMAND...: run one step under its time limit, log and wall time kept
+    local name=$1 limit=$2; shift 2
+    local start=$SECONDS
+    echo "== $name (limit ${limit}s): $*"
+    timeout --signal=TERM --kill-after=10 "$limit" "$@" > "$OUT/$name.log" 2>&1
+    local rc=$?
+    echo "   rc $rc, $((SECONDS - start)) s"
+    printf '{"step": "%s", "rc": %d, "wall_s": %d}\n' "$name" "$rc" "$((SECONDS - start))" >> "$OUT/steps.jsonl"
+    tail -n 3 "$OUT/$name.log" | cut -c1-400
+}
+
+adapter() { [ -f "$OUT/gpu-smollm2/adapter_config.json" ] && echo "$OUT/gpu-smollm2" || echo "$TOKENIZER"; }
+for s in $STEPS; do
+    case $s in
+    1) step qwen7b 200 $MEMLM bench train --config configs/train/gpu-qwen2.5-7b-lora.yaml \
+           --random-init configs/models/qwen2.5-7b-instruct.json --steps 4 --warmup 1 --modes padding_free \
+           --batches tokens=4096,tokens=8192 model.name="$TOKENIZER" model.local_files_only=true ;;
+    2) step gpu-recipe 330 $MEMLM train --config configs/train/gpu-smollm2.yaml --data "$DATA" \
+           --output-dir "$OUT/gpu-smollm2" optim.max_minutes=4 ;;
+    3) step eval 180 $MEMLM eval --model "${ADAPTER:-$(adapter)}" --data "$DATA" --out "$OUT/eval" --systems memlm \
+           --parts records,episodes --limit 40 generation.device=cuda generation.max_batch_size=64 ;;
+    4) step serve 150 $MEMLM bench serve --model "${ADAPTER:-$(adapter)}" --clients 1,32 --seconds 20 --engines hf \
+           generation.device=cuda generation.max_batch_size=32 ;;
+    5) step smollm2-batches 150 $MEMLM bench train --config configs/train/gpu-smollm2.yaml --data "$DATA" \
+           --modes padding_free --steps 20 --warmup 3 --batches 16,64,tokens=4096,tokens=8192,tokens=16384 ;;
+    *) echo "unknown step $s" >&2 ;;
+    esac
+done
