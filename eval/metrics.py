@@ -72,6 +72,18 @@ def triplet_prf(predicted: Iterable[Sequence[str]], gold: Iterable[Sequence[str]
     return prf((triplet_key(t, canonical) for t in predicted), (triplet_key(t, canonical) for t in gold))
 
 
+def counted_writes(
+    writes: Iterable[Sequence[str]], annotated_relations: Iterable[str] | None, canonical=lambda r: r
+) -> list[tuple]:
+    """The writes a real passage's gold can judge: those in a relation it was annotated for (all when
+    None). KnowledgeNet passages are checked for a few relations only: a founder write on a passage
+    checked for CEO facts may be a true fact nobody annotated, so it counts neither as right nor as false."""
+    if annotated_relations is None:
+        return [tuple(t) for t in writes]
+    annotated = {normalize_term(r) for r in annotated_relations}
+    return [tuple(t) for t in writes if normalize_term(canonical(t[1])) in annotated]
+
+
 def pair_key(triplet: Sequence[str]) -> tuple[str, str]:
     """A triplet's (subject, object) pair, normalised: what pair scores compare."""
     return normalize_term(triplet[0]), normalize_term(triplet[2])

@@ -29,12 +29,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from data_gen.real import ENV_VAR, KNOWLEDGENET_FILE, REDOCRED_FILE, default_real_dir, is_mentioned
-from eval.metrics import PRF, pair_prf, triplet_prf
+from eval.metrics import PRF, counted_writes, pair_prf, triplet_prf
 from eval.parts import Part
 from eval.render import markdown_table, num, pct
 from eval.systems import Session, System, run_sessions
 from memory_runtime.generation.write_gate import HELD_BACK
-from memory_runtime.memory.store import MemoryConfig, TripletStore, normalize_term
+from memory_runtime.memory.store import MemoryConfig, TripletStore
 from memory_runtime.records import Record
 
 if TYPE_CHECKING:
@@ -90,12 +90,11 @@ def passage_session(system: System, record: Record, memory_config: MemoryConfig 
     store = TripletStore(":memory:", memory_config)
     result = yield system.request(record.segments[0].text, store)
     writes = [tuple(c.fields) for c in result.calls if c.kind == "write"]
-    annotated = {normalize_term(r) for r in record.annotated_relations or ()}
 
     def counted(t) -> bool:
-        return record.annotated_relations is None or normalize_term(store.canonical_relation(t[1])) in annotated
+        return bool(counted_writes([t], record.annotated_relations, store.canonical_relation))
 
-    scored = [t for t in writes if counted(t)]
+    scored = counted_writes(writes, record.annotated_relations, store.canonical_relation)
     # every write the gate scored, stored or held back by it (not those the store refused after it)
     gated = [
         {"triplet": list(c.fields), "scores": c.scores, "held": c.kind != "write", "counted": counted(c.fields)}

@@ -11,8 +11,8 @@ One round:
               leaves out a name the spec gives, gives away an answer, or copies a seed is dropped.
     execute   each task runs through the controller with the model and a fresh store holding
               the task's memory.
-    reward    learning_loop.reward: 1 only for exactly the gold writes / gold reads and names.
-    keep      reward-1 trajectories become data_gen Records (user untrained, the model's calls
+    reward    learning_loop.reward: exact only for exactly the gold writes / gold reads and names.
+    keep      exact trajectories become data_gen Records (user untrained, the model's calls
               and answer trained, inserted results untrained), written as JSONL that
               `memlm train` includes through data.extra_jsonl.
 
@@ -34,7 +34,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from eval.metrics import names_in
-from learning_loop.reward import Reward, reward
+from learning_loop.reward import TurnScore, score_turn
 from memory_runtime.generation.backend import Backend
 from memory_runtime.generation.controller import Controller, TurnResult
 from memory_runtime.generation.runtime import Generation, with_defaults
@@ -246,7 +246,7 @@ def execute(
     max_new_tokens: int = 128,
     max_calls: int = 8,
     system_prompt: str | None = SYSTEM_PROMPT,
-) -> tuple[TurnResult, Reward]:
+) -> tuple[TurnResult, TurnScore]:
     """Run the task through the controller with a fresh store holding its memory; score the turn."""
     with TripletStore(":memory:", memory_config) as store:
         if task.memory:
@@ -254,13 +254,13 @@ def execute(
         result = Controller(
             backend, store, system_prompt=system_prompt, max_calls=max_calls, max_new_tokens=max_new_tokens
         ).run_turn(task.text)
-        score = reward(
+        score = score_turn(
             task.kind,
             result.calls,
             result.reply,
             gold_triplets=task.gold_triplets,
             gold_names=task.gold_names,
-            question=task.text,
+            user_text=task.text,
             candidates=task.names(),
             canonical=store.canonical_relation,
             status=result.status,
@@ -292,7 +292,7 @@ def run_tasks(
     max_calls: int = 8,
     system_prompt: str | None = SYSTEM_PROMPT,
 ) -> tuple[list[Record], list[dict]]:
-    """(records of the reward-1 trajectories, a log row per task)."""
+    """(records of the exact trajectories, a log row per task)."""
     kept, log = [], []
     for task in tasks:
         result, score = execute(
@@ -309,11 +309,12 @@ def run_tasks(
                 "type": task.type,
                 "text": task.text,
                 "assistant": result.text,
+                "exact": int(score.exact),
                 "reward": score.value,
                 "reason": score.reason,
             }
         )
-        if score.value:
+        if score.exact:
             kept.append(trajectory_record(task, result))
     return kept, log
 
@@ -400,15 +401,15 @@ def score_tasks(
     max_calls: int = 8,
     system_prompt: str | None = SYSTEM_PROMPT,
 ) -> dict:
-    """Reward-1 rate on tasks (the held-out paraphrase test): overall and per kind."""
+    """The exact rate on tasks (the held-out paraphrase test): overall and per kind."""
     _, log = run_tasks(
         tasks, backend, memory_config, max_new_tokens=max_new_tokens, max_calls=max_calls, system_prompt=system_prompt
     )
-    out: dict = {"tasks": len(log), "correct": sum(r["reward"] for r in log)}
+    out: dict = {"tasks": len(log), "correct": sum(r["exact"] for r in log)}
     for kind in ("write", "read", "unanswerable", "two_hop"):
         rows = [r for r in log if r["type"] == kind]
         if rows:
-            out[kind] = sum(r["reward"] for r in rows) / len(rows)
+            out[kind] = sum(r["exact"] for r in rows) / len(rows)
     out["accuracy"] = out["correct"] / len(log) if log else None
     return out
 

@@ -110,3 +110,77 @@ def turn_segments(user: str, assistant_text: str) -> list[Segment]:
     if assistant_text[cursor:]:
         segments.append(Segment(role="assistant", text=assistant_text[cursor:], train=True))
     return segments
+
+
+# ----------------------------------------------------------------------------- learning from outcomes
+
+
+def prompt_segments(record: Record) -> list[Segment]:
+    """The segments before the model's first trained text: what a preference record's runs share."""
+    first = next(i for i, s in enumerate(record.segments) if s.train)
+    return record.segments[:first]
+
+
+def model_turn(record: Record) -> list[Segment]:
+    """The model's turn: every segment from its first trained text on (calls, inserted results, reply)."""
+    return record.segments[len(prompt_segments(record)) :]
+
+
+def _one_model_turn(record: Record, where: str) -> None:
+    turn = model_turn(record)
+    if any(s.role == "user" for s in turn):
+        raise ValueError(f"{where}: the model's turn must be the record's last (no user text after it)")
+    if not "".join(s.text for s in turn if s.train).strip():
+        raise ValueError(f"{where}: the model's turn is empty")
+
+
+class PreferencePair(BaseModel):
+    """Two runs of one prompt, the better one chosen: what DPO trains on. Both are Records with the
+    same prompt (the segments before the model's turn) and one model turn each, which differ; the
+    inserted read results stay untrained memory segments, so the loss is on what the model generated.
+    Scores are the reward's (learning_loop.reward), or None for a person's choice (a correction)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    chosen: Record
+    rejected: Record
+    chosen_score: float | None = None
+    rejected_score: float | None = None
+    source: str | None = None  # "on_policy" (sampled and rewarded), "feedback" (a reviewed correction)
+
+    @model_validator(mode="after")
+    def _same_prompt_different_turns(self) -> PreferencePair:
+        for name in ("chosen", "rejected"):
+            _one_model_turn(getattr(self, name), f"pair {self.id}: {name}")
+        if prompt_segments(self.chosen) != prompt_segments(self.rejected):
+            raise ValueError(f"pair {self.id}: chosen and rejected answer different prompts")
+        if model_turn(self.chosen) == model_turn(self.rejected):
+            raise ValueError(f"pair {self.id}: chosen is the same turn as rejected")
+        if None not in (self.chosen_score, self.rejected_score) and self.chosen_score < self.rejected_score:
+            raise ValueError(
+                f"pair {self.id}: chosen scored {self.chosen_score} below rejected's {self.rejected_score}"
+            )
+        return self
+
+    @property
+    def margin(self) -> float | None:
+        return None if None in (self.chosen_score, self.rejected_score) else self.chosen_score - self.rejected_score
+
+
+class LabelledTurn(BaseModel):
+    """One run labelled desirable or not: what KTO trains on (an on-policy sample by its reward, or a
+    reviewed Good/Bad rating)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    record: Record
+    desirable: bool
+    score: float | None = None
+    source: str | None = None  # "on_policy", "feedback"
+
+    @model_validator(mode="after")
+    def _one_turn(self) -> LabelledTurn:
+        _one_model_turn(self.record, f"turn {self.id}")
+        return self

@@ -116,7 +116,7 @@ def test_run_tasks_keeps_reward_one_trajectories_as_records():
         ]
     )
     kept, log = run_tasks([statement, question, statement, question], backend)
-    assert [r["reward"] for r in log] == [1, 1, 0, 0]
+    assert [r["exact"] for r in log] == [1, 1, 0, 0]
     assert [r["reason"] for r in log][2:] == ["partial writes", "wrong answer"]
     read = kept[1]
     assert (
