@@ -55,7 +55,8 @@ def feedback_list(
     namespace: str | None = FEEDBACK_NAMESPACE,
     as_json: bool = typer.Option(False, "--json", help="Print JSON lines instead of a table."),
 ) -> None:
-    """The trajectories waiting for review: id, namespace, what the user said, what would be trained."""
+    """The trajectories waiting for review: id, namespace, rating (good, bad, correction), what the user said,
+    what would be trained (bad: the turn as the model ran it, labelled undesirable), a correction's rejected run."""
     from learning_loop.review import summary
 
     try:
@@ -67,10 +68,11 @@ def feedback_list(
             print(json.dumps(row, ensure_ascii=False))
         return
     table = Table(title=f"{len(rows)} pending in {directory}")
-    for column in ("id", "namespace", "user", "trained"):
+    columns = ("id", "namespace", "rating", "user", "trained", "rejected")
+    for column in columns:
         table.add_column(column, overflow="fold")
     for row in rows:
-        table.add_row(*(str(row[k]) for k in ("id", "namespace", "user", "trained")))
+        table.add_row(*("" if row[k] is None else str(row[k]) for k in columns))
     Console().print(table)
 
 
@@ -83,8 +85,19 @@ def _decide(directory: Path, ids: list[str] | None, every: bool, namespace: str 
         moved = decide(directory, None if every else ids, accept=accept, namespace=namespace)
     except (OSError, ValueError) as err:
         fail(err)
-    where = directory / ("accepted.jsonl" if accept else "rejected.jsonl")
-    console.print(f"{'accepted' if accept else 'rejected'} {len(moved)} trajectories: {where}")
+    if not accept:
+        console.print(
+            f"rejected {len(moved)} trajectories: {directory / 'rejected.jsonl'}", markup=False, soft_wrap=True
+        )
+        return
+    bad = sum(t.rating == "bad" for t in moved)
+    console.print(
+        f"accepted {len(moved)} trajectories: {len(moved) - bad} good or corrections to {directory / 'accepted.jsonl'} "
+        f"(SFT), all {len(moved)} with their ratings to {directory / 'accepted_labelled.jsonl'} "
+        "(`memlm feedback export`; bad ones only there)",
+        markup=False,
+        soft_wrap=True,
+    )
 
 
 @feedback_app.command("accept")
@@ -94,7 +107,9 @@ def feedback_accept(
     every: bool = typer.Option(False, "--all", help="Every pending trajectory (of --namespace, if given)."),
     namespace: str | None = FEEDBACK_NAMESPACE,
 ) -> None:
-    """Move trajectories to DIR/accepted.jsonl: `memlm train ... 'data.extra_jsonl=[DIR/accepted.jsonl]'`."""
+    """Accept trajectories: good ones and corrections to DIR/accepted.jsonl (`memlm train ...
+    'data.extra_jsonl=[DIR/accepted.jsonl]'`), every one with its rating, bad ones too, to
+    DIR/accepted_labelled.jsonl (`memlm feedback export`)."""
     _decide(directory, ids, every, namespace, accept=True)
 
 
@@ -107,3 +122,29 @@ def feedback_reject(
 ) -> None:
     """Move trajectories to DIR/rejected.jsonl: kept for the record, never trained on."""
     _decide(directory, ids, every, namespace, accept=False)
+
+
+@feedback_app.command("export")
+def feedback_export(
+    directory: Path = FEEDBACK_DIR,
+    out: Path = typer.Option(..., "--out", help="The JSONL file to write."),
+    fmt: str = typer.Option(
+        ...,
+        "--format",
+        help="kto: a LabelledTurn per accepted trajectory (good, correction: desirable; bad: not); "
+        "dpo: a PreferencePair per accepted correction that kept the model's own turn (rejected).",
+    ),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace --out when it exists."),
+) -> None:
+    """Accepted feedback (DIR/accepted_labelled.jsonl, never pending) as the DPO / KTO trainers' data:
+    JSONL of memory_runtime.records.LabelledTurn (kto) or PreferencePair (dpo)."""
+    from learning_loop.review import export
+
+    try:
+        written = export(directory, out, fmt, overwrite=overwrite)
+    except (OSError, ValueError) as err:
+        fail(err)
+    kind = "LabelledTurn" if fmt == "kto" else "PreferencePair"
+    counts = ", ".join(f"{n} {rating}" for rating, n in sorted(written.items()))
+    lines = "line" if written.total() == 1 else "lines"
+    console.print(f"wrote {written.total()} {kind} {lines} to {out}: {counts}", markup=False, soft_wrap=True)

@@ -1,8 +1,9 @@
 """Learning from feedback (after RAM): 👍/👎 on a reply, corrections in natural language, and the
 "ask for help" trigger when a wrong answer comes back.
 
-    good      the exchange is kept as a feedback trajectory (the model's turn trained as it was).
-    bad       the reply is remembered as wrong for that question; nothing is trained.
+    good      the exchange is kept as a feedback trajectory labelled desirable (the model's turn as it ran).
+    bad       the exchange is kept the same way, labelled undesirable (for KTO, never for SFT), and the
+              reply is remembered as wrong for that question.
     correct   "No, Dorothea works for BMW now": the model turns the correction into writes (run on
               a scratch copy of the memory, on the correction alone: memlm's models are trained on
               single turns, and with the wrong question as context the 135M model reads instead
@@ -11,13 +12,17 @@
               one stored name fits), facts the wrong reply rested on that the correction
               contradicts are ended (they stay in history), then the writes are stored (a
               functional relation supersedes the old fact itself). The exchange becomes a
-              trajectory whose trained part is the writes as they were stored.
+              trajectory whose trained part is the writes as they were stored; where the model's
+              own turn on the correction differs from them (a name it left partial, another
+              reply), that turn is kept beside it as the rejected run of a DPO pair.
     flag      a reply to a question equal to one marked wrong (bad or corrected) for that same
               question is flagged `repeated_wrong`: the model should ask for help, not repeat.
 
-Feedback trajectories are Records (type "feedback") kept per namespace in `pending/`, waiting
-for review (:class:`FeedbackLog`); accepted ones go to `accepted.jsonl`, which `memlm train`
-includes with data.extra_jsonl. Every event also goes to `events.jsonl`.
+Feedback trajectories are Records (type "feedback") kept per namespace in `pending/` with their
+rating, waiting for review (:class:`FeedbackLog`); accepted good ones and corrections go to
+`accepted.jsonl`, which `memlm train` includes with data.extra_jsonl, and every accepted one, bad
+ones included, to `accepted_labelled.jsonl`, which `memlm feedback export` turns into KTO and DPO
+data (learning_loop/review.py). Every event also goes to `events.jsonl`.
 """
 
 from __future__ import annotations
@@ -33,14 +38,15 @@ from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_validator
 
 from memory_runtime.generation.controller import Controller, TurnResult
 from memory_runtime.jsonl import read_models
 from memory_runtime.memory.store import TripletStore, WriteResult, normalize_term
 from memory_runtime.protocol import ACK, Triplet, render_write
-from memory_runtime.records import Record, Segment, turn_segments
+from memory_runtime.records import Record, Segment, model_turn, prompt_segments, turn_segments
 
 
 @dataclass
@@ -58,15 +64,19 @@ class Correction:
     superseded: list[Triplet] = field(default_factory=list)  # replaced by a functional write
     turn: TurnResult | None = None  # the model's turn on the correction
     record: Record | None = None  # the feedback trajectory (None when nothing was written)
+    rejected: Record | None = None  # the model's turn on the correction, where it differs from `record`'s
 
 
 class FeedbackLog:
     """Feedback files in `directory` (None: keep nothing on disk).
 
         events.jsonl               every event, for the operator
-        pending/<namespace>.jsonl  each user's trajectories, waiting for review: {"namespace", "record"}
-        accepted.jsonl             reviewed and accepted Records: what `memlm train` may take
-        rejected.jsonl             reviewed and rejected, kept for the record
+        pending/<namespace>.jsonl  each user's trajectories, waiting for review: PendingTrajectory
+                                   lines {"namespace", "rating", "record", "rejected"}
+        accepted.jsonl             the accepted good and correction Records: what `memlm train` may take
+        accepted_labelled.jsonl    every accepted line as it was pending, bad ones too: what
+                                   `memlm feedback export` turns into KTO / DPO data
+        rejected.jsonl             reviewed and rejected lines, kept for the record
 
     A trajectory is never training data until someone accepts it (`memlm feedback accept`,
     learning_loop/review.py): one user's feedback cannot reach everyone's next adapter, and the
@@ -86,13 +96,19 @@ class FeedbackLog:
         if self.directory is not None:
             self._append(self.directory / "events.jsonl", json.dumps({"time": time.time(), **row}))
 
-    def trajectory(self, namespace: str, record: Record) -> None:
+    def trajectory(self, namespace: str, record: Record, *, rating: Rating, rejected: Record | None = None) -> None:
         if self.directory is not None:
-            line = json.dumps({"namespace": namespace, "record": record.model_dump(mode="json")}, ensure_ascii=False)
-            self._append(pending_path(self.directory, namespace), line)
+            line = PendingTrajectory(namespace=namespace, rating=rating, record=record, rejected=rejected)
+            self._append(pending_path(self.directory, namespace), line.model_dump_json())
 
 
-ACCEPTED, REJECTED, PENDING = "accepted.jsonl", "rejected.jsonl", "pending"
+ACCEPTED, ACCEPTED_LABELLED, REJECTED, PENDING = (
+    "accepted.jsonl",
+    "accepted_labelled.jsonl",
+    "rejected.jsonl",
+    "pending",
+)
+Rating = Literal["good", "bad", "correction"]
 
 
 def pending_path(directory: str | Path, namespace: str) -> Path:
@@ -101,12 +117,47 @@ def pending_path(directory: str | Path, namespace: str) -> Path:
 
 
 class PendingTrajectory(BaseModel):
-    """A line of pending/<namespace>.jsonl."""
+    """A line of pending/<namespace>.jsonl (and, once accepted, of accepted_labelled.jsonl).
+
+    `rating` labels the trajectory: good and correction are desirable, bad is not (its record is
+    the wrong turn as the model ran it). `rejected` is a correction's second run: the model's own
+    turn on the correction alone, kept where it differs from the writes as stored; with
+    :func:`correction_alone` of `record` it is a DPO pair. A line written before ratings were kept
+    ({"namespace", "record"}: only good ratings and corrections were) is read with the rating its
+    record shows: a correction's record has the stored writes as gold, a good one none."""
 
     model_config = ConfigDict(extra="forbid")
 
     namespace: str
+    rating: Rating
     record: Record
+    rejected: Record | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _rating_of_a_line_from_before_ratings(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "rating" not in data and isinstance(data.get("record"), dict):
+            return {**data, "rating": "correction" if data["record"].get("gold_triplets") else "good"}
+        return data
+
+    @model_validator(mode="after")
+    def _only_a_correction_has_a_rejected_run(self) -> PendingTrajectory:
+        if self.rejected is not None and self.rating != "correction":
+            raise ValueError(f"trajectory {self.record.id}: a {self.rating} rating has no rejected run")
+        return self
+
+    @property
+    def desirable(self) -> bool:
+        return self.rating != "bad"
+
+
+def correction_alone(record: Record) -> Record:
+    """A correction trajectory cut to its last user text (the correction) and the writes as stored:
+    the prompt the model was run on (corrections run without the wrong exchange), which the
+    rejected run shares."""
+    return Record.model_validate(
+        {**record.model_dump(), "segments": [prompt_segments(record)[-1], *model_turn(record)]}
+    )
 
 
 def read_pending(directory: str | Path, namespace: str | None = None) -> list[PendingTrajectory]:
@@ -184,7 +235,8 @@ class Feedback:
     # ------------------------------------------------------------------ ratings
 
     def rate(self, namespace: str, exchange: Exchange, good: bool) -> dict:
-        """👍 keeps the exchange as a trajectory; 👎 marks the reply wrong. Returns the logged event."""
+        """👍 keeps the exchange as a desirable trajectory; 👎 keeps it as an undesirable one and marks
+        the reply wrong. A turn with no text of the model's keeps nothing. Returns the logged event."""
         event = {
             "namespace": namespace,
             "event": "good" if good else "bad",
@@ -193,7 +245,7 @@ class Feedback:
             "assistant": exchange.result.text,
         }
         segments = _turn_segments(exchange.user, exchange.result.text, train=True)
-        if good and any(seg.train for seg in segments):
+        if "".join(seg.text for seg in segments if seg.train).strip():
             record = Record(
                 id=f"feedback-{uuid.uuid4().hex[:12]}",
                 type="feedback",
@@ -201,9 +253,9 @@ class Feedback:
                 split="train",
                 segments=segments,
             )
-            self.log.trajectory(namespace, record)
+            self.log.trajectory(namespace, record, rating="good" if good else "bad")
             event["record"] = record.id
-        elif not good and self._mark_wrong(namespace, exchange):
+        if not good and self._mark_wrong(namespace, exchange):
             event["repeated_wrong"] = True
         self.log.event(event)
         return event
@@ -247,20 +299,24 @@ class Feedback:
                 self.store, namespace, writes, contradicted, source="correction"
             )
             segments = _turn_segments(exchange.user, exchange.result.text, train=False) if exchange else []
-            segments += [
-                Segment(role="user", text=text, train=False),
-                Segment(role="assistant", text=" ".join(render_write(*w) for w in writes) + " " + ACK, train=True),
-            ]
+            stored = Segment(role="assistant", text=" ".join(render_write(*w) for w in writes) + " " + ACK, train=True)
+            segments += [Segment(role="user", text=text, train=False), stored]
+            rid, memory = f"feedback-{uuid.uuid4().hex[:12]}", [f.triplet for f in current]
             out.record = Record(
-                id=f"feedback-{uuid.uuid4().hex[:12]}",
+                id=rid,
                 type="feedback",
                 source="feedback",
                 split="train",
                 segments=segments,
                 gold_triplets=writes,
-                memory=[f.triplet for f in current],
+                memory=memory,
             )
-            self.log.trajectory(namespace, out.record)
+            ran = turn_segments(text, turn.text)  # the model's turn as it ran, on the correction alone
+            if _spaced(ran[1:]) != _spaced([stored]):
+                out.rejected = Record(
+                    id=f"{rid}-rejected", type="feedback", source="feedback", split="train", segments=ran, memory=memory
+                )
+            self.log.trajectory(namespace, out.record, rating="correction", rejected=out.rejected)
         self.log.event(
             {
                 "namespace": namespace,
@@ -273,6 +329,7 @@ class Feedback:
                 "ended": out.ended,
                 "superseded": out.superseded,
                 "record": out.record.id if out.record else None,
+                "rejected": out.rejected is not None,
             }
         )
         return out
@@ -336,6 +393,12 @@ def store_correction(
 def _key(store: TripletStore, triplet: tuple[str, str, str]) -> tuple[str, str, str]:
     s, r, o = triplet
     return normalize_term(s), normalize_term(store.canonical_relation(r)), normalize_term(o)
+
+
+def _spaced(segments: list[Segment]) -> list[tuple[str, str]]:
+    """Segments compared as turns: role and text, runs of whitespace as one space (a model turn that
+    spaces the stored writes differently is the same turn)."""
+    return [(s.role, " ".join(s.text.split())) for s in segments]
 
 
 def _turn_segments(user: str, assistant_text: str, *, train: bool) -> list[Segment]:

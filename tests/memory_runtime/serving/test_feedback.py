@@ -1,4 +1,5 @@
-"""Feedback with a scripted model: corrections become superseding writes, ratings and repeats are logged."""
+"""Feedback with a scripted model: corrections become superseding writes, ratings and repeats are logged,
+every rating and correction waits in pending/ with its label (a correction with the model's own turn beside it)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,16 @@ from memory_runtime.generation.backend import ScriptedBackend
 from memory_runtime.generation.controller import Controller
 from memory_runtime.memory.store import TripletStore
 from memory_runtime.protocol import render_read, render_write
-from memory_runtime.serving.feedback import Exchange, Feedback, FeedbackLog, complete_name, pending_path, read_pending
+from memory_runtime.records import PreferencePair, Segment, model_turn, prompt_segments, turn_segments
+from memory_runtime.serving.feedback import (
+    Exchange,
+    Feedback,
+    FeedbackLog,
+    complete_name,
+    correction_alone,
+    pending_path,
+    read_pending,
+)
 
 ASK = "Where does Dorothea Altemus work?"
 READ = render_read("Dorothea Altemus", "employed by", None)
@@ -57,6 +67,7 @@ def test_a_correction_becomes_a_superseding_write_and_a_trajectory(store, tmp_pa
     (pending,) = read_pending(tmp_path / "fb")  # kept for review, in alice's file
     record = pending.record
     assert pending.namespace == "alice" and pending_path(tmp_path / "fb", "alice").is_file()
+    assert pending.rating == "correction" and pending.desirable
     assert record.type == "feedback" and record.gold_triplets == [("Dorothea Altemus", "employed by", "BMW")]
     assert [(s.role, s.train) for s in record.segments] == [
         ("user", False),
@@ -68,7 +79,36 @@ def test_a_correction_becomes_a_superseding_write_and_a_trajectory(store, tmp_pa
     ]
     assert record.segments[-1].text == "[MEM_WRITE{Dorothea Altemus>>employed by>>BMW}] Noted."
     event = json.loads((tmp_path / "fb" / "events.jsonl").read_text().splitlines()[-1])
-    assert event["event"] == "correction" and event["record"] == record.id
+    assert event["event"] == "correction" and event["record"] == record.id and event["rejected"] is True
+
+
+def test_a_correction_the_model_got_partly_wrong_keeps_its_own_turn_as_a_dpo_pair(store, tmp_path):
+    feedback = Feedback(store, FeedbackLog(tmp_path))
+    said = "No, Dorothea works for BMW now."
+    ran = render_write("Dorothea", "employed by", "BMW") + " Noted."  # the model left the name partial
+    backend = ScriptedBackend([[READ, " Dorothea Altemus is employed by Pfizer."], ran])
+    controller, exchange = ask(store, backend)
+    fix = feedback.correct(controller, said, exchange)
+    (pending,) = read_pending(tmp_path)
+    assert pending.rejected == fix.rejected and pending.rejected.segments == turn_segments(said, ran)
+    pair = PreferencePair(id=pending.record.id, chosen=correction_alone(pending.record), rejected=pending.rejected)
+    assert (
+        prompt_segments(pair.chosen) == prompt_segments(pair.rejected) == [Segment(role="user", text=said, train=False)]
+    )
+    assert [s.text for s in model_turn(pair.chosen)] == ["[MEM_WRITE{Dorothea Altemus>>employed by>>BMW}] Noted."]
+    assert [s.text for s in model_turn(pair.rejected)] == [ran]
+    assert pair.chosen.gold_triplets == [("Dorothea Altemus", "employed by", "BMW")]
+
+
+@pytest.mark.parametrize("spacing", ["", "  "])
+def test_a_correction_the_model_wrote_as_stored_has_no_pair(store, tmp_path, spacing):
+    feedback = Feedback(store, FeedbackLog(tmp_path))
+    ran = render_write("Dorothea Altemus", "employed by", "BMW") + spacing + " Noted."  # spacing: the same turn
+    controller = Controller(ScriptedBackend([ran]), store, namespace="alice")
+    fix = feedback.correct(controller, "No, Dorothea Altemus works for BMW now.")
+    (pending,) = read_pending(tmp_path)
+    assert fix.record is not None and fix.rejected is None and pending.rejected is None
+    assert pending.rating == "correction"
 
 
 def test_a_correction_ends_a_contradicted_non_functional_fact(store):
@@ -117,10 +157,28 @@ def test_ratings_and_the_repeated_wrong_answer_flag(store, tmp_path):
     assert not feedback.repeated_wrong("alice", "Who works for Pfizer?", again.result.reply)
     _, good = ask(store, backend)
     event = feedback.rate("alice", good, good=True)
-    record = read_pending(tmp_path, "alice")[0].record
-    assert event["record"] == record.id and [s.train for s in record.segments] == [False, True, False, True]
+    bad, again_bad, kept = read_pending(tmp_path, "alice")
+    assert [t.rating for t in (bad, again_bad, kept)] == ["bad", "bad", "good"]
+    assert event["record"] == kept.record.id and kept.desirable
+    assert [s.train for s in kept.record.segments] == [False, True, False, True]
+    # a bad rating keeps the turn as the model ran it (read results untrained), labelled undesirable
+    assert not bad.desirable and bad.rejected is None
+    assert bad.record.segments == turn_segments(ASK, first.result.text)
+    assert [(s.role, s.train) for s in bad.record.segments] == [
+        ("user", False),
+        ("assistant", True),
+        ("memory", False),
+        ("assistant", True),
+    ]
     events = [json.loads(line)["event"] for line in (tmp_path / "events.jsonl").read_text().splitlines()]
     assert events == ["bad", "bad", "repeated_wrong", "good"]
+
+
+def test_a_rating_of_a_turn_without_text_keeps_nothing(store, tmp_path):
+    feedback = Feedback(store, FeedbackLog(tmp_path))
+    _, empty = ask(store, ScriptedBackend(["  "]))
+    assert "record" not in feedback.rate("alice", empty, good=False)
+    assert read_pending(tmp_path) == []
 
 
 def test_chat_commands_rate_correct_and_flag_repeats(tmp_path):
@@ -159,8 +217,12 @@ def test_chat_commands_rate_correct_and_flag_repeats(tmp_path):
         )
         assert "usage: /correct TEXT" in text and text.rstrip().endswith("You told me: Siemens.\nalice>")
         assert [f.object for f in store.history("Tia Batres", namespace="alice")] == ["BMW", "Siemens"]
-    records = [t.record for t in read_pending(tmp_path)]
-    assert [r.type for r in records] == ["feedback", "feedback"]
+    pending = read_pending(tmp_path)
+    assert [(t.record.type, t.rating) for t in pending] == [
+        ("feedback", "good"),
+        ("feedback", "bad"),
+        ("feedback", "correction"),
+    ]
 
 
 def test_serve_feedback_endpoint(tmp_path):
@@ -176,7 +238,8 @@ def test_serve_feedback_endpoint(tmp_path):
         assert c.post("/v1/feedback", json={}, headers=ALICE).status_code == 400
         say(c, "remember Tia Batres / works for / BMW")
         assert say(c, "recall Tia Batres").json()["choices"][0]["message"]["content"] == "You told me: BMW."
-        assert c.post("/v1/feedback", json={"rating": "bad"}, headers=ALICE).json()["repeated_wrong"] is False
+        bad = c.post("/v1/feedback", json={"rating": "bad"}, headers=ALICE).json()
+        assert bad["repeated_wrong"] is False and bad["record"]  # kept for review, labelled bad
         again = say(c, "recall Tia Batres", memlm={"trace": True}).json()
         assert again["memlm"]["repeated_wrong"] is True
         body = c.post("/v1/feedback", json={"correction": "remember Tia / works for / Siemens"}, headers=ALICE).json()
@@ -184,7 +247,10 @@ def test_serve_feedback_endpoint(tmp_path):
         assert body["superseded"] == [["Tia Batres", "employed by", "BMW"]] and body["record"]
         assert say(c, "recall Tia Batres").json()["choices"][0]["message"]["content"] == "You told me: Siemens."
         assert c.post("/v1/feedback", json={"rating": "good"}, headers=BOB).status_code == 400  # bob has no turn
-    assert [t.record.id for t in read_pending(tmp_path)] == [body["record"]]
+    assert [(t.record.id, t.rating) for t in read_pending(tmp_path)] == [
+        (bad["record"], "bad"),
+        (body["record"], "correction"),
+    ]
 
 
 def test_the_wrong_answers_remembered_are_bounded(store):
