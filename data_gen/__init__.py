@@ -7,6 +7,7 @@
     episodes.py   Episode (the JSONL format of the eval's episodes=), build_episodes, load/dump_episodes
     generate.py   generate: the whole `memlm generate` run and its files
     real.py       load_real: Re-DocRED and KnowledgeNet passages as eval-only write records
+    redocred_split.py  Re-DocRED's dev documents as person–organisation sentences, split by document
 
 Every call and result text is rendered with memory_runtime.protocol, every record is a
 memory_runtime.records.Record.

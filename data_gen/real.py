@@ -6,13 +6,15 @@ with split="real_eval" — never train on them:
 
     redocred_dev_person_org.jsonl        Re-DocRED dev sentences: {title, sent_id, sentence,
                                          triples: [{head, head_type, relation, relation_name, tail, tail_type}]}
+                                         (103 state no fact; built by data_gen/redocred_split.py)
     knowledgenet_person_org_dev.jsonl    KnowledgeNet passages: {text, annotated: [...],
                                          triples: [{person, relation, organization}]} (79 state no fact)
 
 Training: `load_corpus(path, format)` reads a whole annotated corpus (see its docstring for the
-formats and what each skips). Their dev data is the probe: do not train on Re-DocRED's
-dev_revised.json / DocRED's dev.json, and leave the passages of knowledgenet_person_org_dev.jsonl
-out of KnowledgeNet's train.json (they come from it).
+formats and what each skips). Their dev data is the probe: of Re-DocRED's dev_revised.json train
+only on the training half of its documents (data/real_train/redocred_train_person_org.jsonl), never
+on DocRED's dev.json (Re-DocRED revised its documents), and leave the passages of
+knowledgenet_person_org_dev.jsonl out of KnowledgeNet's train.json (they come from it).
 
 Relation mapping onto the memory's canonical relations (subject = the person, object = the organisation):
 
@@ -338,12 +340,15 @@ def is_mentioned(record: Record, triplet: Triplet) -> bool:
     triplets): no model reading the passage alone can write that name, so scorers may want recall
     over the mentioned triplets as well.
     """
+    return names_occur(record.segments[0].text, (triplet[0], triplet[2]))
+
+
+def names_occur(text: str, names) -> bool:
+    """Whether every name occurs in `text` as whole words, after the memory's normalisation."""
     from memory_runtime.memory.store import normalize_term
 
-    text = normalize_term(record.segments[0].text)  # a possessive "ASEAN's" normalises to "aseans"
-    return all(
-        re.search(rf"(?<!\w){re.escape(normalize_term(name))}s?(?!\w)", text) for name in (triplet[0], triplet[2])
-    )
+    text = normalize_term(text)  # a possessive "ASEAN's" normalises to "aseans"
+    return all(re.search(rf"(?<!\w){re.escape(normalize_term(name))}s?(?!\w)", text) for name in names)
 
 
 def write_real_jsonl(records: list[Record], path: str | Path) -> None:
@@ -613,15 +618,19 @@ def _unnamed(name: str, text: str) -> bool:
     return not name or name.casefold() in PRONOUNS or name.casefold() not in text.casefold()
 
 
-def _docred_document(
-    doc: dict, where: str, relations: dict[str, str], window: int, skipped: Counter[str]
-) -> list[Passage]:
-    where = f"{where} (document {doc.get('title', '?')!r})"
-    if "labels" not in doc:
-        raise ValueError(f"{where}: no labels (an unlabelled file such as DocRED's test.json states no gold facts)")
-    sents, entities = doc["sents"], doc["vertexSet"]
-    types = [mentions[0]["type"] for mentions in entities]
-    links = []  # (person entity, organisation entity, canonical relation or None if ignored, evidence sentences)
+def docred_entity_types(doc: dict) -> list[str]:
+    """Each entity's type (PER, ORG, LOC, ...) in a (Re-)DocRED document: its first mention's."""
+    return [mentions[0]["type"] for mentions in doc["vertexSet"]]
+
+
+def docred_person_org_labels(
+    doc: dict, where: str, relations: dict[str, str] = REDOCRED_RELATIONS
+) -> list[tuple[dict, int, int, str | None]]:
+    """The document's labels between a PER and an ORG entity, as (label, person entity, organisation
+    entity, canonical relation, or None for a relation of DOCRED_IGNORED). A PER–ORG relation neither
+    in `relations` nor ignored is an error naming `where`."""
+    types = docred_entity_types(doc)
+    out = []
     for label in doc["labels"]:
         ends = {types[label["h"]]: label["h"], types[label["t"]]: label["t"]}
         if set(ends) != {"PER", "ORG"}:
@@ -633,7 +642,22 @@ def _docred_document(
                 f"is neither mapped nor ignored: add it to data_gen.real.REDOCRED_RELATIONS or DOCRED_IGNORED, "
                 f"or pass relations="
             )
-        links.append((ends["PER"], ends["ORG"], relations.get(r), set(label.get("evidence") or ())))
+        out.append((label, ends["PER"], ends["ORG"], relations.get(r)))
+    return out
+
+
+def _docred_document(
+    doc: dict, where: str, relations: dict[str, str], window: int, skipped: Counter[str]
+) -> list[Passage]:
+    where = f"{where} (document {doc.get('title', '?')!r})"
+    if "labels" not in doc:
+        raise ValueError(f"{where}: no labels (an unlabelled file such as DocRED's test.json states no gold facts)")
+    sents, entities = doc["sents"], doc["vertexSet"]
+    types = docred_entity_types(doc)
+    links = [  # (person entity, organisation entity, canonical relation or None if ignored, evidence sentences)
+        (person, org, relation, set(label.get("evidence") or ()))
+        for label, person, org, relation in docred_person_org_labels(doc, where, relations)
+    ]
     annotated = _docred_annotated(relations)
     out = []
     for start in range(max(1, len(sents) - window + 1)):

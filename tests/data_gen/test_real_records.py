@@ -21,6 +21,8 @@ from .conftest import REPO
 
 REAL_CONFIG = REPO / "configs" / "data" / "default.yaml"
 TRAIN_FILE = REPO / "data" / "real_train" / "knowledgenet_person_org_train.jsonl"
+REDOCRED_TRAIN_FILE = REPO / "data" / "real_train" / "redocred_train_person_org.jsonl"
+REDOCRED_DEV_FILE = REPO / "data" / "real" / "redocred_dev_person_org.jsonl"
 SMALL = ["splits.train=1500", "splits.validation=200", "splits.test=200", "episodes.count=0"]
 
 
@@ -34,15 +36,23 @@ def real_run():
 
 def test_the_dev_set_is_large_enough_and_disjoint_from_the_training_passages():
     dev = load_real()
-    assert len(dev) >= 200 and sum(not r.gold_triplets for r in dev) >= 60
+    assert len(dev) >= 400 and sum(not r.gold_triplets for r in dev) >= 180
     train = load_corpus(TRAIN_FILE, "knowledgenet")
+    redocred_train = load_corpus(REDOCRED_TRAIN_FILE, "redocred_sentences")
+    assert len(redocred_train) >= 80
     dev_norm = dev_texts()
-    assert not [r.id for r in train if overlaps(r.segments[0].text, dev_norm)]
+    assert not [r.id for r in train + redocred_train if overlaps(r.segments[0].text, dev_norm)]
     # nor do they share a person or an organisation (the KnowledgeNet split grouped passages by their gold names)
     names = {
         normalise_text(n) for r in dev if r.source == "knowledgenet" for t in r.gold_triplets for n in (t[0], t[2])
     }
     assert not [t for r in train for t in r.gold_triplets if {normalise_text(t[0]), normalise_text(t[2])} & names]
+    # nor a Re-DocRED document (that split is by document)
+    titles = [
+        {json.loads(line)["title"] for line in f.read_text().splitlines()}
+        for f in (REDOCRED_DEV_FILE, REDOCRED_TRAIN_FILE)
+    ]
+    assert titles[0] and titles[1] and not titles[0] & titles[1]
 
 
 def test_no_dev_passage_appears_in_any_generated_training_record(real_run):
