@@ -8,6 +8,7 @@
     chat.py        chat                            (memory_runtime.serving.chat)
     memory.py      memory ..., bench memory        (memory_runtime.memory.store)
     learn.py       self-instruct, feedback ...     (learning_loop)
+    sample.py      sample                          (learning_loop.sampling)
     env.py         env                             (memlm.env)
 """
 
@@ -17,7 +18,7 @@ from memlm.cli.common import app
 
 # The modules register their commands; `memlm --help` lists them in this order.
 # isort: off
-from memlm.cli import data, train, evaluation, serve, chat, learn, memory, env  # noqa: F401, E402
+from memlm.cli import data, train, evaluation, serve, chat, learn, sample, memory, env  # noqa: F401, E402
 # isort: on
 
 # Warnings every run would print and no user can act on (library internals); also set in the

@@ -1,0 +1,508 @@
+"""On-policy samples and their rewards: what the model did, what it cost, and which of its runs to prefer.
+
+`memlm sample` runs the supervised model on training prompts several times each, sampled (temperature
+> 0) and with the memory controller executing every call against a scratch memory of the prompt's own
+(its `memory` facts stored first), scores each run with the one reward (learning_loop.reward), and
+writes what preference training reads:
+
+    pairs.jsonl    PreferencePair per prompt whose best and worst run differ by at least `margin`
+                   (DPO). When no run is exact and the prompt's gold turn is known, the gold turn is
+                   the chosen one: the model's own mistake against what it should have done.
+    turns.jsonl    LabelledTurn per distinct run: desirable at value >= `desirable`, undesirable at
+                   <= `undesirable`, the rest left out (KTO); a gold turn joins as desirable where no
+                   run was.
+    samples.jsonl  every run: the prompt's id, source and kind, the text, the reward and its parts.
+    README.md      the card: prompts and runs per source, rewards, pairs, labels, the config, timing.
+    summary.json   the card's figures.
+
+Prompts (`prompts`): statements and questions drawn from a `memlm generate` directory's train split
+(passages, hard negatives, writes and injection attempts; reads, unanswerable and two-hop questions
+with their memory), and every passage of the real training files (data/real_train/). A real passage
+that contains a dev passage of data/real/ or is contained in one is left out, as `memlm generate`
+does: dev text is never sampled, so it never trains (tests/learning_loop/test_sampling.py). Only
+single-turn records are prompts; an episode's questions come in as the read records of the same data.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import time
+from collections import Counter, defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field, model_validator
+
+from learning_loop.reward import TurnKind, TurnScore, score_turn
+from memory_runtime.generation.batching import Session, TurnRequest
+from memory_runtime.generation.controller import TurnResult, turn_messages
+from memory_runtime.generation.runtime import Generation, with_defaults
+from memory_runtime.memory.store import MemoryConfig, TripletStore
+from memory_runtime.protocol import SYSTEM_PROMPT
+from memory_runtime.records import LabelledTurn, PreferencePair, Record, turn_segments
+from memory_runtime.yaml_config import Strict
+
+STATEMENT_TYPES = ("write", "passage", "negative", "injection")
+QUESTION_TYPES = ("read", "unanswerable", "two_hop")
+CONFIG_FILENAME = "sample_config.yaml"
+
+# the runs of a statement or a question, as eval decodes them; sampled, one scratch memory per run
+SAMPLE_GENERATION: dict = {"max_new_tokens": 96, "max_calls": 8, "temperature": 1.0, "top_p": 0.95}
+
+
+class RealPrompts(Strict):
+    """A real training file, and whether its passages that state no fact are prompts."""
+
+    path: str
+    negatives: bool = Field(
+        True,
+        description="its no-fact passages as prompts (a write there costs -1): only where the annotation is "
+        "exhaustive. Re-DocRED's is not: 13 (+4 arguable) of 40 of its no-fact sentences read by hand state a "
+        "person-organisation fact nobody labelled (data/real/README.md), and -1 there would teach not to write",
+    )
+
+
+class Prompts(Strict):
+    """Where the prompts come from. Paths are relative to the config file."""
+
+    data: str | None = Field(None, description="a `memlm generate` directory (--data): its jsonl/train.jsonl")
+    statements: int = Field(300, ge=0, description="statement records drawn from the data (seeded)")
+    questions: int = Field(150, ge=0, description="question records drawn from the data, their memory stored first")
+    real: list[RealPrompts] = Field(
+        default_factory=lambda: [
+            RealPrompts(path="../../data/real_train/knowledgenet_person_org_train.jsonl"),
+            RealPrompts(path="../../data/real_train/redocred_train_person_org.jsonl", negatives=False),
+        ],
+        description="real annotated training passages (any format data_gen.real reads): all of each file",
+    )
+    real_limit: int | None = Field(None, ge=1, description="passages per real file at most (seeded; null: all)")
+    data_config: str = Field(
+        "../data/default.yaml",
+        description="the data config whose replies a real passage's gold turn uses (as `memlm generate` trains it)",
+    )
+
+
+class SampleConfig(Strict):
+    """configs/sample/default.yaml (these defaults)."""
+
+    what = "sampling config"
+
+    seed: int = 0
+    samples_per_prompt: int = Field(4, ge=2, description="runs of each prompt")
+    margin: float = Field(0.5, gt=0, le=2, description="a pair's chosen run beats its rejected one by at least this")
+    desirable: float = Field(0.75, ge=-1, le=1, description="KTO: a run is desirable at this reward or more")
+    undesirable: float = Field(0.25, ge=-1, le=1, description="KTO: a run is undesirable at this reward or less")
+    gold_when_no_exact_run: bool = Field(
+        True, description="the prompt's gold turn is the chosen one (and a desirable turn) where no run was exact"
+    )
+    prompts: Prompts = Field(default_factory=Prompts)
+    generation: Generation = Field(
+        default_factory=lambda: Generation(**SAMPLE_GENERATION),
+        description="the model sampled (model: the supervised run) and how: temperature > 0, batched; "
+        "no write gate (the reward judges every write)",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _sample_generation(cls, data: Any) -> Any:
+        return with_defaults(data, **SAMPLE_GENERATION)
+
+    @model_validator(mode="after")
+    def _sampled(self) -> SampleConfig:
+        if self.generation.temperature <= 0:
+            raise ValueError("generation.temperature: on-policy sampling needs a temperature above 0")
+        if self.generation.write_gate.active:
+            raise ValueError("generation.write_gate: sampling stores every write (the reward judges them)")
+        if self.undesirable >= self.desirable:
+            raise ValueError(f"undesirable ({self.undesirable}) must be below desirable ({self.desirable})")
+        return self
+
+    def relative_to(self, folder: Path) -> SampleConfig:
+        base = folder.resolve()
+
+        def resolve(path: str | None) -> str | None:
+            return str((base / path).resolve()) if path and not Path(path).is_absolute() else path
+
+        self.prompts.data = resolve(self.prompts.data)
+        for real in self.prompts.real:
+            real.path = resolve(real.path)
+        self.prompts.data_config = resolve(self.prompts.data_config)
+        self.generation.memory_config = resolve(self.generation.memory_config)
+        return self
+
+
+# ----------------------------------------------------------------------------- prompts
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """A training record the model runs from its user text: its gold judges the runs."""
+
+    record: Record
+    kind: TurnKind
+
+    @property
+    def user_text(self) -> str:
+        return self.record.segments[0].text
+
+    @property
+    def names(self) -> list[str]:
+        """Every name the case knows of: the candidates an answer is checked against."""
+        facts = [*self.record.memory, *self.record.gold_triplets]
+        return list(dict.fromkeys([*(t[0] for t in facts), *(t[2] for t in facts), *self.record.gold_names]))
+
+
+def turn_kind(record: Record) -> TurnKind | None:
+    """statement / question for a single-turn record whose type has one, else None."""
+    if sum(s.role == "user" for s in record.segments) != 1:
+        return None
+    if record.type in STATEMENT_TYPES:
+        return "statement"
+    return "question" if record.type in QUESTION_TYPES else None
+
+
+def load_prompts(config: SampleConfig, dev: list[str] | None = None) -> tuple[list[Prompt], dict]:
+    """The prompts and where they came from ({source: {"prompts", "left_out_dev"}}); real passages that
+    overlap dev text are left out (`dev`: normalised dev passages, default data/real/'s)."""
+    from data_gen.config import DataConfig
+    from data_gen.real import load_corpus
+    from data_gen.real_records import dev_texts, named_facts_only, overlaps
+    from memory_runtime.jsonl import read_models
+
+    rng = random.Random(config.seed)
+    prompts: list[Prompt] = []
+    sources: dict[str, dict] = {}
+    p = config.prompts
+    if p.data is not None and (p.statements or p.questions):
+        path = Path(p.data) / "jsonl" / "train.jsonl"
+        if not path.is_file():
+            raise FileNotFoundError(f"prompts.data: {path} does not exist (a `memlm generate` directory?)")
+        by_kind: dict[str, list[Record]] = defaultdict(list)
+        for record in read_models(path, Record, "a record"):
+            kind = turn_kind(record)
+            if kind is not None:
+                by_kind[kind].append(record)
+        for kind, n in (("statement", p.statements), ("question", p.questions)):
+            pool = by_kind[kind]
+            chosen = rng.sample(pool, min(n, len(pool)))
+            prompts += [Prompt(r, kind) for r in chosen]
+            sources[f"data {kind}s"] = {"prompts": len(chosen), "left_out_dev": 0}
+    dev = dev_texts() if dev is None and p.real else dev or []
+    data_config = DataConfig.load(p.data_config) if p.real else None
+    for real in p.real:
+        # a fact about someone the passage only calls "he" is no write the model can make (names are copied)
+        loaded = [named_facts_only(r, data_config) for r in load_corpus(real.path, split="train")]
+        records = [r for r in loaded if turn_kind(r) == "statement" and (real.negatives or r.gold_triplets)]
+        kept = [r for r in records if not overlaps(r.segments[0].text, dev)]
+        left_out = len(records) - len(kept)
+        if p.real_limit is not None and len(kept) > p.real_limit:
+            kept = rng.sample(kept, p.real_limit)
+        prompts += [Prompt(r, "statement") for r in kept]
+        sources[Path(real.path).name] = {"prompts": len(kept), "left_out_dev": left_out}
+    if not prompts:
+        raise ValueError("no prompts: give prompts.data (--data) or prompts.real files")
+    return prompts, sources
+
+
+# ----------------------------------------------------------------------------- runs
+
+
+@dataclass
+class Run:
+    """One sampled run of a prompt, executed and scored."""
+
+    prompt: Prompt
+    index: int
+    result: TurnResult
+    score: TurnScore
+
+    def record(self) -> Record:
+        """The run as a training Record: the prompt's user text, the model's turn (read results untrained)."""
+        r = self.prompt.record
+        return r.model_copy(
+            update={
+                "id": f"{r.id}-s{self.index}",
+                "segments": turn_segments(self.prompt.user_text, self.result.text),
+                "split": "train",
+            }
+        )
+
+
+def sample_seed(seed: int, prompt_id: str, index: int) -> int:
+    """A run's sampling seed: the same for the same config, prompt and run on any machine."""
+    return int(hashlib.sha1(f"{seed}:{prompt_id}:{index}".encode()).hexdigest()[:8], 16)
+
+
+def run_prompts(
+    prompts: Sequence[Prompt],
+    decoder: Any,
+    config: SampleConfig,
+    memory: MemoryConfig | None = None,
+    system_prompt: str | None = SYSTEM_PROMPT,
+    progress: Callable[[], None] | None = None,
+) -> list[Run]:
+    """`samples_per_prompt` runs of every prompt through `decoder` (memory_runtime.generation's run_sessions),
+    each against a scratch memory holding the prompt's `memory`; scored with the reward."""
+    g = config.generation
+
+    def session(prompt: Prompt, index: int) -> Session:
+        store = TripletStore(":memory:", memory)
+        if prompt.record.memory:
+            store.write_many(prompt.record.memory, at=1.0)
+        result = yield TurnRequest(
+            turn_messages(prompt.user_text, (), system_prompt),
+            store,
+            max_new_tokens=g.max_new_tokens,
+            max_calls=g.max_calls,
+            temperature=g.temperature,
+            top_p=g.top_p,
+            seed=sample_seed(config.seed, prompt.record.id, index),
+        )
+        score = score_turn(
+            prompt.kind,
+            result.calls,
+            result.reply,
+            gold_triplets=prompt.record.gold_triplets,
+            gold_names=prompt.record.gold_names,
+            user_text=prompt.user_text,
+            candidates=prompt.names,
+            canonical=store.canonical_relation,
+            annotated_relations=prompt.record.annotated_relations,
+            status=result.status,
+        )
+        store.close()
+        return Run(prompt, index, result, score)
+
+    sessions = (session(p, i) for p in prompts for i in range(config.samples_per_prompt))
+    tick = progress or (lambda: None)
+    return decoder.run_sessions(sessions, on_done=lambda index, value: tick())
+
+
+# ----------------------------------------------------------------------------- pairs and labels
+
+
+def preferences(runs: Sequence[Run], config: SampleConfig) -> tuple[list[PreferencePair], list[LabelledTurn]]:
+    """DPO pairs and KTO turns from the scored runs, prompt by prompt (see the module docstring)."""
+    by_prompt: dict[str, list[Run]] = defaultdict(list)
+    for run in runs:
+        by_prompt[run.prompt.record.id].append(run)
+    pairs, turns = [], []
+    for prompt_id, group in by_prompt.items():
+        distinct: dict[str, Run] = {}
+        for run in sorted(group, key=lambda r: (-r.score.value, r.index)):
+            if run.result.text.strip():  # an empty turn (the end of turn at once) is no text to train on
+                distinct.setdefault(run.result.text, run)  # the best-scored run of each text (ties: the first)
+        ranked = list(distinct.values())
+        if not ranked:
+            continue
+        prompt = ranked[0].prompt
+        gold = _gold_turn(prompt) if config.gold_when_no_exact_run and not any(r.score.exact for r in ranked) else None
+        best_record, best = (gold, 1.0) if gold is not None else (ranked[0].record(), ranked[0].score.value)
+        worst = ranked[-1]
+        if best - worst.score.value >= config.margin and _turn_text(best_record) != worst.result.text:
+            pairs.append(
+                PreferencePair(
+                    id=prompt_id,
+                    chosen=best_record,
+                    rejected=worst.record(),
+                    chosen_score=best,
+                    rejected_score=worst.score.value,
+                    source="on_policy" if gold is None else "on_policy+gold",
+                )
+            )
+        for run in ranked:
+            if run.score.value >= config.desirable or run.score.value <= config.undesirable:
+                desirable = run.score.value >= config.desirable
+                turns.append(
+                    LabelledTurn(
+                        id=run.record().id,
+                        record=run.record(),
+                        desirable=desirable,
+                        score=run.score.value,
+                        source="on_policy",
+                    )
+                )
+        if gold is not None and _turn_text(gold) not in distinct:
+            turns.append(LabelledTurn(id=gold.id, record=gold, desirable=True, score=1.0, source="gold"))
+    return pairs, turns
+
+
+def _turn_text(record: Record) -> str:
+    return "".join(s.text for s in record.segments[1:])
+
+
+def _gold_turn(prompt: Prompt) -> Record | None:
+    """The prompt's own record as its gold turn (its trained segments are the right calls and reply)."""
+    if not any(s.train for s in prompt.record.segments[1:]):
+        return None
+    return prompt.record.model_copy(update={"id": f"{prompt.record.id}-gold", "split": "train"})
+
+
+# ----------------------------------------------------------------------------- the whole job
+
+
+def sample_preferences(
+    config: SampleConfig,
+    out: Path,
+    *,
+    overwrite: bool = False,
+    log: Callable[[str], None] = print,
+    progress: Callable[[int], Callable[[], None]] | None = None,
+    runtime: Any = None,
+) -> dict:
+    """Load prompts, run them on `config.generation.model`, score, write pairs, turns, samples and the
+    card into `out`; return the summary. `progress(total)` returns a per-run tick; `runtime` an opened
+    memory_runtime.generation.runtime.Runtime (default: opened from `config.generation`)."""
+    out = Path(out)
+    if out.exists() and any(out.iterdir()) and not overwrite:
+        raise FileExistsError(f"{out} is not empty: choose another --out, or pass --overwrite")
+    if config.generation.model is None:
+        raise ValueError("generation.model: sample a trained run (--model RUN), the policy to improve")
+    prompts, sources = load_prompts(config)
+    counts = ", ".join(f"{name}: {s['prompts']}" for name, s in sources.items())
+    log(f"{len(prompts)} prompts ({counts})")
+    opened = runtime is None
+    if opened:
+        from memory_runtime.generation.runtime import open_runtime
+
+        runtime = open_runtime(config.generation)
+    try:
+        log(f"sampling {config.samples_per_prompt} runs of each on {runtime.describe()}")
+        t0 = time.perf_counter()
+        total = len(prompts) * config.samples_per_prompt
+        runs = run_prompts(
+            prompts,
+            runtime.decoder,
+            config,
+            runtime.memory,
+            runtime.system_prompt,
+            progress(total) if progress else None,
+        )
+        seconds = time.perf_counter() - t0
+    finally:
+        if opened:
+            runtime.close()
+    pairs, turns = preferences(runs, config)
+    out.mkdir(parents=True, exist_ok=True)
+    config.save(out / CONFIG_FILENAME)
+    _write(out / "pairs.jsonl", pairs)
+    _write(out / "turns.jsonl", turns)
+    with open(out / "samples.jsonl", "w", encoding="utf-8") as fh:
+        for run in runs:
+            fh.write(json.dumps(_sample_row(run), ensure_ascii=False) + "\n")
+    summary = summarise(runs, pairs, turns, sources, config, seconds)
+    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    (out / "README.md").write_text(card(summary, config))
+    log(f"{len(runs)} runs in {seconds / 60:.1f} min: {len(pairs)} pairs, {len(turns)} labelled turns -> {out}")
+    return summary
+
+
+def _write(path: Path, items: Sequence[Any]) -> None:
+    with open(path, "w", encoding="utf-8") as fh:
+        for item in items:
+            fh.write(item.model_dump_json() + "\n")
+
+
+def _sample_row(run: Run) -> dict:
+    r = run.prompt.record
+    return {
+        "prompt_id": r.id,
+        "source": r.source,
+        "type": r.type,
+        "kind": run.prompt.kind,
+        "sample": run.index,
+        "text": run.result.text,
+        "status": run.result.status,
+        "reward": run.score.value,
+        "exact": run.score.exact,
+        "reason": run.score.reason,
+        "parts": run.score.parts,
+    }
+
+
+def summarise(
+    runs: Sequence[Run],
+    pairs: Sequence[PreferencePair],
+    turns: Sequence[LabelledTurn],
+    sources: dict,
+    config: SampleConfig,
+    seconds: float,
+) -> dict:
+    """The card's figures: runs per group (source, kind), their mean reward and exact share, what was kept."""
+    groups: dict[str, list[Run]] = defaultdict(list)
+    for run in runs:
+        groups[f"{run.prompt.record.source or 'unknown'} {run.prompt.kind}"].append(run)
+        groups["all"].append(run)
+    by_group = {
+        name: {
+            "runs": len(g),
+            "prompts": len({r.prompt.record.id for r in g}),
+            "mean_reward": round(sum(r.score.value for r in g) / len(g), 4),
+            "exact": round(sum(r.score.exact for r in g) / len(g), 4),
+            "reasons": dict(Counter(r.score.reason for r in g).most_common()),
+        }
+        for name, g in sorted(groups.items())
+    }
+    return {
+        "model": config.generation.model,
+        "prompts": sources,
+        "runs": by_group,
+        "pairs": len(pairs),
+        "pairs_with_gold_chosen": sum(p.source == "on_policy+gold" for p in pairs),
+        "mean_margin": round(sum(p.margin for p in pairs) / len(pairs), 4) if pairs else None,
+        "turns": {"desirable": sum(t.desirable for t in turns), "undesirable": sum(not t.desirable for t in turns)},
+        "seconds": round(seconds, 1),
+        "runs_per_s": round(len(runs) / seconds, 3) if seconds else None,
+    }
+
+
+def card(summary: dict, config: SampleConfig) -> str:
+    """README.md of a sample directory: what it holds and how it was made."""
+    rows = "\n".join(
+        f"| {name} | {g['prompts']} | {g['runs']} | {g['mean_reward']:.3f} | {100 * g['exact']:.1f}% | "
+        + ", ".join(f"{k} {v}" for k, v in list(g["reasons"].items())[:4])
+        + " |"
+        for name, g in summary["runs"].items()
+    )
+    sources = "\n".join(f"| {name} | {s['prompts']} | {s['left_out_dev']} |" for name, s in summary["prompts"].items())
+    turns = summary["turns"]
+    pairs = (
+        f"{summary['pairs']} PreferencePair (margin >= {config.margin}; {summary['pairs_with_gold_chosen']} with "
+        f"the gold turn chosen where no run was exact; mean margin {summary['mean_margin']})"
+    )
+    labelled = (
+        f"{turns['desirable']} desirable (reward >= {config.desirable}) and {turns['undesirable']} "
+        f"undesirable (<= {config.undesirable}) LabelledTurn"
+    )
+    return f"""# On-policy samples of `{summary["model"]}`
+
+Made by `memlm sample` (learning_loop/sampling.py) with `{CONFIG_FILENAME}` beside this card: each prompt run
+{config.samples_per_prompt} times (temperature {config.generation.temperature}, top-p {config.generation.top_p}),
+every call executed against a scratch memory, every run scored by the reward (learning_loop/reward.py).
+{summary["runs"]["all"]["runs"]} runs in {summary["seconds"] / 60:.1f} min ({summary["runs_per_s"]} runs/s).
+
+| file | what | trains |
+| --- | --- | --- |
+| `pairs.jsonl` | {pairs} | `memlm train --config configs/train/dpo-smollm2.yaml` |
+| `turns.jsonl` | {labelled} | `memlm train --config configs/train/kto-smollm2.yaml` |
+| `samples.jsonl` | every run with its reward and its parts | |
+
+## Prompts
+
+Dev passages (data/real/) are never prompts: a real passage that contains one or is contained in one is
+left out.
+
+| source | prompts | left out (dev text) |
+| --- | --- | --- |
+{sources}
+
+## Runs
+
+| group | prompts | runs | mean reward | exact | most common outcomes |
+| --- | --- | --- | --- | --- | --- |
+{rows}
+"""
