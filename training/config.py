@@ -9,6 +9,7 @@ the run's outputs (``train_config.yaml``) by the trainer.
 
 Groups:
 
+    objective   sft | dpo | kto: what is trained (sft: the records' labels; dpo/kto: preferences)
     method      lora | qlora | full
     model       base model (HF id, local path, or the embedded SmolLM2 default) and dtype
     lora        LoRA hyper-parameters (also used by qlora)
@@ -18,6 +19,8 @@ Groups:
     packing     none | padding_free | bfd
     gpu         bf16/fp16, attention kernel, Liger, gradient checkpointing, DeepSpeed
     output      output dir, logging, evaluation, checkpoints, resume
+    reference   dpo/kto: the `memlm train` run (a LoRA adapter) the policy starts from and stays near
+    preference  dpo/kto: beta, the loss, KTO's weights, reference log-probs precomputed, the held-out share
 """
 
 from __future__ import annotations
@@ -104,7 +107,11 @@ class SyntheticData(Strict):
 
 
 class DataSettings(Strict):
-    path: str | None = Field(None, description="DatasetDict saved by data_gen (datasets.save_to_disk)")
+    path: str | None = Field(
+        None,
+        description="sft: the DatasetDict saved by data_gen (datasets.save_to_disk); dpo/kto: a `memlm sample` "
+        "directory (its pairs.jsonl / turns.jsonl) or a JSONL file",
+    )
     synthetic: SyntheticData | None = None
     train_split: str = "train"
     eval_split: str | None = "validation"
@@ -117,8 +124,42 @@ class DataSettings(Strict):
     extra_jsonl: list[str] = Field(
         default_factory=list,
         description="Record JSONL files added to the train split "
-        "(self-instruct kept trajectories, chat/serve feedback trajectories)",
+        "(self-instruct kept trajectories, chat/serve feedback trajectories); dpo/kto: more PreferencePair / "
+        "LabelledTurn files (reviewed feedback exports)",
     )
+
+
+class PreferenceSettings(Strict):
+    """DPO and KTO (objective dpo | kto; training/preference.py). Each setting maps onto TRL's DPOConfig or
+    KTOConfig; the ones marked DPO or KTO only are refused with the other objective, all of them with sft."""
+
+    beta: float = Field(
+        0.1,
+        gt=0,
+        description="how far the policy may move from the reference (TRL's beta): higher stays closer",
+    )
+    dpo_loss: Literal[
+        "sigmoid", "ipo", "hinge", "sigmoid_norm", "apo_zero", "apo_down", "bco_pair", "nca_pair", "sppo_hard"
+    ] = Field("sigmoid", description="DPO only: TRL's loss_type (sigmoid: the DPO paper's)")
+    kto_loss: Literal["kto", "apo_zero_unpaired"] = Field("kto", description="KTO only: TRL's loss_type")
+    desirable_weight: float = Field(1.0, gt=0, description="KTO only: weight of the desirable turns' losses")
+    undesirable_weight: float = Field(1.0, gt=0, description="KTO only: weight of the undesirable turns' losses")
+    precompute_ref_log_probs: bool = Field(
+        False,
+        description="score every pair/turn under the reference once before training (outside optim.max_minutes) "
+        "instead of in every step",
+    )
+    eval_share: float = Field(
+        0.05,
+        ge=0,
+        lt=1,
+        description="share of the prompts held out (seeded by optim.seed; all pairs/turns of a prompt on one "
+        "side) for the eval loss and rewards; 0: none",
+    )
+
+
+DPO_ONLY = ("dpo_loss",)
+KTO_ONLY = ("kto_loss", "desirable_weight", "undesirable_weight")
 
 
 class OptimSettings(Strict):
@@ -218,11 +259,22 @@ class OutputSettings(Strict):
 class TrainConfig(Strict):
     what = "training config"
 
+    objective: Literal["sft", "dpo", "kto"] = Field(
+        "sft",
+        description="sft: the records' trained tokens (TRL's SFTTrainer); dpo: PreferencePair JSONL; "
+        "kto: LabelledTurn JSONL (both from `reference`, training/preference.py)",
+    )
     method: Literal["lora", "qlora", "full"] = "lora"
     model: ModelSettings = Field(default_factory=ModelSettings)
+    reference: str | None = Field(
+        None,
+        description="dpo/kto: the SFT run to start from, a `memlm train` output directory (a LoRA adapter of "
+        "model.name): the policy is a trainable copy of its adapter, the reference a frozen one",
+    )
     lora: LoraSettings = Field(default_factory=LoraSettings)
     qlora: QLoraSettings = Field(default_factory=QLoraSettings)
     data: DataSettings = Field(default_factory=DataSettings)
+    preference: PreferenceSettings = Field(default_factory=PreferenceSettings)
     optim: OptimSettings = Field(default_factory=OptimSettings)
     packing: PackingSettings = Field(default_factory=PackingSettings)
     gpu: GpuSettings = Field(default_factory=GpuSettings)
@@ -259,7 +311,53 @@ class TrainConfig(Strict):
             )
         if self.method == "qlora" and self.model.dtype == "float16" and self.gpu.bf16:
             raise ValueError("qlora with model.dtype=float16 and gpu.bf16=true mixes precisions; pick one")
+        self._objective_fields()
         return self
+
+    def _objective_fields(self) -> None:
+        """The settings an objective takes: dpo/kto train LoRA on padded batches; a setting of another
+        objective is an error, not a silent no-op. (`reference` is required at training: check_reference.)"""
+        objective = self.objective
+        changed = sorted(self.preference.model_dump().items() - PreferenceSettings().model_dump().items())
+        if objective == "sft":
+            if self.reference is not None:
+                raise ValueError(
+                    "reference: the SFT run that preference training starts from; objective is sft "
+                    "(set objective=dpo or objective=kto)"
+                )
+            if changed:
+                raise ValueError(
+                    f"preference.{changed[0][0]}: a setting of objective dpo/kto; objective is sft "
+                    "(set objective=dpo or objective=kto, or remove the preference settings)"
+                )
+            return
+        other_only = KTO_ONLY if objective == "dpo" else DPO_ONLY
+        for key, _ in changed:
+            if key in other_only:
+                other = "kto" if objective == "dpo" else "dpo"
+                raise ValueError(f"preference.{key}: a setting of objective {other}; objective is {objective}")
+        if self.method != "lora":
+            raise ValueError(
+                f"method: objective {objective} continues the reference's LoRA adapter: method must be lora "
+                f"(got {self.method})"
+            )
+        refused = (
+            ("lora.init_from", self.lora.init_from is not None, "the policy starts from `reference`"),
+            ("lora.loraplus_lr_ratio", self.lora.loraplus_lr_ratio is not None, "an SFT setting"),
+            ("data.synthetic", self.data.synthetic is not None, "templated SFT records; dpo/kto read JSONL"),
+            ("packing.mode", self.packing.mode != "none", "preference batches are padded: packing.mode=none"),
+            ("packing.group_by_length", self.packing.group_by_length, "an SFT setting"),
+            ("optim.max_tokens_per_step", self.optim.max_tokens_per_step is not None, "an SFT setting"),
+        )
+        for name, is_set, why in refused:
+            if is_set:
+                raise ValueError(f"{name}: not with objective {objective}: {why}")
+        kl = objective == "kto" and self.preference.kto_loss == "kto"
+        if kl and self.optim.per_device_train_batch_size < 2:
+            raise ValueError(
+                "optim.per_device_train_batch_size: KTO estimates its KL term from the other turns of a batch: "
+                "it needs at least 2"
+            )
 
     # ------------------------------------------------------------------ helpers
 
@@ -283,6 +381,12 @@ class TrainConfig(Strict):
         ]
 
     def require_data(self) -> None:
+        if self.objective != "sft" and self.data.path is None and not self.data.extra_jsonl:
+            what = "pairs.jsonl: PreferencePair lines" if self.objective == "dpo" else "turns.jsonl: LabelledTurn lines"
+            raise ConfigError(
+                f"data.path: no training data: pass --data DIR (a `memlm sample` directory with {what}) "
+                "or --data FILE.jsonl"
+            )
         if self.data.path is None and self.data.synthetic is None and not self.data.extra_jsonl:
             raise ConfigError(
                 "data.path: no training data: pass --data DIR (a DatasetDict saved by data_gen) "
@@ -325,6 +429,38 @@ def check_init_from(config: TrainConfig) -> None:
         )
 
 
+def check_reference(config: TrainConfig) -> None:
+    """`reference` (objective dpo/kto: required) must be a LoRA run of this very base, trained with this
+    system prompt (the policy is served with data.system_prompt; the reference learned its own)."""
+    if config.objective == "sft":
+        return
+    if config.reference is None:
+        raise ConfigError(
+            f"reference: objective {config.objective} needs the SFT run to start from: "
+            "reference=RUN_DIR (a `memlm train` output directory)"
+        )
+    from memory_runtime.models.loading import adapter_base, trained_system_prompt
+
+    ref = Path(config.reference).expanduser()
+    if not ref.is_dir():
+        raise ConfigError(f"reference: {ref} is not a directory (the SFT run to start from: a `memlm train` output)")
+    if not (ref / "adapter_config.json").is_file():
+        what = "a full model (method=full)" if (ref / "config.json").is_file() else "not a `memlm train` run"
+        raise ConfigError(f"reference: {ref} is {what}, not a LoRA adapter directory (no adapter_config.json)")
+    try:
+        base = adapter_base(ref)
+    except ValueError as err:
+        raise ConfigError(f"reference: {err}") from None
+    if base != config.model.name:
+        raise ConfigError(f"reference: the adapter was trained on {base!r}, but model.name is {config.model.name!r}")
+    prompt = trained_system_prompt(ref)
+    if prompt != config.data.system_prompt:
+        raise ConfigError(
+            f"data.system_prompt: the reference learned {prompt!r}, this config trains with "
+            f"{config.data.system_prompt!r}; the policy must keep the reference's prompt"
+        )
+
+
 def preflight(config: TrainConfig) -> list[str]:
     """Check what the config needs from this machine before any model loads.
 
@@ -344,6 +480,7 @@ def preflight(config: TrainConfig) -> list[str]:
             raise ConfigError(f"{what} needs the {pip!r} package: pip install {pip} (or pip install 'memlm[gpu]')")
 
     check_init_from(config)
+    check_reference(config)
     if config.method == "qlora":
         need("bitsandbytes", "method=qlora", "bitsandbytes")
     if config.gpu.deepspeed is not None:

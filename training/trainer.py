@@ -39,6 +39,7 @@ from training.config import (
     ConfigError,
     TrainConfig,
     check_init_from,
+    check_reference,
     preflight,
     resolve_deepspeed,
 )
@@ -169,6 +170,36 @@ def build_peft_config(config: TrainConfig) -> Any:
     )
 
 
+REFERENCE_ADAPTER = "ref"
+"""The name TRL's DPO, KTO and GRPO trainers give the frozen copy of a PeftModel's adapter (the reference)."""
+
+
+def load_policy(config: TrainConfig) -> Any:
+    """The model a run from ``reference`` trains (objective dpo, kto): the base (:func:`build_model`) with
+    the reference run's LoRA adapter loaded as its trainable "default" adapter.
+
+    TRL's DPO, KTO and GRPO trainers, given a PeftModel and no ``ref_model``, add a frozen copy of that
+    adapter named "ref" (PEFT's ``add_adapter``, the weights copied at construction) and score the reference
+    with it active (``trl.trainer.utils.use_adapter``): the policy starts as the SFT run and the reference
+    stays the SFT run, on one base in memory. The copy is never saved (:func:`drop_reference_copy`).
+    ``check_reference`` has checked the directory and its base before anything loads."""
+    from peft import PeftModel
+
+    if config.reference is None:
+        raise ConfigError(f"reference: objective {config.objective} needs the SFT run to start from")
+    model = build_model(config)
+    return PeftModel.from_pretrained(model, str(Path(config.reference).expanduser()), is_trainable=True)
+
+
+def drop_reference_copy(directory: str | Path) -> None:
+    """Remove the frozen "ref" adapter PEFT saves beside the trained one (``DIR/ref/``): a run holds the
+    adapter it trained, as an SFT run does (its reference is the run named in train_config.yaml), and a
+    checkpoint without it resumes into the trained adapter alone (the reference is rebuilt from ``reference``)."""
+    copy = Path(directory) / REFERENCE_ADAPTER
+    if (copy / "adapter_config.json").is_file():
+        shutil.rmtree(copy)
+
+
 def sft_max_length(config: TrainConfig) -> int | None:
     """TRL's max_length: the row length when packing, None for padding-free (records are already
     within data.max_length and TRL refuses a max_length it would not enforce), else data.max_length."""
@@ -180,9 +211,11 @@ def sft_max_length(config: TrainConfig) -> int | None:
     return config.data.max_length
 
 
-def build_sft_config(config: TrainConfig, *, has_eval: bool, output_dir: str | None = None) -> Any:
-    from trl import SFTConfig
-
+def training_arguments(
+    config: TrainConfig, fields: dict[str, Any], *, has_eval: bool, output_dir: str | None = None
+) -> dict[str, Any]:
+    """The TrainingArguments every objective's TRL config takes from optim, gpu and output. ``fields``: the
+    config class's dataclass fields (transformers 5.18 renamed gradient checkpointing; 5.17 has the old name)."""
     o, g, opt = config.output, config.gpu, config.optim
     eval_strategy = o.eval_strategy if has_eval else "no"
     kwargs: dict[str, Any] = dict(
@@ -218,24 +251,33 @@ def build_sft_config(config: TrainConfig, *, has_eval: bool, output_dir: str | N
         save_total_limit=o.save_total_limit,
         report_to=o.report_to or "none",
         disable_tqdm=True,  # ProgressLogger prints one line per log instead
+    )
+    if eval_strategy == "steps":
+        kwargs["eval_steps"] = o.eval_steps or o.logging_steps * 5
+    checkpointing = "activation_checkpointing" if "activation_checkpointing" in fields else "gradient_checkpointing"
+    kwargs[checkpointing] = g.gradient_checkpointing
+    kwargs[f"{checkpointing}_kwargs"] = {"use_reentrant": False} if g.gradient_checkpointing else None
+    return kwargs
+
+
+def build_sft_config(config: TrainConfig, *, has_eval: bool, output_dir: str | None = None) -> Any:
+    from trl import SFTConfig
+
+    fields = SFTConfig.__dataclass_fields__
+    kwargs = training_arguments(config, fields, has_eval=has_eval, output_dir=output_dir)
+    kwargs.update(
         max_length=sft_max_length(config),
         packing=config.packing.mode == "bfd",
         packing_strategy="bfd",
         padding_free=config.packing.mode == "padding_free",
         dataset_num_proc=config.data.num_proc,
     )
-    if eval_strategy == "steps":
-        kwargs["eval_steps"] = o.eval_steps or o.logging_steps * 5
-    # transformers 5.18 renamed gradient_checkpointing and group_by_length; 5.17 (pyproject's floor) has the old names
-    fields = SFTConfig.__dataclass_fields__
+    # transformers 5.18 renamed group_by_length; 5.17 (pyproject's floor) has the old name
     if config.packing.group_by_length:
         if "train_sampling_strategy" in fields:
             kwargs["train_sampling_strategy"] = "group_by_length"
         else:
             kwargs["group_by_length"] = True
-    checkpointing = "activation_checkpointing" if "activation_checkpointing" in fields else "gradient_checkpointing"
-    kwargs[checkpointing] = g.gradient_checkpointing
-    kwargs[f"{checkpointing}_kwargs"] = {"use_reentrant": False} if g.gradient_checkpointing else None
     return SFTConfig(**kwargs)
 
 
@@ -399,6 +441,11 @@ def _progress_callback_class():
                 ("grad_norm", "{:.3f}"),
                 ("mean_token_accuracy", "{:.3f}"),
                 ("eval_mean_token_accuracy", "{:.3f}"),
+                ("rewards/margins", "{:.3f}"),  # dpo, kto
+                ("rewards/accuracies", "{:.3f}"),
+                ("kl", "{:.3f}"),
+                ("eval_rewards/margins", "{:.3f}"),
+                ("eval_rewards/accuracies", "{:.3f}"),
                 ("train_loss", "{:.4f}"),
             ):
                 if key in logs and isinstance(logs[key], (int, float)):
@@ -470,6 +517,48 @@ def dtype_note(config: TrainConfig, choice: DtypeChoice) -> tuple[str, str | Non
     ) if slow else None
 
 
+PREFERENCE_METRICS = ("rewards/chosen", "rewards/rejected", "rewards/margins", "rewards/accuracies", "kl")
+"""What DPO and KTO log besides the loss (TRL's names; KTO has kl, DPO accuracies): metrics.json keeps the last."""
+
+
+def start_run(config: TrainConfig, *, check_all: bool, log: LogFn) -> tuple[TrainConfig, DtypeChoice, list[str], LogFn]:
+    """The checks before anything heavy, and the dtype this machine trains in: (the config as it will run,
+    the dtype choice, the notes for train_config.yaml, the log of this process). ``check_all``: everything
+    :func:`preflight` checks (False: datasets were given; only the adapters named in the config)."""
+    if not is_main_process():
+        log = _silent
+    if check_all:  # configuration problems surface before anything heavy is imported or loaded
+        for warning in preflight(config):
+            log(f"warning: {warning}")
+    else:
+        check_init_from(config)
+        check_reference(config)
+    choice = model_dtype(config)
+    note, slow = dtype_note(config, choice)
+    config = config.model_copy(deep=True)
+    config.model.dtype = choice.dtype  # the saved config records what ran, its notes why
+    log(note)
+    if slow:
+        log(f"warning: {slow}")
+    return config, choice, [note], log
+
+
+def time_budget(config: TrainConfig, resume: str | None, log: LogFn) -> Any:
+    """The TimeBudget callback of optim.max_minutes (None: no budget), with a resumed checkpoint's state."""
+    if config.optim.max_minutes is None:
+        return None
+    from training.budget import TimeBudget, read_checkpoint_budget
+
+    before = read_checkpoint_budget(resume) if resume is not None else None
+    return TimeBudget(
+        config.optim.max_minutes,
+        log,
+        requested_steps=config.optim.max_steps if config.optim.max_steps > 0 else None,
+        spent_s=(before or {}).get("spent_s", 0.0),
+        planned_steps=(before or {}).get("planned_steps"),
+    )
+
+
 def train(
     config: TrainConfig,
     *,
@@ -481,22 +570,13 @@ def train(
     the adapter (or full model) + tokenizer, ``train_config.yaml`` (the resolved config),
     ``metrics.json``, ``train_log.jsonl`` and ``checkpoint-*`` directories.
 
-    ``datasets`` ({"train": ..., "validation": ...} tokenised) skips data loading (tests)."""
-    if not is_main_process():
-        log = _silent
-    if datasets is None:  # configuration problems surface before anything heavy is imported or loaded
-        for warning in preflight(config):
-            log(f"warning: {warning}")
-    else:
-        check_init_from(config)
-    choice = model_dtype(config)
-    note, slow = dtype_note(config, choice)
-    config = config.model_copy(deep=True)
-    config.model.dtype = choice.dtype  # the saved config records what ran, its notes why
-    log(note)
-    if slow:
-        log(f"warning: {slow}")
-    notes = [note]
+    ``datasets`` ({"train": ..., "validation": ...} tokenised) skips data loading (tests).
+    ``objective`` picks the trainer here, and only here: sft below, dpo and kto in training/preference.py."""
+    if config.objective in ("dpo", "kto"):
+        from training.preference import train_preference
+
+        return train_preference(config, datasets=datasets, callbacks=callbacks, log=log)
+    config, choice, notes, log = start_run(config, check_all=datasets is None, log=log)
     resume = plan_resume(config, log)
 
     import warnings
@@ -532,18 +612,7 @@ def train(
 
         model = PeftModel.from_pretrained(model, config.lora.init_from, is_trainable=True)
     ProgressLogger = _progress_callback_class()
-    budget = None
-    if config.optim.max_minutes is not None:
-        from training.budget import TimeBudget, read_checkpoint_budget
-
-        before = read_checkpoint_budget(resume) if resume is not None else None
-        budget = TimeBudget(
-            config.optim.max_minutes,
-            log,
-            requested_steps=config.optim.max_steps if config.optim.max_steps > 0 else None,
-            spent_s=(before or {}).get("spent_s", 0.0),
-            planned_steps=(before or {}).get("planned_steps"),
-        )
+    budget = time_budget(config, resume, log)
     trainer = sft_trainer_class()(
         model=model,
         args=args,
@@ -556,22 +625,62 @@ def train(
         max_tokens_per_step=config.optim.max_tokens_per_step,
     )
     trainer.remove_callback(PrinterCallback)
+    log_trainable(trainer, config, log)
+    result = trainer.train(resume_from_checkpoint=resume)
+    return finish_run(
+        trainer,
+        result,
+        config=config,
+        out=out,
+        has_eval=eval_ds is not None,
+        stats=stats,
+        started=t0,
+        choice=choice,
+        budget=budget,
+        notes=notes,
+        tokenizer=tokenizer,
+        log=log,
+    )
+
+
+def log_trainable(trainer: Any, config: TrainConfig, log: LogFn) -> None:
     if config.method != "full" and trainer.is_world_process_zero():
         trainable = sum(p.numel() for p in trainer.model.parameters() if p.requires_grad)
         total = sum(p.numel() for p in trainer.model.parameters())
         log(f"model: {config.model.name} ({config.method}), trainable {trainable:,} of {total:,} parameters")
 
-    result = trainer.train(resume_from_checkpoint=resume)
+
+def finish_run(
+    trainer: Any,
+    result: Any,
+    *,
+    config: TrainConfig,
+    out: Path,
+    has_eval: bool,
+    stats: dict[str, Any],
+    started: float,
+    choice: DtypeChoice,
+    budget: Any,
+    notes: list[str],
+    tokenizer: Any,
+    log: LogFn,
+) -> TrainResult:
+    """After trainer.train(): the final evaluation, metrics.json, what the budget reached, and the save."""
     metrics: dict[str, Any] = dict(result.metrics)
-    if eval_ds is not None and config.output.final_eval:
+    if has_eval and config.output.final_eval:
         last = trainer.state.log_history[-2:] if trainer.state.log_history else []
         done = [h for h in last if "eval_loss" in h and h.get("step") == trainer.state.global_step]
         # the last step was just evaluated: reuse it rather than run the same evaluation again
         metrics.update({k: v for k, v in done[-1].items() if k.startswith("eval_")} if done else trainer.evaluate())
-    seen = [h["num_tokens"] for h in trainer.state.log_history if "num_tokens" in h]
+    history = trainer.state.log_history
+    seen = [h["num_tokens"] for h in history if "num_tokens" in h]
     metrics["num_tokens"] = seen[-1] if seen else None  # tokens trained on (padding excluded), as TRL counts
+    for key in PREFERENCE_METRICS:  # the last logged value (the mean of a logging window); none for sft
+        logged = [h[key] for h in history if key in h]
+        if logged:
+            metrics[key] = logged[-1]
     metrics["data"] = stats
-    metrics["wall_seconds"] = time.perf_counter() - t0
+    metrics["wall_seconds"] = time.perf_counter() - started
     metrics["global_step"] = trainer.state.global_step
     metrics["dtype"] = {"dtype": choice.dtype, "reason": choice.reason}
     metrics["distributed"] = distributed_summary(trainer)

@@ -50,7 +50,12 @@ def _train_config(
 def train_command(
     config: Path = TRAIN_CONFIG,
     overrides: list[str] | None = OVERRIDES,
-    data: str | None = typer.Option(None, "--data", help="DatasetDict saved by data_gen (sets data.path)."),
+    data: str | None = typer.Option(
+        None,
+        "--data",
+        help="Sets data.path: the DatasetDict saved by data_gen; objective dpo/kto: a `memlm sample` "
+        "directory (pairs.jsonl / turns.jsonl) or a JSONL file.",
+    ),
     output_dir: str | None = typer.Option(None, "--output-dir", help="Sets output.output_dir."),
     max_steps: int | None = typer.Option(None, "--max-steps", help="Sets optim.max_steps."),
     max_minutes: float | None = typer.Option(
@@ -66,13 +71,14 @@ def train_command(
         "a run resumes from a checkpoint of the same config there).",
     ),
 ) -> None:
-    """Fine-tune a model to emit memory calls (LoRA / QLoRA / full, as configured).
+    """Fine-tune a model to emit memory calls (LoRA / QLoRA / full, as configured), or, with objective
+    dpo / kto and reference=RUN_DIR, train that run further on preference pairs / labelled turns.
 
     Resumes by default when --output-dir holds a checkpoint of the same config; model.dtype auto
     picks bfloat16 only where this machine multiplies it natively (the log says which and why)."""
     import logging
 
-    from training.trainer import is_main_process, train
+    from training.trainer import PREFERENCE_METRICS, is_main_process, train
 
     cfg = _train_config(config, overrides, data, output_dir, max_steps, max_minutes, fresh)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
@@ -91,6 +97,8 @@ def train_command(
         "budget",
         "distributed",
     )
+    if cfg.objective != "sft":
+        keep += (*PREFERENCE_METRICS, *(f"eval_{key}" for key in PREFERENCE_METRICS))
     if is_main_process():
         print_json({"output_dir": str(result.output_dir), **{k: result.metrics.get(k) for k in keep}})
 
@@ -99,36 +107,84 @@ def train_command(
 def inspect_command(
     config: Path = TRAIN_CONFIG,
     overrides: list[str] | None = OVERRIDES,
-    data: str | None = typer.Option(None, "--data", help="DatasetDict saved by data_gen (sets data.path)."),
-    n: int = typer.Option(3, "--n", min=1, help="How many records to show."),
+    data: str | None = typer.Option(
+        None,
+        "--data",
+        help="Sets data.path: the DatasetDict saved by data_gen; objective dpo/kto: a `memlm sample` "
+        "directory or a JSONL file.",
+    ),
+    n: int = typer.Option(3, "--n", min=1, help="How many records (pairs, turns) to show."),
     split: str | None = typer.Option(None, "--split", help="Sets data.train_split: the split to read."),
 ) -> None:
-    """Show how records are tokenised: every token with its label (-100 = not trained)."""
+    """Show how records are tokenised: every token with its label (-100 = not trained); for objective
+    dpo a pair's shared prompt, chosen and rejected turn, for kto a turn and its label."""
     from rich.text import Text
 
-    from training.data import inspect_records
-    from training.tokenize import RecordError, format_token_table
+    from training.data import inspect_preference_items, inspect_records
+    from training.tokenize import RecordError
 
     cfg = _train_config(config, [*(overrides or []), *([f"data.train_split={split}"] if split else [])], data)
     try:
-        tokenizer, records = inspect_records(cfg, n)
+        if cfg.objective == "sft":
+            tokenizer, records = inspect_records(cfg, n)
+        else:
+            tokenizer, records = inspect_preference_items(cfg, n)
     except (ValueError, OSError) as err:
         fail(err)
     out = Console()
-    for record, enc in records:
+    for item, enc in records:
         if isinstance(enc, RecordError):
-            out.print(Text(f"record {record.id}: {enc}", style="red"))
-            continue
-        trained = sum(1 for x in enc["labels"] if x != -100)
-        out.rule(f"record {record.id} ({record.type}): {len(enc['input_ids'])} tokens, {trained} trained")
-        line = Text()
-        for tid, text, label, is_trained in format_token_table(enc, tokenizer):
-            line.append(repr(text)[1:-1], style="bold green" if is_trained else "dim")
-            line.append(f"({label}, {tid}) ", style="green" if is_trained else "dim")
-        out.print(line, soft_wrap=True)
-        labelled = [t for t, lab in zip(enc["input_ids"], enc["labels"]) if lab != -100]
+            what = {"sft": "record", "dpo": "pair", "kto": "turn"}[cfg.objective]
+            out.print(Text(f"{what} {item.id}: {enc}", style="red"))
+        elif cfg.objective == "sft":
+            trained = sum(1 for x in enc["labels"] if x != -100)
+            out.rule(f"record {item.id} ({item.type}): {len(enc['input_ids'])} tokens, {trained} trained")
+            _print_tokens(out, enc["input_ids"], enc["labels"], tokenizer)
+        else:
+            _print_preference_item(out, item, enc, tokenizer)
+
+
+def _print_tokens(out: Console, ids: list[int], labels: list[int], tokenizer, title: str = "") -> None:
+    """Every token as text(label, id), trained ones in green, then the decoded trained text."""
+    from rich.text import Text
+
+    from training.tokenize import format_token_table
+
+    line = Text(f"{title}: ", style="bold") if title else Text()
+    for tid, text, label, is_trained in format_token_table({"input_ids": ids, "labels": labels}, tokenizer):
+        line.append(repr(text)[1:-1], style="bold green" if is_trained else "dim")
+        line.append(f"({label}, {tid}) ", style="green" if is_trained else "dim")
+    out.print(line, soft_wrap=True)
+    labelled = [t for t, lab in zip(ids, labels) if lab != -100]
+    if labelled:
         trained_text = tokenizer.decode(labelled, skip_special_tokens=False, clean_up_tokenization_spaces=False)
         out.print(Text("trained text: ", style="bold") + Text(repr(trained_text)), soft_wrap=True)
+
+
+def _print_preference_item(out: Console, item, enc: dict, tokenizer) -> None:
+    """A pair: its shared prompt, then chosen and rejected with their masks; a KTO turn: prompt and turn."""
+    prompt = enc["prompt_ids"]
+    sides = ("chosen", "rejected") if "chosen_ids" in enc else ("completion",)
+
+    def counts(side: str) -> str:
+        return f"{len(enc[f'{side}_ids'])} tokens, {sum(enc[f'{side}_mask'])} trained"
+
+    if len(sides) == 2:
+        score = "" if item.margin is None else f", scores {item.chosen_score:g} > {item.rejected_score:g}"
+        out.rule(f"pair {item.id}")
+        summary = f"prompt {len(prompt)} tokens; chosen {counts('chosen')}; rejected {counts('rejected')}"
+        out.print(f"{summary}; source {item.source or '-'}{score}", markup=False, highlight=False)
+    else:
+        label = "desirable" if item.desirable else "undesirable"
+        score = "" if item.score is None else f", score {item.score:g}"
+        out.rule(f"turn {item.id} ({label})")
+        summary = f"prompt {len(prompt)} tokens; turn {counts('completion')}; source {item.source or '-'}{score}"
+        out.print(summary, markup=False, highlight=False)
+    _print_tokens(out, prompt, [-100] * len(prompt), tokenizer, "prompt")
+    for side in sides:
+        ids, mask = enc[f"{side}_ids"], enc[f"{side}_mask"]
+        labels = [tid if m else -100 for tid, m in zip(ids, mask)]
+        _print_tokens(out, ids, labels, tokenizer, "turn" if side == "completion" else side)
 
 
 @bench_app.command("train")

@@ -115,3 +115,87 @@ def tiny_config(model_dir, output_dir, *overrides: str):
             *overrides,
         ],
     )
+
+
+# ----------------------------------------------------------------------------- preference data (dpo, kto)
+
+
+def answered_read(i: int, answer: str, rid: str | None = None) -> Record:
+    """A read of prompt i (its own organisation, so each i is its own prompt) whose results the controller
+    inserts, then `answer` from the model."""
+    s, o = PEOPLE[i % len(PEOPLE)], f"{ORGS[i % len(ORGS)]} {i}"
+    return Record(
+        id=rid or f"read{i}",
+        type="read",
+        segments=[
+            _seg("user", f"Who works for {o}?"),
+            _seg("assistant", render_read(None, "employed by", o)),
+            _seg("memory", render_results([(s, "employed by", o)])),
+            _seg("assistant", answer),
+        ],
+    )
+
+
+def preference_pair(i: int):
+    """Prompt i answered from its results (chosen) or not (rejected)."""
+    from memory_runtime.records import PreferencePair
+
+    s, o = PEOPLE[i % len(PEOPLE)], f"{ORGS[i % len(ORGS)]} {i}"
+    return PreferencePair(
+        id=f"p{i}",
+        chosen=answered_read(i, f" {s} works for {o}.", f"c{i}"),
+        rejected=answered_read(i, " I don't know.", f"r{i}"),
+        chosen_score=1.0,
+        rejected_score=0.0,
+        source="on_policy",
+    )
+
+
+def labelled_turns(i: int) -> list:
+    """Both runs of pair i as KTO turns: the right answer desirable, "I don't know." undesirable."""
+    from memory_runtime.records import LabelledTurn
+
+    pair = preference_pair(i)
+    return [
+        LabelledTurn(id=f"good{i}", record=pair.chosen, desirable=True, score=1.0, source="on_policy"),
+        LabelledTurn(id=f"bad{i}", record=pair.rejected, desirable=False, score=0.0, source="on_policy"),
+    ]
+
+
+def write_jsonl(path, items) -> None:
+    path.write_text("".join(item.model_dump_json() + "\n" for item in items))
+
+
+@pytest.fixture(scope="session")
+def preference_dir(tmp_path_factory):
+    """A `memlm sample`-style directory: pairs.jsonl (8 prompts) and turns.jsonl (their 16 runs)."""
+    path = tmp_path_factory.mktemp("preference-data")
+    write_jsonl(path / "pairs.jsonl", [preference_pair(i) for i in range(8)])
+    write_jsonl(path / "turns.jsonl", [turn for i in range(8) for turn in labelled_turns(i)])
+    (path / "README.md").write_text("# On-policy samples\n")
+    return path
+
+
+@pytest.fixture(scope="session")
+def reference_run(tiny_model_dir, tiny_datasets, tmp_path_factory):
+    """A `memlm train` LoRA run of the tiny model (2 SFT steps): what DPO and KTO start from."""
+    from training.trainer import train
+
+    out = tmp_path_factory.mktemp("reference-run")
+    cfg = tiny_config(tiny_model_dir, out, "optim.max_steps=2", "lora.r=4", "lora.target_modules=[q_proj,v_proj]")
+    train(cfg, datasets={"train": tiny_datasets["train"]}, log=lambda s: None)
+    return out
+
+
+def preference_config(model_dir, output_dir, reference, data, objective="dpo", *overrides: str):
+    """tiny_config for objective dpo/kto from `reference` on `data` (a directory or a JSONL file)."""
+    return tiny_config(
+        model_dir,
+        output_dir,
+        f"objective={objective}",
+        f"reference={reference}",
+        f"data.path={data}",
+        "data.synthetic=null",
+        "preference.eval_share=0",
+        *overrides,
+    )

@@ -320,3 +320,57 @@ def test_a_data_dir_that_holds_no_dataset_is_one_line_and_leaves_nothing(tmp_pat
     )
     assert result.exit_code == 2 and "cannot load a dataset" in result.output
     assert "Traceback" not in result.output and not out.exists()
+
+
+DPO_CONFIG = str(Path(__file__).resolve().parents[2] / "configs" / "train" / "dpo-smollm2.yaml")
+KTO_CONFIG = str(Path(__file__).resolve().parents[2] / "configs" / "train" / "kto-smollm2.yaml")
+
+
+def test_inspect_shows_a_pairs_prompt_chosen_and_rejected_with_their_masks(tiny_model_dir, preference_dir):
+    result = runner.invoke(
+        app,
+        ["inspect", "--config", DPO_CONFIG, "--data", str(preference_dir), "--n", "1", f"model.name={tiny_model_dir}"],
+    )
+    assert result.exit_code == 0, result.output
+    out = result.output
+    assert "pair p0" in out and "source on_policy, scores 1 > 0" in out
+    prompt, chosen, rejected = (out.index(f"\n{side}: ") for side in ("prompt", "chosen", "rejected"))
+    assert prompt < chosen < rejected
+    assert "<|im_start|>(-100, 1)" in out[prompt:chosen] and "(-100," in out[chosen:rejected]  # results: masked
+    assert "}:(25027, 25027)" in out[chosen:rejected] and "<|im_end|>(2, 2)" in out[rejected:]  # generated: trained
+    assert "trained text: ' I don" not in out and "trained text: \"[MEM_READ{>>employed by>>Pfizer 0}: I don't" in out
+
+
+def test_inspect_shows_a_kto_turn_and_its_label(tiny_model_dir, preference_dir):
+    result = runner.invoke(
+        app,
+        ["inspect", "--config", KTO_CONFIG, "--data", str(preference_dir), "--n", "2", f"model.name={tiny_model_dir}"],
+    )
+    assert result.exit_code == 0, result.output
+    assert "turn good0 (desirable)" in result.output and "turn bad0 (undesirable)" in result.output
+    assert "\nturn: " in result.output and "source on_policy, score 0" in result.output
+
+
+def test_train_with_bad_preference_data_fails_in_one_line_and_writes_nothing(tiny_model_dir, reference_run, tmp_path):
+    pairs = tmp_path / "pairs.jsonl"
+    pairs.write_text('{"id": "p1", "chosen": \n')
+    out = tmp_path / "run"
+    result = runner.invoke(
+        app,
+        [
+            "train",
+            "--config",
+            DPO_CONFIG,
+            "--data",
+            str(pairs),
+            "--output-dir",
+            str(out),
+            f"reference={reference_run}",
+            f"model.name={tiny_model_dir}",
+        ],
+    )
+    assert result.exit_code == 2
+    assert f"error: {pairs}:1: not a PreferencePair (DPO's format)" in result.output
+    assert not out.exists()
+    result = runner.invoke(app, ["train", "--config", KTO_CONFIG, "--data", str(pairs), "--output-dir", str(out)])
+    assert result.exit_code == 2 and "reference: objective kto needs the SFT run to start from" in result.output

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -176,3 +177,98 @@ def test_deepspeed_presets_resolve(tmp_path):
     assert resolve_deepspeed("zero3").endswith("configs/deepspeed/zero3.json")
     with pytest.raises(ConfigError, match="neither a preset"):
         resolve_deepspeed("zero9")
+
+
+# ----------------------------------------------------------------------------- objective dpo / kto
+
+DPO = ["objective=dpo", "reference=runs/sft"]
+KTO = ["objective=kto", "reference=runs/sft"]
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (["reference=runs/sft"], "reference: the SFT run that preference training starts from; objective is sft"),
+        (["preference.beta=0.2"], "preference.beta: a setting of objective dpo/kto; objective is sft"),
+        (["preference.precompute_ref_log_probs=true"], "preference.precompute_ref_log_probs: a setting of objective"),
+        (
+            [*DPO, "preference.desirable_weight=2"],
+            "preference.desirable_weight: a setting of objective kto; objective is dpo",
+        ),
+        ([*KTO, "preference.dpo_loss=ipo"], "preference.dpo_loss: a setting of objective dpo; objective is kto"),
+        ([*DPO, "method=full"], "method: objective dpo continues the reference's LoRA adapter"),
+        ([*DPO, "packing.mode=padding_free"], "packing.mode: not with objective dpo: preference batches are padded"),
+        ([*DPO, "lora.init_from=runs/x"], "lora.init_from: not with objective dpo: the policy starts from `reference`"),
+        ([*DPO, "data.synthetic.train=8"], "data.synthetic: not with objective dpo"),
+        ([*DPO, "optim.max_tokens_per_step=2048"], "optim.max_tokens_per_step: not with objective dpo"),
+        ([*KTO, "optim.per_device_train_batch_size=1"], "KTO estimates its KL term from the other turns of a batch"),
+        ([*DPO, "preference.eval_share=1"], "preference.eval_share: Input should be less than 1"),
+        (["objective=grpo"], "objective: Input should be 'sft', 'dpo' or 'kto'"),
+    ],
+)
+def test_preference_settings_name_the_field(overrides, message):
+    with pytest.raises(ConfigError) as info:
+        TrainConfig.load(None, ["packing.mode=none", *overrides])
+    assert message in str(info.value)
+
+
+def test_a_kto_batch_of_one_is_fine_without_the_kl_term():
+    TrainConfig.load(None, [*KTO, "preference.kto_loss=apo_zero_unpaired", "optim.per_device_train_batch_size=1"])
+
+
+def _adapter(path, base, system_prompt=None):
+    path.mkdir(parents=True)
+    (path / "adapter_config.json").write_text(json.dumps({"base_model_name_or_path": base, "r": 8}))
+    if system_prompt is not None:
+        (path / "train_config.yaml").write_text(f"data:\n  system_prompt: {system_prompt}\n")
+    return path
+
+
+def test_the_reference_must_be_a_lora_run_of_this_base(tmp_path):
+    """Checked by preflight, before anything loads or is written."""
+    data = tmp_path / "pairs.jsonl"
+    data.write_text("")
+
+    def check(*overrides):
+        preflight(TrainConfig.load(None, ["objective=dpo", f"data.path={data}", *overrides]))
+
+    with pytest.raises(
+        ConfigError, match="reference: objective dpo needs the SFT run to start from: reference=RUN_DIR"
+    ):
+        check()
+    with pytest.raises(ConfigError, match="reference: .*missing is not a directory"):
+        check(f"reference={tmp_path / 'missing'}")
+    full = tmp_path / "full"
+    full.mkdir()
+    (full / "config.json").write_text("{}")
+    with pytest.raises(ConfigError, match=r"reference: .*full is a full model \(method=full\), not a LoRA adapter"):
+        check(f"reference={full}")
+    other = _adapter(tmp_path / "other", "Qwen/Qwen2.5-7B-Instruct")
+    with pytest.raises(ConfigError, match="reference: the adapter was trained on 'Qwen/Qwen2.5-7B-Instruct', but"):
+        check(f"reference={other}")
+    prompt = _adapter(tmp_path / "prompt", "embedded:SmolLM2-135M-Instruct", system_prompt="Another prompt.")
+    with pytest.raises(ConfigError, match="data.system_prompt: the reference learned 'Another prompt.'"):
+        check(f"reference={prompt}")
+    good = _adapter(tmp_path / "good", "embedded:SmolLM2-135M-Instruct")
+    assert check(f"reference={good}") is None
+    with pytest.raises(ConfigError, match=r"data.path: no training data: .*pairs.jsonl: PreferencePair lines"):
+        preflight(TrainConfig.load(None, ["objective=dpo", f"reference={good}"]))
+
+
+def test_preference_settings_map_onto_trls_configs(tmp_path):
+    from training.preference import build_dpo_config, build_kto_config
+
+    base = [f"output.output_dir={tmp_path}", "reference=runs/sft"]
+    dpo = TrainConfig.load(CONFIGS / "dpo-smollm2.yaml", [*base, "preference.dpo_loss=ipo", "preference.beta=0.3"])
+    args = build_dpo_config(dpo, has_eval=True)
+    assert args.loss_type == ["ipo"] and args.beta == 0.3 and args.learning_rate == dpo.optim.learning_rate
+    assert not args.remove_unused_columns and args.max_length is None and not args.precompute_ref_log_probs
+    assert not args.bf16 and not args.gradient_checkpointing  # TRL's defaults are true; the config's are not
+    assert args.eval_strategy == "epoch" and args.per_device_train_batch_size == 4
+    kto = TrainConfig.load(
+        CONFIGS / "kto-smollm2.yaml",
+        [*base, "preference.desirable_weight=1.5", "preference.precompute_ref_log_probs=1"],
+    )
+    args = build_kto_config(kto, has_eval=False)
+    assert args.loss_type == "kto" and args.desirable_weight == 1.5 and args.undesirable_weight == 1.0
+    assert args.precompute_ref_log_probs and args.train_sampling_strategy == "sequential"  # KTO's KL pairs need it
