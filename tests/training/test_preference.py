@@ -170,6 +170,7 @@ def dpo_run(tiny_model_dir, reference_run, preference_dir, tmp_path_factory):
         "preference.eval_share=0.25",
         "output.save_strategy=steps",
         "output.save_steps=2",
+        "optim.max_minutes=30",  # the time budget's callback, as the shipped configs run it
     )
     lines: list[str] = []
     result = train(config, log=lines.append)
@@ -201,7 +202,13 @@ def test_dpo_moves_the_policy_and_saves_a_run_like_sfts(dpo_run, reference_run, 
         loaded, _ = load_model(str(out), dtype="float32")
         ref_model, _ = load_model(str(reference_run), dtype="float32")
         assert not torch.allclose(loaded(input_ids=ids).logits, ref_model(input_ids=ids).logits)
+    from training.merge import merge_adapter
+
+    merged, _ = load_model(str(merge_adapter(out, out.parent / f"{out.name}-merged")), dtype="float32")
+    with torch.no_grad():
+        torch.testing.assert_close(merged(input_ids=ids).logits, loaded(input_ids=ids).logits, atol=1e-4, rtol=1e-4)
     metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["budget"]["reached_steps"] == 3 and metrics["budget"]["max_minutes"] == 30
     assert metrics["global_step"] == 3 and metrics["data"]["train"]["pairs"] == 6
     assert metrics["data"]["validation"]["pairs"] == 2 and metrics["eval_loss"] > 0
     for key in ("rewards/chosen", "rewards/rejected", "rewards/margins", "rewards/accuracies", "eval_rewards/margins"):
