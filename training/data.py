@@ -83,13 +83,13 @@ def load_record_splits(config: TrainConfig) -> dict[str, Any]:
     return {"train": train, "validation": evaluation}
 
 
-def refuse_pending(path: str | Path) -> None:
+def refuse_pending(path: str | Path, field: str = "data.extra_jsonl") -> None:
     """Feedback trains only once a person has accepted it (memlm feedback accept)."""
     from memory_runtime.serving.feedback import PENDING
 
     if Path(path).expanduser().parent.name == PENDING:
         raise ValueError(
-            f"data.extra_jsonl: {path} is feedback waiting for review: accept it first "
+            f"{field}: {path} is feedback waiting for review: accept it first "
             "(memlm feedback list / accept --dir DIR), then train on DIR/accepted.jsonl"
         )
 
@@ -251,6 +251,7 @@ def preference_files(config: TrainConfig) -> list[Path]:
             path = path / filename
         elif not path.is_file():
             raise ValueError(f"data.path: {path} does not exist")
+        refuse_pending(path, "data.path")
         files.append(path)
     for extra in data.extra_jsonl:
         refuse_pending(extra)

@@ -203,7 +203,7 @@ KTO = ["objective=kto", "reference=runs/sft"]
         ([*DPO, "optim.max_tokens_per_step=2048"], "optim.max_tokens_per_step: not with objective dpo"),
         ([*KTO, "optim.per_device_train_batch_size=1"], "KTO estimates its KL term from the other turns of a batch"),
         ([*DPO, "preference.eval_share=1"], "preference.eval_share: Input should be less than 1"),
-        (["objective=grpo"], "objective: Input should be 'sft', 'dpo' or 'kto'"),
+        (["objective=ppo"], "objective: Input should be 'sft', 'dpo'"),
     ],
 )
 def test_preference_settings_name_the_field(overrides, message):
