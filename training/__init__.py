@@ -5,7 +5,7 @@ Public API:
 
     tokenize_record(record, tokenizer, ...)  -> {"input_ids", "labels", "attention_mask"}
     TrainConfig.load(path, overrides) -> TrainConfig      (training.config)
-    train(config) -> TrainResult                          (training.trainer)
+    train(config) -> TrainResult                          (training.trainer; a run's lifecycle: training.run)
     merge_adapter(adapter_dir, output_dir)                (training.merge)
     bench_train(config) -> dict                           (training.bench)
 
@@ -35,7 +35,7 @@ _LAZY = {
     "ConfigError": "training.config",
     "TrainConfig": "training.config",
     "train": "training.trainer",
-    "TrainResult": "training.trainer",
+    "TrainResult": "training.run",
     "merge_adapter": "training.merge",
     "bench_train": "training.bench",
 }

@@ -243,7 +243,8 @@ def bench_train(
 
     from memory_runtime.models.loading import load_tokenizer
     from training.data import build_datasets
-    from training.trainer import build_model, build_peft_config, build_sft_config, sft_trainer_class
+    from training.run import build_model, build_peft_config
+    from training.trainer import build_sft_config, sft_trainer_class
 
     bad = [m for m in modes if m not in MODES]
     if bad or not modes:
@@ -278,7 +279,7 @@ def bench_train(
     vocab = getattr(tokenizer, "vocab_size", None)
 
     from memory_runtime.models.hardware import resolve_dtype
-    from training.trainer import model_dtype, training_device
+    from training.run import model_dtype, training_device
 
     peft_config = build_peft_config(config)
 

@@ -9,7 +9,8 @@ the run's outputs (``train_config.yaml``) by the trainer.
 
 Groups:
 
-    objective   sft | dpo | kto: what is trained (sft: the records' labels; dpo/kto: preferences)
+    objective   sft | dpo | kto | grpo: what is trained (sft: the records' labels; dpo/kto: preferences;
+                grpo: the policy's own runs, rewarded, learning_loop/grpo.py)
     method      lora | qlora | full
     model       base model (HF id, local path, or the embedded SmolLM2 default) and dtype
     lora        LoRA hyper-parameters (also used by qlora)
@@ -19,8 +20,9 @@ Groups:
     packing     none | padding_free | bfd
     gpu         bf16/fp16, attention kernel, Liger, gradient checkpointing, DeepSpeed
     output      output dir, logging, evaluation, checkpoints, resume
-    reference   dpo/kto: the `memlm train` run (a LoRA adapter) the policy starts from and stays near
+    reference   dpo/kto/grpo: the `memlm train` run (a LoRA adapter) the policy starts from and stays near
     preference  dpo/kto: beta, the loss, KTO's weights, reference log-probs precomputed, the held-out share
+    grpo        grpo: the prompts, runs per prompt, sampling, KL weight and loss
 """
 
 from __future__ import annotations
@@ -126,6 +128,77 @@ class DataSettings(Strict):
         description="Record JSONL files added to the train split "
         "(self-instruct kept trajectories, chat/serve feedback trajectories); dpo/kto: more PreferencePair / "
         "LabelledTurn files (reviewed feedback exports)",
+    )
+
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+class RealPrompts(Strict):
+    """A real training file whose passages are prompts, and whether its no-fact passages are."""
+
+    path: str
+    negatives: bool = Field(
+        True,
+        description="its no-fact passages as prompts (a write there costs -1): only where the annotation is "
+        "exhaustive. Re-DocRED's is not: 13 (+4 arguable) of 40 of its no-fact sentences read by hand state a "
+        "person-organisation fact nobody labelled (data/real/README.md), and -1 there would teach not to write",
+    )
+
+
+class Prompts(Strict):
+    """The prompts the model runs on to learn from its outcomes (`memlm sample`, objective grpo): statements
+    and questions of a `memlm generate` directory's train split, and real training passages. Dev passages
+    (data/real/) never: learning_loop.sampling.load_prompts leaves out any that overlaps one."""
+
+    data: str | None = Field(None, description="a `memlm generate` directory (--data): its jsonl/train.jsonl")
+    statements: int = Field(300, ge=0, description="statement records drawn from the data (seeded)")
+    questions: int = Field(150, ge=0, description="question records drawn from the data, their memory stored first")
+    real: list[RealPrompts] = Field(
+        default_factory=lambda: [
+            RealPrompts(path=str(REPO_ROOT / "data/real_train/knowledgenet_person_org_train.jsonl")),
+            RealPrompts(path=str(REPO_ROOT / "data/real_train/redocred_train_person_org.jsonl"), negatives=False),
+        ],
+        description="real annotated training passages (any format data_gen.real reads): all of each file",
+    )
+    real_limit: int | None = Field(None, ge=1, description="passages per real file at most (seeded; null: all)")
+    data_config: str = Field(
+        str(REPO_ROOT / "configs/data/default.yaml"),
+        description="the data config whose replies a real passage's gold turn uses (as `memlm generate` trains it)",
+    )
+
+    def relative_to(self, folder: Path) -> Prompts:
+        """Relative paths made relative to the config file's `folder`."""
+        base = folder.resolve()
+
+        def resolve(path: str | None) -> str | None:
+            return str((base / path).resolve()) if path and not Path(path).is_absolute() else path
+
+        self.data = resolve(self.data)
+        self.data_config = resolve(self.data_config)
+        for real in self.real:
+            real.path = resolve(real.path)
+        return self
+
+
+class GrpoSettings(Strict):
+    """GRPO (objective grpo; learning_loop/grpo.py): each step, `num_generations` runs of a few prompts by the
+    model being trained, with the memory controller executing their calls, rewarded by what the memory ends
+    up holding and answering (learning_loop/reward.py); TRL's GRPOTrainer moves the policy towards the runs
+    that beat their group, with a KL term towards the reference."""
+
+    prompts: Prompts = Field(default_factory=Prompts, description="which prompts (data: --data)")
+    num_generations: int = Field(4, ge=2, description="runs per prompt: a group, whose rewards are compared")
+    temperature: float = Field(1.0, gt=0, le=2, description="sampling temperature of the runs")
+    top_p: float = Field(0.95, gt=0, le=1)
+    max_new_tokens: int = Field(96, ge=8, description="generated tokens per run, at most (as eval's turns)")
+    max_calls: int = Field(8, ge=1, description="memory calls per run, at most")
+    rollout_batch_size: int = Field(8, ge=1, description="runs decoded together (memlm's batched decoder)")
+    beta: float = Field(0.04, ge=0, description="KL weight towards the reference (0: no reference scored)")
+    loss_type: Literal["grpo", "dr_grpo", "dapo", "bnpo"] = Field("dapo", description="TRL's loss aggregation")
+    epsilon: float = Field(0.2, gt=0, description="the clipping range of the probability ratio")
+    scale_rewards: Literal["group", "batch", "none"] = Field(
+        "group", description="advantages divided by the rewards' std in the group, the batch, or not at all"
     )
 
 
@@ -259,10 +332,11 @@ class OutputSettings(Strict):
 class TrainConfig(Strict):
     what = "training config"
 
-    objective: Literal["sft", "dpo", "kto"] = Field(
+    objective: Literal["sft", "dpo", "kto", "grpo"] = Field(
         "sft",
         description="sft: the records' trained tokens (TRL's SFTTrainer); dpo: PreferencePair JSONL; "
-        "kto: LabelledTurn JSONL (both from `reference`, training/preference.py)",
+        "kto: LabelledTurn JSONL (both from `reference`, training/preference.py); grpo: the policy's own runs "
+        "with the memory, rewarded (from `reference`, learning_loop/grpo.py)",
     )
     method: Literal["lora", "qlora", "full"] = "lora"
     model: ModelSettings = Field(default_factory=ModelSettings)
@@ -275,6 +349,7 @@ class TrainConfig(Strict):
     qlora: QLoraSettings = Field(default_factory=QLoraSettings)
     data: DataSettings = Field(default_factory=DataSettings)
     preference: PreferenceSettings = Field(default_factory=PreferenceSettings)
+    grpo: GrpoSettings = Field(default_factory=GrpoSettings)
     optim: OptimSettings = Field(default_factory=OptimSettings)
     packing: PackingSettings = Field(default_factory=PackingSettings)
     gpu: GpuSettings = Field(default_factory=GpuSettings)
@@ -319,6 +394,11 @@ class TrainConfig(Strict):
         objective is an error, not a silent no-op. (`reference` is required at training: check_reference.)"""
         objective = self.objective
         changed = sorted(self.preference.model_dump().items() - PreferenceSettings().model_dump().items())
+        grpo_changed = self.grpo.model_dump(exclude={"prompts"}) != GrpoSettings().model_dump(exclude={"prompts"})
+        if grpo_changed and objective != "grpo":
+            raise ValueError(f"grpo: settings of objective grpo; objective is {objective} (set objective=grpo)")
+        if objective == "grpo" and changed:
+            raise ValueError(f"preference.{changed[0][0]}: a setting of objective dpo/kto; objective is grpo")
         if objective == "sft":
             if self.reference is not None:
                 raise ValueError(
@@ -332,7 +412,7 @@ class TrainConfig(Strict):
                 )
             return
         other_only = KTO_ONLY if objective == "dpo" else DPO_ONLY
-        for key, _ in changed:
+        for key, _ in changed if objective != "grpo" else ():
             if key in other_only:
                 other = "kto" if objective == "dpo" else "dpo"
                 raise ValueError(f"preference.{key}: a setting of objective {other}; objective is {objective}")
@@ -344,7 +424,7 @@ class TrainConfig(Strict):
         refused = (
             ("lora.init_from", self.lora.init_from is not None, "the policy starts from `reference`"),
             ("lora.loraplus_lr_ratio", self.lora.loraplus_lr_ratio is not None, "an SFT setting"),
-            ("data.synthetic", self.data.synthetic is not None, "templated SFT records; dpo/kto read JSONL"),
+            ("data.synthetic", self.data.synthetic is not None, "templated SFT records; dpo/kto/grpo read others"),
             ("packing.mode", self.packing.mode != "none", "preference batches are padded: packing.mode=none"),
             ("packing.group_by_length", self.packing.group_by_length, "an SFT setting"),
             ("optim.max_tokens_per_step", self.optim.max_tokens_per_step is not None, "an SFT setting"),
@@ -352,6 +432,12 @@ class TrainConfig(Strict):
         for name, is_set, why in refused:
             if is_set:
                 raise ValueError(f"{name}: not with objective {objective}: {why}")
+        per_step = self.optim.per_device_train_batch_size * self.optim.gradient_accumulation_steps
+        if objective == "grpo" and per_step % self.grpo.num_generations:
+            raise ValueError(
+                f"optim.per_device_train_batch_size x gradient_accumulation_steps ({per_step} runs a step) must be "
+                f"a multiple of grpo.num_generations ({self.grpo.num_generations}): a step holds whole groups"
+            )
         kl = objective == "kto" and self.preference.kto_loss == "kto"
         if kl and self.optim.per_device_train_batch_size < 2:
             raise ValueError(
@@ -380,7 +466,19 @@ class TrainConfig(Strict):
             if key not in ignore and ours.get(key) != theirs.get(key)
         ]
 
+    def relative_to(self, folder: Path) -> TrainConfig:
+        """grpo.prompts' relative paths are relative to the config file (the others to the working directory,
+        where the command line gives them)."""
+        self.grpo.prompts.relative_to(folder)
+        return self
+
     def require_data(self) -> None:
+        if self.objective == "grpo":
+            if self.data.path is None and not self.grpo.prompts.real:
+                raise ConfigError(
+                    "data.path: no prompts: pass --data DIR (a `memlm generate` directory) or list grpo.prompts.real"
+                )
+            return
         if self.objective != "sft" and self.data.path is None and not self.data.extra_jsonl:
             what = "pairs.jsonl: PreferencePair lines" if self.objective == "dpo" else "turns.jsonl: LabelledTurn lines"
             raise ConfigError(
@@ -430,7 +528,7 @@ def check_init_from(config: TrainConfig) -> None:
 
 
 def check_reference(config: TrainConfig) -> None:
-    """`reference` (objective dpo/kto: required) must be a LoRA run of this very base, trained with this
+    """`reference` (objective dpo/kto/grpo: required) must be a LoRA run of this very base, trained with this
     system prompt (the policy is served with data.system_prompt; the reference learned its own)."""
     if config.objective == "sft":
         return

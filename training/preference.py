@@ -4,7 +4,7 @@ data, the loss on exactly the tokens the model generated.
 ``objective: dpo`` reads PreferencePair JSONL and ``objective: kto`` LabelledTurn JSONL (training/data.py
 tokenises each run with ``tokenize_record``, as SFT does, and cuts it at its first trained token). The
 policy is the ``reference`` run's LoRA adapter, trainable; TRL keeps a frozen copy of it as the reference
-("ref" adapter, ``training.trainer.load_policy``), so both share one base in memory.
+("ref" adapter, ``training.run.load_policy``), so both share one base in memory.
 
 What TRL (1.16) does, read from its source, and what changes here:
 
@@ -41,7 +41,7 @@ from trl import DPOConfig, DPOTrainer, KTOConfig, KTOTrainer
 from trl.trainer.utils import pad
 
 from training.config import CONFIG_FILENAME, TrainConfig
-from training.trainer import (
+from training.run import (
     LOG_FILENAME,
     LogFn,
     TrainResult,

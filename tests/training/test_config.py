@@ -89,7 +89,8 @@ def test_shipped_configs_validate(name):
 
 def test_gpu_configs_build_a_trl_config_on_the_cpu(tmp_path):
     """The GPU options map onto TRL's SFTConfig (bf16, checkpointing, liger, padding-free) here too."""
-    from training.trainer import build_peft_config, build_quantization_config, build_sft_config
+    from training.run import build_peft_config, build_quantization_config
+    from training.trainer import build_sft_config
 
     for name, method in (("gpu-qwen2.5-7b-lora.yaml", "lora"), ("gpu-qwen2.5-7b-qlora.yaml", "qlora")):
         cfg = TrainConfig.load(CONFIGS / name, [f"output.output_dir={tmp_path / name}", "gpu.tf32=null"])

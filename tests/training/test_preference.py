@@ -24,7 +24,8 @@ from training.preference import (
     build_dpo_config,
     build_kto_config,
 )
-from training.trainer import load_policy, train
+from training.run import load_policy
+from training.trainer import train
 
 SYSTEM = "You have a memory."
 

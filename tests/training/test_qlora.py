@@ -11,7 +11,8 @@ pytest.importorskip("bitsandbytes")
 
 def test_qlora_step_on_cpu(tiny_model_dir, tiny_datasets, tmp_path):
     from tests.training.conftest import tiny_config
-    from training.trainer import build_model, train
+    from training.run import build_model
+    from training.trainer import train
 
     cfg = tiny_config(tiny_model_dir, tmp_path, "method=qlora", "optim.max_steps=2", "qlora.compute_dtype=float32")
     model = build_model(cfg)
