@@ -45,6 +45,7 @@ from memory_runtime.memory.store import MemoryConfig, TripletStore
 from memory_runtime.protocol import SYSTEM_PROMPT
 from memory_runtime.records import LabelledTurn, PreferencePair, Record, turn_segments
 from memory_runtime.yaml_config import Strict
+from training.config import Prompts
 
 STATEMENT_TYPES = ("write", "passage", "negative", "injection")
 QUESTION_TYPES = ("read", "unanswerable", "two_hop")
@@ -52,38 +53,6 @@ CONFIG_FILENAME = "sample_config.yaml"
 
 # the runs of a statement or a question, as eval decodes them; sampled, one scratch memory per run
 SAMPLE_GENERATION: dict = {"max_new_tokens": 96, "max_calls": 8, "temperature": 1.0, "top_p": 0.95}
-
-
-class RealPrompts(Strict):
-    """A real training file, and whether its passages that state no fact are prompts."""
-
-    path: str
-    negatives: bool = Field(
-        True,
-        description="its no-fact passages as prompts (a write there costs -1): only where the annotation is "
-        "exhaustive. Re-DocRED's is not: 13 (+4 arguable) of 40 of its no-fact sentences read by hand state a "
-        "person-organisation fact nobody labelled (data/real/README.md), and -1 there would teach not to write",
-    )
-
-
-class Prompts(Strict):
-    """Where the prompts come from. Paths are relative to the config file."""
-
-    data: str | None = Field(None, description="a `memlm generate` directory (--data): its jsonl/train.jsonl")
-    statements: int = Field(300, ge=0, description="statement records drawn from the data (seeded)")
-    questions: int = Field(150, ge=0, description="question records drawn from the data, their memory stored first")
-    real: list[RealPrompts] = Field(
-        default_factory=lambda: [
-            RealPrompts(path="../../data/real_train/knowledgenet_person_org_train.jsonl"),
-            RealPrompts(path="../../data/real_train/redocred_train_person_org.jsonl", negatives=False),
-        ],
-        description="real annotated training passages (any format data_gen.real reads): all of each file",
-    )
-    real_limit: int | None = Field(None, ge=1, description="passages per real file at most (seeded; null: all)")
-    data_config: str = Field(
-        "../data/default.yaml",
-        description="the data config whose replies a real passage's gold turn uses (as `memlm generate` trains it)",
-    )
 
 
 class SampleConfig(Strict):
@@ -127,10 +96,7 @@ class SampleConfig(Strict):
         def resolve(path: str | None) -> str | None:
             return str((base / path).resolve()) if path and not Path(path).is_absolute() else path
 
-        self.prompts.data = resolve(self.prompts.data)
-        for real in self.prompts.real:
-            real.path = resolve(real.path)
-        self.prompts.data_config = resolve(self.prompts.data_config)
+        self.prompts.relative_to(folder)
         self.generation.memory_config = resolve(self.generation.memory_config)
         return self
 
@@ -247,7 +213,22 @@ def run_prompts(
 ) -> list[Run]:
     """`samples_per_prompt` runs of every prompt through `decoder` (memory_runtime.generation's run_sessions),
     each against a scratch memory holding the prompt's `memory`; scored with the reward."""
-    g = config.generation
+    runs = [(p, i) for p in prompts for i in range(config.samples_per_prompt)]
+    return run_cases(runs, decoder, config.generation, config.seed, memory, system_prompt, progress)
+
+
+def run_cases(
+    cases: Sequence[tuple[Prompt, int]],
+    decoder: Any,
+    generation: Generation,
+    seed: int,
+    memory: MemoryConfig | None = None,
+    system_prompt: str | None = SYSTEM_PROMPT,
+    progress: Callable[[], None] | None = None,
+) -> list[Run]:
+    """One run per (prompt, run index), in order: sampled as `generation` says (the run's seed from `seed`,
+    the prompt and the index), executed against a scratch memory of the prompt's own, scored. What both
+    `memlm sample` and GRPO's rollouts run (learning_loop/grpo.py)."""
 
     def session(prompt: Prompt, index: int) -> Session:
         store = TripletStore(":memory:", memory)
@@ -256,11 +237,11 @@ def run_prompts(
         result = yield TurnRequest(
             turn_messages(prompt.user_text, (), system_prompt),
             store,
-            max_new_tokens=g.max_new_tokens,
-            max_calls=g.max_calls,
-            temperature=g.temperature,
-            top_p=g.top_p,
-            seed=sample_seed(config.seed, prompt.record.id, index),
+            max_new_tokens=generation.max_new_tokens,
+            max_calls=generation.max_calls,
+            temperature=generation.temperature,
+            top_p=generation.top_p,
+            seed=sample_seed(seed, prompt.record.id, index),
         )
         score = score_turn(
             prompt.kind,
@@ -277,9 +258,8 @@ def run_prompts(
         store.close()
         return Run(prompt, index, result, score)
 
-    sessions = (session(p, i) for p in prompts for i in range(config.samples_per_prompt))
     tick = progress or (lambda: None)
-    return decoder.run_sessions(sessions, on_done=lambda index, value: tick())
+    return decoder.run_sessions((session(p, i) for p, i in cases), on_done=lambda index, value: tick())
 
 
 # ----------------------------------------------------------------------------- pairs and labels

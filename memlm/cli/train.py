@@ -54,7 +54,8 @@ def train_command(
         None,
         "--data",
         help="Sets data.path: the DatasetDict saved by data_gen; objective dpo/kto: a `memlm sample` "
-        "directory (pairs.jsonl / turns.jsonl) or a JSONL file.",
+        "directory (pairs.jsonl / turns.jsonl) or a JSONL file; objective grpo: a `memlm generate` directory "
+        "whose train split gives prompts.",
     ),
     output_dir: str | None = typer.Option(None, "--output-dir", help="Sets output.output_dir."),
     max_steps: int | None = typer.Option(None, "--max-steps", help="Sets optim.max_steps."),
@@ -72,19 +73,26 @@ def train_command(
     ),
 ) -> None:
     """Fine-tune a model to emit memory calls (LoRA / QLoRA / full, as configured), or, with objective
-    dpo / kto and reference=RUN_DIR, train that run further on preference pairs / labelled turns.
+    dpo / kto and reference=RUN_DIR, train that run further on preference pairs / labelled turns, or with
+    objective grpo on its own runs, executed with the memory and rewarded.
 
     Resumes by default when --output-dir holds a checkpoint of the same config; model.dtype auto
     picks bfloat16 only where this machine multiplies it natively (the log says which and why)."""
     import logging
 
-    from training.trainer import PREFERENCE_METRICS, is_main_process, train
+    from training.run import PREFERENCE_METRICS, is_main_process
+    from training.trainer import train
 
     cfg = _train_config(config, overrides, data, output_dir, max_steps, max_minutes, fresh)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     _quiet_training_logs()
     try:
-        result = train(cfg, log=log)
+        if cfg.objective == "grpo":  # the reward and the memory controller live above training
+            from learning_loop.grpo import train_grpo
+
+            result = train_grpo(cfg, log=log)
+        else:
+            result = train(cfg, log=log)
     except (ValueError, FileNotFoundError) as err:  # a bad config, data or model: one line, no traceback
         fail(err)
     keep = (
@@ -97,8 +105,10 @@ def train_command(
         "budget",
         "distributed",
     )
-    if cfg.objective != "sft":
+    if cfg.objective in ("dpo", "kto"):
         keep += (*PREFERENCE_METRICS, *(f"eval_{key}" for key in PREFERENCE_METRICS))
+    if cfg.objective == "grpo":
+        keep += ("rewards",)
     if is_main_process():
         print_json({"output_dir": str(result.output_dir), **{k: result.metrics.get(k) for k in keep}})
 
