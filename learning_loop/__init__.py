@@ -2,8 +2,11 @@
 
     self_instruct.py  `memlm self-instruct`: model-phrased tasks, executed, rewarded, kept, trained on
     reward.py         the reward of an executed turn (graded; exact for self-instruct's filter)
-    review.py         `memlm feedback list | accept | reject`: feedback reviewed before it trains
+    review.py         `memlm feedback list | accept | reject | export`: feedback reviewed before it trains
+    sampling.py       `memlm sample`: the model's own runs, executed and scored, as DPO pairs and KTO turns
+    grpo.py           `memlm train` with objective grpo: GRPO on runs executed with the memory, rewarded
 
 Feedback from chat and serve (memory_runtime.serving.feedback) is kept per user in pending/ until it is
-accepted into accepted.jsonl, which `memlm train` takes through data.extra_jsonl.
+accepted: good runs and corrections into accepted.jsonl (SFT, through data.extra_jsonl), every reviewed
+rating into accepted_labelled.jsonl, which `memlm feedback export` turns into KTO turns or DPO pairs.
 """

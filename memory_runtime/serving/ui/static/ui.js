@@ -440,7 +440,11 @@ function feedbackBar(turn) {
             ? `Kept for review (${done.record}): memlm feedback list`
             : "Noted.";
       }
-      else if (body.rating === "bad") result.textContent = "Marked wrong.";
+      else if (body.rating === "bad") {
+        result.textContent = !done.kept
+          ? "Marked wrong (this server keeps no feedback: its feedback_dir is not set)."
+          : `Marked wrong; kept for review as an example of what not to do${done.record ? ` (${done.record})` : ""}: memlm feedback list`;
+      }
       else {
         const replaced = [...(done.superseded || []), ...(done.ended || [])].map(triplet);
         result.textContent = done.writes && done.writes.length
