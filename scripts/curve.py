@@ -9,6 +9,7 @@ most cases. `scripts/curve_cell.sh` makes a cell. Run:
     python3 scripts/curve.py --paired CELL/eval-real-OLD CELL/eval-real-NEW      # one cell, two evaluations
     python3 scripts/curve.py --paired runs/curve/base runs/curve/real12@verify:0.5 # B with its writes gated
     python3 scripts/curve.py --paired runs/curve/base+runs/curve/base-s1 runs/curve/new+runs/curve/new-s1 # seeds
+    python3 scripts/curve.py --paired A B --source knowledgenet     # on one real source's passages only
     python3 scripts/curve.py runs/curve --gates verify:0.5,call_min:0.3 --gate-plot docs/img/write_gate.png
     python3 scripts/curve.py runs/curve --auc          # how well each gate signal separates right writes
 
@@ -45,6 +46,7 @@ def _load(path: Path) -> dict | None:
 
 
 REAL_EVAL: str | None = None  # --real: the evaluation folder a cell's real-text figures come from, where it has one
+SOURCE: str | None = None  # --source: --paired on the passages of the real sources whose name contains it
 
 
 def _evals(cell: Path, part: str) -> list[tuple[Path, dict]]:
@@ -135,6 +137,8 @@ def _real_cases(path: Path) -> list[dict]:
         return []
     with (folder / "cases.jsonl").open() as f:
         cases = [c for line in f if (c := json.loads(line))["part"] == "real" and c["system"] == "memlm"]
+    if SOURCE is not None:
+        cases = [c for c in cases if SOURCE in (c.get("source") or "")]
     return sorted(cases, key=lambda c: c["id"])
 
 
@@ -393,11 +397,14 @@ def main() -> None:
     parser.add_argument(
         "--gates", metavar="SIGNAL:T,...", help="add each cell's rows with its writes gated (scored evaluations)"
     )
+    parser.add_argument(
+        "--source", metavar="NAME", help="--paired on the passages of the real sources whose name contains NAME"
+    )
     parser.add_argument("--gate-plot", type=Path, help="write the write gate's precision-recall curves here (PNG)")
     parser.add_argument("--auc", action="store_true", help="each cell's gate signals: AUC, right vs wrong writes")
     args = parser.parse_args()
-    global REAL_EVAL
-    REAL_EVAL = args.real
+    global REAL_EVAL, SOURCE
+    REAL_EVAL, SOURCE = args.real, args.source
     if args.paired:
         if len(args.curves) != 2:
             sys.exit("--paired takes two cells: A B")
