@@ -1,4 +1,4 @@
-"""`memlm memory ...` (see, query, edit and migrate a memory) and `memlm bench memory`."""
+"""`memlm memory ...` (see, query, edit, check and migrate a memory) and `memlm bench memory`."""
 
 from __future__ import annotations
 
@@ -148,6 +148,33 @@ def memory_forget(
         except (TypeError, ValueError) as err:
             raise typer.BadParameter(str(err)) from None
     console.print(f"{'purged' if purge else 'forgot'} {n} fact(s)")
+
+
+@memory_app.command("check")
+def memory_check(
+    db: str = DB,
+    fix: bool = typer.Option(
+        False, "--fix", help="Remove the broken links (the facts stay, ended as they were), not only list them."
+    ),
+) -> None:
+    """Check that every fact's superseded_by points at a fact of its own namespace; exit 1 if one does not."""
+    with _store(db, None) as store:
+        broken = store.broken_links()
+        for link in broken:
+            typer.echo(str(link))
+        if not broken:
+            namespaces = len(store.namespaces())
+            console.print(f"ok: every superseded_by link of {namespaces} namespace(s) points at a fact of its own")
+            return
+        if fix:
+            console.print(f"unlinked {store.unlink_broken()} fact(s): they stay, ended as they were")
+            return
+    console.print(
+        f"{len(broken)} broken link(s): `memlm memory check --fix` removes them (the facts stay), "
+        "`memlm memory forget --purge` erases a fact",
+        markup=False,
+    )
+    raise typer.Exit(1)
 
 
 @memory_app.command("migrate")

@@ -1,7 +1,8 @@
 """`memlm memory migrate SRC DST`: a memory copied between SQLite and PostgreSQL, then verified.
 
 Every row is copied, history included, with its id (so `superseded_by` still points at the right
-fact), in one transaction on DST: a failed copy leaves DST as it was. DST must be empty, so
+fact), in one transaction on DST: a failed copy leaves DST as it was. DST's id counter starts where
+SRC's stands, so an id SRC gave to a fact since purged is not given out again. DST must be empty, so
 nothing already stored there is overwritten or mixed in. The copy is then verified: the row count
 of every namespace, and every row compared field by field, in id order.
 """
@@ -11,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from memory_runtime.memory.databases import Database, PostgresDatabase, open_database, redacted
+from memory_runtime.memory.databases import Database, open_database, redacted
 
 _ROW = (
     "id, namespace, subject, relation, object, subject_norm, relation_norm, object_norm,"
@@ -59,8 +60,7 @@ def migrate(src: str, dst: str, progress: Callable[[int], None] | None = None) -
                 cur.many(f"INSERT INTO triplets ({_ROW}) VALUES ({placeholders})", rows)
                 if progress is not None:
                     progress(len(rows))
-            if isinstance(target, PostgresDatabase):  # the next fact's id follows the copied ones
-                cur.rows("SELECT setval(pg_get_serial_sequence('triplets', 'id'), (SELECT MAX(id) FROM triplets))")
+            target.reserve_ids(cur, source.last_id())  # the next fact's id follows every id SRC gave out
         counts = _counts(source)
         if _counts(target) != counts:
             raise ValueError("verification failed: the row counts per namespace differ")

@@ -158,6 +158,26 @@ class QueryResult:
 
 
 @dataclass(frozen=True)
+class BrokenLink:
+    """A fact whose `superseded_by` points at no fact (`target_namespace` None) or at another namespace's."""
+
+    fact: Fact
+    target_namespace: str | None
+
+    def __str__(self) -> str:
+        f = self.fact
+        where = (
+            "which does not exist"
+            if self.target_namespace is None
+            else f"a fact of namespace {self.target_namespace!r}"
+        )
+        return (
+            f"namespace {f.namespace!r}: fact {f.id} ({f.subject} >> {f.relation} >> {f.object},"
+            f" {f.ended_by or 'current'}) says it was superseded by fact {f.superseded_by}, {where}"
+        )
+
+
+@dataclass(frozen=True)
 class WriteResult:
     fact: Fact
     status: Literal["stored", "duplicate"]
@@ -553,8 +573,12 @@ class TripletStore:
     ) -> int:
         """End the matching current facts (exact match only); they stay in history.
 
-        With purge=True every version of the matching facts is deleted for good (for users who
-        ask that their data be erased). Returns how many rows were ended or deleted.
+        With purge=True the matching facts are deleted for good (for users who ask that their data
+        be erased), every version of them: each with the facts it superseded of the same subject
+        and relation (its earlier values, back to the first). A fact of another subject or relation
+        that one of them ended (a role at the old employer, the previous holder of an object-
+        functional relation) stays ended, its link to the erased fact removed, so nothing points at
+        a missing row. Returns how many rows were ended or deleted.
         """
         where, params = self._exact_where(namespace, subject, relation, object, require=True)
         namespace = params[0]
@@ -564,17 +588,67 @@ class TripletStore:
                     f"UPDATE triplets SET valid_to = ?, ended_by = 'forgotten' WHERE {where} AND valid_to IS NULL",
                     [_timestamp(at, "at"), *params],
                 )
-            doomed = cur.rows(f"SELECT subject_norm, relation_norm, object_norm FROM triplets WHERE {where}", params)
-            cur.execute(f"DELETE FROM triplets WHERE {where}", params)
+            doomed = self._versions(cur, namespace, cur.rows(f"SELECT {_VERSION} FROM triplets WHERE {where}", params))
+            for ids in _chunks(list(doomed)):
+                marks = ", ".join("?" * len(ids))
+                cur.execute(f"DELETE FROM triplets WHERE namespace = ? AND id IN ({marks})", (namespace, *ids))
+                cur.execute(  # what they ended of other subjects or relations
+                    f"UPDATE triplets SET superseded_by = NULL WHERE namespace = ? AND superseded_by IN ({marks})",
+                    (namespace, *ids),
+                )
             self._purges[namespace] = self._purges.get(namespace, 0) + 1  # an index being built is stale
             for i, name in enumerate(FIELDS):
                 index = self._indexes.get((namespace, name))
                 if index is None:
                     continue
-                for norm in {row[i] for row in doomed}:
+                for norm in {row[i + 2] for row in doomed.values()}:
                     if not self._has_term(namespace, name, norm, cur):  # (in the transaction: it sees the delete)
                         index.remove(norm)
             return len(doomed)
+
+    @staticmethod
+    def _versions(cur: Cursor, namespace: str, rows: list[tuple]) -> dict[int, tuple]:
+        """`rows` (of _VERSION) with every earlier version of each, by id: the facts each superseded
+        of the same subject and relation, and theirs, back to the first."""
+        found = {row[0]: row for row in rows}
+        frontier = list(found)
+        while frontier:
+            later = []
+            for ids in _chunks(frontier):
+                for row in cur.rows(
+                    f"SELECT {_VERSION} FROM triplets WHERE namespace = ? AND superseded_by IN"
+                    f" ({', '.join('?' * len(ids))})",
+                    (namespace, *ids),
+                ):
+                    newer = found[row[1]]
+                    if row[0] not in found and row[2:4] == newer[2:4]:  # same subject_norm, relation_norm
+                        found[row[0]] = row
+                        later.append(row[0])
+            frontier = later
+        return found
+
+    def broken_links(self) -> list[BrokenLink]:
+        """Every fact, of any namespace, whose `superseded_by` points at no fact or at a fact of
+        another namespace (`memlm memory check`); none in a memory this memlm wrote."""
+        columns = ", ".join(f"a.{name}" for name in _COLUMNS.split(", "))
+        with self._lock:
+            rows = self._db.rows(
+                f"SELECT {columns}, b.namespace FROM triplets a LEFT JOIN triplets b ON b.id = a.superseded_by"
+                " WHERE a.superseded_by IS NOT NULL AND (b.id IS NULL OR b.namespace <> a.namespace)"
+                " ORDER BY a.namespace, a.id"
+            )
+        return [BrokenLink(_fact(row[:-1]), row[-1]) for row in rows]
+
+    def unlink_broken(self) -> int:
+        """Remove the broken links broken_links() finds (the facts stay, ended as they were); how many."""
+        removed = 0
+        for link in self.broken_links():
+            with self._lock, self._db.transaction(link.fact.namespace) as cur:
+                removed += cur.execute(
+                    "UPDATE triplets SET superseded_by = NULL WHERE id = ? AND superseded_by = ?",
+                    (link.fact.id, link.fact.superseded_by),
+                )
+        return removed
 
     # ------------------------------------------------------------------ helpers
 
@@ -696,6 +770,15 @@ class TripletStore:
             while len(self._indexes) > self.config.max_indexes:
                 evicted, _ = self._indexes.popitem(last=False)
                 self._seen.pop(evicted, None)
+
+
+_VERSION = "id, superseded_by, subject_norm, relation_norm, object_norm"  # what a purge reads of a version
+
+
+def _chunks(ids: list[int], size: int = 500) -> Iterator[list[int]]:
+    """Ids a few hundred at a time: one statement's placeholders stay well under any database's limit."""
+    for start in range(0, len(ids), size):
+        yield ids[start : start + size]
 
 
 class _IndexMissing(Exception):

@@ -35,6 +35,42 @@ def test_bad_input_gets_a_clear_error(tmp_path):
     assert r.exit_code != 0 and "subject is empty" in r.output
 
 
+def test_memory_check_finds_links_to_a_missing_or_foreign_fact(memory_location):
+    """`memlm memory check` on each backend: exit 0 on an intact memory, 1 with one line per broken
+    link (a link to no fact, one into another namespace), 0 again once --fix removed them."""
+    from memory_runtime.memory.store import TripletStore
+
+    with TripletStore(memory_location) as store:
+        for name in ("Dorothea Altemus", "Tia Batres"):
+            store.write(name, "employed by", "Pfizer", namespace="alice", at=1.0)
+            store.write(name, "employed by", "BMW", namespace="alice", at=2.0)
+        bobs = store.write("Marcus Feld", "employed by", "Roche", namespace="bob").fact.id
+        store.forget("Dorothea Altemus", "employed by", "BMW", namespace="alice", purge=True)
+    r = runner.invoke(app, ["memory", "check", "--db", memory_location])
+    assert r.exit_code == 0 and "every superseded_by link of 2 namespace(s)" in r.output, r.output
+
+    with TripletStore(memory_location) as store:  # what an older memlm's purge and reused ids left behind
+        store.write("Dorothea Altemus", "employed by", "Siemens", namespace="alice", at=3.0)
+        store.write("Dorothea Altemus", "employed by", "Roche", namespace="alice", at=4.0)
+        siemens, roche = store.history("Dorothea Altemus", namespace="alice")
+        tia = store.history("Tia Batres", namespace="alice")[0]
+        store._db.execute("DELETE FROM triplets WHERE id = ?", (roche.id,))
+        store._db.execute("UPDATE triplets SET superseded_by = ? WHERE id = ?", (bobs, tia.id))
+    r = runner.invoke(app, ["memory", "check", "--db", memory_location])
+    assert r.exit_code == 1, r.output
+    assert r.stdout.splitlines() == [
+        f"namespace 'alice': fact {tia.id} (Tia Batres >> employed by >> Pfizer, superseded) says it was"
+        f" superseded by fact {bobs}, a fact of namespace 'bob'",
+        f"namespace 'alice': fact {siemens.id} (Dorothea Altemus >> employed by >> Siemens, superseded) says it"
+        f" was superseded by fact {roche.id}, which does not exist",
+    ]
+    assert "2 broken link(s)" in r.output
+    r = runner.invoke(app, ["memory", "check", "--db", memory_location, "--fix"])
+    assert r.exit_code == 0 and "unlinked 2 fact(s)" in r.output, r.output
+    r = runner.invoke(app, ["memory", "check", "--db", memory_location])
+    assert r.exit_code == 0, r.output
+
+
 def test_bench_memory_rejects_a_bad_config(tmp_path):
     bad = tmp_path / "memory.yaml"
     bad.write_text("fuzzy: {bands: 40, rows: 3, num_perm: 48}\n")

@@ -34,6 +34,19 @@ def test_sqlite_to_postgres_and_back_keeps_every_fact_and_version(tmp_path, post
         assert pg.write("New Person", "employed by", "Acme", namespace="alice").fact.id == 33  # ids go on
 
 
+def test_an_id_given_to_a_purged_fact_is_not_given_out_again_after_a_migration(tmp_path, postgres_url):
+    src, back = str(tmp_path / "a.sqlite"), str(tmp_path / "b.sqlite")
+    _fill(src)
+    with TripletStore(src) as store:
+        gone = store.write("Lena Vogt", "employed by", "Roche", namespace="bob").fact.id  # the last row, then purged
+        store.forget("Lena Vogt", namespace="bob", purge=True)
+    migrate(src, postgres_url)
+    migrate(postgres_url, back)
+    for location in (postgres_url, back):
+        with TripletStore(location) as store:
+            assert store.write("New Person", "employed by", "Acme", namespace="carol").fact.id == gone + 1
+
+
 def test_migrate_refuses_a_memory_that_holds_facts(tmp_path, postgres_url):
     src = str(tmp_path / "a.sqlite")
     _fill(src)

@@ -216,6 +216,82 @@ def test_a_memory_of_schema_version_1_gains_the_source_column_on_open(tmp_path):
         assert len(store.facts()) == 2
 
 
+_V1_TABLE = (
+    "CREATE TABLE triplets (id INTEGER PRIMARY KEY, namespace TEXT NOT NULL, subject TEXT NOT NULL,"
+    " relation TEXT NOT NULL, object TEXT NOT NULL, subject_norm TEXT NOT NULL, relation_norm TEXT NOT NULL,"
+    " object_norm TEXT NOT NULL, valid_from REAL NOT NULL, valid_to REAL, ended_by TEXT, superseded_by INTEGER,"
+    " source TEXT)"
+)
+
+
+def test_a_memory_of_schema_version_1_is_rebuilt_to_never_reuse_ids_keeping_every_row(tmp_path):
+    from memory_runtime.memory.databases import APPLICATION_ID, SCHEMA_VERSION
+
+    path = tmp_path / "v1.sqlite"
+    conn = sqlite3.connect(path)
+    conn.execute(_V1_TABLE)
+    conn.execute("CREATE INDEX triplets_namespace_id ON triplets(namespace, id)")
+    rows = [  # ids with gaps; fact 3 was superseded by fact 9, the last row, since purged
+        (1, "alice", "Tia Batres", "lives in", "Lyon", "tia batres", "lives in", "lyon", 1.0, None, None, None, None),
+        (3, "alice", "Dorothea Altemus", "employed by", "Pfizer", "dorothea altemus", "employed by", "pfizer",
+         1.0, 2.0, "superseded", 9, "import"),
+        (7, "bob", "Marcus Feld", "employed by", "Roche", "marcus feld", "employed by", "roche", 1.5, None, None, None,
+         "chatcmpl-1"),
+    ]  # fmt: skip
+    conn.executemany(f"INSERT INTO triplets VALUES ({', '.join('?' * 13)})", rows)
+    conn.execute(f"PRAGMA application_id={APPLICATION_ID}")
+    conn.execute("PRAGMA user_version=1")
+    conn.commit()
+    conn.close()
+
+    with TripletStore(path) as store:
+        assert store._db.rows("SELECT * FROM triplets ORDER BY id") == rows  # every row, with its id
+        assert [(link.fact.id, link.target_namespace) for link in store.broken_links()] == [(3, None)]
+        assert store.write("Lena Vogt", "employed by", "Roche", namespace="bob").fact.id == 10  # not 8, not 9
+        assert store.query(subject="Tia Batre", namespace="alice").triplets == [("Tia Batres", "lives in", "Lyon")]
+    conn = sqlite3.connect(path)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 2
+    (ddl,) = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'triplets'").fetchone()
+    assert "AUTOINCREMENT" in ddl
+    indexes = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
+    assert {"triplets_subject", "triplets_object", "triplets_namespace_id", "triplets_superseded_by"} <= indexes
+    assert conn.execute("SELECT name FROM sqlite_master WHERE name LIKE '%rebuilt%'").fetchall() == []
+    conn.close()
+    with TripletStore(path) as store:  # opened again: nothing rebuilt, nothing lost
+        assert len(store._db.rows("SELECT id FROM triplets")) == 4
+
+
+def test_a_failed_rebuild_leaves_the_version_1_file_as_it_was(tmp_path, monkeypatch):
+    from memory_runtime.memory.databases import APPLICATION_ID, SqliteDatabase
+
+    path = tmp_path / "v1.sqlite"
+    conn = sqlite3.connect(path)
+    conn.execute(_V1_TABLE)
+    conn.execute(
+        "INSERT INTO triplets VALUES (4, 'alice', 'Tia Batres', 'lives in', 'Lyon', 'tia batres', 'lives in',"
+        " 'lyon', 1.0, NULL, NULL, NULL, NULL)"
+    )
+    conn.execute(f"PRAGMA application_id={APPLICATION_ID}")
+    conn.execute("PRAGMA user_version=1")
+    conn.commit()
+    conn.close()
+
+    def disk_full(self, cur, last=0):
+        raise sqlite3.OperationalError("database or disk is full")
+
+    monkeypatch.setattr(SqliteDatabase, "reserve_ids", disk_full)
+    with pytest.raises(sqlite3.OperationalError, match="disk is full"):
+        TripletStore(path)
+    conn = sqlite3.connect(path)
+    (ddl,) = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'triplets'").fetchone()
+    assert "AUTOINCREMENT" not in ddl and conn.execute("PRAGMA user_version").fetchone()[0] == 1
+    assert conn.execute("SELECT id, subject FROM triplets").fetchall() == [(4, "Tia Batres")]
+    conn.close()
+    monkeypatch.undo()
+    with TripletStore(path) as store:  # the next open rebuilds it
+        assert [f.id for f in store.facts("alice")] == [4]
+
+
 def test_forget_ends_facts_but_keeps_history(store):
     store.write("Tia Batres", "customer of", "Pfizer", at=1.0)
     store.write("Tia Batres", "investor in", "BMW", at=1.0)
@@ -234,6 +310,77 @@ def test_purge_deletes_every_version_and_drops_terms_from_the_fuzzy_index(store)
     assert store.history(subject="Dorothea Altemus") == []
     assert "dorothea altemus" not in store.fuzzy_index("default", "subject")
     assert len(store.query(subject="Dorothea Altemas")) == 0
+
+
+def test_purge_erases_the_earlier_versions_and_leaves_no_link_to_the_erased(store):
+    """The page's "Erase every version for good?": the fact, the values it replaced of its subject and
+    relation, back to the first; what it ended of another relation or subject stays, unlinked."""
+    store.write("Dorothea Altemus", "employed by", "Pfizer", namespace="alice", at=1.0)
+    store.write("Dorothea Altemus", "CEO of", "BMW", namespace="alice", at=2.0)
+    store.write("Dorothea Altemus", "employed by", "BMW", namespace="alice", at=2.0)  # supersedes Pfizer
+    store.write("Tia Batres", "chairperson of", "Siemens", namespace="alice", at=2.0)
+    store.write("Dorothea Altemus", "chairperson of", "Siemens", namespace="alice", at=2.5)  # ends Tia's (object)
+    current = store.write("Dorothea Altemus", "employed by", "Siemens", namespace="alice", at=3.0)  # ends CEO of BMW
+    store.write("Dorothea Altemus", "employed by", "Pfizer", namespace="bob", at=1.0)
+    store.write("Dorothea Altemus", "employed by", "BMW", namespace="bob", at=2.0)
+    bob_before = store.history(namespace="bob")
+
+    assert store.forget("Dorothea Altemus", "works for", "Siemens", namespace="alice", purge=True) == 3
+    assert store.history("Dorothea Altemus", "employed by", namespace="alice") == []
+    assert [f.object for f in store.iter_facts("alice", current=False)] == ["BMW", "Siemens", "Siemens"]
+    ceo = store.history("Dorothea Altemus", "CEO of", namespace="alice")[0]
+    assert (ceo.ended_by, ceo.valid_to, ceo.superseded_by) == ("superseded", 3.0, None)
+    store.forget("Dorothea Altemus", "chairperson of", namespace="alice", purge=True)
+    tia = store.history("Tia Batres", namespace="alice")[0]
+    assert (tia.ended_by, tia.superseded_by) == ("superseded", None)  # not a version of Dorothea's fact
+    assert store.history(namespace="bob") == bob_before  # another namespace is never touched
+    assert store.broken_links() == []
+    later = store.write("Marcus Feld", "employed by", "Roche", namespace="bob")
+    assert later.fact.id > current.fact.id  # the erased fact's id is not given out again
+
+
+def test_purging_an_old_version_erases_it_and_those_before_it_not_the_newer(store):
+    for at, employer in enumerate(["Pfizer", "BMW", "Siemens", "Roche"]):
+        store.write("Dorothea Altemus", "employed by", employer, at=float(at))
+    assert store.forget("Dorothea Altemus", "employed by", "BMW", purge=True) == 2
+    assert [(f.object, f.ended_by) for f in store.history("Dorothea Altemus")] == [
+        ("Siemens", "superseded"),
+        ("Roche", None),
+    ]
+    assert store.broken_links() == []
+
+
+def test_a_purged_last_row_s_id_is_never_given_out_again(memory_location):
+    """SQLite without AUTOINCREMENT gave the purged last row's id to the next fact, of any namespace:
+    an earlier version's superseded_by then pointed into another user's memory."""
+    with TripletStore(memory_location) as store:
+        store.write("Dorothea Altemus", "lives in", "Lyon", namespace="alice")
+        gone = store.write("Dorothea Altemus", "employed by", "Pfizer", namespace="alice").fact.id
+        store.forget("Dorothea Altemus", "employed by", namespace="alice", purge=True)
+    with TripletStore(memory_location) as store:  # reopened: the counter is stored, not kept in memory
+        assert store.write("Marcus Feld", "employed by", "Roche", namespace="bob").fact.id == gone + 1
+
+
+def test_broken_links_are_found_and_unlinked(store):
+    """What an older memlm's purge could leave behind: a link to no fact, and one into another namespace."""
+    store.write("Dorothea Altemus", "employed by", "Pfizer", namespace="alice", at=1.0)
+    store.write("Dorothea Altemus", "employed by", "BMW", namespace="alice", at=2.0)
+    store.write("Tia Batres", "employed by", "Pfizer", namespace="alice", at=1.0)
+    store.write("Tia Batres", "employed by", "BMW", namespace="alice", at=2.0)
+    bobs = store.write("Marcus Feld", "employed by", "Roche", namespace="bob").fact
+    dorothea, tia = (store.history(name, namespace="alice")[0] for name in ("Dorothea Altemus", "Tia Batres"))
+    store._db.execute("UPDATE triplets SET superseded_by = ? WHERE id = ?", (bobs.id + 1000, dorothea.id))
+    store._db.execute("UPDATE triplets SET superseded_by = ? WHERE id = ?", (bobs.id, tia.id))
+    broken = store.broken_links()
+    assert [(link.fact.id, link.target_namespace) for link in broken] == [(dorothea.id, None), (tia.id, "bob")]
+    assert str(broken[0]) == (
+        f"namespace 'alice': fact {dorothea.id} (Dorothea Altemus >> employed by >> Pfizer, superseded)"
+        f" says it was superseded by fact {bobs.id + 1000}, which does not exist"
+    )
+    assert str(broken[1]).endswith(f"superseded by fact {bobs.id}, a fact of namespace 'bob'")
+    assert store.unlink_broken() == 2
+    assert store.broken_links() == []
+    assert [f.ended_by for f in store.history(namespace="alice") if not f.current] == ["superseded", "superseded"]
 
 
 def test_forget_needs_a_field(store):
@@ -528,6 +675,22 @@ def test_postgres_refuses_a_foreign_or_newer_database(postgres_url):
         TripletStore(postgres_url)
     with pytest.raises(InvalidDatabaseError, match=r"cannot connect to postgresql://memlm:\*\*\*@"):
         TripletStore("postgresql://memlm:secret@/nope?host=/nonexistent&connect_timeout=1")
+
+
+@pytest.mark.postgres
+def test_a_postgres_memory_of_schema_version_1_keeps_its_ids_above_every_link(postgres_url):
+    import psycopg
+
+    with TripletStore(postgres_url) as store:
+        store.write("Dorothea Altemus", "employed by", "Pfizer", namespace="alice", at=1.0)
+    with psycopg.connect(postgres_url, autocommit=True) as conn:  # as an older memlm's purge left it
+        conn.execute("UPDATE triplets SET superseded_by = 41, valid_to = 2.0, ended_by = 'superseded'")
+        conn.execute("UPDATE memlm_meta SET value = '1' WHERE key = 'schema_version'")
+    with TripletStore(postgres_url) as store:
+        assert [(link.fact.id, link.target_namespace) for link in store.broken_links()] == [(1, None)]
+        assert store.write("Marcus Feld", "employed by", "Roche", namespace="bob").fact.id == 42
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        assert conn.execute("SELECT value FROM memlm_meta WHERE key = 'schema_version'").fetchone() == ("2",)
 
 
 def test_sqlite_lookups_by_a_value_use_that_fields_index(tmp_path):
