@@ -200,6 +200,27 @@ def answer_names_copied(text: str, piece: str) -> bool:
     return any(n.startswith(extended) for n in names)
 
 
+def name_head_dropped(text: str, piece: str) -> str | None:
+    """The head of a returned name that `piece` leaves out, when it glues the name's rest to the punctuation
+    `text` ends in: "Yes," + "ector" where a read returned "Hector" gives "H"; else None.
+
+    Why: the results spell a name after "{" ("{H" + "ector") and the answer after a space (" H" + "ector");
+    a small model copying from the results can skip the head token and write "Yes,ector" (issue 46). Only a
+    word of three letters or more that starts right after punctuation, outside calls, after a read returned
+    something, and sits inside a returned name (not at its start) counts."""
+    if not text or text[-1].isalnum() or text[-1].isspace() or "}:" not in text or open_call(text) is not None:
+        return None
+    match = re.match(r"[^\W\d_]\w*", piece)
+    if match is None or len(match.group()) < 3:
+        return None
+    word = match.group()
+    for name in sorted(returned_names(text)):
+        k = name.find(word, 1)
+        if k > 0 and not name.startswith(word):
+            return name[:k]
+    return None
+
+
 def _spans(context: str, max_words: int) -> set[str]:
     """Every run of up to `max_words` words of `context` that starts at a letter or digit with none
     before it and ends where `_occurs` lets a closed field end (no space, no letter or digit after):

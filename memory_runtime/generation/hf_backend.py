@@ -32,7 +32,13 @@ from typing import Any, NamedTuple
 
 import torch
 
-from memory_runtime.generation.field_copy import allowed, answer_names_copied, answer_word_in_progress, open_call
+from memory_runtime.generation.field_copy import (
+    allowed,
+    answer_names_copied,
+    answer_word_in_progress,
+    name_head_dropped,
+    open_call,
+)
 
 _REPLACEMENT = "\ufffd"  # what decode() shows for an incomplete UTF-8 sequence
 _DECODE_CONTEXT = 3  # tokens decoded before an anchor so leading-space rules apply
@@ -242,6 +248,10 @@ class TurnDecoder:
         banned = self.banned.get(len(self.ids), set())
         top = torch.topk(logits, min(_COPY_TOP_K, logits.shape[-1])).indices.tolist()
         in_call = open_call(text) is not None
+        if not in_call and text[-1:] and not text[-1].isalnum() and not text[-1].isspace() and "}:" in text:
+            logits, restored = self._name_heads_restored(logits, text, top)
+            if restored:
+                top = torch.topk(logits, min(_COPY_TOP_K, logits.shape[-1])).indices.tolist()
         naming = not in_call and bool(answer_word_in_progress(text))  # an answer copying a returned name
         ok = []
         for token in top:
@@ -258,6 +268,24 @@ class TurnDecoder:
         masked = torch.full_like(logits, float("-inf"))
         masked[ok] = logits[ok]
         return masked, False
+
+    def _name_heads_restored(self, logits: torch.Tensor, text: str, top: list[int]) -> tuple[torch.Tensor, bool]:
+        """A candidate that glues a returned name's rest to punctuation ("Yes," + "ector" for "Hector",
+        field_copy.name_head_dropped) is taken out and its probability given to the token that starts the
+        name (" H"), where the head is one token: the model meant the name, so the name is what it writes."""
+        restored = False
+        for token in top:
+            head = name_head_dropped(text, self.tokenizer.decode([token]))
+            if head is None:
+                continue
+            if not restored:
+                logits, restored = logits.clone(), True
+            spaced = (" " if text[-1] in ",.;:!?" else "") + head
+            ids = self.tokenizer(spaced, add_special_tokens=False)["input_ids"]
+            if len(ids) == 1:
+                logits[ids[0]] = torch.logaddexp(logits[ids[0]], logits[token])
+            logits[token] = float("-inf")
+        return logits, restored
 
     def _copies(self, text: str, token: int, in_call: bool, naming: bool) -> bool:
         if not in_call and not naming:  # free text: only a token with "{" (or a raw byte) can start a field

@@ -142,6 +142,27 @@ def test_answer_names_are_copies_of_returned_names(before, piece, ok):
 
 
 @pytest.mark.parametrize(
+    "before, piece, head",
+    [
+        ("Yes,", "ector", "H"),  # issue 46: "Yes,ector" for "Hector" (the results spell it "{H" + "ector")
+        ("Yes,", "ector Villalobos", "H"),
+        ("Yes,", "alobos", "Vill"),
+        ("Yes,", " Hector", None),  # the name from its start
+        ("Yes,", "is", None),  # too short to tell
+        ("Yes", "ector", None),  # inside a word: answer_names_copied's business
+        ("Yes, ", "ector", None),  # after a space: a word of its own
+    ],
+)
+def test_a_name_glued_without_its_head_is_found(before, piece, head):
+    from memory_runtime.generation.field_copy import name_head_dropped
+
+    text = "[MEM_READ{>>customer of>>Siemens}: {Hector Villalobos>>customer of>>Siemens}] " + before
+    assert name_head_dropped(text, piece) == head
+    assert name_head_dropped("No read here. " + before, piece) is None  # nothing returned: free
+    assert name_head_dropped("[MEM_READ{>>customer of>>Siemens}: " + before, piece) is None  # a call still open
+
+
+@pytest.mark.parametrize(
     "field, ok",
     [
         ("She", False),

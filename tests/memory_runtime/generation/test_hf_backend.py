@@ -382,3 +382,19 @@ def test_answer_names_stay_copies_of_what_the_read_returned(tiny_model, smollm2_
     logits[o], logits[works] = 5.0, 4.0  # prefers "Gustavo"
     backend.turn.step(logits)
     assert backend.turn.assistant_text.endswith("Gustav works" if copy_fields else "Gustavo")
+
+
+@pytest.mark.parametrize("copy_fields", [True, False])
+def test_an_answer_does_not_drop_the_head_of_a_returned_name(tiny_model, smollm2_tokenizer, copy_fields):
+    """Issue 46: the read returned "Hector Villalobos" and the reply was "Yes,ector Villalobos": the model put
+    "ector" (the name's rest, as the results spell it after "{H") first. Its probability goes to " H", the
+    name's start, so the answer is "Yes, Hector" (with copy_fields off the model's choice stands)."""
+    tok = smollm2_tokenizer
+    backend = HFBackend(tiny_model, tok, copy_fields=copy_fields)
+    backend.start([{"role": "user", "content": "Is anyone a customer of Siemens?"}])
+    backend.resume("[MEM_READ{>>customer of>>Siemens}: {Hector Villalobos>>customer of>>Siemens}] Yes,")
+    ector, h, erik = (tok(p, add_special_tokens=False)["input_ids"][0] for p in ("ector", " H", " Erik"))
+    logits = torch.full((len(tok),), -10.0)
+    logits[ector], logits[erik], logits[h] = 5.0, 4.5, 4.0  # as the quickstart's adapter ranked them
+    backend.turn.step(logits)
+    assert backend.turn.assistant_text.endswith("Yes, H" if copy_fields else "Yes,ector")
