@@ -4,6 +4,7 @@ page, no model) and `memlm bench serve` (memory_runtime.serving)."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -12,6 +13,7 @@ from memlm.cli.common import (
     OVERRIDES,
     app,
     bench_app,
+    console,
     counts,
     engine_names,
     fail,
@@ -21,14 +23,50 @@ from memlm.cli.common import (
     print_json,
 )
 
+if TYPE_CHECKING:
+    from memory_runtime.serving.config import ServeConfig
+
 SERVE_CONFIG = Path("configs/serve/default.yaml")
 HOST = typer.Option(
     "127.0.0.1",
     "--host",
-    help="Interface to listen on: 127.0.0.1 is this machine only; 0.0.0.0 is every interface (remove the demo "
-    "key first).",
+    help="Interface to listen on: 127.0.0.1 is this machine only; 0.0.0.0 is every interface (a shipped demo key "
+    "is refused there: see --allow-demo-key). Requests must name the server by it (the Host header): loopback "
+    "answers to localhost, 127.0.0.1 and ::1; 0.0.0.0 to those, this machine's name and any IP address.",
 )
 PORT = typer.Option(8000, "--port", min=1, max=65535, help="TCP port to listen on.")
+ALLOW_HOST = typer.Option(
+    None,
+    "--allow-host",
+    help="A name the server also answers to (the Host header, e.g. memlm.example.com), beyond those of --host; "
+    "repeat for more; added to the serve config's allowed_hosts. '*': any name (turns the check off: only behind "
+    "a proxy that checks Host). Other names get 400, which stops DNS rebinding.",
+    show_default=False,
+)
+ALLOW_DEMO_KEY = typer.Option(
+    False,
+    "--allow-demo-key",
+    help="Listen beyond loopback although a shipped demo key (public: it is in configs/) is among the API keys. "
+    "Only together with allow_demo_key: true in the serve config (or the override allow_demo_key=true): say so "
+    "twice, and a loud warning is printed.",
+)
+
+
+def with_hosts(cfg: ServeConfig, allow_host: list[str] | None) -> ServeConfig:
+    """The serve config with the --allow-host names added to its allowed_hosts."""
+    from memory_runtime.serving.config import host_name
+
+    try:
+        names = [host_name(name) for name in allow_host or []]
+    except ValueError as err:
+        raise typer.BadParameter(str(err), param_hint="--allow-host") from None
+    cfg.allowed_hosts = [*cfg.allowed_hosts, *names]
+    return cfg
+
+
+def warn(line: str) -> None:
+    """A warning nobody should miss, on stderr."""
+    console.print(line, style="bold red", markup=False, highlight=False, soft_wrap=True)
 
 
 @app.command("serve")
@@ -51,6 +89,8 @@ def serve_command(
     log_level: str = typer.Option(
         "info", "--log-level", help="uvicorn's log level: critical, error, warning, info, debug, trace."
     ),
+    allow_host: list[str] | None = ALLOW_HOST,
+    allow_demo_key: bool = ALLOW_DEMO_KEY,
     overrides: list[str] | None = OVERRIDES,
 ) -> None:
     """Serve a model with its memory behind an OpenAI-compatible API (POST /v1/chat/completions),
@@ -58,9 +98,18 @@ def serve_command(
     from memory_runtime.serving.config import ServeConfig
     from memory_runtime.serving.launch import serve
 
-    cfg = load(ServeConfig, config, overrides, {"generation.model": model})
+    cfg = with_hosts(load(ServeConfig, config, overrides, {"generation.model": model}), allow_host)
     try:
-        serve(db, cfg, host=host, port=port, log_level=log_level, on_ready=log)
+        serve(
+            db,
+            cfg,
+            host=host,
+            port=port,
+            log_level=log_level,
+            allow_demo_key=allow_demo_key,
+            on_ready=log,
+            on_warning=warn,
+        )
     except (ValueError, FileNotFoundError) as err:
         fail(err)
 
@@ -68,11 +117,13 @@ def serve_command(
 @app.command("ui")
 def ui_command(
     db: str = typer.Option(..., "--db", help="The memory to inspect: an SQLite file or a postgresql:// URL."),
-    host: str = typer.Option("127.0.0.1", "--host", help="Interface to listen on (127.0.0.1: this machine only)."),
+    host: str = HOST,
     port: int = PORT,
     config: Path = typer.Option(
         SERVE_CONFIG, "--config", help="Serve config YAML: the API keys the page signs in with (as memlm serve)."
     ),
+    allow_host: list[str] | None = ALLOW_HOST,
+    allow_demo_key: bool = ALLOW_DEMO_KEY,
     overrides: list[str] | None = OVERRIDES,
 ) -> None:
     """The memory page (http://HOST:PORT/ui) on a memory, without a model: see, search, time-travel,
@@ -83,9 +134,9 @@ def ui_command(
 
     if not is_postgres(db) and not Path(db).exists():
         raise typer.BadParameter(f"{db} does not exist", param_hint="--db")
-    cfg = load(ServeConfig, config, overrides)
+    cfg = with_hosts(load(ServeConfig, config, overrides), allow_host)
     try:
-        serve_memory_page(db, cfg, host=host, port=port, on_ready=log)
+        serve_memory_page(db, cfg, host=host, port=port, allow_demo_key=allow_demo_key, on_ready=log, on_warning=warn)
     except (ValueError, FileNotFoundError) as err:
         fail(err)
 

@@ -15,15 +15,17 @@ streamed reply is sent as it is generated, calls never reach the client. The sto
 thread-safe, is shared by every request.
 
     config.py      ServeConfig (configs/serve/*.yaml): API keys, limits, generation settings
-    keys.py        KeyRing: API key -> namespace, and the bearer dependency every route uses
+    keys.py        KeyRing: API key -> namespace, and the bearer dependency every route uses;
+                   FailedKeys: wrong keys per client address (429); the shipped demo keys
     schemas.py     the request bodies and the OpenAI-shaped APIError
     metrics.py     Metrics: request counts and latencies per route, turn timings (/metrics)
-    middleware.py  Instrumented: body-size limit and request metrics, outermost
+    middleware.py  Instrumented: body-size limit and request metrics, outermost; HostCheck: the
+                   server's own names (Host), changes from its own pages only (Origin)
     sse.py         the OpenAI chunk stream of a streamed reply
     app.py         create_app: the routes over a store and a turn decoder
     ui.py          the memory page (GET /ui): a template and plain JS over the JSON API
     launch.py      serve (load the model, run uvicorn), serve_memory_page (memlm ui, no model),
-                   background_server (tests, benches)
+                   background_server (tests, benches), check_demo_keys (public keys stay on loopback)
     scheduler.py   the model thread: users' turns share batches, fairly across API keys
     bench_serve.py memlm bench serve: the server under N concurrent clients on loopback
 

@@ -23,9 +23,9 @@ from memory_runtime.memory.store import TripletStore
 from memory_runtime.protocol import SYSTEM_PROMPT, visible_reply
 from memory_runtime.serving.config import ServeConfig
 from memory_runtime.serving.feedback import Exchange, Feedback, FeedbackLog
-from memory_runtime.serving.keys import KeyRing, namespace_dependency
+from memory_runtime.serving.keys import FailedKeys, KeyRing, namespace_dependency
 from memory_runtime.serving.metrics import Metrics
-from memory_runtime.serving.middleware import Instrumented
+from memory_runtime.serving.middleware import AllowedHosts, HostCheck, Instrumented
 from memory_runtime.serving.scheduler import Overloaded, OwnerBusy, TurnScheduler
 from memory_runtime.serving.schemas import (
     APIError,
@@ -74,6 +74,7 @@ def create_app(
     *,
     model_name: str,
     api_keys: dict[str, str] | None = None,
+    host: str = "127.0.0.1",
     system_prompt: str | None = SYSTEM_PROMPT,
     decoder: Any = None,
     on_shutdown: Callable[[], None] | None = None,
@@ -83,9 +84,12 @@ def create_app(
     prompting the model with the system message it was trained with. Corrections
     (POST /v1/feedback) decode alone over `backend_factory`.
 
-    `api_keys` defaults to config.resolve_api_keys() (config, environment variable, file). With
-    neither a decoder nor `backend_factory` the server has no model (`memlm ui`): the memory routes
-    and the memory page work, chat answers 501. `on_shutdown` runs when the server stops.
+    `api_keys` defaults to config.resolve_api_keys() (config, environment variable, file). `host` is
+    the address the server listens on: a request's Host must be one of its names or of
+    config.allowed_hosts (middleware.AllowedHosts), and a wrong key counts against the client's
+    address (keys.FailedKeys, app.state.failed_keys). With neither a decoder nor `backend_factory`
+    the server has no model (`memlm ui`): the memory routes and the memory page work, chat answers
+    501. `on_shutdown` runs when the server stops.
     """
     has_model = decoder is not None or backend_factory is not None
     keyring = KeyRing(config.resolve_api_keys() if api_keys is None else api_keys)
@@ -94,7 +98,8 @@ def create_app(
     if decoder is None:
         decoder = OneAtATime(lambda r: backend_factory(temperature=r.temperature, top_p=r.top_p, seed=r.seed))
     scheduler = TurnScheduler(decoder, limits.max_queue, limits.max_turns_per_key)
-    user_namespace = namespace_dependency(keyring)
+    failed_keys = FailedKeys(limits.max_failed_keys, limits.failed_keys_window_s)
+    user_namespace = namespace_dependency(keyring, failed_keys)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI):
@@ -104,6 +109,7 @@ def create_app(
             on_shutdown()
 
     app = FastAPI(title="memlm", summary="A language model with a read-write triplet memory.", lifespan=lifespan)
+    app.state.failed_keys = failed_keys
 
     @app.exception_handler(APIError)
     async def _api_error(_: Request, err: APIError) -> JSONResponse:
@@ -435,7 +441,8 @@ def create_app(
         return out
 
     mount_memory_page(app, chat=has_model, model_name=model_name)
-    app.add_middleware(
+    app.add_middleware(HostCheck, allowed=AllowedHosts.listening_on(host, config.allowed_hosts))
+    app.add_middleware(  # outermost: refusals of HostCheck are counted too
         Instrumented, max_bytes=limits.max_request_bytes, metrics=metrics, routes={route.path for route in app.routes}
     )
     return app

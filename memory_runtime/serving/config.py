@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import ipaddress
 import os
+import re
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from memory_runtime.generation.runtime import Generation
 from memory_runtime.yaml_config import ConfigError, Strict, read_mapping
@@ -21,6 +23,8 @@ class Limits(Strict):
     max_queue: int = Field(32, ge=1)  # turns waiting for the model; more get 503 "overloaded"
     max_turns_per_key: int = Field(8, ge=1)  # turns one API key may have waiting or running; more get 429
     max_prompt_tokens: int = Field(4096, ge=16)  # a longer prompt (history included) gets 400 before any decoding
+    max_failed_keys: int = Field(10, ge=1)  # wrong API keys one client address may send per window; then 429
+    failed_keys_window_s: float = Field(60.0, gt=0)  # the window of max_failed_keys, in seconds
 
 
 class ServeConfig(Strict):
@@ -35,8 +39,15 @@ class ServeConfig(Strict):
     api_keys_file: Path | None = None  # YAML/JSON mapping KEY: NAMESPACE (relative to the config file)
     model_name: str | None = None  # the `model` reported to clients (default: generation.model)
     feedback_dir: Path | None = None  # POST /v1/feedback: pending/ per user, reviewed with `memlm feedback`
+    allowed_hosts: list[str] = []  # Host names answered beyond the listening address's own (--allow-host); "*": any
+    allow_demo_key: bool = False  # with --allow-demo-key: listen beyond loopback although a shipped demo key is in use
     limits: Limits = Limits()
     generation: Generation = Generation()
+
+    @field_validator("allowed_hosts")
+    @classmethod
+    def _host_names(cls, names: list[str]) -> list[str]:
+        return [host_name(name) for name in names]
 
     def relative_to(self, folder: Path) -> ServeConfig:
         """Relative paths in the file are relative to the file."""
@@ -74,6 +85,20 @@ class ServeConfig(Strict):
         if not keys:
             raise ConfigError("no API keys: set api_keys, the api_keys_env variable or api_keys_file")
         return keys
+
+
+def host_name(text: str) -> str:
+    """A name of `allowed_hosts` as the Host check compares it: lower case, no brackets round an IPv6
+    address, no final dot; "*" stays. Raises ValueError for anything else (a scheme, a port, a path)."""
+    name = text.strip().lower().removesuffix(".")
+    bare = name[1:-1] if name.startswith("[") and name.endswith("]") else name
+    try:
+        return str(ipaddress.ip_address(bare))
+    except ValueError:
+        pass
+    if name != "*" and (not name or not re.fullmatch(r"[a-z0-9_.-]+", name) or ".." in name or name[0] == "."):
+        raise ValueError(f"{text!r} is not a host name (a name or an IP address, no scheme, port or path; '*': any)")
+    return name
 
 
 def _parse_key_pairs(text: str, variable: str) -> dict[str, str]:

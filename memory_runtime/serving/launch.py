@@ -13,6 +13,9 @@ from typing import Any
 from memory_runtime.memory.store import TripletStore
 from memory_runtime.serving.app import create_app
 from memory_runtime.serving.config import ServeConfig
+from memory_runtime.serving.keys import SHIPPED_CONFIGS, shipped_demo_keys
+from memory_runtime.serving.middleware import is_loopback
+from memory_runtime.yaml_config import ConfigError
 
 
 @contextmanager
@@ -44,15 +47,19 @@ def serve(
     host: str = "127.0.0.1",
     port: int = 8000,
     log_level: str = "info",
+    allow_demo_key: bool = False,
     on_ready: Callable[[str], None] | None = None,
+    on_warning: Callable[[str], None] | None = None,
 ) -> None:
     """Open `config.generation`'s model with its memory and serve it until interrupted. Config, keys
-    and DB are checked before the model loads, so a mistake fails in a second, not after the load."""
+    (check_demo_keys) and DB are checked before the model loads, so a mistake fails in a second, not
+    after the load."""
     import uvicorn
 
     from memory_runtime.generation.runtime import open_runtime
 
     keys = config.resolve_api_keys()
+    warning = check_demo_keys(host, keys, config, allow_demo_key=allow_demo_key)
     with TripletStore(db, config.generation.memory()) as store:
         runtime = open_runtime(config.generation)
         app = create_app(
@@ -62,9 +69,12 @@ def serve(
             model_name=config.model_name or runtime.name,
             decoder=runtime.decoder,
             api_keys=keys,
+            host=host,
             system_prompt=runtime.system_prompt,
             on_shutdown=runtime.close,  # vLLM's engine processes end with the server
         )
+        if warning is not None and on_warning is not None:
+            on_warning(warning)
         if on_ready is not None:
             on_ready(
                 f"serving {runtime.describe()} on http://{host}:{port} ({len(keys)} API keys, memory {db});"
@@ -80,15 +90,53 @@ def serve_memory_page(
     host: str = "127.0.0.1",
     port: int = 8000,
     log_level: str = "warning",
+    allow_demo_key: bool = False,
     on_ready: Callable[[str], None] | None = None,
+    on_warning: Callable[[str], None] | None = None,
 ) -> None:
     """`memlm ui`: the memory page and the memory routes over a memory file, no model (no chat).
-    The same app as `memlm serve`, so the page signs in with the same API keys."""
+    The same app as `memlm serve`, so the page signs in with the same API keys, under the same checks."""
     import uvicorn
 
     keys = config.resolve_api_keys()
+    warning = check_demo_keys(host, keys, config, allow_demo_key=allow_demo_key)
     with TripletStore(db, config.generation.memory()) as store:
-        app = create_app(config, store, None, model_name="none", api_keys=keys)
+        app = create_app(config, store, None, model_name="none", api_keys=keys, host=host)
+        if warning is not None and on_warning is not None:
+            on_warning(warning)
         if on_ready is not None:
             on_ready(f"the memory page of {db}: http://{host}:{port}/ui (sign in with an API key; {len(keys)} keys)")
         uvicorn.run(app, host=host, port=port, log_level=log_level)
+
+
+def check_demo_keys(host: str, keys: dict[str, str], config: ServeConfig, *, allow_demo_key: bool) -> str | None:
+    """A server beyond loopback must not take memlm's shipped demo keys (keys.shipped_demo_keys), which
+    anyone can read: that is refused (ConfigError) unless told twice, with --allow-demo-key
+    (`allow_demo_key`) and the serve config's `allow_demo_key: true`; then the loud warning to show
+    is returned. None on loopback, or with no shipped key among `keys`."""
+    shipped = shipped_demo_keys()
+    exposed = {key: namespace for key, namespace in keys.items() if key in shipped}
+    if is_loopback(host) or not exposed:
+        return None
+    namespaces = ", ".join(sorted({repr(namespace) for namespace in exposed.values()}))
+    files = ", ".join(sorted({_shown(shipped[key]) for key in exposed}))
+    what = f"memlm's public demo key (namespace {namespaces}; the key is in {files})"
+    if not (allow_demo_key and config.allow_demo_key):
+        given = "--allow-demo-key" if allow_demo_key else "allow_demo_key: true" if config.allow_demo_key else None
+        raise ConfigError(
+            f"refusing to listen on {host} with {what}: anyone who can reach this machine could read and write "
+            "that memory. Remove the key from the serve config's api_keys and give each user a key of their own "
+            "(api_keys_env, api_keys_file), or, for a demo on a network you trust, say so twice: --allow-demo-key "
+            "and allow_demo_key: true in the serve config" + (f" (only {given} was given)" if given else "")
+        )
+    return (
+        f"WARNING: listening on {host} with {what}: anyone who can reach this machine can read and write that "
+        "memory (--allow-demo-key and allow_demo_key: true said so)"
+    )
+
+
+def _shown(path: Path) -> str:
+    try:
+        return str(path.relative_to(SHIPPED_CONFIGS.parent))
+    except ValueError:
+        return str(path)

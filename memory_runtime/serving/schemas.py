@@ -56,14 +56,15 @@ class APIError(Exception):
         type: str = "invalid_request_error",
         param: str | None = None,
         code: str | None = None,
+        headers: dict[str, str] | None = None,
     ) -> None:
         super().__init__(message)
         self.status, self.message, self.type, self.param, self.code = status, message, type, param, code
+        self.headers = {**({"WWW-Authenticate": "Bearer"} if status == 401 else {}), **(headers or {})}
 
     def response(self) -> JSONResponse:
         body = {"message": self.message, "type": self.type, "param": self.param, "code": self.code}
-        headers = {"WWW-Authenticate": "Bearer"} if self.status == 401 else None
-        return JSONResponse({"error": body}, status_code=self.status, headers=headers)
+        return JSONResponse({"error": body}, status_code=self.status, headers=self.headers or None)
 
 
 def _text_of(message: ChatMessage, index: int) -> str:

@@ -245,7 +245,7 @@ params = st.dictionaries(
 
 @pytest.fixture(scope="module")
 def fuzz_client():
-    config = ServeConfig(api_keys=KEYS, api_keys_env=None)
+    config = ServeConfig(api_keys=KEYS, api_keys_env=None, allowed_hosts=["testserver"])  # TestClient's Host
     with (
         TripletStore() as store,
         TestClient(create_app(config, store, MemoryEchoBackend, model_name="echo"), raise_server_exceptions=False) as c,

@@ -232,7 +232,7 @@ def test_serve_feedback_endpoint(tmp_path):
     from memory_runtime.serving.config import ServeConfig
     from tests.memory_runtime.serving.test_serve import ALICE, BOB, KEYS, MemoryEchoBackend, say
 
-    config = ServeConfig(api_keys=KEYS, api_keys_env=None, feedback_dir=tmp_path)
+    config = ServeConfig(api_keys=KEYS, api_keys_env=None, feedback_dir=tmp_path, allowed_hosts=["testserver"])
     with TripletStore() as store, TestClient(create_app(config, store, MemoryEchoBackend, model_name="echo")) as c:
         assert c.post("/v1/feedback", json={"rating": "bad"}, headers=ALICE).status_code == 400  # nothing to rate
         assert c.post("/v1/feedback", json={}, headers=ALICE).status_code == 400

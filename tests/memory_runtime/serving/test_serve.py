@@ -61,7 +61,13 @@ class MemoryEchoBackend(ScriptedBackend):
 
 def config(max_tokens: int = 256, max_calls: int = 16, **limits) -> ServeConfig:
     generation = Generation(max_new_tokens=max_tokens, max_calls=max_calls)
-    return ServeConfig(api_keys=KEYS, api_keys_env=None, limits=Limits(**limits), generation=generation)
+    return ServeConfig(
+        api_keys=KEYS,
+        api_keys_env=None,
+        limits=Limits(**limits),
+        generation=generation,
+        allowed_hosts=["testserver"],  # TestClient's Host
+    )
 
 
 @pytest.fixture
@@ -379,7 +385,7 @@ def test_a_full_queue_answers_503(store):
 
     async def scenario():
         app = create_app(config(max_queue=1), store, Blocking, model_name="echo")
-        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as http:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://testserver") as http:
             body = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
             first = asyncio.ensure_future(http.post("/v1/chat/completions", json=body, headers=ALICE))
             await asyncio.sleep(0.2)

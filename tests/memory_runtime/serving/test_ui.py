@@ -64,7 +64,13 @@ class UnsureOfAnnLee:
 
 
 def serve_config(tmp_path) -> ServeConfig:
-    return ServeConfig(api_keys=KEYS, api_keys_env=None, limits=Limits(), feedback_dir=tmp_path / "feedback")
+    return ServeConfig(  # "testserver": TestClient's Host
+        api_keys=KEYS,
+        api_keys_env=None,
+        limits=Limits(),
+        feedback_dir=tmp_path / "feedback",
+        allowed_hosts=["testserver"],
+    )
 
 
 # --------------------------------------------------------------------------- without a browser
@@ -134,7 +140,9 @@ def test_memlm_ui_runs_the_app_without_a_model_on_a_memory_file(tmp_path, monkey
     db = tmp_path / "m.sqlite"
     with TripletStore(db) as store:
         store.write("Tia Batres", "lives in", "Lyon", namespace="alice")
-    (tmp_path / "serve.yaml").write_text(f"api_keys: {{{key('alice')}: alice}}\napi_keys_env: null\n")
+    (tmp_path / "serve.yaml").write_text(
+        f"api_keys: {{{key('alice')}: alice}}\napi_keys_env: null\nallowed_hosts: [testserver]\n"
+    )
     seen = {}
 
     def run(app, host, port, log_level):  # instead of serving: look at the app memlm ui built
