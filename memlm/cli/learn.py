@@ -30,7 +30,8 @@ def self_instruct_command(
     overrides: list[str] | None = OVERRIDES,
 ) -> None:
     """Self-instructed trajectories: the model phrases tasks with known gold, runs them with its memory,
-    keeps the exactly right runs (the reward's `exact`) and trains on templates + kept runs; repeat with the new adapter.
+    keeps the exactly right runs (the reward's `exact`) and trains on templates + kept runs; repeat with the
+    new adapter.
 
     Logs per round how many tasks were drafted, generated and kept, and the held-out paraphrase test
     (configs/self_instruct/paraphrase_test.jsonl) before and after."""
