@@ -46,4 +46,5 @@ if exact is not None:
     print(f"bought: {100 * exact:.1f}% exact memory calls on {turns} held-out turns (a smoke test; "
           "docs/results.md has larger samples)")
 print("report: runs/eval/report.md   adapter: runs/cpu-smollm2   memory: runs/demo.sqlite")
+print("its facts on the memory page: memlm ui --db runs/demo.sqlite, sign in with memlm-demo-key")
 EOF

@@ -77,7 +77,7 @@ def serve(
             on_warning(warning)
         if on_ready is not None:
             on_ready(
-                f"serving {runtime.describe()} on http://{host}:{port} ({len(keys)} API keys, memory {db});"
+                f"serving {runtime.describe()} on http://{host}:{port} (memory {db}; {keys_line(keys)});"
                 f" the memory page: http://{host}:{port}/ui"
             )
         uvicorn.run(app, host=host, port=port, log_level=log_level)
@@ -105,8 +105,20 @@ def serve_memory_page(
         if warning is not None and on_warning is not None:
             on_warning(warning)
         if on_ready is not None:
-            on_ready(f"the memory page of {db}: http://{host}:{port}/ui (sign in with an API key; {len(keys)} keys)")
+            on_ready(f"the memory page of {db}: http://{host}:{port}/ui (sign in with an API key: {keys_line(keys)})")
         uvicorn.run(app, host=host, port=port, log_level=log_level)
+
+
+def keys_line(keys: dict[str, str]) -> str:
+    """Which key opens which namespace, for the start-up line: a shipped demo key by name (its config
+    prints it already), every other key by its namespace only (never a secret)."""
+    shipped = shipped_demo_keys()
+    parts = [f"key {key!r} opens namespace {ns!r}" for key, ns in sorted(keys.items()) if key in shipped]
+    others = sorted({ns for key, ns in keys.items() if key not in shipped})
+    if others:
+        n = sum(key not in shipped for key in keys)
+        parts.append(f"{n} other key{'s' if n > 1 else ''} open{'' if n > 1 else 's'} {', '.join(map(repr, others))}")
+    return "; ".join(parts) or "no API keys: nothing can sign in"
 
 
 def check_demo_keys(host: str, keys: dict[str, str], config: ServeConfig, *, allow_demo_key: bool) -> str | None:

@@ -203,3 +203,42 @@ def test_memlm_chat_refuses_an_unknown_write_gate_before_loading_anything(tmp_pa
         app, ["chat", "--model", "x", "--db", str(db), "generation.write_gate.signal=vibes"], input="hi\n"
     )
     assert r.exit_code == 2 and "signal" in r.output and not db.exists()
+
+
+def test_the_quickstarts_chat_shows_on_the_memory_page_with_the_shipped_key(tmp_path):
+    """Issue 44: after the quickstart (`memlm chat --db runs/demo.sqlite`, no --user), `memlm ui` on that
+    file, signed in with the shipped demo key, showed 0 facts: the chat wrote to one namespace and the key
+    opened another. The chat's default namespace and the shipped key's are the same one now, and the
+    start-up line says which key opens which namespace."""
+    from fastapi.testclient import TestClient
+
+    from memory_runtime.serving.app import create_app
+    from memory_runtime.serving.chat import ChatConfig
+    from memory_runtime.serving.config import ServeConfig
+    from memory_runtime.serving.launch import keys_line
+
+    db = tmp_path / "demo.sqlite"
+    with TripletStore(db) as store:
+        out = io.StringIO()
+        run_chat(
+            lambda ns: Controller(MemoryEchoBackend(), store, namespace=ns),
+            store,
+            io.StringIO("remember Dorothea Altemus / employed by / Pfizer\n"),
+            Console(file=out, width=200, color_system=None),
+            user=ChatConfig().user,  # what `memlm chat` uses without --user
+        )
+    shipped = ServeConfig.load(Path(__file__).parents[3] / "configs/serve/default.yaml", ["api_keys_env=null"])
+    keys = shipped.resolve_api_keys()
+    (key,) = keys
+    assert keys_line(keys) == f"key {key!r} opens namespace {ChatConfig().user!r}"
+    assert keys_line({**keys, "a-secret-key-1": "alice"}).endswith("1 other key opens 'alice'")
+    assert "a-secret-key-1" not in keys_line({"a-secret-key-1": "alice", "a-secret-key-2": "bob"})
+    shipped.allowed_hosts = ["testserver"]
+    with (
+        TripletStore(db) as store,
+        TestClient(create_app(shipped, store, None, model_name="none", api_keys=keys)) as page,
+    ):
+        facts = page.get("/v1/memory/facts", headers={"Authorization": f"Bearer {key}"}).json()["data"]
+    assert [(f["subject"], f["relation"], f["object"]) for f in facts] == [
+        ("Dorothea Altemus", "employed by", "Pfizer")
+    ]

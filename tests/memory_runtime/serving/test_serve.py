@@ -92,7 +92,7 @@ def say(client, text, headers=ALICE, **extra):
 
 def test_the_shipped_config_is_valid_and_its_demo_key_works():
     cfg = ServeConfig.load(Path(__file__).parents[3] / "configs/serve/default.yaml")
-    assert cfg.resolve_api_keys(environ={}) == {"memlm-demo-key": "demo"}
+    assert cfg.resolve_api_keys(environ={}) == {"memlm-demo-key": "default"}
 
 
 @pytest.mark.parametrize(
