@@ -249,6 +249,8 @@ def cell_row(cell: Path) -> dict | None:
     )
     optim = config["optim"]
     method = f"full, lr {optim['learning_rate']:.0e}" if config["method"] == "full" else f"LoRA r{config['lora']['r']}"
+    if config.get("objective", "sft") != "sft":  # dpo / kto / grpo from a supervised run: the run's own adapter
+        method = f"{config['objective'].upper()} from {Path(config['reference']).name}"
     if optim.get("max_tokens_per_step"):
         sys.exit(f"{cell}: token-budget batches have no fixed records per step; the curve counts records")
     per_step = optim["per_device_train_batch_size"] * optim["gradient_accumulation_steps"]
@@ -289,6 +291,10 @@ def _minutes(seconds: float | None) -> str:
     return "–" if seconds is None else f"{seconds / 60:.1f} min"
 
 
+def _loss(x: float | None) -> str:
+    return "–" if x is None else f"{x:.4f}"
+
+
 def _ci(interval, fmt: str, scale: float = 1) -> str:
     return "–" if interval is None else "–".join(fmt.format(scale * x) for x in interval)
 
@@ -304,7 +310,7 @@ def table(rows: list[dict]) -> str:
         lines.append(
             f"| {r['cell'].partition('@')[0]} | {r['base']} | {r['method']} | {r['data']} | {r.get('gate', 'off')} "
             f"| {r['steps']} × {r['per_step']} = {r['records']:,} "
-            f"| {_minutes(r.get('train_s'))} | {r['eval_loss']:.4f} "
+            f"| {_minutes(r.get('train_s'))} | {_loss(r['eval_loss'])} "
             f"| {_pct(r.get('exact'))} ({r.get('turns', '–')} turns) "
             f"| {_pct(r.get('episode_q'))} ({r.get('questions', '–')} questions) "
             f"| {r.get('pair_f1', float('nan')):.3f} ({_ci(r.get('pair_f1_ci'), '{:.2f}')}) "

@@ -9,12 +9,15 @@
 #                      --limit 40 (the 560 test turns and 40 episodes of the CPU recipe's figures)
 #  4 serve             memlm bench serve on CUDA of ADAPTER, hf engine, 1 and 32 clients
 #  5 smollm2-batches   the 135M LoRA's tokens/s per batching (bench_gpu.sh's first line)
-# STEPS="1 2 3 4 5" picks steps; MEMLM (default "python3 -m memlm") runs memlm.
+#  6 sample            memlm sample on CUDA of step 2's adapter (407 prompts x 4 runs, as the CPU measurement)
+#  7 dpo               DPO of step 2's adapter on step 6's pairs (configs/train/dpo-smollm2.yaml, 2 minutes)
+#  8 grpo              GRPO of step 2's adapter with the memory in the loop (grpo-smollm2.yaml, 3 minutes)
+# Steps 6-8 need step 2's adapter (a supervised run). STEPS="1 2 3 4 5" picks steps; MEMLM (default "python3 -m memlm") runs memlm.
 set -uo pipefail
 OUT=${1:-runs/gpu-list}
 MEMLM=${MEMLM:-python3 -m memlm}
 DATA=${DATA:-runs/data}
-STEPS=${STEPS:-1 2 3 4 5}
+STEPS=${STEPS:-1 2 3 4 5 6 7 8}
 TOKENIZER=${TOKENIZER:-embedded:SmolLM2-135M-Instruct}  # the 7B shape's tokens (no hub here): ~same lengths
 mkdir -p "$OUT"
 
@@ -43,6 +46,12 @@ for s in $STEPS; do
            generation.device=cuda generation.max_batch_size=32 ;;
     5) step smollm2-batches 150 $MEMLM bench train --config configs/train/gpu-smollm2.yaml --data "$DATA" \
            --modes padding_free --steps 20 --warmup 3 --batches 16,64,tokens=4096,tokens=8192,tokens=16384 ;;
+    6) step sample 200 $MEMLM sample --model "$OUT/gpu-smollm2" --data "$DATA" --out "$OUT/sample" --overwrite \
+           prompts.statements=120 prompts.questions=60 generation.device=cuda generation.max_batch_size=64 ;;
+    7) step dpo 200 $MEMLM train --config configs/train/dpo-smollm2.yaml --data "$OUT/sample" \
+           reference="$OUT/gpu-smollm2" --output-dir "$OUT/dpo" --fresh optim.max_minutes=2 ;;
+    8) step grpo 260 $MEMLM train --config configs/train/grpo-smollm2.yaml --data "$DATA" \
+           reference="$OUT/gpu-smollm2" --output-dir "$OUT/grpo" --fresh optim.max_minutes=3 grpo.rollout_batch_size=16 ;;
     *) echo "unknown step $s" >&2 ;;
     esac
 done
