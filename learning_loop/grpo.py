@@ -19,7 +19,6 @@ probabilities is computed on the same ids, so this changes which sequence is rei
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -184,7 +183,6 @@ def train_grpo(config: TrainConfig, *, callbacks: Sequence[Any] = (), log: LogFn
     )
 
     config, choice, notes, log = start_run(config, check_all=True, log=log)
-    warnings.filterwarnings("ignore", message="Could not find a config file in embedded:", category=UserWarning)
     warnings.filterwarnings("ignore", message="You are using 'rollout_func'", category=UserWarning)  # TRL: experimental
     t0 = time.perf_counter()
     prompts = grpo_prompts(config)
@@ -230,7 +228,11 @@ def train_grpo(config: TrainConfig, *, callbacks: Sequence[Any] = (), log: LogFn
     log_trainable(trainer, config, log)
     result = trainer.train(resume_from_checkpoint=resume)
     stats = {"prompts": len(prompts), **kinds, "rollouts": rollout.rounds}
-    run = finish_run(
+    history = [h for h in trainer.state.log_history if "reward" in h]
+    rewards = (
+        {"first": history[0]["reward"], "last": history[-1]["reward"], "logged": len(history)} if history else None
+    )
+    return finish_run(
         trainer,
         result,
         config=config,
@@ -243,9 +245,5 @@ def train_grpo(config: TrainConfig, *, callbacks: Sequence[Any] = (), log: LogFn
         notes=notes,
         tokenizer=tokenizer,
         log=log,
+        extra={"rewards": rewards} if rewards else None,
     )
-    history = [h for h in trainer.state.log_history if "reward" in h]
-    if history and is_main_process():
-        run.metrics["rewards"] = {"first": history[0]["reward"], "last": history[-1]["reward"], "logged": len(history)}
-        (out / "metrics.json").write_text(json.dumps(run.metrics, indent=2, default=str) + "\n")
-    return run

@@ -240,11 +240,7 @@ def train_preference(
     ``datasets`` ({"train": ..., "validation": ...} with the columns of training/data.py) skips loading (tests)."""
     config, choice, notes, log = start_run(config, check_all=datasets is None, log=log)
 
-    import warnings
-
     from transformers import PrinterCallback
-
-    warnings.filterwarnings("ignore", message="Could not find a config file in embedded:", category=UserWarning)
 
     from memory_runtime.models.loading import load_tokenizer
     from training.data import build_preference_datasets, preference_token_stats

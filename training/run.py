@@ -12,6 +12,7 @@ import os
 import shutil
 import sys
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -361,6 +362,9 @@ def start_run(config: TrainConfig, *, check_all: bool, log: LogFn) -> tuple[Trai
     :func:`preflight` checks (False: datasets were given; only the adapters named in the config)."""
     if not is_main_process():
         log = _silent
+    # PEFT looks the base up by name at every save to see whether embeddings were resized; an
+    # embedded:... base is no hub id, and nothing was resized (we never add tokens)
+    warnings.filterwarnings("ignore", message="Could not find a config file in embedded:", category=UserWarning)
     if check_all:  # configuration problems surface before anything heavy is imported or loaded
         for warning in preflight(config):
             log(f"warning: {warning}")
@@ -414,8 +418,10 @@ def finish_run(
     notes: list[str],
     tokenizer: Any,
     log: LogFn,
+    extra: dict[str, Any] | None = None,
 ) -> TrainResult:
-    """After trainer.train(): the final evaluation, metrics.json, what the budget reached, and the save."""
+    """After trainer.train(): the final evaluation, metrics.json (with `extra`, an objective's own figures),
+    what the budget reached, and the save."""
     metrics: dict[str, Any] = dict(result.metrics)
     if has_eval and config.output.final_eval:
         last = trainer.state.log_history[-2:] if trainer.state.log_history else []
@@ -434,6 +440,7 @@ def finish_run(
     metrics["global_step"] = trainer.state.global_step
     metrics["dtype"] = {"dtype": choice.dtype, "reason": choice.reason}
     metrics["distributed"] = distributed_summary(trainer)
+    metrics.update(extra or {})
     if budget is not None:
         metrics["budget"] = outcome = budget.outcome(trainer.state.global_step)
         reached = (

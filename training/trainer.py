@@ -223,13 +223,7 @@ def train(
     config, choice, notes, log = start_run(config, check_all=datasets is None, log=log)
     resume = plan_resume(config, log)
 
-    import warnings
-
     from transformers import PrinterCallback
-
-    # PEFT looks the base up by name at every save to see whether embeddings were resized; an
-    # embedded:... base is no hub id, and nothing was resized (we never add tokens)
-    warnings.filterwarnings("ignore", message="Could not find a config file in embedded:", category=UserWarning)
 
     from memory_runtime.models.loading import load_tokenizer
     from training.data import build_datasets, token_stats

@@ -7,7 +7,6 @@ test_ui) with `--host-resolver-rules` mapping a foreign name, evil.test, to 127.
 rebinding as an attacker's page would do it.
 """
 
-import shutil
 from pathlib import Path
 
 import pytest
@@ -23,6 +22,7 @@ from memory_runtime.serving.keys import FailedKeys, shipped_demo_keys
 from memory_runtime.serving.launch import background_server, check_demo_keys
 from memory_runtime.serving.middleware import AllowedHosts
 from memory_runtime.yaml_config import ConfigError
+from tests.memory_runtime.serving.test_ui import chromium
 
 REPO = Path(__file__).resolve().parents[3]
 SHIPPED = REPO / "configs" / "serve" / "default.yaml"
@@ -239,19 +239,7 @@ def test_memlm_ui_and_serve_refuse_the_demo_key_on_every_interface(tmp_path, mon
 @pytest.fixture(scope="module")
 def browser():
     """Chromium that resolves evil.test to 127.0.0.1, as a rebinding attacker's DNS would."""
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        pytest.skip("Playwright for Python is not installed (pip install playwright; scripts/install.sh does)")
-    executable = shutil.which("chromium")
-    if executable is None:
-        pytest.skip("no chromium on PATH (Debian: apt-get install chromium; scripts/install.sh does)")
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=executable, args=["--host-resolver-rules=MAP evil.test 127.0.0.1"]
-        )
-        yield browser
-        browser.close()
+    yield from chromium("--host-resolver-rules=MAP evil.test 127.0.0.1")
 
 
 def rebound_page(browser, origin: str, status: int):

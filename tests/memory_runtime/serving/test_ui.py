@@ -178,8 +178,9 @@ def test_memlm_ui_serves_the_page_without_a_model(tmp_path):
 # --------------------------------------------------------------------------- in a browser
 
 
-@pytest.fixture(scope="module")
-def browser():
+def chromium(*args: str):
+    """Headless Chromium from PATH driven by Playwright, launched with `args` (a fixture's body: yields the
+    browser); the test is skipped where either is missing."""
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
@@ -188,9 +189,14 @@ def browser():
     if executable is None:
         pytest.skip("no chromium on PATH (Debian: apt-get install chromium; scripts/install.sh does)")
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=executable)
+        browser = playwright.chromium.launch(executable_path=executable, args=list(args))
         yield browser
         browser.close()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    yield from chromium()
 
 
 @pytest.fixture(scope="module")
