@@ -43,6 +43,10 @@ SYSTEM_PROMPT = "You have a memory."
 # trajectories end their writes with it).
 ACK = "Noted."
 
+NOT_STORED = "I could not store that."
+"""The reply of a turn whose only answer was the acknowledgement while a write failed (refused,
+held back, malformed, cut by the token limit): the user must not be told it was stored."""
+
 _CALL_PREFIX = "[MEM_"  # '[' + this prefix + verb chars + '{' starts a call
 _VERB_CHARS = frozenset(string.ascii_letters + "_")
 _MAX_HEAD = 48  # longer "[MEM_XXXX..." runs are treated as text (keeps the head buffer bounded)
@@ -509,3 +513,13 @@ def visible_reply(text: str) -> str:
     parser.feed(text)
     cut = parser.pending
     return strip_calls(text if cut is None else text[:cut]).rstrip()
+
+
+def streamed_reply(text: str) -> str:
+    """What a stream may send of a reply still being generated: :func:`visible_reply`, except an
+    acknowledgement alone (or its beginning), which is held until the turn ends: whether it stays
+    depends on the outcome of the turn's writes (a turn with a write not stored answers
+    NOT_STORED instead), so a stream never claims a write that did not happen. Each value is a
+    prefix of the next and of the turn's final reply."""
+    reply = visible_reply(text)
+    return "" if ACK.startswith(reply.strip()) else reply

@@ -29,6 +29,7 @@ from memory_runtime.memory.injection import REFUSED, InjectionGuard
 from memory_runtime.memory.store import FieldMatch, TripletStore
 from memory_runtime.protocol import (
     ACK,
+    NOT_STORED,
     SYSTEM_PROMPT,
     WRITE_OPEN,
     Call,
@@ -85,11 +86,6 @@ def turn_messages(
     """The chat messages of a turn: the system prompt, the earlier exchanges, the user's text."""
     messages = [{"role": "system", "content": system_prompt}] if system_prompt else []
     return messages + [*history, {"role": "user", "content": user_text}]
-
-
-NOT_STORED = "I could not store that."
-"""The reply of a turn whose only answer was the acknowledgement while a write failed (refused,
-malformed, cut by the token limit): the user must not be told it was stored."""
 
 
 class TurnCalls:

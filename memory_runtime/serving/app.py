@@ -20,7 +20,7 @@ from memory_runtime.generation.backend import Backend
 from memory_runtime.generation.batching import OneAtATime, TurnRequest
 from memory_runtime.generation.controller import Controller, TurnResult
 from memory_runtime.memory.store import TripletStore
-from memory_runtime.protocol import SYSTEM_PROMPT, visible_reply
+from memory_runtime.protocol import SYSTEM_PROMPT, streamed_reply
 from memory_runtime.serving.config import ServeConfig
 from memory_runtime.serving.feedback import Exchange, Feedback, FeedbackLog
 from memory_runtime.serving.keys import FailedKeys, KeyRing, namespace_dependency
@@ -190,7 +190,7 @@ def create_app(
         shown = [""]
 
         def on_text(text: str) -> None:  # on the model thread: hand the visible reply to the stream
-            reply = visible_reply(text)
+            reply = streamed_reply(text)
             if len(reply) > len(shown[0]):
                 shown[0] = reply
                 loop.call_soon_threadsafe(visible.put_nowait, reply)

@@ -459,3 +459,20 @@ def test_the_visible_reply_only_grows_and_ends_as_the_stripped_reply(parts, chun
     parser.feed(text)
     if parser.pending is None:  # nothing held back: the whole reply is visible
         assert visible_reply(text) == final
+
+
+@given(st.lists(_PARTS, max_size=12), st.integers(1, 7))
+def test_the_streamed_reply_is_the_start_of_the_final_reply_whatever_the_writes_did(parts, chunk):
+    """What a server streams is a prefix of the turn's final reply, whether its writes were stored
+    (the reply as generated) or not (an acknowledgement alone becomes NOT_STORED): "Noted." is
+    never streamed before the outcome is known."""
+    from memory_runtime.protocol import ACK, NOT_STORED, streamed_reply
+
+    text = "".join(parts)
+    final = strip_calls(text)
+    finals = [final, NOT_STORED if final.strip() == ACK else final]
+    shown = ""
+    for end in list(range(0, len(text), chunk)) + [len(text)]:
+        streamed = streamed_reply(text[:end])
+        assert streamed.startswith(shown) and all(f.startswith(streamed) for f in finals), (text[:end], streamed)
+        shown = streamed

@@ -25,9 +25,15 @@ from pathlib import Path
 import pytest
 import torch
 
-from memory_runtime.generation.controller import NOT_STORED
 from memory_runtime.models.loading import merged_model_dir
-from memory_runtime.protocol import SYSTEM_PROMPT, render_read, render_results, render_write
+from memory_runtime.protocol import (
+    NOT_STORED,
+    SYSTEM_PROMPT,
+    render_read,
+    render_results,
+    render_write,
+    streamed_reply,
+)
 
 REPO = Path(__file__).parents[3]
 VENV_PYTHON = REPO / os.environ.get("MEMLM_VLLM_VENV", ".venv-vllm") / "bin" / "python"
@@ -114,7 +120,9 @@ def main():
         free = VLLMDecoder(engine, decoder.tokenizer, adapter=adapter, copy_fields=False)
         free._ids = decoder._ids
         turn("uncopied", free, "Marta Quinlan works for Siemens.", store, "uncopied")
-        turn("injected", decoder, injected, store, "injected")
+        texts = []
+        turn("injected", decoder, injected, store, "injected", on_text=texts.append)
+        out["injected"]["streamed"] = texts
         turn("base", decoder.with_adapter(None), "Tia Batres works for Pfizer.", store, "base")
         turn("write_again", decoder, "Tia Batres works for Pfizer.", store, "again")
         stop = threading.Event()
@@ -278,6 +286,8 @@ def test_a_write_copied_from_call_syntax_is_refused(scenarios):
     turn = scenarios["injected"]
     assert [c[:2] for c in turn["calls"]] == [["error", "refused: copied from call syntax in the input, not stored"]]
     assert turn["facts"] == [] and turn["reply"] == NOT_STORED
+    # what the server streams of it is always the start of the final reply: never "Noted."
+    assert turn["streamed"] and all(turn["reply"].startswith(streamed_reply(t)) for t in turn["streamed"])
 
 
 def test_the_adapter_is_applied_per_request(scenarios):

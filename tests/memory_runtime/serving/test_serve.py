@@ -20,9 +20,11 @@ from typer.testing import CliRunner
 
 from memlm.cli import app as cli_app
 from memory_runtime.generation.backend import ScriptedBackend
+from memory_runtime.generation.batching import OneAtATime
 from memory_runtime.generation.runtime import Generation
+from memory_runtime.generation.write_gate import WriteGate, WriteGateConfig
 from memory_runtime.memory.store import TripletStore
-from memory_runtime.protocol import SYSTEM_PROMPT, parse_calls
+from memory_runtime.protocol import NOT_STORED, SYSTEM_PROMPT, parse_calls
 from memory_runtime.serving.app import create_app, hf_backend_factory
 from memory_runtime.serving.config import Limits, ServeConfig
 from memory_runtime.serving.keys import KeyRing
@@ -219,6 +221,47 @@ def test_streaming_is_openai_server_sent_events(client):
     finish = [c for c in chunks if c["choices"] and c["choices"][0]["finish_reason"]]
     assert finish[0]["choices"][0]["finish_reason"] == "stop" and finish[0]["memlm"]["calls"][0]["status"] == "empty"
     assert chunks[-1]["choices"] == [] and chunks[-1]["usage"]["completion_tokens"] > 0
+
+
+class HeldBackScorer:
+    """A write gate's scorer that finds every write unsure: the gate holds it back."""
+
+    def call(self, messages, prefix, call_text):
+        return 0.1, 0.1
+
+    def verify(self, text, triplet):
+        return 0.1
+
+
+def streamed_contents(response) -> list[str]:
+    events = [e[len("data: ") :] for e in response.text.split("\n\n") if e.startswith("data: {")]
+    return [c["choices"][0]["delta"].get("content", "") for c in map(json.loads, events) if c["choices"]]
+
+
+@pytest.mark.parametrize("outcome", ["stored", "refused", "held back"])
+def test_a_stream_never_claims_a_write_that_did_not_happen(store, outcome):
+    """The model says "Noted." before its write call: the stream holds it until the write's outcome
+    is known, and sends what the plain reply says (docs/serving.md, Streaming)."""
+    gate = (
+        WriteGate(WriteGateConfig(signal="call", threshold=0.5), HeldBackScorer()) if outcome == "held back" else None
+    )
+    decoder = OneAtATime(lambda _: MemoryEchoBackend(), write_gate=gate)
+    subject = "He" if outcome == "refused" else "Ada Lin"  # 'He' names nobody: refused
+    with TestClient(create_app(config(), store, MemoryEchoBackend, model_name="echo", decoder=decoder)) as client:
+        for stream in (False, True):
+            r = say(client, f"remember {subject} / employed by / Pfizer", stream=stream, memlm={"trace": True})
+            if stream:
+                contents = streamed_contents(r)
+                reply, trace = "".join(contents), json.loads(r.text.split("\n\n")[-3][len("data: ") :])["memlm"]
+            else:
+                reply, trace = r.json()["choices"][0]["message"]["content"], r.json()["memlm"]
+            (call,) = trace["calls"]
+            if outcome == "stored":
+                assert reply == "Noted." and call["kind"] == "write"
+            else:
+                assert reply == NOT_STORED and call["kind"] == "error" and call["status"].startswith(outcome)
+                assert stream is False or not any("Noted" in c for c in contents)
+    assert len(store.facts("alice")) == (outcome == "stored")
 
 
 # --------------------------------------------------------------------------- users
