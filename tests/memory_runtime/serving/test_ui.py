@@ -33,7 +33,8 @@ from tests.memory_runtime.serving.test_serve import MemoryEchoBackend
 
 REPO = Path(__file__).resolve().parents[3]
 KEYS = {
-    f"{name}-key-0001": name for name in ("alice", "bob", "carol", "dave", "erin", "frank", "grace", "heidi", "ivan")
+    f"{name}-key-0001": name
+    for name in ("alice", "bob", "carol", "dave", "erin", "frank", "grace", "heidi", "ivan", "judy")
 }
 SCREENSHOTS = os.environ.get("MEMLM_SCREENSHOTS") == "1"
 XSS = "<script>alert(1)</script>"
@@ -363,8 +364,9 @@ def test_search_with_a_typo_correct_time_travel_and_history(open_page, server):
     expect(cells(page, 0).nth(2)).to_have_text("BMW")
     page.click("#search-clear")
 
-    yesterday = datetime.fromtimestamp(time.time() - 86400, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
-    page.fill("#as-of", yesterday)  # before the correction
+    yesterday = datetime.fromtimestamp(time.time() - 86400, timezone.utc).strftime("%Y-%m-%d %H:%M")
+    page.fill("#as-of", yesterday)  # before the correction, 24-hour as the table shows times
+    page.press("#as-of", "Enter")
     expect(page.locator("#status")).to_contain_text("2 facts valid at")
     expect(rows(page).filter(has_text="Dorothea Altemus").locator("td").nth(2)).to_have_text("Pfizer")
     expect(rows(page).filter(has_text="Pfizer").locator("td.until")).to_contain_text("(superseded)")
@@ -381,6 +383,32 @@ def test_search_with_a_typo_correct_time_travel_and_history(open_page, server):
     page.dispatch_event("#filter-relation", "change")
     expect(rows(page)).to_have_count(1)
     expect(page.locator("#status")).to_have_text("1 current fact of “lives in”")
+
+
+def test_as_of_takes_a_date_alone_and_refuses_what_it_cannot_read(open_page, server):
+    _, store, _, _ = server
+    store.write(
+        "Ivo Renner", "founder of", "BMW", namespace="judy", at=datetime(2026, 3, 14, 15, 0, tzinfo=timezone.utc)
+    )
+    page = open_page("judy")
+    for typed, status in [
+        ("2026-03-14", "0 facts valid at 2026-03-14 00:00:00"),  # a date alone: the start of that day
+        ("2026-03-15", "1 fact valid at 2026-03-15 00:00:00"),
+        ("2026-03-14 15:00", "1 fact valid at 2026-03-14 15:00:00"),
+        ("0001-01-01", "0 facts valid at 0001-01-01 00:00:00"),
+    ]:
+        page.fill("#as-of", typed)
+        page.press("#as-of", "Enter")
+        expect(page.locator("#status")).to_have_text(status)
+    for typed in ("14/03/2026", "2026-02-30", "2026-03-14 3pm", "2026-03-14 24:00"):
+        page.fill("#as-of", typed)
+        page.press("#as-of", "Enter")
+        expect(page.locator("#status")).to_have_text(
+            f"“{typed}” is not a date the page can read: write it as YYYY-MM-DD or YYYY-MM-DD HH:MM (24-hour)."
+        )
+        expect(page.locator("#as-of")).to_have_attribute("aria-invalid", "true")
+    page.click("#as-of-now")
+    expect(page.locator("#status")).to_have_text("1 current fact")
 
 
 def test_forget_in_the_page_is_gone_from_memlm_memory_facts(open_page, server):

@@ -70,11 +70,12 @@ async function api(path, { method = "GET", params, body, raw = false } = {}) {
   return raw ? response : response.json();
 }
 
-const pad = (n) => String(n).padStart(2, "0");
+const pad = (n, width = 2) => String(n).padStart(width, "0");
+// A unix time as the page writes every time: YYYY-MM-DD HH:MM:SS, 24-hour, local (year 1 is 0001).
 function when(seconds) {
   if (seconds === null || seconds === undefined) return "";
   const d = new Date(seconds * 1000);
-  return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())} ${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}`;
+  return `${pad(d.getFullYear(), 4)}-${pad(d.getMonth() + 1)}-${pad(d.getDate())} ${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}`;
 }
 const triplet = (t) => (Array.isArray(t) ? t : [t.subject, t.relation, t.object]).join(" · ");
 const count = (n, what) => `${n.toLocaleString("en")} ${what}${n === 1 ? "" : "s"}`;
@@ -85,9 +86,27 @@ function say(text, kind) {
   status.className = "status" + (kind ? " " + kind : "");
 }
 
+const AS_OF = /^(\d{4})-(\d{1,2})-(\d{1,2})(?:[ T](\d{1,2}):(\d{2})(?::(\d{2}))?)?$/;
+
+// The as-of field as a unix time (null: now). It takes what the table shows: a date alone (the start
+// of that day) or a date and a 24-hour time, local; anything else is refused with a sentence.
 function asOf() {
-  const value = $("as-of").value;
-  return value ? new Date(value).getTime() / 1000 : null;
+  const field = $("as-of");
+  const value = field.value.trim();
+  field.removeAttribute("aria-invalid");
+  if (!value) return null;
+  const m = AS_OF.exec(value);
+  const [year, month, day, hour, minute, second] = m ? m.slice(1).map((part) => Number(part || 0)) : [];
+  const d = new Date(2000, 0, 1);
+  d.setFullYear(year, month - 1, day); // setFullYear: years 0-99 are not taken for 1900-1999
+  d.setHours(hour, minute, second, 0);
+  const exact =
+    m && d.getFullYear() === year && d.getMonth() === month - 1 && d.getDate() === day && d.getHours() === hour;
+  if (!exact || minute > 59 || second > 59) {
+    field.setAttribute("aria-invalid", "true");
+    throw new Error(`“${value}” is not a date the page can read: write it as YYYY-MM-DD or YYYY-MM-DD HH:MM (24-hour).`);
+  }
+  return d.getTime() / 1000;
 }
 
 // ------------------------------------------------------------------ signing in and out
@@ -569,6 +588,9 @@ on("filter-relation", "change", () => {
 on("as-of", "change", () => {
   state.offset = 0;
   refresh();
+});
+on("as-of", "keydown", (event) => {
+  if (event.key === "Enter") $("as-of").dispatchEvent(new Event("change"));
 });
 on("as-of-now", "click", () => {
   $("as-of").value = "";
