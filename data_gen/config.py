@@ -25,6 +25,7 @@ from pydantic import Field, field_validator, model_validator
 
 from data_gen.text import check_templates
 from memory_runtime.protocol import ACK
+from memory_runtime.shipped import shipped
 from memory_runtime.yaml_config import ConfigError, Strict, read_mapping, validate
 
 SPLITS = ("train", "validation", "test")
@@ -43,8 +44,7 @@ RECORD_KINDS = (
 )
 
 
-DATA_CONFIGS_DIR = Path(__file__).resolve().parents[1] / "configs" / "data"
-TINY_CONFIG = DATA_CONFIGS_DIR / "tiny.yaml"  # small worlds, the default mix: tests, smoke runs, benches
+TINY_CONFIG = shipped("configs", "data", "tiny.yaml")  # small worlds, the default mix: tests, smoke runs, benches
 
 
 def _templates(allowed: set[str], required: set[str] | None = None):
@@ -403,21 +403,14 @@ class DataConfig(Strict):
         """Validate a config mapping; checks relations against the memory's relation table too."""
         if not isinstance(data, dict):
             raise ConfigError(f"invalid data config {source}: expected a mapping at the top level")
-        config = validate(cls, data, cls.what, source)
         if base_dir is not None:
-            config = config.relative_to(Path(base_dir))
+            data = _paths_relative_to(data, Path(base_dir))
+        config = validate(cls, data, cls.what, source)
         try:
             check_against_memory(config)
         except ValueError as err:
             raise ConfigError(f"invalid data config {source}:\n  {err}") from None
         return config
-
-    def relative_to(self, folder: Path) -> DataConfig:
-        self.memory_config = _relative_to(self.memory_config, folder)
-        self.passages.bank = _relative_to(self.passages.bank, folder)
-        for source in self.real.sources:
-            source.path = _relative_to(source.path, folder)  # type: ignore[assignment]
-        return self
 
 
 def _read_yaml(path: Path, seen: tuple[Path, ...] = ()) -> dict:
@@ -432,13 +425,34 @@ def _read_yaml(path: Path, seen: tuple[Path, ...] = ()) -> dict:
     base_path = (path.parent / base).resolve()
     if base_path in seen:
         raise ConfigError(f"invalid data config {path}:\n  base: {base} includes itself")
-    return _merge(_read_yaml(base_path, (*seen, base_path)), data)
+    return _merge(_paths_relative_to(_read_yaml(base_path, (*seen, base_path)), base_path.parent), data)
 
 
-def _relative_to(path: str | None, base_dir: str | Path) -> str | None:
-    if path is None or Path(path).is_absolute():
-        return path
-    return str((Path(base_dir) / path).resolve())
+def _paths_relative_to(data: dict, folder: Path) -> dict:
+    """A config mapping with its relative paths (memory_config, passages.bank, real.sources[].path) made
+    absolute against `folder`, the folder of the file that gave them: a base's against its own, so a config
+    elsewhere (a copy: `memlm config copy data/tiny`) can name it as `base`. Values of a wrong type are left
+    for validation to name."""
+
+    def absolute(value: Any) -> Any:
+        if not isinstance(value, str) or Path(value).is_absolute():
+            return value
+        return str((folder / value).resolve())
+
+    out = dict(data)
+    if "memory_config" in out:
+        out["memory_config"] = absolute(out["memory_config"])
+    passages = out.get("passages")
+    if isinstance(passages, dict) and "bank" in passages:
+        out["passages"] = {**passages, "bank": absolute(passages["bank"])}
+    real = out.get("real")
+    if isinstance(real, dict) and isinstance(real.get("sources"), list):
+        sources = [dict(s) if isinstance(s, dict) else s for s in real["sources"]]
+        for source in sources:
+            if isinstance(source, dict) and "path" in source:
+                source["path"] = absolute(source["path"])
+        out["real"] = {**real, "sources": sources}
+    return out
 
 
 def _merge(base: dict, over: dict) -> dict:

@@ -62,6 +62,7 @@ from data_gen.config import RepliesConfig
 from memory_runtime.jsonl import read_dicts
 from memory_runtime.protocol import Triplet, render_write
 from memory_runtime.records import Record, Segment
+from memory_runtime.shipped import shipped
 
 logger = logging.getLogger(__name__)
 
@@ -213,10 +214,10 @@ class RealDataMissing(FileNotFoundError):
 
 
 def default_real_dir() -> Path:
-    """$MEMLM_REAL_DIR, else data/real/ of this repository (shipped with it: dev data, never trained on)."""
+    """$MEMLM_REAL_DIR, else the data/real/ memlm ships (memory_runtime.shipped: dev data, never trained on)."""
     if os.environ.get(ENV_VAR):
         return Path(os.environ[ENV_VAR])
-    return Path(__file__).resolve().parents[1] / "data" / "real"
+    return shipped("data", "real")
 
 
 def detokenize(text: str) -> str:

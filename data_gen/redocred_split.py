@@ -45,10 +45,11 @@ from data_gen.real import (
     names_occur,
 )
 from data_gen.real_records import normalise_text
+from memory_runtime.shipped import shipped
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[1]  # a checkout: this script rewrites the shipped files from its source
 DEFAULT_SOURCE = REPO.parent / "shared" / "data" / "real" / "redocred_dev_revised.json"
-TRAIN_FILE = REPO / "data" / "real_train" / "redocred_train_person_org.jsonl"
+TRAIN_FILE = shipped("data", "real_train", "redocred_train_person_org.jsonl")
 DEV_PERCENT = 50
 # Wikidata's names of the mapped relations, for the rows' relation_name (the mapping onto the
 # memory's relations is data_gen.real.REDOCRED_RELATIONS, and nothing else).

@@ -17,8 +17,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from eval.config import EvalConfig
 from eval.records import evaluate_records, load_records, summarise_records
-from eval.run import EvalConfig
 from eval.systems import System
 from memory_runtime.generation.runtime import Engine, Generation, open_runtime
 

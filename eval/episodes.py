@@ -30,7 +30,7 @@ from memory_runtime.memory.store import MemoryConfig, TripletStore
 from memory_runtime.stats import percentile
 
 if TYPE_CHECKING:
-    from eval.run import EvalConfig
+    from eval.config import EvalConfig
 
 
 def episode_session(system: System, episode: Episode, memory_config: MemoryConfig | None = None) -> Session:

@@ -1,15 +1,15 @@
-"""The parts of `memlm eval`, listed once: MODULES below.
+"""The parts of `memlm eval`: what a part is (`Part`), and each one found by its name.
 
 A part is one measurement. Its module gives everything about it, as a `Part` named PART at its end:
 where its cases come from, how a system is run on them (a session per case, each from a fresh
 memory), its summary for one system, and what the report shows of it. eval/run.py runs the
 parts and eval/report.py writes them up without knowing any by name. Adding a part: a module
-ending in `PART = Part(...)`, and a line in MODULES.
+ending in `PART = Part(...)`, and a line in MODULES (eval/__init__.py, the one list of the parts).
 
 The report's headline table, the cases line under it and the TARGETS of the verdict pick their
 figures from the parts by hand (eval/report.py): a new part enters them by choice, not by default.
 
-This module imports no part (they load torch): the CLI reads NAMES for its help at start-up.
+This module imports no part until one is asked for (they load torch).
 """
 
 from __future__ import annotations
@@ -21,21 +21,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from eval import MODULES
+
 if TYPE_CHECKING:
-    from eval.run import EvalConfig
+    from eval.config import EvalConfig
     from eval.systems import System
     from memory_runtime.memory.store import MemoryConfig
-
-MODULES: dict[str, str] = {
-    "records": "eval.records",
-    "typos": "eval.typos",
-    "episodes": "eval.episodes",
-    "real": "eval.real_probe",
-    "injection": "eval.injection",
-}
-"""Every part, by name, in the order they run and are reported; the module that gives its PART."""
-
-NAMES: tuple[str, ...] = tuple(MODULES)
 
 
 @dataclass(frozen=True)

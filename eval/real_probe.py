@@ -38,7 +38,7 @@ from memory_runtime.memory.store import MemoryConfig, TripletStore
 from memory_runtime.records import Record
 
 if TYPE_CHECKING:
-    from eval.run import EvalConfig
+    from eval.config import EvalConfig
 
 
 def real_sample(path: str | None = None, limit: int | None = None, seed: int = 0) -> list[Record]:

@@ -40,7 +40,7 @@ from memory_runtime.protocol import Call, parse_calls, strip_calls
 from memory_runtime.records import Record, turns
 
 if TYPE_CHECKING:
-    from eval.run import EvalConfig
+    from eval.config import EvalConfig
 
 
 def gold_calls(assistant_text: str) -> list[Call]:

@@ -4,7 +4,7 @@ The report opens with a verdict against TARGETS (what "the model works" means, d
 once) and says how many cases each figure rests on: a run with --limit 3 is a smoke test of the
 pipeline, where one case moves a category by 33 points, and the report says so.
 
-Each part's summary, sample groups, sources, sections and plots come from its module (eval/parts.py
+Each part's summary, sample groups, sources, sections and plots come from its module (eval/__init__.py
 lists them); the headline table, the cases line under it and TARGETS pick figures from the parts here.
 """
 
@@ -23,7 +23,7 @@ from eval.render import markdown_table, num, pct, pyplot, span
 
 def summarise(raw: dict) -> dict:
     """raw: {system: {"uses_memory": bool, part: rows, ...}} -> {system: {part: its summary}}, parts in
-    the order of eval/parts.py."""
+    the order of MODULES (eval/__init__.py)."""
     out = {}
     for system, rows_of in raw.items():
         out[system] = {

@@ -7,7 +7,7 @@
     injection call syntax typed into the message, history, a passage, a correction or an import
               (eval/injection.py): how often the model copies it, and that nothing is stored
 
-Each part is one module, listed in eval/parts.py; this module runs them without knowing any by name.
+Each part is one module, listed in eval/__init__.py; this module runs them without knowing any by name.
 
 Cases are sampled with the seed and decoding is greedy: the same run twice gives the same
 numbers. `limit` caps the cases per record category, the episodes, the passages per
@@ -20,80 +20,17 @@ import os
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal
-
-from pydantic import Field, model_validator
+from typing import Any
 
 from eval import parts
+from eval.config import EVAL_CONFIG_FILENAME, EvalConfig
 from eval.report import summarise, write_report
-from eval.systems import SYSTEMS, System
-from memory_runtime.generation.runtime import Generation, open_runtime, with_defaults
+from eval.systems import System
+from memory_runtime.generation.runtime import open_runtime
 from memory_runtime.generation.write_gate import WriteGateConfig
 from memory_runtime.memory.store import MemoryConfig
-from memory_runtime.yaml_config import Strict
 
-PARTS: tuple[str, ...] = parts.NAMES
-Part = Literal[PARTS]  # what --parts accepts: the names in eval/parts.py
 Progress = Callable[[str, int], Callable[[], None]]
-
-
-# eval decodes shorter turns with fewer calls than chat and serve, and batches by device (null)
-EVAL_GENERATION: dict[str, Any] = {"max_new_tokens": 128, "max_calls": 8, "max_batch_size": None}
-
-
-class EvalConfig(Strict):
-    """What one eval run measures (recorded in metrics.json; configs/eval/default.yaml lists every
-    field at its default). The model under test and how it runs: `generation` (its model is required).
-    Paths are relative to the working directory, in a file too (OUT/eval_config.yaml runs it again)."""
-
-    what = "eval config"
-
-    base: str | None = Field(
-        None, description="base model of the baselines (default: the adapter's base, or generation.model)"
-    )
-    data: str | None = Field(None, description="a data_gen output directory (test split + episodes)")
-    split: str = "test"
-    episodes: str | None = Field(None, description="an episodes JSONL file (default: DATA/jsonl/episodes.jsonl)")
-    real: str | None = Field(
-        None,
-        description="a real-text JSONL file or directory (default: data/real/ in the repository, or $MEMLM_REAL_DIR)",
-    )
-    systems: list[Literal["memlm", "few_shot", "zero_shot"]] = list(SYSTEMS)
-    parts: list[Part] = list(PARTS)
-    limit: int | None = Field(
-        None,
-        ge=1,
-        description="at most N records per category, N episodes, N passages per real source, N injection attempts "
-        "per place (null: all; injection 12)",
-    )
-    seed: int = Field(0, description="case sampling (decoding is greedy)")
-    baseline_max_new_tokens: int = Field(
-        64, ge=8, description="the base model rambles on past its answer: a shorter cap keeps baselines affordable"
-    )
-    workers: int = Field(1, ge=1, description="processes that evaluate cases in parallel, each with its own model")
-    generation: Generation = Field(
-        default_factory=lambda: Generation(**EVAL_GENERATION),
-        description="the model under test and how it runs (write_gate.score=true scores every write with every "
-        "signal for the precision-recall curve); threads null: 1 with several workers",
-    )
-
-    @model_validator(mode="before")
-    @classmethod
-    def _eval_generation(cls, data: Any) -> Any:
-        return with_defaults(data, **EVAL_GENERATION)
-
-    @model_validator(mode="after")
-    def _runnable(self) -> EvalConfig:
-        if self.generation.model is None:
-            raise ValueError("generation.model: Field required (a training run directory or a base model: --model)")
-        if self.generation.max_new_tokens < 8:
-            raise ValueError("generation.max_new_tokens: at least 8 in an eval")
-        if self.generation.engine == "vllm" and self.workers > 1:
-            raise ValueError("workers: the vllm engine batches in one process (workers=1)")
-        return self
-
-
-EVAL_CONFIG_FILENAME = "eval_config.yaml"  # an eval run's resolved config, saved beside its report
 
 
 def own_base(model: str) -> str:

@@ -25,11 +25,28 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from trl import GRPOConfig, GRPOTrainer
+
 from learning_loop.sampling import Prompt, Run, load_prompts, run_cases
 from memory_runtime.generation.runtime import Generation
 from memory_runtime.memory.store import MemoryConfig
 from training.config import CONFIG_FILENAME, TrainConfig
-from training.run import LogFn, TrainResult, _stderr
+from training.run import (
+    LOG_FILENAME,
+    LogFn,
+    ProgressLogger,
+    TrainResult,
+    _stderr,
+    drop_reference_copy,
+    finish_run,
+    is_main_process,
+    load_policy,
+    log_trainable,
+    plan_resume,
+    start_run,
+    time_budget,
+    training_arguments,
+)
 
 REWARD_NAME = "memory"
 
@@ -125,11 +142,7 @@ def grpo_prompts(config: TrainConfig) -> list[Prompt]:
     return list(unique.values())
 
 
-def build_grpo_config(config: TrainConfig, *, output_dir: str | None = None) -> Any:
-    from trl import GRPOConfig
-
-    from training.run import training_arguments
-
+def build_grpo_config(config: TrainConfig, *, output_dir: str | None = None) -> GRPOConfig:
     g = config.grpo
     return GRPOConfig(
         **training_arguments(config, GRPOConfig.__dataclass_fields__, has_eval=False, output_dir=output_dir),
@@ -146,19 +159,13 @@ def build_grpo_config(config: TrainConfig, *, output_dir: str | None = None) -> 
     )
 
 
-def grpo_trainer_class() -> type:
+class MemoryGRPOTrainer(GRPOTrainer):
     """TRL's GRPOTrainer saving one adapter (the frozen reference copy left out, as DPO and KTO do)."""
-    from trl import GRPOTrainer
 
-    from training.run import drop_reference_copy
-
-    class MemoryGRPOTrainer(GRPOTrainer):
-        def save_model(self, output_dir: str | None = None, _internal_call: bool = False) -> None:
-            super().save_model(output_dir, _internal_call)
-            if self.args.should_save:
-                drop_reference_copy(output_dir or self.args.output_dir)
-
-    return MemoryGRPOTrainer
+    def save_model(self, output_dir: str | None = None, **kwargs: Any) -> None:
+        super().save_model(output_dir, **kwargs)
+        if self.args.should_save:
+            drop_reference_copy(output_dir or self.args.output_dir)
 
 
 def train_grpo(config: TrainConfig, *, callbacks: Sequence[Any] = (), log: LogFn = _stderr) -> TrainResult:
@@ -170,17 +177,6 @@ def train_grpo(config: TrainConfig, *, callbacks: Sequence[Any] = (), log: LogFn
     from transformers import PrinterCallback
 
     from memory_runtime.models.loading import load_tokenizer, trained_system_prompt
-    from training.run import (
-        LOG_FILENAME,
-        _progress_callback_class,
-        finish_run,
-        is_main_process,
-        load_policy,
-        log_trainable,
-        plan_resume,
-        start_run,
-        time_budget,
-    )
 
     config, choice, notes, log = start_run(config, check_all=True, log=log)
     warnings.filterwarnings("ignore", message="You are using 'rollout_func'", category=UserWarning)  # TRL: experimental
@@ -215,14 +211,14 @@ def train_grpo(config: TrainConfig, *, callbacks: Sequence[Any] = (), log: LogFn
     model = load_policy(config)
     log(f"policy: a trainable copy of {config.reference}'s adapter; reference: a frozen copy ('ref' adapter)")
     budget = time_budget(config, resume, log)
-    trainer = grpo_trainer_class()(
+    trainer = MemoryGRPOTrainer(
         model=model,
         reward_funcs=[memory_reward],
         args=args,
         train_dataset=dataset,
         processing_class=tokenizer,
         rollout_func=rollout,
-        callbacks=[_progress_callback_class()(log, out / LOG_FILENAME), *([budget] if budget else []), *callbacks],
+        callbacks=[ProgressLogger(log, out / LOG_FILENAME), *([budget] if budget else []), *callbacks],
     )
     trainer.remove_callback(PrinterCallback)
     log_trainable(trainer, config, log)

@@ -1,8 +1,9 @@
 """memlm's ground floor: a model running with its memory.
 
 What every layer shares sits at the top: the text protocol (``protocol``: one definition of the
-calls), the training record (``records``), configs (``yaml_config``), JSONL reading and summary
-statistics. Four rooms, each importing only the top and the rooms before it (tests/test_layers.py):
+calls), the training record (``records``), configs (``yaml_config``), the files memlm ships (``shipped``:
+configs/ and data/, found from any directory), JSONL reading and summary statistics. Four rooms, each
+importing only the top and the rooms before it (tests/test_layers.py):
 
     memory/      the triplet store and its databases (SQLite, PostgreSQL), fuzzy lookup, migration,
                  the guard against injected calls

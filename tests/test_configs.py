@@ -9,7 +9,7 @@ import pytest
 import yaml
 from pydantic import BaseModel
 
-from eval.run import EvalConfig
+from eval.config import EvalConfig
 from learning_loop.self_instruct import SelfInstructConfig
 from memory_runtime.serving.chat import ChatConfig
 from memory_runtime.serving.config import ServeConfig

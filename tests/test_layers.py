@@ -3,7 +3,11 @@
 A package may import its own modules and those of lower layers; training and eval, side by side,
 not each other. Inside memory_runtime the rooms do the same: its top-level modules (the protocol, the
 record schema, configs) <- memory, models <- generation <- serving. Imports inside functions count
-too: a lazy import is still a dependency."""
+too: a lazy import is still a dependency.
+
+Within a package no module imports itself round a circle, counting lazy imports and those only for type
+checkers: a circle of either still means neither module can be read, or moved, without the other
+(eval's config lived in run.py, which imports the parts, whose types named it)."""
 
 from __future__ import annotations
 
@@ -18,19 +22,12 @@ LAYER = {"memory_runtime": 0, "data_gen": 1, "training": 2, "eval": 2, "learning
 ROOM = {"": 0, "memory": 1, "models": 1, "generation": 2, "serving": 3}  # memory_runtime/<room>/; "": its top
 
 
-def imported_modules(path: Path, type_checking: bool = True) -> list[tuple[int, str]]:
-    """(line, dotted name) for every absolute import; ``from a import b`` gives ``a.b``. Imports under
-    ``if TYPE_CHECKING:`` only if `type_checking` (they never run)."""
+def imported_modules(path: Path) -> list[tuple[int, str]]:
+    """(line, dotted name) for every absolute import, lazy and ``if TYPE_CHECKING:`` ones included;
+    ``from a import b`` gives ``a.b``."""
     tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
-    skipped: set[int] = set()
-    if not type_checking:
-        for node in ast.walk(tree):
-            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-                skipped |= {id(n) for child in node.body for n in ast.walk(child)}
     found = []
     for node in ast.walk(tree):
-        if id(node) in skipped:
-            continue
         if isinstance(node, ast.Import):
             found += [(node.lineno, alias.name) for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
@@ -112,7 +109,7 @@ def test_the_check_sees_a_room_importing_upward_or_sideways(tmp_path, monkeypatc
 
 def import_cycles(packages=tuple(LAYER)) -> list[list[str]]:
     """Groups of our modules that import each other, directly or round a circle (imports inside
-    functions count; those only for type checkers do not)."""
+    functions and those under ``if TYPE_CHECKING:`` count)."""
     modules = {
         ".".join(path.relative_to(REPO).with_suffix("").parts).removesuffix(".__init__"): path
         for package in packages
@@ -122,10 +119,7 @@ def import_cycles(packages=tuple(LAYER)) -> list[list[str]]:
     def module(imported: str) -> str | None:  # "a.b.f" of `from a.b import f` is module a.b, or a.b.f itself
         return next((m for m in (imported, imported.rsplit(".", 1)[0]) if m in modules), None)
 
-    graph = {
-        name: {module(m) for _, m in imported_modules(path, type_checking=False)} - {None, name}
-        for name, path in modules.items()
-    }
+    graph = {name: {module(m) for _, m in imported_modules(path)} - {None, name} for name, path in modules.items()}
     reach = {}
     for start in graph:  # every module's reachable set: small graphs, no cleverness needed
         seen, todo = set(), list(graph[start])
@@ -143,7 +137,7 @@ def test_no_module_imports_itself_round_a_circle():
     assert import_cycles() == []
 
 
-def test_the_cycle_check_sees_a_lazy_circle_and_skips_type_checking(tmp_path, monkeypatch):
+def test_the_cycle_check_sees_a_lazy_circle_and_one_for_type_checkers(tmp_path, monkeypatch):
     (tmp_path / "eval").mkdir()
     (tmp_path / "eval" / "a.py").write_text("from eval.b import f\n")
     (tmp_path / "eval" / "b.py").write_text("def f():\n    from eval.a import g\n")
@@ -152,4 +146,4 @@ def test_the_cycle_check_sees_a_lazy_circle_and_skips_type_checking(tmp_path, mo
         "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from eval.c import y\n"
     )
     monkeypatch.setattr(sys.modules[__name__], "REPO", tmp_path)
-    assert import_cycles(("eval",)) == [["eval.a", "eval.b"]]
+    assert import_cycles(("eval",)) == [["eval.a", "eval.b"], ["eval.c", "eval.d"]]

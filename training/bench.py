@@ -244,7 +244,7 @@ def bench_train(
     from memory_runtime.models.loading import load_tokenizer
     from training.data import build_datasets
     from training.run import build_model, build_peft_config
-    from training.trainer import build_sft_config, sft_trainer_class
+    from training.trainer import TrainedPositionsSFTTrainer, build_sft_config
 
     bad = [m for m in modes if m not in MODES]
     if bad or not modes:
@@ -326,7 +326,7 @@ def bench_train(
     }
     on_cuda = torch.cuda.is_available() and not config.gpu.use_cpu
 
-    class Counting(sft_trainer_class()):
+    class Counting(TrainedPositionsSFTTrainer):
         def training_step(self, model, inputs, *args, **kwargs):
             labels = inputs["labels"]
             self.bench_counts["trained"] += int((labels[:, 1:] != -100).sum())

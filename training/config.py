@@ -36,10 +36,11 @@ from pydantic import Field, field_validator, model_validator
 
 from memory_runtime.models.loading import EMBEDDED_MODEL, TRAIN_CONFIG_FILENAME
 from memory_runtime.protocol import SYSTEM_PROMPT
+from memory_runtime.shipped import shipped
 from memory_runtime.yaml_config import ConfigError, Strict
 
 CONFIG_FILENAME = TRAIN_CONFIG_FILENAME
-DEEPSPEED_PRESETS_DIR = Path(__file__).resolve().parent.parent / "configs" / "deepspeed"
+DEEPSPEED_PRESETS_DIR = shipped("configs", "deepspeed")
 DEFAULT_LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 
 
@@ -131,9 +132,6 @@ class DataSettings(Strict):
     )
 
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-
-
 class RealPrompts(Strict):
     """A real training file whose passages are prompts, and whether its no-fact passages are."""
 
@@ -156,14 +154,14 @@ class Prompts(Strict):
     questions: int = Field(150, ge=0, description="question records drawn from the data, their memory stored first")
     real: list[RealPrompts] = Field(
         default_factory=lambda: [
-            RealPrompts(path=str(REPO_ROOT / "data/real_train/knowledgenet_person_org_train.jsonl")),
-            RealPrompts(path=str(REPO_ROOT / "data/real_train/redocred_train_person_org.jsonl"), negatives=False),
+            RealPrompts(path=str(shipped("data", "real_train", "knowledgenet_person_org_train.jsonl"))),
+            RealPrompts(path=str(shipped("data", "real_train", "redocred_train_person_org.jsonl")), negatives=False),
         ],
         description="real annotated training passages (any format data_gen.real reads): all of each file",
     )
     real_limit: int | None = Field(None, ge=1, description="passages per real file at most (seeded; null: all)")
     data_config: str = Field(
-        str(REPO_ROOT / "configs/data/default.yaml"),
+        str(shipped("configs", "data", "default.yaml")),
         description="the data config whose replies a real passage's gold turn uses (as `memlm generate` trains it)",
     )
 

@@ -16,8 +16,10 @@ What TRL (1.16) does, read from its source, and what changes here:
   sequence's log-probability is the sum over them: those masked tokens add nothing to the loss, the
   rewards, the KL estimate or the logged token counts.
 - Its ``_prepare_dataset`` always tokenises text again (extracting a prompt, applying the chat
-  template); no hook takes pre-tokenised preference data, so the trainers here override it to keep
-  ours (KTO: adding the mismatched completions of its KL estimate, rotated within each batch as TRL does).
+  template); no public hook takes pre-tokenised preference data, so the trainers here override that
+  private method to keep ours (KTO: adding the mismatched completions of its KL estimate, rotated within
+  each batch as TRL does). tests/training/test_preference.py fails if TRL renames it, changes its
+  arguments or stops calling it; every other override is a public hook.
 - Given a PeftModel, it adds a frozen copy of the adapter named "ref" and scores the reference with it
   active; PEFT saves that copy beside the trained adapter (``DIR/ref/``). ``save_model`` removes it:
   a run holds one adapter, which eval, serve, merge and chat load as they load an SFT run's.
@@ -44,8 +46,8 @@ from training.config import CONFIG_FILENAME, TrainConfig
 from training.run import (
     LOG_FILENAME,
     LogFn,
+    ProgressLogger,
     TrainResult,
-    _progress_callback_class,
     _stderr,
     drop_reference_copy,
     finish_run,
@@ -144,8 +146,8 @@ class MaskedDPOTrainer(DPOTrainer):
     def _prepare_dataset(self, dataset, processing_class, args, dataset_name):
         return dataset  # tokenised by training/data.py; TRL would tokenise text again
 
-    def save_model(self, output_dir: str | None = None, _internal_call: bool = False) -> None:
-        super().save_model(output_dir, _internal_call)
+    def save_model(self, output_dir: str | None = None, **kwargs: Any) -> None:
+        super().save_model(output_dir, **kwargs)
         if self.args.should_save:
             drop_reference_copy(output_dir or self.args.output_dir)
 
@@ -168,8 +170,8 @@ class MaskedKTOTrainer(KTOTrainer):
             rotate, batched=True, batch_size=args.per_device_train_batch_size, keep_in_memory=True, desc=None
         )
 
-    def save_model(self, output_dir: str | None = None, _internal_call: bool = False) -> None:
-        super().save_model(output_dir, _internal_call)
+    def save_model(self, output_dir: str | None = None, **kwargs: Any) -> None:
+        super().save_model(output_dir, **kwargs)
         if self.args.should_save:
             drop_reference_copy(output_dir or self.args.output_dir)
 
@@ -269,7 +271,6 @@ def train_preference(
     log(f"policy: a trainable copy of {config.reference}'s adapter; reference: a frozen copy ('ref' adapter)")
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     collator = (PairCollator if dpo else LabelledTurnCollator)(pad_token_id=pad_id)
-    ProgressLogger = _progress_callback_class()
     budget = time_budget(config, resume, log)
     trainer = (MaskedDPOTrainer if dpo else MaskedKTOTrainer)(
         model=model,

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from transformers import TrainerCallback
 
 from memory_runtime.models.hardware import DtypeChoice, resolve_dtype
 from training.config import (
@@ -239,55 +240,50 @@ def training_arguments(
 # --------------------------------------------------------------------------- progress
 
 
-def _progress_callback_class():
-    from transformers import TrainerCallback
+class ProgressLogger(TrainerCallback):
+    """One line per log event (step, loss, lr, eval loss, speed, ETA) + a JSON-lines log file."""
 
-    class ProgressLogger(TrainerCallback):
-        """One line per log event (step, loss, lr, eval loss, speed, ETA) + a JSON-lines log file."""
+    def __init__(self, log: LogFn = _stderr, path: Path | None = None) -> None:
+        self.log = log
+        self.path = path
+        self.start = time.perf_counter()
+        self.first_step: int | None = None
 
-        def __init__(self, log: LogFn = _stderr, path: Path | None = None) -> None:
-            self.log = log
-            self.path = path
-            self.start = time.perf_counter()
-            self.first_step: int | None = None
+    def on_train_begin(self, args, state, control, **kwargs):
+        self.start = time.perf_counter()
+        self.first_step = state.global_step
+        self.log(f"training: {state.max_steps} steps (from step {state.global_step})")
 
-        def on_train_begin(self, args, state, control, **kwargs):
-            self.start = time.perf_counter()
-            self.first_step = state.global_step
-            self.log(f"training: {state.max_steps} steps (from step {state.global_step})")
-
-        def on_log(self, args, state, control, logs=None, **kwargs):
-            logs = dict(logs or {})
-            if self.path is not None and state.is_world_process_zero:
-                with open(self.path, "a") as fh:
-                    fh.write(json.dumps({"step": state.global_step, **logs}) + "\n")
-            if not state.is_world_process_zero:
-                return
-            elapsed = time.perf_counter() - self.start
-            done = state.global_step - (self.first_step or 0)
-            eta = ""
-            if done > 0 and state.max_steps:
-                eta = f" | eta {elapsed / done * (state.max_steps - state.global_step):.0f}s"
-            parts = [f"step {state.global_step}/{state.max_steps}"]
-            for key, fmt in (
-                ("loss", "{:.4f}"),
-                ("eval_loss", "{:.4f}"),
-                ("learning_rate", "{:.2e}"),
-                ("grad_norm", "{:.3f}"),
-                ("mean_token_accuracy", "{:.3f}"),
-                ("eval_mean_token_accuracy", "{:.3f}"),
-                ("rewards/margins", "{:.3f}"),  # dpo, kto
-                ("rewards/accuracies", "{:.3f}"),
-                ("kl", "{:.3f}"),
-                ("eval_rewards/margins", "{:.3f}"),
-                ("eval_rewards/accuracies", "{:.3f}"),
-                ("train_loss", "{:.4f}"),
-            ):
-                if key in logs and isinstance(logs[key], (int, float)):
-                    parts.append(f"{key.replace('learning_rate', 'lr')} {fmt.format(logs[key])}")
-            self.log(" | ".join(parts) + f" | {elapsed:.0f}s{eta}")
-
-    return ProgressLogger
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        logs = dict(logs or {})
+        if self.path is not None and state.is_world_process_zero:
+            with open(self.path, "a") as fh:
+                fh.write(json.dumps({"step": state.global_step, **logs}) + "\n")
+        if not state.is_world_process_zero:
+            return
+        elapsed = time.perf_counter() - self.start
+        done = state.global_step - (self.first_step or 0)
+        eta = ""
+        if done > 0 and state.max_steps:
+            eta = f" | eta {elapsed / done * (state.max_steps - state.global_step):.0f}s"
+        parts = [f"step {state.global_step}/{state.max_steps}"]
+        for key, fmt in (
+            ("loss", "{:.4f}"),
+            ("eval_loss", "{:.4f}"),
+            ("learning_rate", "{:.2e}"),
+            ("grad_norm", "{:.3f}"),
+            ("mean_token_accuracy", "{:.3f}"),
+            ("eval_mean_token_accuracy", "{:.3f}"),
+            ("rewards/margins", "{:.3f}"),  # dpo, kto
+            ("rewards/accuracies", "{:.3f}"),
+            ("kl", "{:.3f}"),
+            ("eval_rewards/margins", "{:.3f}"),
+            ("eval_rewards/accuracies", "{:.3f}"),
+            ("train_loss", "{:.4f}"),
+        ):
+            if key in logs and isinstance(logs[key], (int, float)):
+                parts.append(f"{key.replace('learning_rate', 'lr')} {fmt.format(logs[key])}")
+        self.log(" | ".join(parts) + f" | {elapsed:.0f}s{eta}")
 
 
 # --------------------------------------------------------------------------- training

@@ -10,6 +10,7 @@
     learn.py       self-instruct, feedback ...     (learning_loop)
     sample.py      sample                          (learning_loop.sampling)
     env.py         env                             (memlm.env)
+    config.py      config list, config copy        (memory_runtime.shipped)
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from memlm.cli.common import app
 
 # The modules register their commands; `memlm --help` lists them in this order.
 # isort: off
-from memlm.cli import data, train, evaluation, serve, chat, learn, sample, memory, env  # noqa: F401, E402
+from memlm.cli import data, train, evaluation, serve, chat, learn, sample, memory, env, config  # noqa: F401, E402
 # isort: on
 
 # Warnings every run would print and no user can act on (library internals); also set in the

@@ -10,6 +10,7 @@ from typing import Any, NoReturn, TypeVar
 import typer
 from rich.console import Console
 
+from memory_runtime.shipped import find_config as shipped_config
 from memory_runtime.yaml_config import Strict
 
 app = typer.Typer(
@@ -25,12 +26,16 @@ feedback_app = typer.Typer(
     help="Review the feedback chat and serve kept (DIR/pending/): nothing trains until it is accepted.",
     no_args_is_help=True,
 )
+config_app = typer.Typer(
+    help="The configs memlm ships: list them, copy one out to edit (--config takes any by name).",
+    no_args_is_help=True,
+)
 app.add_typer(bench_app, name="bench")
 app.add_typer(memory_app, name="memory")
 app.add_typer(feedback_app, name="feedback")
+app.add_typer(config_app, name="config")
 
 console = Console(stderr=True)
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
 C = TypeVar("C", bound=Strict)
 
 OVERRIDES = typer.Argument(
@@ -48,11 +53,14 @@ MODEL = typer.Option(
 
 def find_config(path: Path | None) -> Path | None:
     """A config path as given, or, when it is relative and not found from the working directory, the
-    shipped file of that name in the memlm checkout: `--config configs/train/cpu-smollm2.yaml` works
-    from any directory."""
-    if path is None or path.exists() or path.is_absolute() or not (PROJECT_ROOT / path).exists():
+    shipped config it names (memory_runtime.shipped): `--config configs/train/cpu-smollm2.yaml`,
+    `train/cpu-smollm2` and `cpu-smollm2` work from any directory, in a checkout or a wheel."""
+    if path is None or path.exists() or path.is_absolute():
         return path
-    return PROJECT_ROOT / path
+    try:
+        return shipped_config(str(path)) or path
+    except ValueError as err:  # a bare name several shipped configs have
+        fail(err)
 
 
 def load(cls: type[C], path: Path | None, overrides: list[str] | None, flags: dict[str, Any] | None = None) -> C:

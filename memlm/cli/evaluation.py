@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from eval.parts import NAMES as EVAL_PARTS
+from eval import NAMES as EVAL_PARTS
 from memlm.cli.common import (
     MODEL,
     OVERRIDES,
@@ -66,8 +66,9 @@ def eval_command(
         TimeRemainingColumn,
     )
 
+    from eval.config import EvalConfig
     from eval.report import headline, markdown_table, verdict_lines
-    from eval.run import EvalConfig, run_eval
+    from eval.run import run_eval
 
     flags = {
         "generation.model": model,
@@ -120,7 +121,7 @@ def bench_decode_command(
     """Decoding throughput: turns/s at each batch size on each engine, the same cases, side by side, and
     the share of turns each decoded as the first did. Overrides: generation.KEY=VALUE (as eval decodes)."""
     from eval.bench_decode import bench_decode
-    from eval.run import EVAL_GENERATION
+    from eval.config import EVAL_GENERATION
 
     generation = load_generation(overrides, {"generation.model": model}, EVAL_GENERATION)
     sizes = counts(batch_sizes, "--batch-sizes", 4096)

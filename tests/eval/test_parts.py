@@ -1,5 +1,5 @@
-"""eval/parts.py: every part is one module listed once; the CLI, the config, the run and the report
-all take the parts from that list, so a new part needs its module and its line there, nothing else."""
+"""eval/parts.py: every part is one module listed once (MODULES, eval/__init__.py); the CLI, the config, the
+run and the report all take the parts from that list, so a new part needs its module and its line there."""
 
 from __future__ import annotations
 
@@ -10,9 +10,10 @@ import typing
 
 import pytest
 
-from eval import parts
+from eval import MODULES, NAMES, parts
+from eval.config import EvalConfig
 from eval.parts import Part
-from eval.run import EvalConfig, run_eval
+from eval.run import run_eval
 from eval.systems import System
 from memory_runtime.generation.backend import ScriptedBackend
 
@@ -22,11 +23,11 @@ def test_every_listed_module_gives_its_part_and_everything_offers_the_same_names
 
     from memlm.cli import app
 
-    assert [part.name for part in parts.registered()] == list(parts.NAMES) == list(parts.MODULES)
-    assert typing.get_args(typing.get_args(EvalConfig.model_fields["parts"].annotation)[0]) == parts.NAMES
-    assert EvalConfig(generation={"model": "x"}).parts == list(parts.NAMES)
+    assert [part.name for part in parts.registered()] == list(NAMES) == list(MODULES)
+    assert typing.get_args(typing.get_args(EvalConfig.model_fields["parts"].annotation)[0]) == NAMES
+    assert EvalConfig(generation={"model": "x"}).parts == list(NAMES)
     (option,) = [p for p in typer.main.get_command(app).commands["eval"].params if p.name == "parts"]
-    assert option.help == f"Sets parts, comma-separated subset of {','.join(parts.NAMES)} (default: all)."
+    assert option.help == f"Sets parts, comma-separated subset of {','.join(NAMES)} (default: all)."
     for part in parts.registered():
         assert part.load or parts.get(part.cases_key).load, part.name
 
@@ -62,7 +63,7 @@ def _echo_module() -> types.ModuleType:
 @pytest.fixture
 def echo_registered(monkeypatch):
     monkeypatch.setitem(sys.modules, "echo_part", _echo_module())
-    monkeypatch.setitem(parts.MODULES, "echo", "echo_part")
+    monkeypatch.setitem(MODULES, "echo", "echo_part")
     yield
     parts.get.cache_clear()
 

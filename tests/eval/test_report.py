@@ -213,8 +213,9 @@ def test_a_run_records_the_paths_it_read_and_the_cases_per_source(tmp_path, monk
     from data_gen.config import DataConfig
     from data_gen.generate import generate
     from data_gen.real import default_real_dir
+    from eval.config import EvalConfig
     from eval.real_probe import real_path
-    from eval.run import EvalConfig, describe_sources, load_cases
+    from eval.run import describe_sources, load_cases
 
     generate(
         DataConfig.load(Path(__file__).parents[2] / "configs/data/tiny.yaml"),

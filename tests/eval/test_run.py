@@ -8,8 +8,9 @@ import pytest
 
 from data_gen.config import DataConfig
 from data_gen.generate import generate
+from eval.config import EvalConfig
 from eval.records import evaluate_records, load_records, summarise_records
-from eval.run import EvalConfig, run_eval
+from eval.run import run_eval
 from eval.systems import System
 from eval.typos import with_typo
 from memory_runtime.generation.backend import ScriptedBackend

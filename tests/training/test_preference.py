@@ -71,6 +71,21 @@ def _sft_logps(model, prompt, completion, mask):
     return logits.log_softmax(-1).gather(-1, targets[:, None]).squeeze(-1)[trained].sum().item()
 
 
+@pytest.mark.parametrize("ours", [MaskedDPOTrainer, MaskedKTOTrainer], ids=["dpo", "kto"])
+def test_trl_still_prepares_its_data_in_the_private_method_we_override(ours):
+    """No public hook of TRL takes pre-tokenised preference data, so the trainers override its private
+    `_prepare_dataset`. If TRL renames it, changes its arguments or stops calling it from `__init__`, the
+    override would be skipped without a word and TRL would tokenise text our data does not have: fail here."""
+    import inspect
+
+    trl_class = ours.__bases__[0]
+    assert "_prepare_dataset" in vars(trl_class), f"{trl_class.__name__}._prepare_dataset is gone"
+    expected = ["self", "dataset", "processing_class", "args", "dataset_name"]
+    assert list(inspect.signature(trl_class._prepare_dataset).parameters) == expected
+    assert list(inspect.signature(ours._prepare_dataset).parameters) == expected
+    assert "self._prepare_dataset(" in inspect.getsource(trl_class.__init__)
+
+
 def test_collators_keep_the_per_token_masks(smollm2_tokenizer):
     pairs = [tokenize_pair(preference_pair(i), smollm2_tokenizer, system_prompt=SYSTEM) for i in (1, 4)]
     batch = PairCollator(pad_token_id=smollm2_tokenizer.pad_token_id)(pairs)

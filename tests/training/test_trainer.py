@@ -206,11 +206,11 @@ def test_cpu_loss_on_trained_positions_matches_trl_fused_head(
     """The CPU loss projects only trained positions; loss, gradients and logged metrics are TRL's."""
     from trl import SFTTrainer
 
-    from training.trainer import build_sft_config, sft_trainer_class
+    from training.trainer import TrainedPositionsSFTTrainer, build_sft_config
 
     cfg = tiny_config(tiny_model_dir, tmp_path, "method=full")
     args = build_sft_config(cfg, has_eval=False)
-    ours = sft_trainer_class()(
+    ours = TrainedPositionsSFTTrainer(
         model=copy.deepcopy(tiny_model),
         args=args,
         train_dataset=tiny_datasets["train"],
@@ -222,7 +222,7 @@ def test_cpu_loss_on_trained_positions_matches_trl_fused_head(
         train_dataset=tiny_datasets["train"],
         processing_class=smollm2_tokenizer,
     )
-    assert ours._head_on_trained_positions(ours.model)
+    assert ours.head_on_trained_positions(ours.model)
     batch = _batch(tiny_datasets["train"], smollm2_tokenizer, padding_free=padding_free)
     results = []
     for trainer in (ours, trl):
@@ -230,7 +230,9 @@ def test_cpu_loss_on_trained_positions_matches_trl_fused_head(
         loss = trainer.compute_loss(trainer.model, dict(batch))
         loss.backward()
         grads = [p.grad.clone() for p in trainer.model.parameters() if p.grad is not None]
-        results.append((loss.item(), grads, {k: v[-1] for k, v in trainer._metrics["train"].items()}))
+        trainer.log({})  # what each logs: TRL's metrics of its loss, ours of ours (public hooks only)
+        logged = {k: v for k, v in trainer.state.log_history[-1].items() if k != "step"}
+        results.append((loss.item(), grads, logged))
     (loss_a, grads_a, metrics_a), (loss_b, grads_b, metrics_b) = results
     assert loss_a == pytest.approx(loss_b, rel=1e-5)
     assert len(grads_a) == len(grads_b) > 0

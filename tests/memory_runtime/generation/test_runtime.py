@@ -11,7 +11,7 @@ from memory_runtime.yaml_config import ConfigError
 
 
 def test_a_command_keeps_its_own_defaults_when_a_section_sets_some_fields():
-    from eval.run import EvalConfig
+    from eval.config import EvalConfig
     from memory_runtime.serving.chat import ChatConfig
     from memory_runtime.serving.config import ServeConfig
 
@@ -29,7 +29,7 @@ def test_an_engine_that_cannot_honour_the_section_is_refused_before_anything_loa
         Generation.load(None, ["engine=fastest"])  # auto, hf or vllm
     with pytest.raises(ConfigError, match="vllm engine does not score writes"):
         Generation.load(None, ["engine=vllm", "write_gate.signal=call"])
-    from eval.run import EvalConfig
+    from eval.config import EvalConfig
 
     with pytest.raises(ConfigError, match="model: Field required"):
         EvalConfig.load(None, ["limit=3"])
@@ -49,7 +49,8 @@ def test_open_runtime_gives_the_model_with_its_memory(tiny_model_dir, tmp_path):
 
 
 def test_eval_opens_its_systems_on_the_vllm_engine(monkeypatch, smollm2_tokenizer, tiny_model_dir):
-    from eval.run import EvalConfig, load_systems
+    from eval.config import EvalConfig
+    from eval.run import load_systems
     from memory_runtime.generation import vllm_backend
     from memory_runtime.memory.store import TripletStore
     from tests.memory_runtime.generation.test_vllm_backend import decoder
@@ -89,7 +90,8 @@ def test_auto_takes_vllm_where_it_is_installed_unless_the_model_must_run_here(mo
 
 
 def test_commands_that_need_the_model_here_run_on_hf(monkeypatch):
-    from eval.run import EvalConfig, on_engine
+    from eval.config import EvalConfig
+    from eval.run import on_engine
     from learning_loop.self_instruct import SelfInstructConfig
     from memory_runtime.generation import runtime
     from memory_runtime.serving.chat import ChatConfig

@@ -1,0 +1,74 @@
+"""The eval config: what one `memlm eval` run measures, and how its model runs (configs/eval/default.yaml
+lists every field at its default). eval/run.py runs it; every part takes it."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+
+from eval import NAMES
+from eval.systems import SYSTEMS
+from memory_runtime.generation.runtime import Generation, with_defaults
+from memory_runtime.yaml_config import Strict
+
+PartName = Literal[NAMES]  # what `parts` accepts: the names in eval/__init__.py
+
+
+# eval decodes shorter turns with fewer calls than chat and serve, and batches by device (null)
+EVAL_GENERATION: dict[str, Any] = {"max_new_tokens": 128, "max_calls": 8, "max_batch_size": None}
+
+
+class EvalConfig(Strict):
+    """What one eval run measures (recorded in metrics.json; configs/eval/default.yaml lists every
+    field at its default). The model under test and how it runs: `generation` (its model is required).
+    Paths are relative to the working directory, in a file too (OUT/eval_config.yaml runs it again)."""
+
+    what = "eval config"
+
+    base: str | None = Field(
+        None, description="base model of the baselines (default: the adapter's base, or generation.model)"
+    )
+    data: str | None = Field(None, description="a data_gen output directory (test split + episodes)")
+    split: str = "test"
+    episodes: str | None = Field(None, description="an episodes JSONL file (default: DATA/jsonl/episodes.jsonl)")
+    real: str | None = Field(
+        None,
+        description="a real-text JSONL file or directory (default: the data/real/ memlm ships, or $MEMLM_REAL_DIR)",
+    )
+    systems: list[Literal["memlm", "few_shot", "zero_shot"]] = list(SYSTEMS)
+    parts: list[PartName] = list(NAMES)
+    limit: int | None = Field(
+        None,
+        ge=1,
+        description="at most N records per category, N episodes, N passages per real source, N injection attempts "
+        "per place (null: all; injection 12)",
+    )
+    seed: int = Field(0, description="case sampling (decoding is greedy)")
+    baseline_max_new_tokens: int = Field(
+        64, ge=8, description="the base model rambles on past its answer: a shorter cap keeps baselines affordable"
+    )
+    workers: int = Field(1, ge=1, description="processes that evaluate cases in parallel, each with its own model")
+    generation: Generation = Field(
+        default_factory=lambda: Generation(**EVAL_GENERATION),
+        description="the model under test and how it runs (write_gate.score=true scores every write with every "
+        "signal for the precision-recall curve); threads null: 1 with several workers",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _eval_generation(cls, data: Any) -> Any:
+        return with_defaults(data, **EVAL_GENERATION)
+
+    @model_validator(mode="after")
+    def _runnable(self) -> EvalConfig:
+        if self.generation.model is None:
+            raise ValueError("generation.model: Field required (a training run directory or a base model: --model)")
+        if self.generation.max_new_tokens < 8:
+            raise ValueError("generation.max_new_tokens: at least 8 in an eval")
+        if self.generation.engine == "vllm" and self.workers > 1:
+            raise ValueError("workers: the vllm engine batches in one process (workers=1)")
+        return self
+
+
+EVAL_CONFIG_FILENAME = "eval_config.yaml"  # an eval run's resolved config, saved beside its report

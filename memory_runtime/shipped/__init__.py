@@ -1,0 +1,63 @@
+"""The files memlm ships beside its code, found with importlib.resources, so that an installed wheel finds
+them from any directory:
+
+    configs/   every command's configs: `memlm config list` names them, `--config train/cpu-smollm2`
+               takes one by name, `memlm config copy NAME` writes one out to edit
+    data/      real annotated text: data/real/ (the dev passages eval measures on), data/real_train/
+               (the passages the default data config trains on)
+
+In a checkout they are the top-level configs/ and data/, where a reader looks for them; this package holds
+links to both, and a wheel carries the files themselves (pyproject.toml's package-data). They live in the
+bottom layer because every layer reads them: data_gen its data configs and passages, training its presets,
+serving its demo keys, the CLI every config. A config names the files beside it by relative paths
+(``base: default.yaml``, ``../../data/real_train/...``), which hold in a checkout and in a wheel alike.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+
+CONFIG_SUFFIXES = (".yaml", ".json")
+"""What counts as a config among the shipped files (the .jsonl beside some are their data)."""
+
+
+def shipped(*parts: str) -> Path:
+    """The path of a shipped file or folder, e.g. ``shipped("configs", "data", "tiny.yaml")``, whether or
+    not it is there (the caller names it in its error). Resolved: in a checkout, the top-level
+    configs/ and data/. A wheel installs unpacked, so a resource is a file on disk: the configs are read
+    as files, their relative paths resolved against their folder."""
+    return Path(str(resources.files(__name__))).joinpath(*parts).resolve()
+
+
+def config_names() -> list[str]:
+    """Every shipped config by the name `--config` and `memlm config copy` take: its path under configs/
+    without the suffix (``train/cpu-smollm2``, ``data/tiny``, ``deepspeed/zero2``)."""
+    root = shipped("configs")
+    return sorted(_name(path, root) for path in root.rglob("*") if path.suffix in CONFIG_SUFFIXES and path.is_file())
+
+
+def find_config(name: str) -> Path | None:
+    """The shipped config `name` names, or None if it names none: its path under configs/, with or without
+    ``configs/`` before it (as the README writes it) and its suffix (``configs/train/cpu-smollm2.yaml``,
+    ``train/cpu-smollm2``), or its bare name where one config has it (``cpu-smollm2``). A bare name that
+    several have (``default``) is a ValueError naming them."""
+    path = Path(name)
+    if path.is_absolute() or not path.parts:
+        return None
+    if path.parts[0] == "configs" and len(path.parts) > 1:
+        path = Path(*path.parts[1:])
+    names = [str(path)] if path.suffix in CONFIG_SUFFIXES else [f"{path}{suffix}" for suffix in CONFIG_SUFFIXES]
+    root = shipped("configs")
+    if len(path.parts) > 1:
+        found = [root / n for n in names if (root / n).is_file()]
+    else:
+        found = sorted(p for n in names for p in root.glob(f"*/{n}") if p.is_file())
+    if len(found) > 1:
+        several = ", ".join(_name(p, root) for p in found)
+        raise ValueError(f"{name}: several shipped configs are called that ({several}): name one of them")
+    return found[0] if found else None
+
+
+def _name(path: Path, root: Path) -> str:
+    return str(path.relative_to(root).with_suffix(""))
