@@ -1,7 +1,8 @@
-"""`memlm memory ...` (see, query, edit, check and migrate a memory) and `memlm bench memory`."""
+"""`memlm memory ...` (see, query, edit, check, export, import and migrate a memory) and `memlm bench memory`."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import typer
@@ -44,17 +45,20 @@ def _store(db: str, config: Path | None, must_exist: bool = True):
 
 def _print_facts(facts, title: str) -> None:
     table = Table(title=title)
-    for column in ("id", "subject", "relation", "object", "valid from", "valid to", "ended by"):
-        table.add_column(column)
-    for f in facts:
+    from rich.text import Text
+
+    from memory_runtime.memory.store import local_time
+
+    for column in ("id", "subject", "relation", "object", "valid from", "valid to", "ended by", "source"):
+        table.add_column(column, no_wrap=column in ("id", "ended by"))  # times wrap at their space
+    for f in facts:  # Text cells: a stored term is never read as rich markup
         table.add_row(
             str(f.id),
-            f.subject,
-            f.relation,
-            f.object,
-            f"{f.valid_from:.0f}",
-            "" if f.valid_to is None else f"{f.valid_to:.0f}",
+            *(Text(term) for term in (f.subject, f.relation, f.object)),
+            local_time(f.valid_from),
+            local_time(f.valid_to),
             f.ended_by or "",
+            Text(f.source or ""),
         )
     Console().print(table)
 
@@ -123,7 +127,7 @@ def memory_write(
     """Store one fact by hand (the database is created if it does not exist)."""
     with _store(db, config, must_exist=False) as store:
         try:
-            result = store.write(subject, relation, object, namespace=namespace)
+            result = store.write(subject, relation, object, namespace=namespace, source="cli")
         except (TypeError, ValueError) as err:
             raise typer.BadParameter(str(err)) from None
     console.print(
@@ -175,6 +179,57 @@ def memory_check(
         markup=False,
     )
     raise typer.Exit(1)
+
+
+@memory_app.command("export")
+def memory_export(
+    db: str = DB,
+    namespace: str = NAMESPACE,
+    out: Path | None = typer.Option(None, "--out", help="Write the export to this file (default: stdout)."),
+) -> None:
+    """Write a namespace's memory as JSON: its current facts and every version, with their dates
+    (the format of the memory page's Export, which `memlm memory import` restores)."""
+    from memory_runtime.memory.transfer import write_export
+
+    with _store(db, None) as store:
+        if out is None:
+            write_export(store, namespace, sys.stdout)
+            return
+        try:
+            with out.open("w", encoding="utf-8") as stream:
+                write_export(store, namespace, stream)
+        except OSError as err:
+            fail(err)
+        facts, versions = store.count(namespace), store.count(namespace, current=False)
+    said = f"exported {facts:,} current facts of {namespace!r} ({versions:,} versions) to {out}"
+    console.print(said, markup=False, soft_wrap=True)
+
+
+@memory_app.command("import")
+def memory_import(
+    file: Path = typer.Argument(
+        ...,
+        help="An export (`memlm memory export`, the memory page's Export), or a JSON list of "
+        "{subject, relation, object}; - reads stdin.",
+    ),
+    db: str = DB,
+    namespace: str = NAMESPACE,
+    config: Path | None = CONFIG,
+) -> None:
+    """Restore a file into a namespace, history and dates included, in one transaction: all of it or
+    nothing (the database is created if it does not exist)."""
+    from memory_runtime.memory.transfer import BadImport, import_file
+
+    try:
+        data = sys.stdin.buffer.read() if str(file) == "-" else file.read_bytes()
+    except OSError as err:
+        fail(err)
+    with _store(db, config, must_exist=False) as store:
+        try:
+            done = import_file(store, data, namespace=namespace)
+        except BadImport as err:
+            fail(ValueError(f"{file} was not imported, nothing was stored: {err}"))
+    console.print(f"imported {file} into {namespace!r}: {done.message}", markup=False, soft_wrap=True)
 
 
 @memory_app.command("migrate")

@@ -21,7 +21,7 @@ import threading
 import time
 import unicodedata
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from importlib import resources
@@ -129,6 +129,14 @@ class Fact:
         return self.valid_to is None
 
 
+def local_time(seconds: float | None) -> str:
+    """A fact's time as people read it, as the memory page shows it: YYYY-MM-DD HH:MM:SS, local
+    ('' for none: a current fact's end)."""
+    if seconds is None:
+        return ""
+    return datetime.fromtimestamp(seconds).strftime("%Y-%m-%d %H:%M:%S").rjust(19, "0")
+
+
 @dataclass(frozen=True)
 class FieldMatch:
     """A query field answered by a fuzzy match rather than an exact one."""
@@ -182,6 +190,25 @@ class WriteResult:
     fact: Fact
     status: Literal["stored", "duplicate"]
     superseded: list[Fact] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class ImportResult:
+    """What TripletStore.import_versions did: the versions it stored (new ids, as they ended up),
+    how many were in the namespace already, and the facts that stored current versions ended."""
+
+    stored: list[Fact]
+    duplicate: int
+    superseded: list[Fact]
+
+
+class RestoreRefused(ValueError):
+    """A restore the store will not make (TripletStore.restore), with the sentence that says why;
+    `missing`: the fact is not in the namespace (purged, or never there)."""
+
+    def __init__(self, message: str, *, missing: bool = False) -> None:
+        super().__init__(message)
+        self.missing = missing
 
 
 # --------------------------------------------------------------------------- normalisation
@@ -283,6 +310,7 @@ class TripletStore:
         self._seen: dict[tuple[str, str], int] = {}  # (namespace, field) -> last row id its resident index has
         self._indexes: OrderedDict[tuple[str, str], FuzzyIndex] = OrderedDict()
         self._purges: dict[str, int] = {}  # namespace -> purges so far (an index built across one is discarded)
+        self._building: dict[tuple[str, str], threading.Event] = {}  # builds in flight: others wait, not rebuild
         self._canonical = self.config.canonical_names  # normalised alias -> canonical relation name
         self._functional: dict[str, str] = {}  # normalised canonical name -> "subject"/"object"/"both"
         self._ends: dict[str, list[str]] = {}  # normalised canonical name -> the relations its new facts end
@@ -379,10 +407,13 @@ class TripletStore:
                     index.add(terms[i][1] for terms in checked)
         return results
 
-    def _write_one(self, cur: Cursor, namespace: str, terms, when: float, source: str | None) -> WriteResult:
+    def _write_one(
+        self, cur: Cursor, namespace: str, terms, when: float, source: str | None, *, end_roles: bool = True
+    ) -> WriteResult:
         """One write in two statements when nothing is ended (an insert unless the fact is already
-        current, then the facts it ends on each functional side): on PostgreSQL every statement
-        is a round trip, and a bulk import is made of them."""
+        current, then the facts it ends on each functional side, and with `end_roles` those its
+        relation's `ends` names): on PostgreSQL every statement is a round trip, and a bulk import
+        is made of them."""
         (s, s_norm), (r, r_norm), (o, o_norm) = terms
         current = (
             "FROM triplets WHERE namespace=? AND subject_norm=? AND relation_norm=? AND object_norm=?"
@@ -403,7 +434,7 @@ class TripletStore:
         functional = self._functional.get(r_norm)
         by_side = {
             ("subject", s_norm, "object", o_norm): ([r_norm] if functional in ("subject", "both") else [])
-            + self._ends.get(r_norm, []),
+            + (self._ends.get(r_norm, []) if end_roles else []),
             ("object", o_norm, "subject", s_norm): [r_norm] if functional in ("object", "both") else [],
         }
         superseded = []
@@ -424,6 +455,157 @@ class TripletStore:
                 )
                 superseded.append(ended)
         return WriteResult(Fact(s, r, o, new_id, namespace, when, source=source), "stored", superseded)
+
+    def checked_triplet(self, subject: object, relation: object, object_: object) -> Triplet:
+        """The fact as the store would keep it (whitespace collapsed, the relation canonical), or
+        TypeError / ValueError naming what is wrong: what a write checks, without writing."""
+        (s, s_norm), (r, _), (o, o_norm) = self._terms(subject, relation, object_)
+        if s_norm == o_norm:
+            raise ValueError(f"it relates {s!r} to itself: a fact is between two different things")
+        return Triplet(s, r, o)
+
+    def import_versions(
+        self, versions: Sequence[Fact], *, namespace: str = "default", source: str = "import"
+    ) -> ImportResult:
+        """Store facts with their history, in one transaction (all or nothing): what an import of an
+        export restores (memory_runtime/memory/transfer.py reads and checks the file first).
+
+        Each version is a Fact as exported: its `id` and `superseded_by` are the file's (a link to no
+        id of `versions` is refused). It is stored under a new id with its valid_from, valid_to,
+        ended_by and source (None: `source`), its link pointing at the new id. A version that is in
+        the namespace already (the same fact valid from the same time), or a current version of a
+        fact current there, is a duplicate: the namespace keeps its own, so importing an export into
+        the namespace it came from stores nothing, whatever was done there since. Current versions
+        meet the namespace's current facts as writes do, in time order: of a functional relation, or
+        of one that ends another's, the older is ended, superseded by the newer, whichever is new.
+        """
+        namespace = _checked_namespace(namespace)
+        checked = []
+        for i, fact in enumerate(versions):
+            terms = self._terms(fact.subject, fact.relation, fact.object)
+            if terms[0][1] == terms[2][1]:
+                raise ValueError(f"version #{i} relates {terms[0][0]!r} to itself")
+            ended = fact.valid_to is not None
+            if ended != (fact.ended_by is not None) or (ended and fact.valid_to < fact.valid_from):
+                raise ValueError(f"version #{i}: valid_to and ended_by must both be set, after valid_from, or neither")
+            checked.append((fact, terms))
+        ids = {fact.id for fact in versions}
+        if len(ids) != len(versions):
+            raise ValueError("two versions have the same id: a link could not say which it means")
+        for i, fact in enumerate(versions):
+            if fact.superseded_by is not None and fact.superseded_by not in ids:
+                raise ValueError(f"version #{i} links to {fact.superseded_by}, which is no version of the import")
+        stored: dict[int, Fact] = {}  # new id -> the version as stored (ended by a later one, maybe)
+        new_ids: dict[int, int] = {}  # the file's id -> the id it has here (a duplicate's: the namespace's)
+        superseded: dict[int, Fact] = {}
+        duplicate = 0
+        with self._lock:
+            with self._db.transaction(namespace) as cur:
+                known, current = self._met_by(cur, namespace, checked)
+                for fact, terms in sorted(checked, key=lambda item: item[0].valid_from):  # stable: file order
+                    (s, s_norm), (r, r_norm), (o, o_norm) = terms
+                    here = known.setdefault((s_norm, r_norm, o_norm), [])
+                    there = next((id_ for id_, start in here if start == fact.valid_from), None)
+                    if there is None and fact.valid_to is None:
+                        there = next((id_ for id_, _ in here if id_ in current.facts), None)
+                    if there is not None:
+                        new_ids[fact.id] = there
+                        duplicate += 1
+                        continue
+                    dates = (fact.valid_from, fact.valid_to, fact.ended_by)
+                    new = Fact(s, r, o, 0, namespace, *dates, None, fact.source or source)
+                    (new_id,) = cur.row(
+                        "INSERT INTO triplets (namespace, subject, relation, object, subject_norm, relation_norm,"
+                        " object_norm, valid_from, valid_to, ended_by, source) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+                        " RETURNING id",
+                        (namespace, s, r, o, s_norm, r_norm, o_norm, *dates, new.source),
+                    )
+                    new_ids[fact.id] = new_id
+                    stored[new_id] = replace(new, id=new_id)
+                    here.append((new_id, fact.valid_from))
+                    if fact.valid_to is None:
+                        current.add(stored[new_id], (s_norm, r_norm, o_norm))
+                        self._settle(cur, current, stored, superseded, new_id)
+                links = [  # now that every version has its id here
+                    (new_ids[fact.superseded_by], new_ids[fact.id])
+                    for fact in versions
+                    if fact.superseded_by is not None and new_ids[fact.id] in stored
+                ]
+                cur.many("UPDATE triplets SET superseded_by = ? WHERE id = ?", links)
+                for target, new_id in links:
+                    stored[new_id] = replace(stored[new_id], superseded_by=target)
+            for i, name in enumerate(FIELDS):
+                index = self._indexes.get((namespace, name))
+                if index is not None:
+                    index.add(terms[i][1] for _, terms in checked)
+        return ImportResult(list(stored.values()), duplicate, list(superseded.values()))
+
+    def _met_by(self, cur: Cursor, namespace: str, checked: list) -> tuple[dict, _Current]:
+        """What an import meets in the namespace, read a few hundred names a statement (a query per
+        imported fact would be a round trip each on PostgreSQL): every version of the facts about its
+        subjects, (subject, relation, object) norms -> [(id, valid_from)], and the current facts it
+        may end or be ended by (of its subjects; of its objects in object-functional relations)."""
+        known: dict[tuple[str, str, str], list[tuple[int, float]]] = {}
+        current = _Current()
+        norms = "subject_norm, relation_norm, object_norm"
+        subjects = sorted({terms[0][1] for _, terms in checked})
+        for chunk in _chunks(subjects):
+            for row in cur.rows(
+                f"SELECT {_COLUMNS}, {norms} FROM triplets WHERE namespace = ? AND subject_norm IN"
+                f" ({', '.join('?' * len(chunk))})",
+                (namespace, *chunk),
+            ):
+                fact, key = _fact(row[:-3]), row[-3:]
+                known.setdefault(key, []).append((fact.id, fact.valid_from))
+                if fact.current:
+                    current.add(fact, key)
+        object_functional = [terms for _, terms in checked if self._functional.get(terms[1][1]) in ("object", "both")]
+        held = {(terms[2][1], terms[1][1]) for terms in object_functional}
+        for chunk in _chunks(sorted(held)):  # (object, relation) pairs
+            pairs = " OR ".join(["(object_norm = ? AND relation_norm = ?)"] * len(chunk))
+            for row in cur.rows(
+                f"SELECT {_COLUMNS}, {norms} FROM triplets WHERE namespace = ? AND valid_to IS NULL AND ({pairs})",
+                (namespace, *(norm for pair in chunk for norm in pair)),
+            ):
+                current.add(_fact(row[:-3]), row[-3:])
+        return known, current
+
+    def _settle(self, cur: Cursor, current: _Current, stored: dict, superseded: dict, new_id: int) -> None:
+        """An imported current version against the current facts it meets, as writes in time order
+        would have left them: of the relations either ends (a functional one, `ends`), the older fact
+        is ended, superseded by the newer (a tie: the import is the newer)."""
+        new, (s_norm, r_norm, o_norm) = current.facts[new_id]
+        functional = self._functional.get(r_norm)
+        own = {r_norm} if functional in ("subject", "both") else set()
+        ends = own | set(self._ends.get(r_norm, []))
+        ended_by = own | {name for name, ended in self._ends.items() if r_norm in ended}
+        met = [(i, ends, ended_by) for i in current.by_subject.get(s_norm, ()) if current.facts[i][1][2] != o_norm]
+        if functional in ("object", "both"):
+            others = current.by_object.get(o_norm, ())
+            met += [(i, {r_norm}, {r_norm}) for i in others if current.facts[i][1][0] != s_norm]
+        ender = None
+        for old_id, ends, ended_by in sorted(met, key=lambda item: item[0]):
+            old, (_, old_relation, _) = current.facts[old_id]
+            if old_relation in ends and old.valid_from <= new.valid_from:
+                ended = replace(old, valid_to=new.valid_from, ended_by="superseded", superseded_by=new_id)
+                cur.execute(
+                    "UPDATE triplets SET valid_to = ?, ended_by = ?, superseded_by = ? WHERE id = ?",
+                    (ended.valid_to, ended.ended_by, new_id, old.id),
+                )
+                superseded[old.id] = ended
+                current.end(old.id)
+                if old.id in stored:
+                    stored[old.id] = ended
+            elif old_relation in ended_by and old.valid_from > new.valid_from:
+                if ender is None or old.valid_from < ender.valid_from:
+                    ender = old
+        if ender is not None:  # a newer fact of the namespace ends it: into history
+            stored[new_id] = replace(new, valid_to=ender.valid_from, ended_by="superseded", superseded_by=ender.id)
+            cur.execute(
+                "UPDATE triplets SET valid_to = ?, ended_by = 'superseded', superseded_by = ? WHERE id = ?",
+                (ender.valid_from, ender.id, new_id),
+            )
+            current.end(new_id)
 
     # ------------------------------------------------------------------ reading
 
@@ -606,6 +788,47 @@ class TripletStore:
                         index.remove(norm)
             return len(doomed)
 
+    def restore(self, fact_id: int, *, namespace: str = "default", at: float | datetime | None = None) -> Fact:
+        """Undo a forget: the forgotten fact `fact_id` is current again as a new version (valid from
+        `at`, source "restore"), the forgotten one staying in history as it was, so the history
+        shows the forget and the restore both. Refused (RestoreRefused, saying why) for a fact not in
+        the namespace (purged: erased for good; or never there), one that is current or was
+        superseded rather than forgotten, one current again already, and one whose return would end
+        a current fact (a functional relation's value that took its place). A restore brings one
+        fact back and changes nothing else: a restored employer does not end the roles held since
+        (`ends`), as they were not ended when they were written beside it."""
+        namespace = _checked_namespace(namespace)
+        if not isinstance(fact_id, int) or isinstance(fact_id, bool):
+            raise TypeError(f"fact_id must be an integer, got {type(fact_id).__name__}")
+        when = _timestamp(at, "at")
+        with self._lock, self._db.transaction(namespace) as cur:
+            row = cur.row(f"SELECT {_COLUMNS} FROM triplets WHERE namespace = ? AND id = ?", (namespace, fact_id))
+            if row is None:
+                raise RestoreRefused(
+                    f"fact {fact_id} is not in namespace {namespace!r}: it was purged (erased for good, "
+                    "which no restore undoes), or never was",
+                    missing=True,
+                )
+            old = _fact(row)
+            if old.current:
+                raise RestoreRefused(f"fact {fact_id} ({_said(old)}) is current: there is nothing to restore")
+            if old.ended_by != "forgotten":
+                raise RestoreRefused(
+                    f"fact {fact_id} ({_said(old)}) was {old.ended_by or 'ended'} by a newer fact, not forgotten: "
+                    "correct the fact to bring this value back"
+                )
+            terms = self._terms(old.subject, old.relation, old.object)
+            result = self._write_one(cur, namespace, terms, max(when, old.valid_to), "restore", end_roles=False)
+            if result.status == "duplicate":
+                raise RestoreRefused(f"{_said(old)} is current again already (fact {result.fact.id})")
+            if result.superseded:  # raised in the transaction: nothing is written, nothing ended
+                newer = result.superseded[0]
+                raise RestoreRefused(
+                    f"restoring {_said(old)} would end {_said(newer)} (fact {newer.id}), which holds its "
+                    "place now: correct that fact instead"
+                )
+            return result.fact
+
     @staticmethod
     def _versions(cur: Cursor, namespace: str, rows: list[tuple]) -> dict[int, tuple]:
         """`rows` (of _VERSION) with every earlier version of each, by id: the facts each superseded
@@ -706,6 +929,15 @@ class TripletStore:
         )
         return None if row is None else row[0]
 
+    def warm_fuzzy(self, namespace: str = "default") -> float:
+        """Make the namespace's fuzzy indexes resident now (a page about to search calls this when
+        it opens, so its first search with a typo does not wait for a build); seconds it took."""
+        start = time.perf_counter()
+        namespace = _checked_namespace(namespace)
+        for name in FIELDS:
+            self.fuzzy_index(namespace, name)
+        return time.perf_counter() - start
+
     def fuzzy_index(self, namespace: str, name: str) -> FuzzyIndex:
         """The resident index of one (namespace, field), built from SQLite if it is not resident."""
         while True:
@@ -751,6 +983,22 @@ class TripletStore:
         with self._lock:
             if key in self._indexes:
                 return
+            building = self._building.get(key)
+            if building is None:
+                self._building[key] = threading.Event()
+        if building is not None:  # another thread builds it: wait for that build (the caller looks again)
+            building.wait()
+            return
+        try:
+            self._build_unlocked(key)
+        finally:
+            with self._lock:
+                self._building.pop(key).set()
+
+    def _build_unlocked(self, key: tuple[str, str]) -> None:
+        """_build_index's work, by the one thread building this key."""
+        namespace, name = key
+        with self._lock:
             purges = self._purges.get(namespace, 0)
             last_id = self._db.row("SELECT COALESCE(MAX(id), 0) FROM triplets WHERE namespace = ?", (namespace,))[0]
             terms = [
@@ -775,6 +1023,26 @@ class TripletStore:
 _VERSION = "id, superseded_by, subject_norm, relation_norm, object_norm"  # what a purge reads of a version
 
 
+class _Current:
+    """The current facts an import meets, by id with their (subject, relation, object) norms, and by
+    subject and by object; kept as the import adds and ends facts (TripletStore.import_versions)."""
+
+    def __init__(self) -> None:
+        self.facts: dict[int, tuple[Fact, tuple[str, str, str]]] = {}
+        self.by_subject: dict[str, set[int]] = {}
+        self.by_object: dict[str, set[int]] = {}
+
+    def add(self, fact: Fact, norms: tuple[str, str, str]) -> None:
+        self.facts[fact.id] = (fact, norms)
+        self.by_subject.setdefault(norms[0], set()).add(fact.id)
+        self.by_object.setdefault(norms[2], set()).add(fact.id)
+
+    def end(self, fact_id: int) -> None:
+        _, (s_norm, _, o_norm) = self.facts.pop(fact_id)
+        self.by_subject[s_norm].discard(fact_id)
+        self.by_object[o_norm].discard(fact_id)
+
+
 def _chunks(ids: list[int], size: int = 500) -> Iterator[list[int]]:
     """Ids a few hundred at a time: one statement's placeholders stay well under any database's limit."""
     for start in range(0, len(ids), size):
@@ -787,6 +1055,11 @@ class _IndexMissing(Exception):
     def __init__(self, field: str) -> None:
         super().__init__(field)
         self.field = field
+
+
+def _said(fact: Fact) -> str:
+    """A fact as a sentence of a message: “Dorothea Altemus employed by BMW”."""
+    return f"“{fact.subject} {fact.relation} {fact.object}”"
 
 
 def _fact(row: tuple) -> Fact:

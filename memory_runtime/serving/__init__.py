@@ -8,8 +8,9 @@ client sees only the answer (and, when it asks with `"memlm": {"trace": true}`, 
 `/v1/memory/...` lets a user see and edit what the server remembers about them.
 
 Isolation is by construction: the namespace comes from the API key and from nothing a
-request can say, so no route can name another user's memory. Generation runs on one model
-thread (memory_runtime.serving.scheduler): the turns of concurrent users share batches
+request can say, so no route can name another user's memory; only a key given several
+namespaces in the config (an operator's) may pick one of them per request (Memlm-Namespace).
+Generation runs on one model thread (memory_runtime.serving.scheduler): the turns of concurrent users share batches
 (`generation.max_batch_size`, memory_runtime.generation.batching), admitted fairly across API keys; a
 streamed reply is sent as it is generated, calls never reach the client. The store, which is
 thread-safe, is shared by every request.

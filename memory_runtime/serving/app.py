@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import asdict
 from typing import Annotated, Any, Literal, Protocol
@@ -14,16 +13,18 @@ from typing import Annotated, Any, Literal, Protocol
 from fastapi import Depends, FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
+from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from memory_runtime.generation.backend import Backend
 from memory_runtime.generation.batching import OneAtATime, TurnRequest
 from memory_runtime.generation.controller import Controller, TurnResult
-from memory_runtime.memory.store import TripletStore
+from memory_runtime.memory.store import RestoreRefused, TripletStore
+from memory_runtime.memory.transfer import BadImport, export_chunks, import_file
 from memory_runtime.protocol import SYSTEM_PROMPT, streamed_reply
 from memory_runtime.serving.config import ServeConfig
-from memory_runtime.serving.feedback import Exchange, Feedback, FeedbackLog
-from memory_runtime.serving.keys import FailedKeys, KeyRing, namespace_dependency
+from memory_runtime.serving.feedback import Exchange, FactGone, Feedback, FeedbackLog
+from memory_runtime.serving.keys import Caller, FailedKeys, KeyRing, caller_dependency, namespace_dependency
 from memory_runtime.serving.metrics import Metrics
 from memory_runtime.serving.middleware import AllowedHosts, HostCheck, Instrumented
 from memory_runtime.serving.scheduler import Overloaded, OwnerBusy, TurnScheduler
@@ -33,7 +34,7 @@ from memory_runtime.serving.schemas import (
     FactQuery,
     FeedbackRequest,
     ForgetQuery,
-    ImportRequest,
+    RestoreRequest,
     SearchQuery,
     WriteFactRequest,
     turn_messages_of,
@@ -73,7 +74,7 @@ def create_app(
     backend_factory: BackendFactory | None,
     *,
     model_name: str,
-    api_keys: dict[str, str] | None = None,
+    api_keys: dict[str, str | Sequence[str]] | None = None,
     host: str = "127.0.0.1",
     system_prompt: str | None = SYSTEM_PROMPT,
     decoder: Any = None,
@@ -92,7 +93,7 @@ def create_app(
     501. `on_shutdown` runs when the server stops.
     """
     has_model = decoder is not None or backend_factory is not None
-    keyring = KeyRing(config.resolve_api_keys() if api_keys is None else api_keys)
+    keyring = KeyRing(config.resolve_key_access() if api_keys is None else api_keys)
     feedback, last_turns = Feedback(store, FeedbackLog(config.feedback_dir)), {}  # last_turns: namespace -> Exchange
     limits, generation, metrics = config.limits, config.generation, Metrics()
     if decoder is None:
@@ -100,6 +101,7 @@ def create_app(
     scheduler = TurnScheduler(decoder, limits.max_queue, limits.max_turns_per_key)
     failed_keys = FailedKeys(limits.max_failed_keys, limits.failed_keys_window_s)
     user_namespace = namespace_dependency(keyring, failed_keys)
+    key_caller = caller_dependency(keyring, failed_keys)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI):
@@ -319,14 +321,26 @@ def create_app(
         """Add a fact, or correct one (`replaces`: ended, kept in history) through the same path as
         the model's corrections (Feedback.correct_fact), so the store's checks apply alike."""
         wrong = request.replaces
-        fix = _guarded(
-            lambda: feedback.correct_fact(
-                namespace,
-                (request.subject, request.relation, request.object),
-                (wrong.subject, wrong.relation, wrong.object) if wrong else None,
+        try:
+            fix = _guarded(
+                lambda: feedback.correct_fact(
+                    namespace,
+                    (request.subject, request.relation, request.object),
+                    (wrong.subject, wrong.relation, wrong.object) if wrong else None,
+                )
             )
-        )
-        return {"written": fix.writes, "superseded": fix.superseded, "ended": fix.ended}
+        except FactGone as err:
+            raise APIError(409, str(err), param="replaces", code="fact_gone") from None
+        return {"written": fix.writes, "status": fix.status, "superseded": fix.superseded, "ended": fix.ended}
+
+    @app.get("/v1/memory/namespaces")
+    def list_namespaces(who: Caller = Depends(key_caller)) -> dict[str, Any]:
+        """The namespaces the caller's key may act in (Memlm-Namespace), its own first; a key of
+        "*" sees every namespace the memory holds. `namespace`: the one this request acts in."""
+        named = sorted(ns for ns in who.key.others if ns != "*")
+        held = store.namespaces() if who.key.any else []
+        data = list(dict.fromkeys([who.key.namespace, *sorted({*named, *held})]))
+        return {"object": "list", "namespace": who.namespace, "any": who.key.any, "data": data}
 
     @app.get("/v1/memory/relations")
     def list_relations(namespace: str = Depends(user_namespace)) -> dict[str, Any]:
@@ -347,6 +361,12 @@ def create_app(
             "fuzzy": [asdict(m) for m in result.fuzzy.values()],
         }
 
+    @app.post("/v1/memory/index")
+    def warm_index(namespace: str = Depends(user_namespace)) -> dict[str, Any]:
+        """Build the caller's fuzzy indexes now, if they are not resident (the memory page asks when it
+        opens): the first search with a typo then takes milliseconds, not a build."""
+        return {"namespace": namespace, "seconds": round(store.warm_fuzzy(namespace), 3)}
+
     @app.get("/v1/memory/history")
     def fact_history(query: Annotated[FactQuery, Query()], namespace: str = Depends(user_namespace)) -> dict[str, Any]:
         """Every version of the matching facts (exact match), superseded and forgotten ones too."""
@@ -363,35 +383,36 @@ def create_app(
         )
         return {"forgotten": n, "purged": query.purge}
 
+    @app.post("/v1/memory/facts/restore")
+    def restore_fact(request: RestoreRequest, namespace: str = Depends(user_namespace)) -> dict[str, Any]:
+        """Undo a forget: the forgotten fact `id` current again as a new version (source "restore"),
+        the forget kept in history; 404 for a fact purged (or not the caller's), 409 with the
+        reason where the store refuses (not forgotten, current again, or it would end a newer fact)."""
+        try:
+            fact = store.restore(request.id, namespace=namespace)
+        except RestoreRefused as err:
+            status, code = (404, "fact_not_found") if err.missing else (409, "restore_refused")
+            raise APIError(status, str(err), param="id", code=code) from None
+        return {"restored": asdict(fact), "from": request.id}
+
     @app.get("/v1/memory/export")
     def export_memory(namespace: str = Depends(user_namespace)) -> StreamingResponse:
-        """The caller's whole memory: current facts (importable as is) and every version, streamed
-        page by page (a memory of any size, never held whole)."""
-
-        def body() -> Iterator[str]:
-            yield json.dumps({"namespace": namespace, "exported_at": time.time()})[:-1] + ', "facts": ['
-            for key, current in (("facts", True), ("history", False)):
-                if key == "history":
-                    yield '], "history": ['
-                for i, fact in enumerate(store.iter_facts(namespace, current=current)):
-                    yield ("," if i else "") + json.dumps(asdict(fact))
-            yield "]}"
-
-        return StreamingResponse(body(), media_type="application/json")
+        """The caller's whole memory: current facts and every version (memory_runtime.memory.transfer),
+        streamed page by page (a memory of any size, never held whole)."""
+        return StreamingResponse(export_chunks(store, namespace), media_type="application/json")
 
     @app.post("/v1/memory/import")
-    def import_memory(request: ImportRequest, namespace: str = Depends(user_namespace)) -> dict[str, Any]:
-        """Write facts in one transaction (all or nothing), timestamped now; an export's `facts` fit as is."""
-        results = _guarded(
-            lambda: store.write_many(
-                [(f.subject, f.relation, f.object) for f in request.facts], namespace=namespace, source="import"
-            )
-        )
-        return {
-            "stored": sum(r.status == "stored" for r in results),
-            "duplicate": sum(r.status == "duplicate" for r in results),
-            "superseded": sum(len(r.superseded) for r in results),
-        }
+    async def import_memory(http: Request, namespace: str = Depends(user_namespace)) -> dict[str, Any]:
+        """The body is the file as it is (an export, or a list of facts), read in chunks up to
+        limits.max_import_bytes (413 beyond): all of it checked, then stored in one transaction,
+        history and dates included, or nothing (memory_runtime.memory.transfer). `message` says what
+        was stored in a sentence; a 400 names the place in the file of each problem."""
+        data = await read_import_body(http, limits.max_import_bytes)
+        try:
+            done = await run_in_threadpool(import_file, store, data, namespace=namespace)
+        except BadImport as err:
+            raise APIError(400, str(err), param=err.position, code="invalid_import") from None
+        return {**asdict(done), "message": done.message}
 
     @app.post("/v1/feedback")
     async def post_feedback(request: FeedbackRequest, namespace: str = Depends(user_namespace)) -> dict[str, Any]:
@@ -440,12 +461,39 @@ def create_app(
             )
         return out
 
-    mount_memory_page(app, chat=has_model, model_name=model_name)
+    mount_memory_page(app, chat=has_model, model_name=model_name, max_import_bytes=limits.max_import_bytes)
     app.add_middleware(HostCheck, allowed=AllowedHosts.listening_on(host, config.allowed_hosts))
     app.add_middleware(  # outermost: refusals of HostCheck are counted too
-        Instrumented, max_bytes=limits.max_request_bytes, metrics=metrics, routes={route.path for route in app.routes}
+        Instrumented,
+        max_bytes=limits.max_request_bytes,
+        metrics=metrics,
+        routes={route.path for route in app.routes},
+        own_body=frozenset({"/v1/memory/import"}),  # read by the route, once the key is checked
     )
     return app
+
+
+async def read_import_body(http: Request, limit: int) -> bytes:
+    """An import's file, read in the chunks it arrives in, after the caller's key was checked (the
+    middleware leaves this body alone): 413 with what to do instead beyond `limit` bytes, declared
+    or sent, before more is buffered."""
+    too_large = APIError(
+        413,
+        f"the file is larger than {limit / 2**20:.4g} MB ({limit:,} bytes), this server's limit for an import"
+        " (limits.max_import_bytes): import it with `memlm memory import FILE --db ...` where the memory is,"
+        " or raise the limit",
+        code="request_too_large",
+    )
+    declared = http.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise too_large
+    chunks, size = [], 0
+    async for chunk in http.stream():
+        size += len(chunk)
+        if size > limit:
+            raise too_large
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 DISCONNECT_POLL_SECONDS = 0.25  # how often a waiting non-streamed request checks that its client is still there

@@ -11,7 +11,6 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -22,7 +21,7 @@ from rich.text import Text
 
 from memory_runtime.generation.controller import Controller, TurnResult
 from memory_runtime.generation.runtime import Generation, with_defaults
-from memory_runtime.memory.store import TripletStore
+from memory_runtime.memory.store import TripletStore, local_time
 from memory_runtime.protocol import SEPARATOR
 from memory_runtime.serving.feedback import Exchange, Feedback
 from memory_runtime.yaml_config import Strict
@@ -150,10 +149,13 @@ def _readline_lines(prompt: Callable[[], str], history_file: Path | None) -> Ite
             readline.write_history_file(history_file)
 
 
+CHAT_SOURCE = "chat"  # the source of the facts `memlm chat` stores (the memory page and `memlm memory facts` show it)
+
+
 def _turn(
     controller: Controller, conversation: _Conversation, text: str, console: Console, keep: int, show_calls: bool
 ) -> None:
-    result = controller.run_turn(text, conversation.history[-2 * keep :] if keep else [])
+    result = controller.run_turn(text, conversation.history[-2 * keep :] if keep else [], source=CHAT_SOURCE)
     conversation.last = result
     conversation.history += [{"role": "user", "content": text}, {"role": "assistant", "content": result.text}]
     if show_calls:
@@ -211,8 +213,7 @@ def _print_facts(store: TripletStore, user: str, console: Console) -> None:
     for column in ("subject", "relation", "object", "since"):
         table.add_column(column)
     for f in facts:  # Text cells: a stored term is never read as rich markup
-        since = datetime.fromtimestamp(f.valid_from).strftime("%Y-%m-%d %H:%M:%S")
-        table.add_row(Text(f.subject), Text(f.relation), Text(f.object), Text(since))
+        table.add_row(Text(f.subject), Text(f.relation), Text(f.object), Text(local_time(f.valid_from)))
     console.print(table)
 
 

@@ -19,6 +19,7 @@ class Limits(Strict):
     tokens and calls: `generation.max_new_tokens`, `generation.max_calls`)."""
 
     max_request_bytes: int = Field(65_536, ge=1024)  # request bodies, larger ones get 413
+    max_import_bytes: int = Field(8_388_608, ge=1024)  # a file sent to POST /v1/memory/import; larger ones get 413
     max_messages: int = Field(64, ge=1)  # messages in one chat request (history included)
     max_queue: int = Field(32, ge=1)  # turns waiting for the model; more get 503 "overloaded"
     max_turns_per_key: int = Field(8, ge=1)  # turns one API key may have waiting or running; more get 429
@@ -34,9 +35,9 @@ class ServeConfig(Strict):
 
     what = "serve config"
 
-    api_keys: dict[str, Any] = {}  # values validated by resolve_api_keys, so no error message echoes a key
+    api_keys: dict[str, Any] = {}  # values validated by resolve_key_access, so no error message echoes a key
     api_keys_env: str | None = "MEMLM_API_KEYS"  # env var of "KEY=NAMESPACE" pairs, comma-separated
-    api_keys_file: Path | None = None  # YAML/JSON mapping KEY: NAMESPACE (relative to the config file)
+    api_keys_file: Path | None = None  # YAML/JSON mapping KEY: NAMESPACE or a list (relative to the config file)
     model_name: str | None = None  # the `model` reported to clients (default: generation.model)
     feedback_dir: Path | None = None  # POST /v1/feedback: pending/ per user, reviewed with `memlm feedback`
     allowed_hosts: list[str] = []  # Host names answered beyond the listening address's own (--allow-host); "*": any
@@ -59,7 +60,15 @@ class ServeConfig(Strict):
         return self
 
     def resolve_api_keys(self, environ: dict[str, str] | None = None) -> dict[str, str]:
-        """All API keys -> namespaces, from `api_keys`, the `api_keys_env` variable and `api_keys_file`.
+        """All API keys -> their own namespaces, from `api_keys`, the `api_keys_env` variable and
+        `api_keys_file`."""
+        return {key: namespaces[0] for key, namespaces in self.resolve_key_access(environ).items()}
+
+    def resolve_key_access(self, environ: dict[str, str] | None = None) -> dict[str, tuple[str, ...]]:
+        """All API keys -> the namespaces each may act in: its own first (where it acts unless a
+        request names another, keys.NAMESPACE_HEADER), then the others; "*" after the first: any.
+        In `api_keys` and `api_keys_file` a key maps to a namespace or to a list of them
+        (`ops-key-0001: [ops, "*"]`); in the environment variable, to one namespace.
 
         Keys never appear in error messages: a config error may well end up in a log.
         """
@@ -72,16 +81,19 @@ class ServeConfig(Strict):
         if self.api_keys_file is not None:
             what = f"api_keys_file ({self.api_keys_file})"
             sources.append((what, read_mapping(self.api_keys_file, "api_keys_file (KEY: NAMESPACE)")))
-        keys: dict[str, str] = {}
+        keys: dict[str, tuple[str, ...]] = {}
         for what, mapping in sources:
-            for i, (key, namespace) in enumerate(mapping.items(), 1):
+            for i, (key, value) in enumerate(mapping.items(), 1):
                 if not isinstance(key, str) or len(key) < 8 or key != key.strip():
                     raise ConfigError(f"{what}: key #{i} must be a string of 8 or more characters, no edge spaces")
-                if not isinstance(namespace, str) or not namespace.strip():
-                    raise ConfigError(f"{what}: key #{i} must map to a non-empty namespace string")
-                if keys.get(key, namespace) != namespace:
-                    raise ConfigError(f"{what}: key #{i} is already mapped to namespace {keys[key]!r}")
-                keys[key] = namespace
+                namespaces = tuple(value) if isinstance(value, list) else (value,)
+                if not namespaces or not all(isinstance(ns, str) and ns.strip() for ns in namespaces):
+                    raise ConfigError(f"{what}: key #{i} must map to a non-empty namespace string, or a list of them")
+                if namespaces[0] == "*":
+                    raise ConfigError(f"{what}: key #{i}: the first namespace is the key's own, not '*'")
+                if keys.get(key, namespaces) != namespaces:
+                    raise ConfigError(f"{what}: key #{i} is already mapped to namespace {keys[key][0]!r}")
+                keys[key] = namespaces
         if not keys:
             raise ConfigError("no API keys: set api_keys, the api_keys_env variable or api_keys_file")
         return keys

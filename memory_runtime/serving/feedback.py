@@ -49,6 +49,10 @@ from memory_runtime.protocol import ACK, Triplet, render_write
 from memory_runtime.records import Record, Segment, model_turn, prompt_segments, turn_segments
 
 
+class FactGone(LookupError):
+    """A correction of a fact that is no longer current: stored nothing, says why."""
+
+
 @dataclass
 class Exchange:
     """A user turn and the model's answer (what feedback is about)."""
@@ -63,6 +67,7 @@ class Correction:
     ended: list[Triplet] = field(default_factory=list)  # contradicted facts ended by the correction
     superseded: list[Triplet] = field(default_factory=list)  # replaced by a functional write
     turn: TurnResult | None = None  # the model's turn on the correction
+    status: Literal["stored", "duplicate"] = "stored"  # of the (first) write: duplicate, it was there already
     record: Record | None = None  # the feedback trajectory (None when nothing was written)
     rejected: Record | None = None  # the model's turn on the correction, where it differs from `record`'s
 
@@ -351,8 +356,13 @@ class Feedback:
         corrections, so the store's checks apply alike (no call syntax, no empty name, a functional
         relation supersedes)."""
         wrongs = [wrong] if wrong else []
+        if wrong and not any(f.current for f in self.store.history(*wrong, namespace=namespace)):
+            raise FactGone(
+                f"{' · '.join(wrong)} is no longer in memory (forgotten or replaced since it was shown): "
+                "nothing was stored; add the fact instead if it is still wanted"
+            )
         results, superseded, ended = store_correction(self.store, namespace, [right], wrongs, source="page")
-        out = Correction(writes=[results[0].fact.triplet], ended=ended, superseded=superseded)
+        out = Correction(writes=[results[0].fact.triplet], ended=ended, superseded=superseded, status=results[0].status)
         self.log.event(
             {
                 "namespace": namespace,

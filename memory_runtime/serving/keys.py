@@ -1,5 +1,7 @@
-"""Authentication: an API key names the caller's namespace, and nothing a request says can. A
-client address that keeps sending wrong keys is slowed to a few guesses a minute."""
+"""Authentication: an API key names the caller's namespace, and nothing a request says can, except
+for a key given more namespaces (`[ops, "*"]` in the serve config), which a request may ask to act in
+with the Memlm-Namespace header. A client address that keeps sending wrong keys is slowed to a few
+guesses a minute."""
 
 from __future__ import annotations
 
@@ -10,7 +12,8 @@ import math
 import threading
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
@@ -18,24 +21,62 @@ from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from memory_runtime.serving.schemas import APIError
+from memory_runtime.shipped import shipped
 
-SHIPPED_CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+SHIPPED_CONFIGS = shipped("configs")
+NAMESPACE_HEADER = "Memlm-Namespace"  # a request of a key with more namespaces: the one to act in
+
+
+@dataclass(frozen=True)
+class KeyAccess:
+    """Where one API key acts: its own namespace, unless a request names one of `others` ("*": any)."""
+
+    namespace: str
+    others: tuple[str, ...] = ()
+
+    @property
+    def any(self) -> bool:
+        return "*" in self.others
+
+    def may_act_in(self, namespace: str) -> bool:
+        return namespace == self.namespace or self.any or namespace in self.others
+
+
+@dataclass(frozen=True)
+class Caller:
+    """An authenticated request: its key's access and the namespace it acts in."""
+
+    key: KeyAccess
+    namespace: str
 
 
 class KeyRing:
-    """API key -> namespace lookup whose timing does not depend on the key asked or matched:
-    every stored key is compared (hmac.compare_digest of SHA-256 digests), no early exit."""
+    """API key -> access lookup whose timing does not depend on the key asked or matched: every
+    stored key is compared (hmac.compare_digest of SHA-256 digests), no early exit. A key maps to a
+    namespace, or to a list of them: its own first, then the others it may act in ("*": any)."""
 
-    def __init__(self, keys: dict[str, str]) -> None:
-        self._entries = [(hashlib.sha256(k.encode()).digest(), ns) for k, ns in keys.items()]
+    def __init__(self, keys: Mapping[str, str | Sequence[str]]) -> None:
+        self._entries = [(hashlib.sha256(k.encode()).digest(), _access(ns)) for k, ns in keys.items()]
 
-    def namespace(self, key: str | None) -> str | None:
+    def access(self, key: str | None) -> KeyAccess | None:
         digest = hashlib.sha256((key or "").encode()).digest()
         found = None
-        for stored, namespace in self._entries:
+        for stored, access in self._entries:
             if hmac.compare_digest(stored, digest) and key:
-                found = namespace
+                found = access
         return found
+
+    def namespace(self, key: str | None) -> str | None:
+        """The key's own namespace, or None for an unknown key."""
+        access = self.access(key)
+        return None if access is None else access.namespace
+
+
+def _access(namespaces: str | Sequence[str]) -> KeyAccess:
+    if isinstance(namespaces, str):
+        return KeyAccess(namespaces)
+    own, *others = namespaces
+    return KeyAccess(own, tuple(others))
 
 
 class FailedKeys:
@@ -95,13 +136,24 @@ def client_key(address: str) -> str:
 
 
 def namespace_dependency(keyring: KeyRing, failed: FailedKeys) -> Callable[..., Awaitable[str]]:
-    """The FastAPI dependency of every authenticated route: the caller's namespace, 401 for a
-    missing or wrong key, 429 (Retry-After) for an address that sent too many wrong keys."""
+    """The FastAPI dependency of every authenticated route: the namespace the caller acts in (see
+    caller_dependency)."""
+    caller = caller_dependency(keyring, failed)
+
+    async def user_namespace(who: Caller = Depends(caller)) -> str:
+        return who.namespace
+
+    return user_namespace
+
+
+def caller_dependency(keyring: KeyRing, failed: FailedKeys) -> Callable[..., Awaitable[Caller]]:
+    """The caller: 401 for a missing or wrong key, 429 (Retry-After) for an address that sent too
+    many wrong keys. A request acts in its key's namespace, or in the one its Memlm-Namespace
+    header names where the key may act there; any other gets 403 `namespace_not_allowed`, the same
+    whether that namespace holds facts or not."""
     bearer = HTTPBearer(auto_error=False)
 
-    async def user_namespace(
-        request: Request, credentials: HTTPAuthorizationCredentials | None = Depends(bearer)
-    ) -> str:
+    async def caller(request: Request, credentials: HTTPAuthorizationCredentials | None = Depends(bearer)) -> Caller:
         client = request.client.host if request.client else "unknown"
         wait = failed.retry_after(client)
         if wait is not None:
@@ -114,15 +166,28 @@ def namespace_dependency(keyring: KeyRing, failed: FailedKeys) -> Callable[..., 
                 code="too_many_failed_keys",
                 headers={"Retry-After": str(seconds)},
             )
-        namespace = keyring.namespace(credentials.credentials if credentials else None)
-        if namespace is None:
+        access = keyring.access(credentials.credentials if credentials else None)
+        if access is None:
             if credentials is None:
                 raise APIError(401, "missing API key (send Authorization: Bearer KEY)", code="invalid_api_key")
             failed.record(client)
             raise APIError(401, "invalid API key", code="invalid_api_key")
-        return namespace
+        asked = request.headers.get(NAMESPACE_HEADER)
+        if asked is None:
+            return Caller(access, access.namespace)
+        if not asked.strip() or asked == "*":
+            raise APIError(400, f"{NAMESPACE_HEADER} must name a namespace", param=NAMESPACE_HEADER)
+        if not access.may_act_in(asked):
+            raise APIError(
+                403,
+                f"this API key may not act in namespace {asked!r}",
+                type="permission_error",
+                param=NAMESPACE_HEADER,
+                code="namespace_not_allowed",
+            )
+        return Caller(access, asked)
 
-    return user_namespace
+    return caller
 
 
 def shipped_demo_keys(folder: Path = SHIPPED_CONFIGS) -> dict[str, Path]:

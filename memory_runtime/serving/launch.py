@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -58,7 +58,7 @@ def serve(
 
     from memory_runtime.generation.runtime import open_runtime
 
-    keys = config.resolve_api_keys()
+    keys, access = config.resolve_api_keys(), config.resolve_key_access()
     warning = check_demo_keys(host, keys, config, allow_demo_key=allow_demo_key)
     with TripletStore(db, config.generation.memory()) as store:
         runtime = open_runtime(config.generation)
@@ -68,7 +68,7 @@ def serve(
             runtime.backend if runtime.model is not None else None,  # corrections decode alone (hf only)
             model_name=config.model_name or runtime.name,
             decoder=runtime.decoder,
-            api_keys=keys,
+            api_keys=access,  # with the namespaces beyond each key's own
             host=host,
             system_prompt=runtime.system_prompt,
             on_shutdown=runtime.close,  # vLLM's engine processes end with the server
@@ -77,7 +77,7 @@ def serve(
             on_warning(warning)
         if on_ready is not None:
             on_ready(
-                f"serving {runtime.describe()} on http://{host}:{port} (memory {db}; {keys_line(keys)});"
+                f"serving {runtime.describe()} on http://{host}:{port} (memory {db}; {keys_line(access)});"
                 f" the memory page: http://{host}:{port}/ui"
             )
         uvicorn.run(app, host=host, port=port, log_level=log_level)
@@ -98,26 +98,35 @@ def serve_memory_page(
     The same app as `memlm serve`, so the page signs in with the same API keys, under the same checks."""
     import uvicorn
 
-    keys = config.resolve_api_keys()
+    keys, access = config.resolve_api_keys(), config.resolve_key_access()
     warning = check_demo_keys(host, keys, config, allow_demo_key=allow_demo_key)
     with TripletStore(db, config.generation.memory()) as store:
-        app = create_app(config, store, None, model_name="none", api_keys=keys, host=host)
+        app = create_app(config, store, None, model_name="none", api_keys=access, host=host)
         if warning is not None and on_warning is not None:
             on_warning(warning)
         if on_ready is not None:
-            on_ready(f"the memory page of {db}: http://{host}:{port}/ui (sign in with an API key: {keys_line(keys)})")
+            on_ready(f"the memory page of {db}: http://{host}:{port}/ui (sign in with an API key: {keys_line(access)})")
         uvicorn.run(app, host=host, port=port, log_level=log_level)
 
 
-def keys_line(keys: dict[str, str]) -> str:
+def _opens(namespaces: str | Sequence[str]) -> str:
+    """What a key opens, in words: its namespace, and those it may also act in ("*": any)."""
+    first, *rest = (namespaces,) if isinstance(namespaces, str) else namespaces
+    if "*" in rest:
+        return f"{first!r} and every other namespace"
+    return f"{first!r} (and {', '.join(map(repr, rest))})" if rest else repr(first)
+
+
+def keys_line(keys: Mapping[str, str | Sequence[str]]) -> str:
     """Which key opens which namespace, for the start-up line: a shipped demo key by name (its config
-    prints it already), every other key by its namespace only (never a secret)."""
+    prints it already), every other key by its namespaces only (never a secret). `keys`: key -> its
+    namespace, or the namespaces it may act in (ServeConfig.resolve_key_access)."""
     shipped = shipped_demo_keys()
-    parts = [f"key {key!r} opens namespace {ns!r}" for key, ns in sorted(keys.items()) if key in shipped]
-    others = sorted({ns for key, ns in keys.items() if key not in shipped})
+    parts = [f"key {key!r} opens namespace {_opens(ns)}" for key, ns in sorted(keys.items()) if key in shipped]
+    others = sorted({_opens(ns) for key, ns in keys.items() if key not in shipped})
     if others:
         n = sum(key not in shipped for key in keys)
-        parts.append(f"{n} other key{'s' if n > 1 else ''} open{'' if n > 1 else 's'} {', '.join(map(repr, others))}")
+        parts.append(f"{n} other key{'s' if n > 1 else ''} open{'' if n > 1 else 's'} {', '.join(others)}")
     return "; ".join(parts) or "no API keys: nothing can sign in"
 
 

@@ -151,11 +151,16 @@ class Instrumented:
     """Outermost middleware: refuses bodies over the limit (413) and records every request.
 
     The body is read here, up to the limit, before any route sees it: a client that lies in
-    (or omits) Content-Length cannot make the server buffer more.
+    (or omits) Content-Length cannot make the server buffer more. The routes of `own_body` read
+    their body themselves, with a limit of their own, once the caller's key is checked (an
+    import's file: app.read_import_body).
     """
 
-    def __init__(self, app: Any, *, max_bytes: int, metrics: Metrics, routes: set[str]) -> None:
+    def __init__(
+        self, app: Any, *, max_bytes: int, metrics: Metrics, routes: set[str], own_body: frozenset[str] = frozenset()
+    ) -> None:
         self.app, self.max_bytes, self.metrics, self.routes = app, max_bytes, metrics, routes
+        self.own_body = own_body
 
     async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
         if scope["type"] != "http":
@@ -170,6 +175,9 @@ class Instrumented:
             await send(message)
 
         try:
+            if scope["path"] in self.own_body:
+                await self.app(scope, receive, send_recording)
+                return
             body = await self._read_body(scope, receive)
             if body is None:
                 await send_error(

@@ -112,14 +112,6 @@ class ForgetQuery(FactQuery):
     purge: bool = False  # erase every version for good instead of ending the current ones
 
 
-class ImportedFact(BaseModel):
-    model_config = ConfigDict(extra="ignore")  # an export's facts carry ids and intervals: ignored
-
-    subject: str
-    relation: str
-    object: str
-
-
 class FactTriplet(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -135,6 +127,14 @@ class WriteFactRequest(FactTriplet):
     replaces: FactTriplet | None = None
 
 
+class RestoreRequest(BaseModel):
+    """Undo a forget: the id of the forgotten fact (memory_runtime.memory.store.TripletStore.restore)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: int = Field(ge=1)
+
+
 class FeedbackRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -146,9 +146,3 @@ class FeedbackRequest(BaseModel):
         if self.rating is None and not self.correction:
             raise ValueError("give a rating (good / bad) and/or a correction")
         return self
-
-
-class ImportRequest(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
-    facts: list[ImportedFact]

@@ -3,7 +3,8 @@
 The page is one Jinja2 template and plain JavaScript (static/ui.js), no build step and nothing
 fetched from elsewhere. It holds no data of its own: after sign-in it calls the JSON API
 (`/v1/memory/...`, `/v1/chat/completions`, `/v1/feedback`) with the key in the Authorization
-header, so it passes the same checks as any client and sees the key's namespace only.
+header, so it passes the same checks as any client and sees the key's namespace only (or,
+for a key given several, the one chosen in its select, sent as the Memlm-Namespace header).
 
 Why it is safe to open in a browser:
 - the key lives in the tab's sessionStorage and travels only in that header: never in a URL, never
@@ -36,12 +37,18 @@ PAGE_HEADERS = {
 }
 
 
-def mount_memory_page(app: FastAPI, *, chat: bool, model_name: str) -> None:
-    """Add `GET /ui` and its static files (`/ui/static/`) to `app`; `chat` adds the chat pane."""
+def mount_memory_page(app: FastAPI, *, chat: bool, model_name: str, max_import_bytes: int | None = None) -> None:
+    """Add `GET /ui` and its static files (`/ui/static/`) to `app`; `chat` adds the chat pane.
+    `max_import_bytes`: the server's limit of an import, which the page tells before sending a file."""
     templates = Jinja2Templates(directory=UI_DIR / "templates")  # autoescapes .html
     app.mount("/ui/static", StaticFiles(directory=UI_DIR / "static"), name="ui-static")
 
     @app.get("/ui", response_class=HTMLResponse, include_in_schema=False)
     def memory_page(request: Request) -> HTMLResponse:
-        context = {"chat": chat, "model_name": model_name, "root": request.scope.get("root_path", "")}
+        context = {
+            "chat": chat,
+            "model_name": model_name,
+            "root": request.scope.get("root_path", ""),
+            "max_import_bytes": max_import_bytes or "",
+        }
         return templates.TemplateResponse(request, "memory.html", context, headers=PAGE_HEADERS)

@@ -1,4 +1,5 @@
 import json
+from datetime import datetime
 
 import pytest
 from typer.testing import CliRunner
@@ -15,7 +16,11 @@ def test_write_query_history_forget_round_trip(tmp_path):
     r = runner.invoke(app, ["memory", "query", "-s", "Dorothea Altemas", "--db", db, "-n", "alice"])
     assert r.exit_code == 0 and "Dorothea Altemus" in r.output and "fuzzy subject" in r.output
     r = runner.invoke(app, ["memory", "facts", "--db", db, "-n", "alice", "--json"])
-    assert json.loads(r.stdout.splitlines()[0])["relation"] == "employed by"
+    fact = json.loads(r.stdout.splitlines()[0])
+    assert fact["relation"] == "employed by" and fact["source"] == "cli"
+    r = runner.invoke(app, ["memory", "facts", "--db", db, "-n", "alice"], env={"COLUMNS": "200"})
+    since = datetime.fromtimestamp(fact["valid_from"]).strftime("%Y-%m-%d %H:%M:%S")  # local, as the page shows
+    assert since in r.output and str(int(fact["valid_from"])) not in r.output and " cli " in r.output
     r = runner.invoke(app, ["memory", "forget", "-s", "Dorothea Altemus", "--db", db, "-n", "alice"])
     assert r.exit_code == 0 and "forgot 1" in r.output
     r = runner.invoke(app, ["memory", "history", "-s", "Dorothea Altemus", "--db", db, "-n", "alice"])
@@ -69,6 +74,47 @@ def test_memory_check_finds_links_to_a_missing_or_foreign_fact(memory_location):
     assert r.exit_code == 0 and "unlinked 2 fact(s)" in r.output, r.output
     r = runner.invoke(app, ["memory", "check", "--db", memory_location])
     assert r.exit_code == 0, r.output
+
+
+def test_export_then_import_restores_the_history_and_refuses_a_bad_file(tmp_path, memory_location):
+    """`memlm memory export` and `memlm memory import` share the page's format and code path
+    (memory_runtime/memory/transfer.py): every version comes back with its dates; a bad file stores nothing."""
+    from memory_runtime.memory.store import TripletStore
+
+    source = str(tmp_path / "source.sqlite")
+    with TripletStore(source) as store:
+        store.write("Dorothea Altemus", "works for", "Pfizer", namespace="alice", at=1_700_000_000.0)
+        store.write("Dorothea Altemus", "works for", "BMW", namespace="alice", at=1_700_086_400.0)
+    r = runner.invoke(app, ["memory", "export", "--db", source, "-n", "alice"])
+    assert r.exit_code == 0 and [f["object"] for f in json.loads(r.stdout)["history"]] == ["Pfizer", "BMW"]
+    out = tmp_path / "alice.json"
+    r = runner.invoke(app, ["memory", "export", "--db", source, "-n", "alice", "--out", str(out)])
+    assert r.exit_code == 0 and "exported 1 current facts of 'alice' (2 versions)" in r.output, r.output
+
+    r = runner.invoke(app, ["memory", "import", str(out), "--db", memory_location, "-n", "bob"])
+    assert r.exit_code == 0, r.output
+    assert "into 'bob': 2 stored (1 current, 1 in history), 0 already there, 0 superseded" in r.output
+    with TripletStore(memory_location) as store:
+        assert [(f.object, f.valid_from, f.valid_to) for f in store.history("Dorothea Altemus", namespace="bob")] == [
+            ("Pfizer", 1_700_000_000.0, 1_700_086_400.0),
+            ("BMW", 1_700_086_400.0, None),
+        ]
+    r = runner.invoke(app, ["memory", "import", str(out), "--db", memory_location, "-n", "bob"])
+    assert "0 stored, 2 already there" in r.output
+
+    bad = tmp_path / "bad.json"
+    facts = [{"subject": "Ann Lee", "relation": "knows", "object": "Tia Batres"}]
+    facts.append({"subject": "", "relation": "knows", "object": "Ann Lee"})
+    bad.write_text(json.dumps(facts))
+    r = runner.invoke(app, ["memory", "import", str(bad), "--db", memory_location, "-n", "carol"])
+    assert r.exit_code == 2 and "nothing was stored: [1]: subject is empty" in r.output, r.output
+    (tmp_path / "empty.json").write_text("{}")
+    r = runner.invoke(app, ["memory", "import", str(tmp_path / "empty.json"), "--db", memory_location, "-n", "carol"])
+    assert r.exit_code == 2 and "the file has no facts" in r.output
+    r = runner.invoke(app, ["memory", "import", str(tmp_path / "missing.json"), "--db", memory_location])
+    assert r.exit_code == 2 and "missing.json" in r.output
+    with TripletStore(memory_location) as store:
+        assert store.namespaces() == ["bob"]
 
 
 def test_bench_memory_rejects_a_bad_config(tmp_path):

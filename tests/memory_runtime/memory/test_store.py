@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memory_runtime.memory.databases import InvalidDatabaseError
-from memory_runtime.memory.store import MemoryConfig, TripletStore, normalize_term
+from memory_runtime.memory.store import MemoryConfig, RestoreRefused, TripletStore, normalize_term
 
 
 @pytest.fixture
@@ -301,6 +301,45 @@ def test_forget_ends_facts_but_keeps_history(store):
     assert len(store.query(subject="Tia Batres", as_of=3.0)) == 2
 
 
+def test_restore_undoes_a_forget_as_a_new_version_and_refuses_what_it_would_overwrite(store):
+    """The page's Undo: a forgotten fact current again, the forget and the restore both in its history;
+    refused, saying why, where that would end a newer fact, for a fact not forgotten, and once purged."""
+    pfizer = store.write("Dorothea Altemus", "employed by", "Pfizer", namespace="alice", at=1.0).fact
+    store.write("Dorothea Altemus", "CEO of", "BMW", namespace="alice", at=1.5)
+    store.forget("Dorothea Altemus", "employed by", "Pfizer", namespace="alice", at=2.0)
+    restored = store.restore(pfizer.id, namespace="alice", at=3.0)
+    assert (restored.triplet, restored.valid_from, restored.source) == (pfizer.triplet, 3.0, "restore")
+    versions = store.history("Dorothea Altemus", "employed by", namespace="alice")
+    assert [(f.valid_from, f.valid_to, f.ended_by, f.source) for f in versions] == [
+        (1.0, 2.0, "forgotten", None),
+        (3.0, None, None, "restore"),
+    ]  # the forget stays visible
+    assert {f.object for f in store.facts("alice")} == {"Pfizer", "BMW"}  # the role held beside it is not ended
+    assert store.query("Dorothea Altemus", "employed by", namespace="alice", as_of=2.5).facts == []
+    with pytest.raises(RestoreRefused, match="is current: there is nothing to restore"):
+        store.restore(restored.id, namespace="alice")
+    with pytest.raises(RestoreRefused, match="current again already"):
+        store.restore(pfizer.id, namespace="alice")
+
+    store.forget("Dorothea Altemus", "employed by", "Pfizer", namespace="alice", at=4.0)
+    store.write("Dorothea Altemus", "employed by", "Siemens", namespace="alice", at=5.0)  # ends CEO of BMW
+    before = store.history(namespace="alice")
+    with pytest.raises(RestoreRefused, match=r"would end “Dorothea Altemus employed by Siemens” \(fact \d+\), which"):
+        store.restore(restored.id, namespace="alice")  # employed by is functional: Siemens took its place
+    bmw = next(f for f in before if f.object == "BMW")
+    with pytest.raises(RestoreRefused, match="superseded by a newer fact, not forgotten: correct the fact"):
+        store.restore(bmw.id, namespace="alice")
+    assert store.history(namespace="alice") == before  # a refused restore wrote and ended nothing
+
+    with pytest.raises(RestoreRefused, match="not in namespace 'bob'") as other:
+        store.restore(restored.id, namespace="bob")  # another namespace's fact is not there, as a purged one
+    assert other.value.missing
+    store.forget("Dorothea Altemus", namespace="alice", purge=True)
+    with pytest.raises(RestoreRefused, match="purged \\(erased for good, which no restore undoes\\)") as purged:
+        store.restore(pfizer.id, namespace="alice")
+    assert purged.value.missing
+
+
 def test_purge_deletes_every_version_and_drops_terms_from_the_fuzzy_index(store):
     store.write("Dorothea Altemus", "employed by", "Pfizer", at=1.0)
     store.write("Dorothea Altemus", "employed by", "BMW", at=2.0)
@@ -393,6 +432,40 @@ def test_index_stays_in_sync_with_later_writes(store):
     assert len(store.query(subject="Dorothea Altemas")) == 1  # index now resident
     store.write("Pasquale Ballif", "customer of", "BMW")
     assert store.query(subject="Pasquale Balif").triplets == [("Pasquale Ballif", "customer of", "BMW")]
+
+
+def test_warm_fuzzy_builds_each_index_once_while_searches_wait_for_it(store, monkeypatch):
+    """The page warms a namespace's indexes when it opens; a search arriving during that build waits
+    for it instead of building the same index a second time."""
+    from memory_runtime.memory import store as store_module
+
+    store.write_many([(f"Person Number{i}", "employed by", f"Org {i}") for i in range(300)], namespace="big")
+    built, started, release = [], threading.Event(), threading.Event()
+    add = store_module.FuzzyIndex.add
+
+    def slow_add(index, terms):
+        terms = list(terms)
+        built.append(len(terms))
+        if len(terms) == 300:  # the subject index of the warm-up: hold it until the search is waiting
+            started.set()
+            release.wait(5)
+        return add(index, terms)
+
+    monkeypatch.setattr(store_module.FuzzyIndex, "add", slow_add)
+    warm = threading.Thread(target=store.warm_fuzzy, args=("big",))
+    warm.start()
+    assert started.wait(5)
+    found = []
+    search = threading.Thread(target=lambda: found.append(store.query(subject="Person Numbr7", namespace="big")))
+    search.start()
+    search.join(0.3)
+    assert search.is_alive()  # waiting for the build in flight, not building its own
+    release.set()
+    warm.join(5)
+    search.join(5)
+    assert found[0].triplets == [("Person Number7", "employed by", "Org 7")]
+    assert built.count(300) == 2  # the subject and object indexes, once each; relation: one term
+    assert set(store._indexes) == {("big", "subject"), ("big", "relation"), ("big", "object")}
 
 
 def test_resident_indexes_are_bounded():

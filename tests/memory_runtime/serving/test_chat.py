@@ -75,6 +75,7 @@ def test_statements_are_remembered_and_facts_lists_them(store):
     replies, table = out.split("1 fact of 'alice'")
     assert "Dorothea Altemus" in table and "employed by" in table and "Pfizer" in table
     assert "MEM_" not in replies  # replies never show the calls
+    assert [f.source for f in store.facts("alice")] == ["chat"]  # what the page's source column shows
 
 
 def test_trace_shows_the_calls_of_the_last_turn(store):
@@ -233,6 +234,9 @@ def test_the_quickstarts_chat_shows_on_the_memory_page_with_the_shipped_key(tmp_
     assert keys_line(keys) == f"key {key!r} opens namespace {ChatConfig().user!r}"
     assert keys_line({**keys, "a-secret-key-1": "alice"}).endswith("1 other key opens 'alice'")
     assert "a-secret-key-1" not in keys_line({"a-secret-key-1": "alice", "a-secret-key-2": "bob"})
+    assert keys_line({"ops-secret-key": ("ops", "*"), "b-secret-key-1": ("bob", "carol")}) == (
+        "2 other keys open 'bob' (and 'carol'), 'ops' and every other namespace"
+    )
     shipped.allowed_hosts = ["testserver"]
     with (
         TripletStore(db) as store,

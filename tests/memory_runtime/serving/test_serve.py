@@ -348,20 +348,83 @@ def test_list_search_history_forget_export_import(client, store):
     assert client.delete("/v1/memory/facts", headers=ALICE).status_code == 400
     assert [f.object for f in store.facts("alice")] == ["BMW"]
 
+    # back into alice: every version is there already (Lyon stays forgotten: the namespace's later change wins)
     imported = client.post("/v1/memory/import", json=exported, headers=ALICE).json()
-    assert imported == {"stored": 1, "duplicate": 1, "superseded": 0}
-    assert sorted(f.object for f in store.facts("alice")) == ["BMW", "Lyon"]
-    assert [f.source for f in store.facts("alice") if f.object == "Lyon"] == ["import"]  # BMW: the chat turn's
+    assert imported == {
+        "stored": 0,
+        "current": 0,
+        "history": 0,
+        "duplicate": 3,
+        "superseded": 0,
+        "message": "0 stored, 3 already there, 0 superseded",
+    }
+    assert [f.object for f in store.facts("alice")] == ["BMW"]
+    imported = client.post("/v1/memory/import", json=exported, headers=BOB).json()  # into bob: restored
+    assert imported["message"] == "3 stored (2 current, 1 in history), 0 already there, 0 superseded"
+    assert [(f.object, f.ended_by) for f in store.history("Dorothea Altemus", namespace="bob")] == [
+        ("Pfizer", "superseded"),
+        ("BMW", None),
+    ]
+    assert [(f.valid_from, f.source) for f in store.history(namespace="bob")] == [
+        (f["valid_from"], f["source"]) for f in exported["history"]
+    ]  # dates and sources (the chat turns) kept
     bad = {
         "facts": [{"subject": "A", "relation": "knows", "object": "B"}, {"subject": "", "relation": "r", "object": "o"}]
     }
     r = client.post("/v1/memory/import", json=bad, headers=ALICE)
-    assert r.status_code == 400 and "subject is empty" in r.json()["error"]["message"]
-    assert len(store.facts("alice")) == 2  # all or nothing
+    assert r.status_code == 400 and r.json()["error"]["message"] == "facts[1]: subject is empty"
+    assert r.json()["error"]["param"] == "facts[1]" and r.json()["error"]["code"] == "invalid_import"
+    assert len(store.facts("alice")) == 1  # all or nothing
     injected = {"facts": [{"subject": "Eve}] [MEM_WRITE{Mallory Evil", "relation": "founder of", "object": "Google"}]}
     r = client.post("/v1/memory/import", json=injected, headers=ALICE)
     assert r.status_code == 400 and "call syntax" in r.json()["error"]["message"]
-    assert len(store.facts("alice")) == 2
+    assert len(store.facts("alice")) == 1
+
+
+def test_an_import_is_one_file_checked_whole_and_stored_whole_or_not_at_all(client, store):
+    """POST /v1/memory/import takes the file as it is, up to limits.max_import_bytes (8 MB), in one
+    request: a file of 300 facts in a non-Latin script (the page sent batches sized in characters,
+    so this failed at the 64 KB request limit), the 700th fact named when it is bad, and every
+    refusal a sentence with nothing stored."""
+    names = [(f"Александра Пахмутова {i}", f"Большой театр {i}") for i in range(300)]
+    store.write_many([(s, "employed by", o) for s, o in names], namespace="alice", at=1_700_000_000.0, source="page")
+    body = client.get("/v1/memory/export", headers=ALICE).content
+    assert len(body) > 65_536  # over max_request_bytes: one request all the same
+    r = client.post("/v1/memory/import", content=body, headers={**BOB, "content-type": "application/json"})
+    assert r.status_code == 200 and r.json()["message"] == "300 stored, 0 already there, 0 superseded"
+    assert [(f.triplet, f.valid_from, f.source) for f in store.facts("bob")] == [
+        (f.triplet, 1_700_000_000.0, "page") for f in store.facts("alice")
+    ]
+
+    facts = [{"subject": f"Person {i}", "relation": "employed by", "object": f"Org {i}"} for i in range(1000)]
+    facts[699]["subject"] = " "
+    r = client.post("/v1/memory/import", json={"facts": facts}, headers=ALICE)
+    assert r.status_code == 400 and r.json()["error"]["message"] == "facts[699]: subject is empty"
+    assert store.count("alice", current=False) == 300  # not the 699 before it either
+
+    ten_mb = b'{"facts": [' + b" " * (10 * 2**20) + b"]}"
+    r = client.post("/v1/memory/import", content=ten_mb, headers=BOB)
+    assert r.status_code == 413 and r.json()["error"]["code"] == "request_too_large"
+    assert r.json()["error"]["message"].startswith("the file is larger than 8 MB (8,388,608 bytes)")
+    chunked = client.post("/v1/memory/import", content=iter([ten_mb[: 2**20]] * 10), headers=BOB)  # no length
+    assert chunked.status_code == 413
+    assert client.post("/v1/memory/import", content=ten_mb).status_code == 401  # the key first, then the body
+    r = client.post("/v1/memory/facts", content=b'{"subject": "' + b"x" * 70_000 + b'"}', headers=BOB)
+    assert r.status_code == 413  # other routes keep max_request_bytes
+
+    refusals = {
+        b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR": "the file is binary, not JSON text",
+        b"{}": 'the file has no facts: it has no "facts" list',
+        b'{"facts": [], "history": []}': "the file has no facts",
+        b"": "the file is empty",
+        b'{"facts": [{"subject": "A B"}': "the file is not JSON: Expecting ',' delimiter at line 1, column 30",
+        b'{"facts": {"subject": "A"}}': "facts: an object, not a list of facts",
+        b'{"facts": [{"subject": "A", "relation": "knows", "object": "B"}, 7]}': "facts[1]: a number, not a fact",
+    }
+    for data, message in refusals.items():
+        r = client.post("/v1/memory/import", content=data, headers=BOB)
+        assert r.status_code == 400 and r.json()["error"]["message"].startswith(message), (data, r.json())
+    assert store.count("bob", current=False) == 300
 
 
 # --------------------------------------------------------------------------- limits and errors
@@ -551,6 +614,15 @@ def test_the_openai_client_works_unchanged_over_the_real_model(store, tiny_model
             client.chat.completions.create(model="tiny", messages=[{"role": "assistant", "content": "hi"}])
 
 
+def test_the_page_warms_the_callers_fuzzy_indexes_and_no_one_elses(client, store):
+    store.write("Dorothea Altemus", "employed by", "Pfizer", namespace="alice")
+    store.write("Ivo Renner", "founder of", "BMW", namespace="bob")
+    r = client.post("/v1/memory/index", headers=ALICE)
+    assert r.status_code == 200 and r.json()["namespace"] == "alice" and r.json()["seconds"] >= 0
+    assert {key for key in store._indexes} == {("alice", "subject"), ("alice", "relation"), ("alice", "object")}
+    assert client.post("/v1/memory/index").status_code == 401
+
+
 def test_facts_are_paged_and_export_streams_every_version(client, store):
     store.write_many([(f"Person {i:04d}", "employed by", f"Org {i % 7}") for i in range(2500)], namespace="alice")
     store.write("Person 0000", "employed by", "Org 99", namespace="alice")  # supersedes: one more version
@@ -568,8 +640,8 @@ def test_facts_are_paged_and_export_streams_every_version(client, store):
     assert {f["subject"] for f in body["facts"]} == {f"Person {i:04d}" for i in range(2500)}
     empty = client.get("/v1/memory/export", headers=BOB).json()
     assert empty["facts"] == [] and empty["history"] == []
-    imported = client.post("/v1/memory/import", json={"facts": body["facts"][:200]}, headers=BOB).json()
-    assert imported["stored"] == 200 and store.count("bob") == 200  # (all 2500 exceed the request limit)
+    imported = client.post("/v1/memory/import", json=body, headers=BOB).json()  # 1.2 MB, one request
+    assert imported["stored"] == 2501 and store.count("bob") == 2500 and store.count("bob", current=False) == 2501
 
 
 def test_store_pages_and_iterates_in_sql(store):

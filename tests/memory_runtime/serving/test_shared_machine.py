@@ -334,6 +334,6 @@ def test_a_cross_site_form_is_refused_and_the_page_writes_from_its_own_origin(br
         page.fill("#f-relation", "lives in")
         page.fill("#f-object", "Lyon")
         page.click("#fact-save")
-        expect(page.locator("#status")).to_contain_text("Stored Tia Batres")
+        expect(page.locator("#status")).to_have_text("Added Tia Batres · lives in · Lyon.")
         assert [f.object for f in store.facts(DEMO)] == ["Lyon"]
         page.close()

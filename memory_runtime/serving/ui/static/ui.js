@@ -8,6 +8,7 @@
 "use strict";
 
 const KEY_ITEM = "memlm-api-key";
+const NAMESPACE_ITEM = "memlm-namespace"; // the namespace chosen for a key that may act in several
 const PAGE = 50; // facts per page
 const SHOWN = 500; // search results shown at most
 const ROOT = document.body.dataset.root || "";
@@ -31,11 +32,21 @@ function el(tag, attrs, ...children) {
   return node;
 }
 
-class ApiError extends Error {
+// An error whose message is a sentence for the person using the page (sentence() shows only these).
+class Problem extends Error {}
+
+class ApiError extends Problem {
   constructor(message, status) {
     super(message);
     this.status = status;
   }
+}
+
+// What the page says about an error: its sentence, never a script's own text ("x.map is not a function").
+function sentence(err) {
+  if (err instanceof Problem) return err.message;
+  console.error(err); // a fault of the page itself: the details are for whoever debugs it
+  return "Something went wrong in the page; nothing was changed by it. Reload the page and try again.";
 }
 
 function apiUrl(path, params) {
@@ -49,14 +60,21 @@ function apiUrl(path, params) {
 // A call to the JSON API with the key in the Authorization header; errors raise ApiError.
 async function api(path, { method = "GET", params, body, raw = false } = {}) {
   const headers = { Authorization: "Bearer " + state.key };
+  const acting = sessionStorage.getItem(NAMESPACE_ITEM);
+  if (acting) headers["Memlm-Namespace"] = acting; // the server checks that the key may act there
   if (body !== undefined) headers["Content-Type"] = "application/json";
-  const response = await fetch(apiUrl(path, params), {
-    method,
-    headers,
-    body: body === undefined ? undefined : JSON.stringify(body),
-    credentials: "omit",
-    cache: "no-store",
-  });
+  let response;
+  try {
+    response = await fetch(apiUrl(path, params), {
+      method,
+      headers,
+      body: body === undefined || body instanceof Blob ? body : JSON.stringify(body), // a Blob (a file): as it is
+      credentials: "omit",
+      cache: "no-store",
+    });
+  } catch (_) {
+    throw new Problem("The server could not be reached: is memlm still running?");
+  }
   if (!response.ok) {
     let message = response.status + " " + response.statusText;
     try {
@@ -86,6 +104,23 @@ function say(text, kind) {
   status.className = "status" + (kind ? " " + kind : "");
 }
 
+// Long work (a search, an export, an import, a save): its controls are disabled and, past a glance
+// (150 ms), the status says what is being done, until it ends; a click is never silently ignored
+// nor sent twice. The work's own message (or error) replaces the busy one.
+async function busy(ids, message, work) {
+  const controls = ids.map($).filter(Boolean);
+  for (const control of controls) control.disabled = true;
+  $("memory").setAttribute("aria-busy", "true");
+  const shown = setTimeout(() => say(message, "busy"), 150);
+  try {
+    return await work();
+  } finally {
+    clearTimeout(shown);
+    for (const control of controls) control.disabled = false;
+    $("memory").removeAttribute("aria-busy");
+  }
+}
+
 const AS_OF = /^(\d{4})-(\d{1,2})-(\d{1,2})(?:[ T](\d{1,2}):(\d{2})(?::(\d{2}))?)?$/;
 
 // The as-of field as a unix time (null: now). It takes what the table shows: a date alone (the start
@@ -104,7 +139,7 @@ function asOf() {
     m && d.getFullYear() === year && d.getMonth() === month - 1 && d.getDate() === day && d.getHours() === hour;
   if (!exact || minute > 59 || second > 59) {
     field.setAttribute("aria-invalid", "true");
-    throw new Error(`“${value}” is not a date the page can read: write it as YYYY-MM-DD or YYYY-MM-DD HH:MM (24-hour).`);
+    throw new Problem(`“${value}” is not a date the page can read: write it as YYYY-MM-DD or YYYY-MM-DD HH:MM (24-hour).`);
   }
   return d.getTime() / 1000;
 }
@@ -118,7 +153,11 @@ async function signIn(key) {
     await showFacts();
   } catch (err) {
     state.key = null;
-    $("sign-in-error").textContent = err.status === 401 ? "This key is not known to the server." : err.message;
+    if (err.status === 403 && sessionStorage.getItem(NAMESPACE_ITEM)) {
+      sessionStorage.removeItem(NAMESPACE_ITEM); // the namespace chosen before is not this key's (any more)
+      return signIn(key);
+    }
+    $("sign-in-error").textContent = err.status === 401 ? "This key is not known to the server." : sentence(err);
     return;
   }
   sessionStorage.setItem(KEY_ITEM, key);
@@ -127,10 +166,22 @@ async function signIn(key) {
   $("who").hidden = false;
   $("sign-out").hidden = false;
   loadRelations();
+  loadNamespaces();
+  warmIndex();
+}
+
+// The fuzzy indexes of the memory shown are built while the person reads the table, not at their
+// first search with a typo (7 s at 100,000 facts); a search before it is done waits for the same build.
+function warmIndex() {
+  api("/v1/memory/index", { method: "POST" })
+    .then(() => performance.mark("memlm:fuzzy-ready"))
+    .catch(() => {}); /* a search builds them itself, and says so if it fails */
 }
 
 function signOut(message) {
   sessionStorage.removeItem(KEY_ITEM);
+  sessionStorage.removeItem(NAMESPACE_ITEM);
+  $("namespace-switch").hidden = true;
   state.key = null;
   state.namespace = null;
   $("key").value = "";
@@ -214,7 +265,7 @@ async function search() {
 }
 
 function refresh() {
-  return (state.mode === "search" ? search() : showFacts()).catch((err) => say(err.message, "error"));
+  return (state.mode === "search" ? search() : showFacts()).catch((err) => say(sentence(err), "error"));
 }
 
 function renderFacts(facts) {
@@ -231,9 +282,9 @@ function renderFacts(facts) {
     return el(
       "tr",
       { dataset: { id: f.id }, class: f.valid_to === null ? "" : "ended" },
-      el("td", { dataset: { label: "subject" } }, f.subject),
+      el("td", { dataset: { label: "subject" } }, entity(f.subject)),
       el("td", { dataset: { label: "relation" } }, f.relation),
-      el("td", { dataset: { label: "object" } }, f.object),
+      el("td", { dataset: { label: "object" } }, entity(f.object)),
       el("td", { dataset: { label: "since" }, class: "time" }, when(f.valid_from)),
       sourceCell(f.source),
       el("td", { dataset: { label: "until" }, class: "time until" }, f.valid_to === null ? "" : `${when(f.valid_to)} (${f.ended_by})`),
@@ -285,10 +336,13 @@ async function forget(fact, purge) {
       params: { subject: fact.subject, relation: fact.relation, object: fact.object, purge: purge ? "true" : "" },
     });
     await refresh();
-    say(`${purge ? "Erased" : "Forgot"} ${count(done.forgotten, "fact")}: ${triplet(fact)}`, "ok");
+    if (!done.forgotten) say(`Nothing to ${purge ? "erase" : "forget"}: ${triplet(fact)} is no longer in memory.`, "warn");
+    else if (purge) say(`Erased ${count(done.forgotten, "version")} for good: ${triplet(fact)}`, "ok");
+    else say(`Forgot ${count(done.forgotten, "fact")}: ${triplet(fact)} (kept in history)`, "ok");
+    if (!purge && done.forgotten) offerUndo(fact);
     loadRelations();
   } catch (err) {
-    say(err.message, "error");
+    say(sentence(err), "error");
   }
 }
 
@@ -304,13 +358,14 @@ async function showHistory(fact) {
           el("span", { class: "object" }, v.object),
           el("span", { class: "muted" }, ` since ${when(v.valid_from)}` + (v.source ? ` (${v.source.startsWith("chatcmpl-") ? "chat" : v.source})` : "")),
           v.valid_to === null ? el("span", { class: "tag" }, "current") : el("span", { class: "muted" }, ` until ${when(v.valid_to)} (${v.ended_by})`),
+          v.ended_by === "forgotten" ? el("button", { type: "button", class: "quiet", onclick: () => restore(v) }, "Restore") : null,
         ),
       ),
     );
     $("history").hidden = false;
     $("history").scrollIntoView({ block: "nearest" });
   } catch (err) {
-    say(err.message, "error");
+    say(sentence(err), "error");
   }
 }
 
@@ -321,6 +376,174 @@ async function loadRelations() {
   } catch (_) {
     /* the filter still takes any relation typed */
   }
+}
+
+// ------------------------------------------------------------------ undo, namespaces, the graph
+
+// After a forget: Undo beside the message, until the next message replaces it.
+function offerUndo(fact) {
+  const slot = $("undo");
+  slot.replaceChildren(el("button", { type: "button", class: "quiet", onclick: () => restore(fact) }, "Undo"));
+  slot.hidden = false;
+  const next = new MutationObserver(() => {
+    slot.hidden = true;
+    next.disconnect();
+  });
+  next.observe($("status"), { childList: true, characterData: true, subtree: true });
+}
+
+// A forgotten fact current again, as a new version (the forget stays in its history); the server
+// refuses, saying why, where a newer fact took its place or the fact was purged.
+async function restore(fact) {
+  try {
+    const done = await api("/v1/memory/facts/restore", { method: "POST", body: { id: fact.id } });
+    await refresh();
+    say(`Restored ${triplet(done.restored)} (its history keeps the forget)`, "ok");
+    if (!$("history").hidden) showHistory(done.restored);
+    loadRelations();
+  } catch (err) {
+    say(sentence(err), "error");
+  }
+}
+
+// A key that may act in several namespaces gets a select of them; any other key sees its own only.
+async function loadNamespaces() {
+  try {
+    const found = await api("/v1/memory/namespaces");
+    const names = found.data.includes(found.namespace) ? found.data : [...found.data, found.namespace];
+    $("namespace-select").replaceChildren(...names.map((name) => el("option", { value: name }, name)));
+    $("namespace-select").value = found.namespace;
+    $("namespace-switch").hidden = names.length < 2 && !found.any;
+  } catch (_) {
+    $("namespace-switch").hidden = true;
+  }
+}
+
+function switchNamespace(name) {
+  sessionStorage.setItem(NAMESPACE_ITEM, name);
+  state.offset = 0;
+  state.lastTurn = null; // feedback is on the last reply of a namespace: this chat was in another
+  $("history").hidden = true;
+  $("graph").hidden = true;
+  const turns = $("turns");
+  if (turns) turns.replaceChildren();
+  refresh();
+  loadRelations();
+}
+
+// A subject or object in the table: a button that shows the name's facts as a graph.
+function entity(name) {
+  return el("button", { type: "button", class: "link entity", title: "its facts as a graph", onclick: () => showGraph(name) }, name);
+}
+
+const SVG_NS = "http://www.w3.org/2000/svg";
+const GRAPH = { width: 760, height: 420, rx: 200, ry: 150, neighbours: 24 };
+
+// An SVG element with text children only, as el(): attributes are set one by one, nothing is parsed.
+function svg(tag, attrs, ...children) {
+  const node = document.createElementNS(SVG_NS, tag);
+  for (const [name, value] of Object.entries(attrs || {})) node.setAttribute(name, value);
+  for (const child of children.flat()) {
+    if (child !== null && child !== undefined) node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return node;
+}
+const shortened = (text, n = 24) => (text.length > n ? text.slice(0, n - 1) + "…" : text);
+
+// One person's or organisation's facts (current, or valid at the as-of time) as a star: the name
+// in the middle, a node per other name it is related to, each edge labelled with its relations and
+// pointing from subject to object. A click on another name centres the graph on it.
+async function showGraph(name) {
+  try {
+    const at = asOf();
+    const [out, into] = await Promise.all(
+      ["subject", "object"].map((field) => api("/v1/memory/search", { params: { [field]: name, as_of: at } })),
+    );
+    const exact = (found) => (found.fuzzy.length ? [] : found.data); // a fuzzy match is another name's facts
+    const linked = new Map(); // "out|name" or "in|name" -> {other, outgoing, relations}
+    for (const [facts, outgoing] of [[exact(out), true], [exact(into), false]]) {
+      for (const f of facts) {
+        const other = outgoing ? f.object : f.subject;
+        const link = linked.get(`${outgoing}|${other}`) || { other, outgoing, relations: [] };
+        if (!link.relations.includes(f.relation)) link.relations.push(f.relation);
+        linked.set(`${outgoing}|${other}`, link);
+      }
+    }
+    const links = [...linked.values()];
+    const shown = links.slice(0, GRAPH.neighbours);
+    const n = exact(out).length + exact(into).length;
+    $("graph-title").textContent = `Facts of ${name}`;
+    $("graph-note").textContent =
+      (n ? count(n, at === null ? "current fact" : `fact valid at ${when(at)}`) : "No facts here.") +
+      (links.length > shown.length ? `; the first ${shown.length} of ${links.length} names shown` : "") +
+      (n ? " · a click on a name shows its facts" : "");
+    drawGraph(name, shown);
+    $("graph").hidden = false;
+    $("graph").scrollIntoView({ block: "nearest" });
+  } catch (err) {
+    say(sentence(err), "error");
+  }
+}
+
+function drawGraph(name, links) {
+  const { width, height, rx, ry } = GRAPH;
+  const [cx, cy] = [width / 2, height / 2];
+  const title = shortened(name, 32);
+  const [hw, hh] = [title.length * 4 + 12, 14]; // half the name's box in the middle (13px text, bold)
+  const arrow = svg(
+    "marker",
+    { id: "graph-arrow", viewBox: "0 0 10 10", refX: "10", refY: "5", markerWidth: "7", markerHeight: "7", orient: "auto" },
+    svg("path", { d: "M0,0 L10,5 L0,10 z", class: "arrow" }),
+  );
+  const edges = [];
+  const nodes = [];
+  links.forEach((link, i) => {
+    const angle = (2 * Math.PI * i) / links.length - Math.PI / 2;
+    const [cos, sin] = [Math.cos(angle), Math.sin(angle)];
+    const [x, y] = [cx + rx * cos, cy + ry * sin];
+    const length = Math.hypot(x - cx, y - cy);
+    const [ux, uy] = [(x - cx) / length, (y - cy) / length];
+    const out = Math.min(hw / Math.abs(ux), hh / Math.abs(uy)) + 2; // where the line leaves the box
+    const [near, far] = [[cx + ux * out, cy + uy * out], [x - ux * 8, y - uy * 8]];
+    const [from, to] = link.outgoing ? [near, far] : [far, near]; // from subject to object
+    const label = link.relations.join(", ");
+    const [lx, ly] = [cx + (x - cx) * 0.6, cy + (y - cy) * 0.6 - 4];
+    edges.push(
+      svg(
+        "g",
+        { class: "edge" },
+        svg("title", {}, label),
+        svg("line", { x1: from[0], y1: from[1], x2: to[0], y2: to[1], "marker-end": "url(#graph-arrow)" }),
+        svg("text", { class: "edge-label", x: lx, y: ly, "text-anchor": "middle" }, shortened(label, 28)),
+      ),
+    );
+    const anchor = cos > 0.3 ? "start" : cos < -0.3 ? "end" : "middle";
+    const dx = anchor === "start" ? 10 : anchor === "end" ? -10 : 0;
+    const dy = anchor !== "middle" ? 4 : sin < 0 ? -12 : 20;
+    const node = svg(
+      "g",
+      { class: "node", tabindex: "0", role: "button", "aria-label": `facts of ${link.other}` },
+      svg("title", {}, link.other),
+      svg("circle", { cx: x, cy: y, r: 6 }),
+      svg("text", { x: x + dx, y: y + dy, "text-anchor": anchor }, shortened(link.other)),
+    );
+    node.addEventListener("click", () => showGraph(link.other));
+    node.addEventListener("keydown", (event) => {
+      if (event.key === "Enter" || event.key === " ") {
+        event.preventDefault();
+        showGraph(link.other);
+      }
+    });
+    nodes.push(node);
+  });
+  const centre = svg(
+    "g",
+    { class: "node centre" },
+    svg("title", {}, name),
+    svg("rect", { x: cx - hw, y: cy - hh, width: 2 * hw, height: 2 * hh, rx: hh }),
+    svg("text", { x: cx, y: cy + 4.5, "text-anchor": "middle" }, title),
+  );
+  $("graph-svg").replaceChildren(svg("defs", {}, arrow), ...edges, ...nodes, centre);
 }
 
 // ------------------------------------------------------------------ adding and correcting
@@ -338,6 +561,13 @@ function openFactDialog(fact) {
   $("fact-dialog").showModal();
 }
 
+// What a write did, in one sentence: added, replaced (the old fact kept in history) or unchanged.
+function whatChanged(written, replaced, unchanged) {
+  const facts = (list) => list.map(triplet).join("; ");
+  if (replaced.length) return `Replaced ${facts(replaced)} with ${facts(written)} (kept in history).`;
+  return unchanged ? `Unchanged: ${facts(written)} is already in memory.` : `Added ${facts(written)}.`;
+}
+
 async function saveFact() {
   const body = { subject: $("f-subject").value, relation: $("f-relation").value, object: $("f-object").value };
   if (replacing) body.replaces = { subject: replacing.subject, relation: replacing.relation, object: replacing.object };
@@ -345,11 +575,10 @@ async function saveFact() {
     const done = await api("/v1/memory/facts", { method: "POST", body });
     $("fact-dialog").close();
     await refresh();
-    const replaced = [...done.superseded, ...done.ended].map(triplet);
-    say(`Stored ${done.written.map(triplet).join("; ")}` + (replaced.length ? `; replaces ${replaced.join("; ")}` : ""), "ok");
+    say(whatChanged(done.written, [...done.superseded, ...done.ended], done.status === "duplicate"), "ok");
     loadRelations();
   } catch (err) {
-    $("fact-error").textContent = err.message;
+    $("fact-error").textContent = sentence(err);
   }
 }
 
@@ -358,50 +587,47 @@ async function saveFact() {
 async function exportMemory() {
   try {
     const response = await api("/v1/memory/export", { raw: true });
-    const link = el("a", { href: URL.createObjectURL(await response.blob()), download: `memlm-${state.namespace}.json` });
+    const parts = []; // read as it streams, so the status can say how far it is
+    let bytes = 0;
+    for (const reader = response.body.getReader(); ; ) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      parts.push(value);
+      bytes += value.length;
+      say(`Exporting… ${(bytes / 1e6).toFixed(1)} MB so far`, "busy");
+    }
+    const blob = new Blob(parts, { type: "application/json" });
+    const link = el("a", { href: URL.createObjectURL(blob), download: `memlm-${state.namespace}.json` });
     document.body.append(link);
     link.click();
     link.remove();
     setTimeout(() => URL.revokeObjectURL(link.href), 10000);
+    say(`Exported ${(bytes / 1e6).toFixed(1)} MB: ${link.download}`, "ok");
   } catch (err) {
-    say(err.message, "error");
+    say(sentence(err), "error");
   }
 }
 
-// An export's `facts` (or a list of {subject, relation, object}), sent in batches that fit the
-// server's request limit; each batch is stored all or nothing.
+// A file sent once, as it is (an export, or a list of {subject, relation, object}): the server
+// checks all of it and stores all of it, history and dates included, or nothing, and says in a
+// sentence what it stored or what is wrong and where in the file.
 async function importMemory(file) {
-  let facts;
-  try {
-    const data = JSON.parse(await file.text());
-    facts = (Array.isArray(data) ? data : data.facts || []).map((f) => ({ subject: f.subject, relation: f.relation, object: f.object }));
-  } catch (err) {
-    say(`${file.name} is not a memlm export: ${err.message}`, "error");
+  const limit = Number(document.body.dataset.maxImportBytes) || Infinity;
+  if (file.size > limit) {
+    const mb = (n) => (n / 2 ** 20).toLocaleString("en", { maximumFractionDigits: 1 });
+    say(`${file.name} is ${mb(file.size)} MB, more than this server takes in an import (${mb(limit)} MB): nothing was imported. memlm memory import takes it where the memory is.`, "error");
     return;
   }
-  const total = { stored: 0, duplicate: 0, superseded: 0 };
-  let batch = [];
-  let size = 0;
-  const send = async () => {
-    const done = await api("/v1/memory/import", { method: "POST", body: { facts: batch } });
-    for (const name of Object.keys(total)) total[name] += done[name];
-    batch = [];
-    size = 0;
-  };
+  let done;
   try {
-    for (const fact of facts) {
-      const bytes = JSON.stringify(fact).length + 1;
-      if (size + bytes > 30000) await send();
-      batch.push(fact);
-      size += bytes;
-    }
-    if (batch.length) await send();
-    await refresh();
-    say(`Imported ${file.name}: ${total.stored} stored, ${total.duplicate} already there, ${total.superseded} superseded`, "ok");
-    loadRelations();
+    done = await api("/v1/memory/import", { method: "POST", body: file });
   } catch (err) {
-    say(`Import stopped: ${err.message} (${total.stored} stored before)`, "error");
+    say(`${file.name} was not imported, nothing was stored: ${sentence(err)}`, "error");
+    return;
   }
+  await refresh();
+  say(`Imported ${file.name}: ${done.message}`, "ok");
+  loadRelations();
 }
 
 // ------------------------------------------------------------------ chat with the trace
@@ -465,15 +691,14 @@ function feedbackBar(turn) {
           : `Marked wrong; kept for review as an example of what not to do${done.record ? ` (${done.record})` : ""}: memlm feedback list`;
       }
       else {
-        const replaced = [...(done.superseded || []), ...(done.ended || [])].map(triplet);
         result.textContent = done.writes && done.writes.length
-          ? `Stored ${done.writes.map(triplet).join("; ")}` + (replaced.length ? `; replaces ${replaced.join("; ")}` : "")
+          ? whatChanged(done.writes, [...(done.superseded || []), ...(done.ended || [])], false)
           : "No fact found in the correction: nothing stored.";
         form.hidden = true;
         refresh();
       }
     } catch (err) {
-      result.textContent = err.message;
+      result.textContent = sentence(err);
     }
   };
   form.addEventListener("submit", (event) => {
@@ -504,7 +729,7 @@ async function chat(text) {
   try {
     trace = await streamReply(text, reply, item);
   } catch (err) {
-    reply.textContent = err.message;
+    reply.textContent = sentence(err);
     reply.classList.add("error");
     return;
   }
@@ -575,7 +800,9 @@ submitted("sign-in-form", () => {
   signIn($("key").value.trim());
 });
 on("sign-out", "click", () => signOut());
-submitted("search-form", () => search().catch((err) => say(err.message, "error")));
+submitted("search-form", () =>
+  busy(["search", "search-clear"], "Searching…", search).catch((err) => say(sentence(err), "error")),
+);
 on("search-clear", "click", () => {
   for (const id of ["q-subject", "q-relation", "q-object"]) $(id).value = "";
   state.offset = 0;
@@ -583,7 +810,7 @@ on("search-clear", "click", () => {
 });
 on("filter-relation", "change", () => {
   state.offset = 0;
-  showFacts().catch((err) => say(err.message, "error"));
+  showFacts().catch((err) => say(sentence(err), "error"));
 });
 on("as-of", "change", () => {
   state.offset = 0;
@@ -606,14 +833,16 @@ on("next", "click", () => {
   refresh();
 });
 on("history-close", "click", () => ($("history").hidden = true));
+on("graph-close", "click", () => ($("graph").hidden = true));
+on("namespace-select", "change", (event) => switchNamespace(event.target.value));
 on("add-fact", "click", () => openFactDialog(null));
-submitted("fact-form", saveFact);
+submitted("fact-form", () => busy(["fact-save"], "Saving…", saveFact));
 on("fact-cancel", "click", () => $("fact-dialog").close());
-on("export", "click", exportMemory);
+on("export", "click", () => busy(["export"], "Exporting…", exportMemory));
 on("import-file", "change", (event) => {
   const file = event.target.files[0];
   event.target.value = "";
-  if (file) importMemory(file);
+  if (file) busy(["import-file"], `Importing ${file.name}…`, () => importMemory(file));
 });
 submitted("chat-form", () => {
   const input = $("chat-input");
@@ -622,7 +851,7 @@ submitted("chat-form", () => {
   input.value = "";
   $("send").disabled = true;
   chat(text)
-    .catch((err) => say(err.message, "error"))
+    .catch((err) => say(sentence(err), "error"))
     .finally(() => ($("send").disabled = false));
 });
 on("chat-input", "keydown", (event) => {
