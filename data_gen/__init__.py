@@ -1,7 +1,8 @@
-"""data_gen: synthetic person–relation–organisation data for memory-using models (RET-LLM style).
+"""data_gen: synthetic data of a schema's worlds for memory-using models (RET-LLM style).
 
+    schema.py     Schema: entity types and relations as data (configs/schema/*.yaml; person–organisation shipped)
     config.py     DataConfig (the YAML of a run, configs/data/*.yaml)
-    world.py      build_world: disjoint people pools per split, real + Faker organisations, test-only ones
+    world.py      build_world: each type's names per split (disjoint, or shared with a test-only share)
     oracle.py     MemoryOracle: every read result comes from the runtime's TripletStore
     examples.py   Builder / build_records: write, read (7 shapes), unanswerable, update, two-hop, negative
     episodes.py   Episode (the JSONL format of the eval's episodes=), build_episodes, load/dump_episodes

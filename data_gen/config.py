@@ -1,28 +1,33 @@
 """The data-generation config: one YAML file is the full record of a run (configs/data/default.yaml).
 
-Every model forbids unknown keys, so a typo is an error that names the field. Templates use
-named placeholders only, checked per field:
+Every model forbids unknown keys, so a typo is an error that names the field. What the worlds are
+about (entity types, relations, their phrasings, negatives) is the schema (`schema_file`,
+data_gen/schema.py; null = configs/schema/person-organisation.yaml); this config says how many records
+of which kind to make from it, and how many names of each type its worlds hold (`world.names`).
+The schema is checked against the config when it loads, before anything is generated. A few
+field names are those of the person–organisation days, kept so that configs keep loading: "people"
+and "person" mean subjects (write.max_people, memory.max_group, world.relations_per_person) and
+"org" objects (memory.org_reuse).
 
-    {per}    one person, or an Oxford-comma list of people ("A, B, and C")
-    {org}    an organisation ({org} of a two-hop question becomes "the company that {clause}")
-    {old}    in updates: the organisation (subject-functional) or person (object-functional) replaced
-    {clause} in two_hop.org_phrases: a relation's org_clause filled with the person
+Templates here use named placeholders only, checked per field:
+
     {fact}   in replies.confirm: the fact sentence
+    {call}   in injection.wrappers: the pasted call syntax
 
-Relation names must be canonical names of the memory's relation table (memory_runtime/memory/relations.yaml,
-or `memory_config`): the store would rewrite an alias to its canonical name and the trained results
-would no longer match what the runtime returns. Relations that are not in the table are allowed
-(stored as written, never superseded). Updates are only allowed for relations the table marks
-functional, because only those are superseded by a newer write.
+The memory's relation table the data agrees with is the schema's (`Schema.table`); `memory_config`
+adds the store's other settings (fuzzy matching). Updates are only allowed for relations the schema
+marks functional, because only those are superseded by a newer write.
 """
 
 from __future__ import annotations
 
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from data_gen.schema import Schema
 from data_gen.text import check_templates
 from memory_runtime.protocol import ACK
 from memory_runtime.shipped import shipped
@@ -47,98 +52,27 @@ RECORD_KINDS = (
 TINY_CONFIG = shipped("configs", "data", "tiny.yaml")  # small worlds, the default mix: tests, smoke runs, benches
 
 
-def _templates(allowed: set[str], required: set[str] | None = None):
-    def check(cls, value: list[str]) -> list[str]:
-        return check_templates(value, allowed, required)
-
-    return check
-
-
-# ----------------------------------------------------------------------------- relations
-
-
-class Phrasings(Strict):
-    """User statements of a fact: singular (one person) and plural (a list of people)."""
-
-    singular: list[str] = Field(min_length=1)
-    plural: list[str] = []
-
-    _check = field_validator("singular", "plural")(_templates({"per", "org"}))
-
-
-class FactPhrasing(Strict):
-    """The one sentence answers use for a fact ("{per} is employed by {org}.")."""
-
-    singular: str
-    plural: str | None = None
-
-    @field_validator("singular", "plural")
-    @classmethod
-    def _check(cls, value: str | None) -> str | None:
-        if value is not None:
-            check_templates([value], {"per", "org"})
-        return value
-
-
-class RelationQuestions(Strict):
-    per_rel: list[str] = Field(min_length=1)
-    rel: list[str] = Field(min_length=1)
-    rel_org: list[str] = Field(min_length=1)
-    per_rel_org: list[str] = []
-
-    _per = field_validator("per_rel")(_templates({"per"}))
-    _rel = field_validator("rel")(_templates(set()))
-    _org = field_validator("rel_org")(_templates({"org"}))
-    _both = field_validator("per_rel_org")(_templates({"per", "org"}))
-
-
-class RelationConfig(Strict):
-    name: str = Field(min_length=1)
-    weight: float = Field(1.0, ge=0)
-    fact: FactPhrasing
-    statements: Phrasings
-    questions: RelationQuestions
-    org_clause: list[str] = []  # "{per} works for": two-hop questions say "the company that <clause>"
-    updates: list[str] = []  # "{per} has left {old} and now works for {org}."
-
-    _clause = field_validator("org_clause")(_templates({"per"}))
-    _updates = field_validator("updates")(_templates({"per", "old", "org"}))
-
-
-class GeneralQuestions(Strict):
-    """Question phrasings of the shapes that do not name a relation."""
-
-    per: list[str] = Field(min_length=1)
-    per_org: list[str] = Field(min_length=1)
-    org: list[str] = Field(min_length=1)
-
-    _per = field_validator("per")(_templates({"per"}))
-    _per_org = field_validator("per_org")(_templates({"per", "org"}))
-    _org = field_validator("org")(_templates({"org"}))
-
-
 # ----------------------------------------------------------------------------- world and mix
 
 
-class PeopleConfig(Strict):
-    """How many people each split's (disjoint) name pool holds."""
+class TypeNames(Strict):
+    """How many names of one schema type a world holds (data_gen/world.py). A type drawn per split
+    (schema `pool: split`) gives each split's count; a type the splits share (`pool: shared`) takes its
+    listed names (shipped lists, files, inline names) and `faker` more, and holds `test_only_fraction`
+    of them out for the test split. Unset fields of a shared type: lists true, faker 0, 0.2."""
 
-    train: int = Field(ge=10)
-    validation: int = Field(ge=10)
-    test: int = Field(ge=10)
-
-
-class CompaniesConfig(Strict):
-    real: bool = True  # the real company names shipped in data_gen/companies.txt
-    faker: int = Field(0, ge=0)  # extra Faker company names
-    test_only_fraction: float = Field(0.2, gt=0, lt=1)  # organisations only the test split sees
+    train: int | None = Field(None, ge=10)
+    validation: int | None = Field(None, ge=10)
+    test: int | None = Field(None, ge=10)
+    lists: bool | None = None  # a shared type: its listed names (the person–organisation schema: companies.txt)
+    faker: int | None = Field(None, ge=0)  # a shared type: Faker names besides them
+    test_only_fraction: float | None = Field(None, gt=0, lt=1)  # a shared type: names only the test split sees
 
 
 class WorldConfig(Strict):
     locales: list[str] = Field(min_length=1)
-    people: PeopleConfig
-    companies: CompaniesConfig = CompaniesConfig()
-    relations_per_person: int = Field(1, ge=1, le=5)  # facts a person may have in one memory
+    names: dict[str, TypeNames] = {}  # schema type -> how many names (see TypeNames)
+    relations_per_person: int = Field(1, ge=1, le=5)  # facts a subject may have in one memory
 
     @field_validator("locales")
     @classmethod
@@ -226,12 +160,11 @@ class MemoryContextConfig(Strict):
 
 class TwoHopConfig(Strict):
     """pairs: [first, second] relations ("who <second> the company that X <first>"); null = every
-    ordered pair of different relations whose first has an org_clause."""
+    ordered pair of different templated relations with one object type whose first has a clause.
+    How the question names the middle object ("the company that {clause}") is its schema type's
+    `by_clause`."""
 
     pairs: list[tuple[str, str]] | None = None
-    org_phrases: list[str] = Field(["the company that {clause}"], min_length=1)
-
-    _phrases = field_validator("org_phrases")(_templates({"clause"}))
 
 
 class Range(Strict):
@@ -326,6 +259,7 @@ class DataConfig(Strict):
     what = "data config"
 
     seed: int = 0
+    schema_file: str | None = None  # the entity types and relations (data_gen/schema.py); null = person–organisation
     splits: SplitSizes
     mix: MixConfig
     shapes: ShapeWeights = ShapeWeights()
@@ -338,56 +272,33 @@ class DataConfig(Strict):
     passages: PassagesConfig = PassagesConfig()
     injection: InjectionConfig = InjectionConfig()
     real: RealConfig = RealConfig()
-    memory_config: str | None = None  # the runtime's relation table; null = memory_runtime/memory/relations.yaml
-    questions: GeneralQuestions
-    negatives: list[str] = []  # statements that hold no fact to store
-    relations: list[RelationConfig] = Field(min_length=1)
-
-    _negatives = field_validator("negatives")(_templates({"per", "org"}, required=set()))
+    memory_config: str | None = None  # the store's other settings (fuzzy); its relation table is the schema's
 
     @model_validator(mode="after")
     def _consistent(self) -> DataConfig:
-        names = [r.name for r in self.relations]
-        for i, name in enumerate(names):
-            if name in names[:i]:
-                raise ValueError(f"relations[{i}].name: duplicate relation {name!r}")
-        if not any(r.weight for r in self.relations):
-            raise ValueError("relations: every weight is 0")
-        if self.mix.negative and self.passages.hard_negatives < 1 and not self.negatives:
-            raise ValueError("negatives: mix.negative > 0 needs at least one template")
-        if (self.mix.read or self.mix.unanswerable) and self.shapes.per_rel_org:
-            if not any(r.questions.per_rel_org and r.weight for r in self.relations):
-                raise ValueError("shapes.per_rel_org > 0 but no relation has questions.per_rel_org")
         for i, (first, second) in enumerate(self.two_hop.pairs or []):
-            for j, name in enumerate((first, second)):
-                if name not in names:
-                    raise ValueError(f"two_hop.pairs[{i}][{j}]: unknown relation {name!r}; known: {', '.join(names)}")
             if first == second:
                 raise ValueError(f"two_hop.pairs[{i}]: the two relations must differ")
-            if not self.relations[names.index(first)].org_clause:
-                raise ValueError(f"relations[{names.index(first)}].org_clause: needed by two_hop.pairs[{i}]")
-        if (self.mix.two_hop or self.episodes.two_hop) and not self.two_hop_pairs():
-            raise ValueError("two_hop: no usable pair (give relations an org_clause or set two_hop.pairs)")
         if self.mix.real and not self.real.sources:
             raise ValueError("real.sources: mix.real > 0 needs at least one annotated corpus")
         if self.memory.max_facts < 3 and (self.mix.two_hop or self.mix.update):
             raise ValueError("memory.max_facts: two-hop and update records need at least 3 facts")
         return self
 
-    def relation(self, name: str) -> RelationConfig:
-        for r in self.relations:
-            if r.name == name:
-                return r
-        raise KeyError(name)
+    @property
+    def data_schema(self) -> Schema:
+        """The schema this config generates from (`schema_file`; loaded once per file version)."""
+        return _schema(self.schema_file)
 
     def two_hop_pairs(self) -> list[tuple[str, str]]:
         if self.two_hop.pairs is not None:
             return [tuple(p) for p in self.two_hop.pairs]  # type: ignore[misc]
+        rels = self.data_schema.phrased()
         return [
             (a.name, b.name)
-            for a in self.relations
-            for b in self.relations
-            if a.name != b.name and a.org_clause and a.weight and b.weight
+            for a in rels
+            for b in rels
+            if a.name != b.name and a.clause and a.weight and b.weight and a.object == b.object
         ]
 
     # -- loading: DataConfig.load(path, overrides) (yaml_config.Strict) with a `base:` file under it
@@ -400,14 +311,15 @@ class DataConfig(Strict):
 
     @classmethod
     def from_dict(cls, data: dict, *, base_dir: str | Path | None = None, source: str = "<dict>") -> DataConfig:
-        """Validate a config mapping; checks relations against the memory's relation table too."""
+        """Validate a config mapping, then its schema and the two together (`check_against_schema`)."""
         if not isinstance(data, dict):
             raise ConfigError(f"invalid data config {source}: expected a mapping at the top level")
         if base_dir is not None:
             data = _paths_relative_to(data, Path(base_dir))
         config = validate(cls, data, cls.what, source)
+        config.data_schema  # noqa: B018 (a bad schema is an error naming the schema file's field)
         try:
-            check_against_memory(config)
+            check_against_schema(config)
         except ValueError as err:
             raise ConfigError(f"invalid data config {source}:\n  {err}") from None
         return config
@@ -429,7 +341,7 @@ def _read_yaml(path: Path, seen: tuple[Path, ...] = ()) -> dict:
 
 
 def _paths_relative_to(data: dict, folder: Path) -> dict:
-    """A config mapping with its relative paths (memory_config, passages.bank, real.sources[].path) made
+    """A config mapping with its relative paths (schema_file, memory_config, passages.bank, real.sources[].path) made
     absolute against `folder`, the folder of the file that gave them: a base's against its own, so a config
     elsewhere (a copy: `memlm config copy data/tiny`) can name it as `base`. Values of a wrong type are left
     for validation to name."""
@@ -440,8 +352,9 @@ def _paths_relative_to(data: dict, folder: Path) -> dict:
         return str((folder / value).resolve())
 
     out = dict(data)
-    if "memory_config" in out:
-        out["memory_config"] = absolute(out["memory_config"])
+    for key in ("memory_config", "schema_file"):
+        if key in out:
+            out[key] = absolute(out[key])
     passages = out.get("passages")
     if isinstance(passages, dict) and "bank" in passages:
         out["passages"] = {**passages, "bank": absolute(passages["bank"])}
@@ -462,49 +375,105 @@ def _merge(base: dict, over: dict) -> dict:
     return out
 
 
+def _schema(path: str | None) -> Schema:
+    if path is None:
+        return Schema.load()
+    file = Path(path)
+    if not file.is_file():
+        raise ConfigError(f"schema_file: {path} does not exist")
+    stat = file.stat()
+    return _schema_version(str(file.resolve()), stat.st_mtime_ns, stat.st_size)
+
+
+@lru_cache(maxsize=8)
+def _schema_version(path: str, mtime_ns: int, size: int) -> Schema:
+    return Schema.load(path)
+
+
 def memory_table(config: DataConfig):
-    """The runtime's relation table the generated data must agree with."""
+    """The runtime's memory the generated data must agree with: the schema's relation table, with the
+    other settings (fuzzy matching) of `memory_config`."""
     from memory_runtime.memory.store import MemoryConfig
 
-    return MemoryConfig.load(config.memory_config)
+    raw = MemoryConfig.read_yaml(None if config.memory_config is None else Path(config.memory_config))
+    return MemoryConfig.from_dict({**raw, "relations": config.data_schema.table()}, source=str(config.memory_config))
 
 
 def functional_of(config: DataConfig) -> dict[str, str | None]:
     """relation name -> 'subject' / 'object' / 'both' / None, as the store will treat it."""
-    from memory_runtime.memory.store import normalize_term
-
-    table = {normalize_term(s.name): s.functional for s in memory_table(config).relations}
-    return {r.name: table.get(normalize_term(r.name)) for r in config.relations}
+    return config.data_schema.functional()
 
 
-def check_against_memory(config: DataConfig) -> None:
-    """Relation names must be canonical in the memory's table; updates need functional relations."""
-    from memory_runtime.memory.store import normalize_term
+def check_against_schema(config: DataConfig) -> None:
+    """What the config asks of its schema: names for every type, phrasings for what is generated,
+    relations that exist. A ValueError names the field (the config's, or the schema's as `schema ...`)."""
+    schema = config.data_schema
+    where = f"schema {config.schema_file or 'person-organisation'}"
+    for name in config.world.names:
+        if name not in schema.types:
+            raise ValueError(f"world.names.{name}: not a type of the schema; types: {', '.join(schema.types)}")
+    for name, spec in schema.types.items():
+        given = config.world.names.get(name)
+        if spec.pool == "split":
+            if given is None or None in (given.train, given.validation, given.test):
+                raise ValueError(f"world.names.{name}: needs train, validation and test (names drawn per split)")
+            for field in ("faker", "test_only_fraction"):
+                if getattr(given, field) is not None:
+                    raise ValueError(f"world.names.{name}.{field}: only for a type the splits share (pool: shared)")
+        elif given is not None:
+            for field in ("train", "validation", "test"):
+                if getattr(given, field) is not None:
+                    raise ValueError(f"world.names.{name}.{field}: only for a type drawn per split (pool: split)")
+    phrased = schema.phrased()
+    names = [r.name for r in phrased]
+    if config.mix.negative and config.passages.hard_negatives < 1 and not schema.negatives:
+        raise ValueError(f"{where}: negatives: mix.negative > 0 needs at least one template")
+    if (config.mix.read or config.mix.unanswerable) and config.shapes.per_rel_org:
+        if not any(r.questions.per_rel_org and r.weight for r in phrased):
+            raise ValueError(f"shapes.per_rel_org > 0 but no relation of the {where} has questions.per_rel_org")
+    for i, (first, second) in enumerate(config.two_hop.pairs or []):
+        for j, name in enumerate((first, second)):
+            if name not in names:
+                raise ValueError(
+                    f"two_hop.pairs[{i}][{j}]: unknown relation {name!r}; templated relations: {', '.join(names)}"
+                )
+        a, b = schema.relation(first), schema.relation(second)
+        if not a.clause:
+            raise ValueError(f"{where}: relations.{schema.relations.index(a)}.clause: needed by two_hop.pairs[{i}]")
+        if a.object != b.object:
+            raise ValueError(f"two_hop.pairs[{i}]: {first!r} and {second!r} have different object types")
+    if config.mix.two_hop or config.episodes.two_hop:
+        pairs = config.two_hop_pairs()
+        if not pairs:
+            raise ValueError("two_hop: no usable pair (give relations a clause or set two_hop.pairs)")
+        for first, _ in pairs:
+            middle = schema.relation(first).object
+            if not schema.types[middle].by_clause:
+                raise ValueError(f"{where}: types.{middle}.by_clause: needed by two-hop questions")
+    many = max(config.write.max_people, config.memory.max_group) > 1
+    for rel in phrased:
+        i = schema.relations.index(rel)
+        if rel.functional not in ("object", "both"):
+            if many and not rel.statements.plural:
+                raise ValueError(f"{where}: relations.{i}.statements.plural: needed (a statement may name several)")
+            if rel.fact.plural is None:
+                raise ValueError(f"{where}: relations.{i}.fact.plural: needed (answers may list several subjects)")
+    if config.mix.update or config.episodes.updates.max:
+        if not any(r.updates and r.weight for r in phrased):
+            raise ValueError(f"{where}: relations: mix.update or episodes.updates need a relation with updates")
+    if config.memory_config is not None:
+        from memory_runtime.memory.store import MemoryConfig, RelationSpec
 
-    try:
-        table = memory_table(config)
-    except (OSError, ValueError) as err:
-        raise ValueError(f"memory_config: {err}") from None
-    canonical = table.canonical_names
-    functional = functional_of(config)
-    for i, rel in enumerate(config.relations):
-        owner = canonical.get(normalize_term(rel.name))
-        if owner is not None and owner != rel.name:
+        try:
+            own = read_mapping(config.memory_config, "memory config").get("relations")
+        except ConfigError as err:
+            raise ValueError(f"memory_config: {err}") from None
+        table = [RelationSpec.model_validate(r) for r in schema.table()]
+        if own is not None and MemoryConfig.model_validate({"relations": own}).relations != table:
             raise ValueError(
-                f"relations[{i}].name: {rel.name!r} is an alias of {owner!r} in the memory relation table; "
-                f"use the canonical name"
+                f"memory_config: its relations differ from the {where}'s, which are the relation table of "
+                "generated data; leave them out (`memlm schema table` writes the schema's)"
             )
-        kind = functional[rel.name]
-        if rel.updates and kind is None:
-            raise ValueError(
-                f"relations[{i}].updates: {rel.name!r} is not functional in the memory relation table, "
-                f"so a newer write would not supersede the old fact"
-            )
-        plural_needed = kind not in ("object", "both") and max(config.write.max_people, config.memory.max_group) > 1
-        if plural_needed and not rel.statements.plural:
-            raise ValueError(f"relations[{i}].statements.plural: needed (statements may name several people)")
-        if kind not in ("object", "both") and rel.fact.plural is None:
-            raise ValueError(f"relations[{i}].fact.plural: needed (answers may list several people)")
     if config.mix.passage or (config.mix.negative and config.passages.hard_negatives):
         from data_gen.passages import PassageBank
 
@@ -512,11 +481,12 @@ def check_against_memory(config: DataConfig) -> None:
             bank = PassageBank.load(config.passages.bank)
         except (OSError, ValueError) as err:
             raise ValueError(f"passages.bank: {err}") from None
+        sides = set()
         for name in bank.relations:
-            if canonical.get(normalize_term(name)) != name:
-                raise ValueError(
-                    f"passages.bank: relation {name!r} is not a canonical name of the memory relation table"
-                )
-    if config.mix.update or config.episodes.updates.max:
-        if not any(r.updates and r.weight for r in config.relations):
-            raise ValueError("relations: mix.update or episodes.updates need a relation with updates")
+            try:
+                rel = schema.relation(name)
+            except KeyError:
+                raise ValueError(f"passages.bank: relation {name!r} is not a relation of the {where}") from None
+            sides.add((rel.subject, rel.object))
+        if len(sides) > 1:
+            raise ValueError(f"passages.bank: its relations join different types ({sorted(sides)}): one pair only")

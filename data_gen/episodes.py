@@ -101,11 +101,11 @@ class EpisodeBuilder:
         for _ in range(rng.randint(cfg.statements.min, cfg.statements.max)):
             group = b.random_group(scene, b.config.write.max_people)
             scene.add(group)
-            writes = [(p, group.rel.name, group.org) for p in group.people]
+            writes = [(p, group.rel.name, group.obj) for p in group.subjects]
             session.write_many(writes)
             turns.append(
                 EpisodeTurn(
-                    user=b.statement(group.rel, group.org, group.people),
+                    user=b.statement(group.rel, group.obj, group.subjects),
                     kind="statement",
                     writes=writes,
                     expected_facts=session.facts(),
@@ -129,7 +129,7 @@ class EpisodeBuilder:
         person, relation, org = rng.choice(current)
         rel = b.by_name[relation]
         if rel.one_object:  # the person moves to another organisation
-            new_org = b.fresh_org(scene)
+            new_org = b.fresh_object(scene, rel, avoid=person)
             new, old_value = (person, relation, new_org), org
             options = [
                 ("per_rel", (person, relation, None)),
@@ -137,12 +137,12 @@ class EpisodeBuilder:
                 ("per", (person, None, None)),
             ]
         else:  # someone new takes the organisation's role
-            new_person = b.fresh_person(scene)
+            new_person = b.fresh_subject(scene, rel, avoid=org)
             new, old_value = (new_person, relation, org), person
             options = [("rel_org", (None, relation, org)), ("per_rel", (new_person, relation, None))]
         scene.add(Group(rel, new[2], [new[0]]))
         session.write(new)
-        text = fill(rng.choice(rel.cfg.updates), per=new[0], old=old_value, org=new[2])
+        text = fill(rng.choice(rel.cfg.updates), subject=new[0], old=old_value, object=new[2])
         turns.append(EpisodeTurn(user=text, kind="update", writes=[new], expected_facts=session.facts()))
         shape, query = rng.choice(options)
         turns.append(self.read_turn(session, shape, query, rel))
@@ -186,7 +186,8 @@ class EpisodeBuilder:
             return None
         for _ in range(20):
             rel = b.pick_rel(rels)
-            query = query_of(shape, (b.fresh_person(scene), rel.name, b.fresh_org(scene)))
+            subject = b.fresh_subject(scene, rel)
+            query = query_of(shape, (subject, rel.name, b.fresh_object(scene, rel, avoid=subject)))
             if session.read(*query) == []:
                 return EpisodeTurn(
                     user=b.question(shape, query, rel), kind="question", answer_names=[], expected_facts=[]

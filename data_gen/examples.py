@@ -15,22 +15,23 @@ Conventions (what the model is trained to produce; segments marked * are trained
 
 Answers list every name of the results with an Oxford comma and nothing else: each fact group
 becomes the relation's `fact` sentence ("Dirk Alosa, Ty Baumkirchner, and Vera Bayless are
-employed by BMW."). When the question names the person, facts are grouped per relation
-("X is an investor in A and B."); otherwise per (relation, organisation). An existence check
+employed by BMW."). When the question names the subject, facts are grouped per relation
+("X is an investor in A and B."); otherwise per (relation, object). An existence check
 (per_rel_org) that finds the fact answers "Yes, <fact>". The fixed texts come from `replies`.
 
 Gold fields: `gold_triplets` = the facts a write/update states, or the facts a read's answer
 rests on (two_hop: the first hop's fact, then the second hop's results); `gold_names` = the names
-a correct answer lists: the result names the question did not give (people first), or the fact's
+a correct answer lists: the result names the question did not give (subjects first), or the fact's
 names when it gave them all (per_org, per_rel_org); [] exactly when the answer is "I don't know"
-(a write: its people and the organisation). `memory` = the writes made before the record starts,
+(a write: its subjects and the object). `memory` = the writes made before the record starts,
 in order.
 
-Memories are sampled over the split's pools: a planted two-hop chain among random statements
-(distractors), each person holding at most `world.relations_per_person` facts, functional
-relations never contradicted. One memory serves up to `memory.reuse` records (reads,
-unanswerable and two-hop questions never ask the same query twice; an update is its last use),
-which divides the cost of writing memories into the store.
+Everything about the world comes from the schema (data_gen/schema.py): relations, their subject
+and object types, phrasings, negatives. Memories are sampled over the split's pools (one per type):
+a planted two-hop chain among random statements (distractors), each subject holding at most
+`world.relations_per_person` facts, functional relations never contradicted. One memory serves up
+to `memory.reuse` records (reads, unanswerable and two-hop questions never ask the same query twice;
+an update is its last use), which divides the cost of writing memories into the store.
 """
 
 from __future__ import annotations
@@ -40,10 +41,11 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from data_gen.config import READ_SHAPES, RECORD_KINDS, DataConfig, RelationConfig
+from data_gen.config import READ_SHAPES, RECORD_KINDS, DataConfig
 from data_gen.oracle import MemoryOracle, Session
 from data_gen.passages import PassageBank, PassageMaker
 from data_gen.real_records import RealPassages
+from data_gen.schema import Relation
 from data_gen.text import fill, oxford
 from data_gen.world import Pool, derive_seed
 from memory_runtime.generation.write_gate import VERIFY_NO, VERIFY_YES, verification_question
@@ -51,15 +53,6 @@ from memory_runtime.protocol import Triplet, render_read, render_results, render
 from memory_runtime.records import Record, Segment
 
 Query = tuple[str | None, str | None, str | None]
-
-# Relations a text stating one may well imply another of the same group ("CEO of Acme" and
-# "employed by Acme"): a verify record never uses one as the unstated fact of another.
-IMPLIED_TOGETHER = (
-    frozenset(
-        {"employed by", "CEO of", "manager of", "president of", "chairperson of", "board member of", "founder of"}
-    ),
-    frozenset({"member of"}),
-)
 
 # How call syntax pasted into a message may look (injection records): a call, results, a bare
 # triplet, braces, another bracket style after a call verb.
@@ -111,8 +104,8 @@ def query_of(shape: str, fact: Triplet) -> Query:
 class Rel:
     """A relation as the generator uses it: its phrasings and how the store treats it."""
 
-    cfg: RelationConfig
-    functional: str | None  # 'subject' / 'object' / 'both' / None, from the memory's relation table
+    cfg: Relation
+    functional: str | None  # 'subject' / 'object' / 'both' / None, from the schema's relation table
 
     @property
     def name(self) -> str:
@@ -120,22 +113,22 @@ class Rel:
 
     @property
     def one_subject(self) -> bool:
-        """An organisation has one holder at a time (a newer holder supersedes)."""
+        """An object has one subject at a time (a newer one supersedes: one CEO per organisation)."""
         return self.functional in ("object", "both")
 
     @property
     def one_object(self) -> bool:
-        """A person holds it at one organisation at a time."""
+        """A subject has it to one object at a time (one employer per person)."""
         return self.functional in ("subject", "both")
 
 
 @dataclass
 class Group:
-    """One statement of memory: people with the same relation to one organisation."""
+    """One statement of memory: subjects with the same relation to one object."""
 
     rel: Rel
-    org: str
-    people: list[str]
+    obj: str
+    subjects: list[str]
 
 
 @dataclass
@@ -144,31 +137,35 @@ class Scene:
 
     groups: list[Group] = field(default_factory=list)
     n_facts: int = 0
-    facts_of: Counter = field(default_factory=Counter)  # person -> facts
-    held: set = field(default_factory=set)  # (person, relation) of one_object relations
-    filled: set = field(default_factory=set)  # (org, relation) of one_subject relations
+    facts_of: Counter = field(default_factory=Counter)  # subject -> facts
+    subject_types: dict = field(default_factory=dict)  # subject -> its type
+    held: set = field(default_factory=set)  # (subject, relation) of one_object relations
+    filled: set = field(default_factory=set)  # (object, relation) of one_subject relations
     facts: set = field(default_factory=set)
-    orgs: list[str] = field(default_factory=list)
-    locked: set = field(default_factory=set)  # people who must get no further fact
+    objects: dict = field(default_factory=dict)  # object -> its type, in the order first stated
+    locked: set = field(default_factory=set)  # subjects who must get no further fact
 
     def add(self, group: Group, at: int | None = None) -> None:
         self.groups.insert(len(self.groups) if at is None else at, group)
-        self.n_facts += len(group.people)
-        for p in group.people:
+        self.n_facts += len(group.subjects)
+        for p in group.subjects:
             self.facts_of[p] += 1
-            self.facts.add((p, group.rel.name, group.org))
+            self.subject_types[p] = group.rel.cfg.subject
+            self.facts.add((p, group.rel.name, group.obj))
             if group.rel.one_object:
                 self.held.add((p, group.rel.name))
         if group.rel.one_subject:
-            self.filled.add((group.org, group.rel.name))
-        if group.org not in self.orgs:
-            self.orgs.append(group.org)
+            self.filled.add((group.obj, group.rel.name))
+        self.objects.setdefault(group.obj, group.rel.cfg.object)
 
     def memory(self) -> list[Triplet]:
-        return [(p, g.rel.name, g.org) for g in self.groups for p in g.people]
+        return [(p, g.rel.name, g.obj) for g in self.groups for p in g.subjects]
 
-    def people(self) -> list[str]:
-        return list(self.facts_of)
+    def subjects_of(self, type_name: str) -> list[str]:
+        return [p for p in self.facts_of if self.subject_types[p] == type_name]
+
+    def objects_of(self, type_name: str) -> list[str]:
+        return [o for o, t in self.objects.items() if t == type_name]
 
 
 class Builder:
@@ -188,7 +185,8 @@ class Builder:
         self.real_passages = real  # the real corpora's passages (train split only)
         self.oracle = oracle
         self.rng = rng
-        self.by_name = {r.name: Rel(r, functional[r.name]) for r in config.relations}
+        self.schema = config.data_schema
+        self.by_name = {r.name: Rel(r, functional[r.name]) for r in self.schema.phrased()}
         self.rels = [rel for rel in self.by_name.values() if rel.cfg.weight > 0]
         self.replies = config.replies
         self.pairs = [(self.by_name[a], self.by_name[b]) for a, b in config.two_hop_pairs()]
@@ -199,15 +197,22 @@ class Builder:
         self._memory: Memory | None = None
         self.shape_weights = {s: getattr(config.shapes, s) for s in READ_SHAPES}
         self._passages: PassageMaker | None = None
+        self.implied = [frozenset(group) for group in self.schema.implied_together]
+        # the roles each type plays in templated facts: a fresh name is one the memory holds in none
+        self.roles: dict[str, set[str]] = {}
+        for rel in self.by_name.values():
+            self.roles.setdefault(rel.cfg.subject, set()).add("subject")
+            self.roles.setdefault(rel.cfg.object, set()).add("object")
 
     @property
     def passages(self) -> PassageMaker:
         if self._passages is None:
             bank = PassageBank.load(self.config.passages.bank)
+            first = self.schema.relation(next(iter(bank.relations)))  # the bank's relations join one pair of types
             self._passages = PassageMaker(
                 bank,
-                self.pool.people,
-                self.pool.orgs,
+                self.pool.names[first.subject],
+                self.pool.names[first.object],
                 list(bank.relations),
                 self.rng,
                 self.config.passages.max_facts,
@@ -221,36 +226,41 @@ class Builder:
         rels = [r for r in (self.rels if among is None else among) if r is not exclude]
         return self.rng.choices(rels, weights=[r.cfg.weight for r in rels])[0]
 
-    def fresh_person(self, scene: Scene) -> str:
+    def fresh(self, scene: Scene, type_name: str, avoid: str | None = None) -> str:
+        """A name of the type the memory does not hold in any role the type plays, and not `avoid` (the
+        other side of the fact being made, where both sides are of one type: "sibling of")."""
+        roles = self.roles.get(type_name, set())
         while True:
-            p = self.rng.choice(self.pool.people)
-            if p not in scene.facts_of:
-                return p
+            name = self.rng.choice(self.pool.names[type_name])
+            held = ("subject" in roles and name in scene.facts_of) or ("object" in roles and name in scene.objects)
+            if not held and name != avoid:
+                return name
 
-    def fresh_org(self, scene: Scene) -> str:
-        while True:
-            o = self.rng.choice(self.pool.orgs)
-            if o not in scene.orgs:
-                return o
+    def fresh_subject(self, scene: Scene, rel: Rel, avoid: str | None = None) -> str:
+        return self.fresh(scene, rel.cfg.subject, avoid)
 
-    def person_for(self, scene: Scene, rel: Rel, org: str, taken: list[str]) -> str:
-        """A person who may take (rel, org): usually a new one; with several facts per person allowed,
-        sometimes someone already in memory."""
+    def fresh_object(self, scene: Scene, rel: Rel, avoid: str | None = None) -> str:
+        return self.fresh(scene, rel.cfg.object, avoid)
+
+    def subject_for(self, scene: Scene, rel: Rel, obj: str, taken: list[str]) -> str:
+        """A subject who may take (rel, obj): usually a new one; with several facts per subject allowed,
+        sometimes one already in memory."""
         if self.config.world.relations_per_person > 1 and self.rng.random() < 0.5:
             limit = self.config.world.relations_per_person
             candidates = [
                 p
-                for p in scene.facts_of
+                for p in scene.subjects_of(rel.cfg.subject)
                 if scene.facts_of[p] < limit
                 and p not in scene.locked
                 and p not in taken
-                and (p, rel.name, org) not in scene.facts
+                and p != obj
+                and (p, rel.name, obj) not in scene.facts
                 and not (rel.one_object and (p, rel.name) in scene.held)
             ]
             if candidates:
                 return self.rng.choice(candidates)
         while True:
-            p = self.fresh_person(scene)
+            p = self.fresh_subject(scene, rel, avoid=obj)
             if p not in taken:
                 return p
 
@@ -259,16 +269,17 @@ class Builder:
 
     def random_group(self, scene: Scene, budget: int, exclude: Rel | None = None) -> Group:
         rel = self.pick_rel(exclude=exclude)
-        if scene.orgs and self.rng.random() < self.config.memory.org_reuse:
-            org = self.rng.choice(scene.orgs)
+        objects = scene.objects_of(rel.cfg.object)
+        if objects and self.rng.random() < self.config.memory.org_reuse:
+            obj = self.rng.choice(objects)
         else:
-            org = self.fresh_org(scene)
-        if rel.one_subject and (org, rel.name) in scene.filled:
-            org = self.fresh_org(scene)
-        people: list[str] = []
+            obj = self.fresh_object(scene, rel)
+        if rel.one_subject and (obj, rel.name) in scene.filled:
+            obj = self.fresh_object(scene, rel)
+        subjects: list[str] = []
         for _ in range(self.group_size(rel, budget, self.config.memory.max_group)):
-            people.append(self.person_for(scene, rel, org, people))
-        return Group(rel, org, people)
+            subjects.append(self.subject_for(scene, rel, obj, subjects))
+        return Group(rel, obj, subjects)
 
     def fill(self, scene: Scene, n: int, exclude: Rel | None = None) -> Scene:
         while scene.n_facts < n:
@@ -285,10 +296,10 @@ class Builder:
 
     # ------------------------------------------------------------------ text
 
-    def fact_sentence(self, relation: str, people: list[str], orgs: list[str]) -> str:
+    def fact_sentence(self, relation: str, subjects: list[str], objects: list[str]) -> str:
         phr = self.by_name[relation].cfg.fact
-        template = phr.plural if len(people) > 1 and phr.plural else phr.singular
-        return fill(template, per=oxford(people), org=oxford(orgs))
+        template = phr.plural if len(subjects) > 1 and phr.plural else phr.singular
+        return fill(template, subject=oxford(subjects), object=oxford(objects))
 
     def answer(self, query: Query, results: list[Triplet]) -> tuple[str, list[str]]:
         """The answer text and the names it lists (only what was asked; every result)."""
@@ -297,11 +308,11 @@ class Builder:
         s, r, o = query
         groups: dict[tuple[str, str], list[str]] = {}
         for t in results:
-            if s is not None:  # the person is given: one sentence per relation listing organisations
+            if s is not None:  # the subject is given: one sentence per relation listing its objects
                 groups.setdefault((t.relation, t.subject), []).append(t.object)
             else:
                 groups.setdefault((t.relation, t.object), []).append(t.subject)
-        # The names the question did not give (people first, then organisations); when it gave them
+        # The names the question did not give (subjects first, then objects); when it gave them
         # all (per_org, per_rel_org) the answer is about the relation: the fact's names.
         names = dict.fromkeys([t.subject for t in results] if s is None else [])
         names.update(dict.fromkeys([t.object for t in results] if o is None else []))
@@ -319,10 +330,10 @@ class Builder:
     def question(self, shape: str, query: Query, rel: Rel | None = None) -> str:
         s, _, o = query
         if shape in ("per", "per_org", "org"):
-            templates = getattr(self.config.questions, shape)
+            templates = getattr(self.schema.questions, shape)
         else:
             templates = getattr(rel.cfg.questions, shape)  # type: ignore[union-attr]
-        return fill(self.rng.choice(templates), per=s, org=o)
+        return fill(self.rng.choice(templates), subject=s, object=o)
 
     @staticmethod
     def read_segments(query: Query, results: list[Triplet], answer: str, lead: str = "") -> list[Segment]:
@@ -340,33 +351,34 @@ class Builder:
     def write(self, rid: str) -> Record:
         rel = self.pick_rel()
         scene = Scene()
-        org = self.fresh_org(scene)
-        people: list[str] = []
+        obj = self.fresh_object(scene, rel)
+        subjects: list[str] = []
         for _ in range(self.group_size(rel, self.config.write.max_people, self.config.write.max_people)):
-            people.append(self.person_for(scene, rel, org, people))
-        return self.statement_record(rid, rel, org, people)
+            subjects.append(self.subject_for(scene, rel, obj, subjects))
+        return self.statement_record(rid, rel, obj, subjects)
 
-    def statement(self, rel: Rel, org: str, people: list[str]) -> str:
+    def statement(self, rel: Rel, obj: str, subjects: list[str]) -> str:
         phr = rel.cfg.statements
-        templates = phr.plural if len(people) > 1 else phr.singular
-        return fill(self.rng.choice(templates), per=oxford(people), org=org)
+        templates = phr.plural if len(subjects) > 1 else phr.singular
+        return fill(self.rng.choice(templates), subject=oxford(subjects), object=obj)
 
-    def statement_record(self, rid: str, rel: Rel, org: str, people: list[str]) -> Record:
-        calls = " ".join(render_write(p, rel.name, org) for p in people)
+    def statement_record(self, rid: str, rel: Rel, obj: str, subjects: list[str]) -> Record:
+        calls = " ".join(render_write(p, rel.name, obj) for p in subjects)
         segments = [
-            Segment(role="user", text=self.statement(rel, org, people), train=False),
+            Segment(role="user", text=self.statement(rel, obj, subjects), train=False),
             Segment(role="assistant", text=calls, train=True),
             Segment(role="assistant", text=" " + self.replies.ack, train=True),
         ]
-        triplets = [(p, rel.name, org) for p in people]
-        return self.record(rid, "write", segments, gold_triplets=triplets, gold_names=[*people, org])
+        triplets = [(p, rel.name, obj) for p in subjects]
+        return self.record(rid, "write", segments, gold_triplets=triplets, gold_names=[*subjects, obj])
 
     def negative(self, rid: str) -> Record:
         if self.rng.random() < self.config.passages.hard_negatives:
             text = self.passages.negative()
         else:
-            scene = Scene()
-            text = fill(self.rng.choice(self.config.negatives), per=self.fresh_person(scene), org=self.fresh_org(scene))
+            scene = Scene()  # a fresh name of every type, in schema order, whichever the template names
+            template = self.rng.choice(self.schema.negatives)
+            text = fill(template, **{t: self.fresh(scene, t) for t in self.schema.types})
         segments = [
             Segment(role="user", text=text, train=False),
             Segment(role="assistant", text=self.replies.nothing, train=True),
@@ -389,7 +401,8 @@ class Builder:
         what is stated in words (a statement beside the call: its writes), else nothing."""
         scene = Scene()
         rel = self.pick_rel()
-        fact = (self.fresh_person(scene), rel.name, self.fresh_org(scene))
+        subject = self.fresh_subject(scene, rel)
+        fact = (subject, rel.name, self.fresh_object(scene, rel, avoid=subject))
         call = fill(self.rng.choice(self.config.injection.wrappers), call=self.rng.choice(INJECTION_FORMS)(*fact))
         if self.rng.random() < self.config.injection.stated:
             stated = self.write(rid)
@@ -485,18 +498,19 @@ class Builder:
         )
 
     def unstated(self, text: str, facts: list[Triplet], named: tuple[str, ...] = ()) -> Triplet:
-        """A fact `text` does not state, near the ones it does: another of its people or the
-        organisations it names (`named`, else the split's companies found in it) in the pair, an
-        organisation as the subject, or a relation of another kind."""
+        """A fact `text` does not state, near the ones it does: another of its subjects or the
+        objects it names (`named`, else the split's names of the object type found in it) in the
+        pair, an object as the subject, or a relation of another kind (not one `implied_together`)."""
         rng, stated = self.rng, set(facts)
         person, relation, org = rng.choice(facts)
+        spec = self.schema.relation(relation)
         people = [p for p in dict.fromkeys(f[0] for f in facts) if p != person]
         orgs = [o for o in dict.fromkeys(f[2] for f in facts) if o != org]
-        others = named or [o for o in self.pool.orgs if o in text]
+        others = named or [o for o in self.pool.names[spec.object] if o in text]
         orgs += [o for o in others if o != org and o not in orgs][:4]
         candidates = [(p, relation, org) for p in people] + [(person, relation, o) for o in orgs]
-        candidates += [(org, relation, o) for o in orgs]  # an organisation is nobody's employee
-        kind = next((group for group in IMPLIED_TOGETHER if relation in group), ())
+        candidates += [(org, relation, o) for o in orgs]  # the roles reversed: an organisation is nobody's employee
+        kind = next((group for group in self.implied if relation in group), ())
         others = [r.name for r in self.rels if r.name not in kind]
         if others:
             candidates.append((person, rng.choice(others), org))
@@ -505,8 +519,8 @@ class Builder:
             return rng.choice(candidates)
         scene = Scene()  # someone or something the text never names
         if rng.random() < 0.5:
-            return (self.fresh_person(scene), relation, org)
-        return (person, relation, self.fresh_org(scene))
+            return (self.fresh(scene, spec.subject, avoid=org), relation, org)
+        return (person, relation, self.fresh(scene, spec.object, avoid=person))
 
     def question_rels(self, shape: str) -> list[Rel]:
         """The relations a question of this shape can be asked about (existence checks need phrasings)."""
@@ -563,14 +577,14 @@ class Builder:
         else:  # e.g. only rare relations have existence questions: plant one
             rel = self.pick_rel(self.question_rels(shape))
             scene = Scene()
-            org = self.fresh_org(scene)
-            group = Group(rel, org, [self.person_for(scene, rel, org, [])])
+            org = self.fresh_object(scene, rel)
+            group = Group(rel, org, [self.subject_for(scene, rel, org, [])])
             scene.add(group)
             self.fill(scene, self.n_facts())
             self.shuffle_in(scene, group)
             facts = scene.memory()
             m = Memory(scene, facts, self.oracle.open(facts), 0)
-            anchor = (group.people[0], rel.name, org)
+            anchor = (group.subjects[0], rel.name, org)
         query = query_of(shape, anchor)
         m.asked.add(query)
         results = m.session.read(*query)
@@ -587,8 +601,10 @@ class Builder:
     def unanswerable_query(self, shape: str, scene: Scene, rel: Rel) -> Query:
         """A query of the shape over this memory that may well find nothing (the store decides)."""
         rng = self.rng
-        person = self.fresh_person(scene) if rng.random() < 0.5 or not scene.facts_of else rng.choice(scene.people())
-        org = self.fresh_org(scene) if rng.random() < 0.5 else rng.choice(scene.orgs)
+        subjects, objects = scene.subjects_of(rel.cfg.subject), scene.objects_of(rel.cfg.object)
+        person = self.fresh_subject(scene, rel) if rng.random() < 0.5 or not subjects else rng.choice(subjects)
+        objects = [o for o in objects if o != person]
+        org = self.fresh_object(scene, rel, person) if rng.random() < 0.5 or not objects else rng.choice(objects)
         return query_of(shape, (person, rel.name, org))
 
     def unanswerable(self, rid: str, shape: str) -> Record:
@@ -626,9 +642,9 @@ class Builder:
         person, relation, org = fact
         rel = self.by_name[relation]
         if rel.one_object:  # the person moves to another organisation
-            others = [o for o in scene.orgs if o != org and (o, relation) not in scene.filled]
+            others = [o for o in scene.objects_of(rel.cfg.object) if o != org and (o, relation) not in scene.filled]
             if rel.one_subject or not others or self.rng.random() < 0.5:
-                new_org = self.fresh_org(scene)
+                new_org = self.fresh_object(scene, rel, avoid=person)
             else:
                 new_org = self.rng.choice(others)
             options = [
@@ -638,7 +654,7 @@ class Builder:
                 ("per_org", (person, None, new_org)),
             ]
             return (person, relation, new_org), org, options
-        new_person = self.fresh_person(scene)  # someone new takes the organisation's role
+        new_person = self.fresh_subject(scene, rel, avoid=org)  # someone new takes the object's role
         options = [
             ("rel_org", (None, relation, org)),
             ("per", (new_person, None, None)),
@@ -655,14 +671,14 @@ class Builder:
         else:  # plant a fact to update in a memory of its own
             rel = self.pick_rel([r for r in self.rels if r.cfg.updates])
             scene = Scene()
-            org = self.fresh_org(scene)
-            group = Group(rel, org, [self.fresh_person(scene)])
+            org = self.fresh_object(scene, rel)
+            group = Group(rel, org, [self.fresh_subject(scene, rel, avoid=org)])
             scene.add(group)
             self.fill(scene, self.n_facts())
             self.shuffle_in(scene, group)
             facts = scene.memory()
             m = Memory(scene, facts, self.oracle.open(facts), 0)
-            old = (group.people[0], rel.name, org)
+            old = (group.subjects[0], rel.name, org)
         rel = self.by_name[old[1]]
         new, old_value, options = self.change(m.scene, old)
         weights = [self.shape_weights[s] or 1e-9 for s, _ in options]
@@ -675,7 +691,7 @@ class Builder:
         segments = [
             Segment(
                 role="user",
-                text=fill(self.rng.choice(rel.cfg.updates), per=person, old=old_value, org=org),
+                text=fill(self.rng.choice(rel.cfg.updates), subject=person, old=old_value, object=org),
                 train=False,
             ),
             Segment(role="assistant", text=render_write(*new), train=True),
@@ -686,18 +702,18 @@ class Builder:
         return self.record(rid, "update", segments, shape=shape, gold_triplets=[new], gold_names=names, memory=m.facts)
 
     def two_hop_question(self, first: Rel, second: Rel, person: str) -> str:
-        clause = self.rng.choice(first.cfg.org_clause)
-        phrase = self.rng.choice(self.config.two_hop.org_phrases).replace("{clause}", clause)
-        template = self.rng.choice(second.cfg.questions.rel_org).replace("{org}", phrase)
-        return fill(template, per=person)
+        clause = self.rng.choice(first.cfg.clause)
+        phrase = self.rng.choice(self.schema.types[first.cfg.object].by_clause).replace("{clause}", clause)
+        template = self.rng.choice(second.cfg.questions.rel_org).replace("{object}", phrase)
+        return fill(template, subject=person)
 
     def plant_two_hop(self, scene: Scene, first: Rel, second: Rel) -> list[Group]:
         """Add 'people <second> org' and 'person <first> org' (the person has no other fact)."""
-        org = self.fresh_org(scene)
+        org = self.fresh_object(scene, second)
         people: list[str] = []
         for _ in range(self.group_size(second, self.config.memory.max_group, self.config.memory.max_group)):
-            people.append(self.person_for(scene, second, org, people))
-        person = self.fresh_person(scene)
+            people.append(self.subject_for(scene, second, org, people))
+        person = self.fresh_subject(scene, first, avoid=org)
         groups = [Group(second, org, people), Group(first, org, [person])]
         for group in groups:
             scene.add(group)

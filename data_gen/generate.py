@@ -3,8 +3,9 @@
     OUT/dataset_dict.json, OUT/{train,validation,test,episodes}/   Hugging Face DatasetDict (save_to_disk)
     OUT/jsonl/{train,validation,test}.jsonl                          records (memory_runtime.records.Record)
     OUT/jsonl/episodes.jsonl                                         episodes (data_gen.episodes.Episode)
-    OUT/world.json                                                   name pools per split, test-only orgs
+    OUT/world.json                                                   name pools per type and split, test-only names
     OUT/config.yaml                                                  the config used (seed included)
+    OUT/schema.yaml                                                  the schema used (data_gen/schema.py)
     OUT/README.md                                                    dataset card: counts, conventions, config
 
 Nothing in OUT depends on the clock or the machine: the same config and seed give byte-identical
@@ -154,6 +155,52 @@ def tiny_dataset_dict(train: int, validation: int = 0, *, seed: int = 0):
     )
 
 
+def schema_sample(schema_file: str | Path | None, records: int = 12, *, seed: int = 0):
+    """What a schema generates, small: (config, records, episodes) of the tiny data config on the schema,
+    with what the schema cannot make left out of the mix (updates without an updatable relation, two-hop
+    without a clause, passages and hard negatives where the passage bank's relations are not the
+    schema's). `memlm schema check` prints it. Raises ConfigError for a bad schema."""
+    from data_gen.passages import PassageBank
+    from data_gen.schema import Schema
+
+    schema = Schema.load(schema_file)
+    phrased = schema.phrased()
+    raw = DataConfig.read_yaml(TINY_CONFIG)
+    raw["schema_file"] = None if schema_file is None else str(Path(schema_file).resolve())
+    raw["seed"] = seed
+    raw["splits"] = {"train": records, "validation": 0, "test": 0}
+    raw["world"]["names"] = {
+        name: {"train": 30, "validation": 10, "test": 10}
+        if spec.pool == "split"
+        else {"faker": 30 if any(s.faker for s in spec.names) else 0}
+        for name, spec in schema.types.items()
+    }
+    bank = {r for r in PassageBank.load().relations}
+    names = {r.name for r in schema.relations}
+    with_bank = bank <= names and len({(schema.relation(r).subject, schema.relation(r).object) for r in bank}) == 1
+    mix = raw["mix"]
+    mix.update(real=0, verify=0, passage=mix["passage"] if with_bank else 0)
+    if not any(r.updates and r.weight for r in phrased):
+        mix["update"] = 0
+        raw["episodes"]["updates"] = {"min": 0, "max": 0}
+    pairs = [(a, b) for a in phrased for b in phrased if a is not b and a.clause and a.object == b.object]
+    if not any(schema.types[a.object].by_clause for a, _ in pairs):
+        mix["two_hop"] = 0
+        raw["episodes"]["two_hop"] = 0
+    if not schema.negatives:
+        mix["negative"] = mix["negative"] if with_bank else 0
+        raw["passages"]["hard_negatives"] = 1
+    elif not with_bank:
+        raw["passages"]["hard_negatives"] = 0
+    if not any(r.questions.per_rel_org for r in phrased):
+        raw["shapes"]["per_rel_org"] = 0
+    raw["episodes"]["count"] = 1
+    raw["episodes"]["pool"] = "train"
+    config = DataConfig.from_dict(raw, source=f"the tiny data config on {schema_file or 'person-organisation'}")
+    _, splits, episodes = generate_records(config)
+    return config, splits["train"], episodes
+
+
 # ----------------------------------------------------------------------------- the run
 
 
@@ -290,6 +337,7 @@ def write_outputs(
         json.dumps(world.to_dict(), ensure_ascii=False, indent=1) + "\n", encoding="utf-8"
     )
     (out_dir / "config.yaml").write_text(config.to_yaml(), encoding="utf-8")
+    (out_dir / "schema.yaml").write_text(config.data_schema.to_yaml(), encoding="utf-8")
     (out_dir / "README.md").write_text(dataset_card(config, world, splits, episodes, real), encoding="utf-8")
 
 
@@ -358,18 +406,22 @@ def dataset_card(
                 shape_rows.append([split, kind, *(counts[s] for s in READ_SHAPES)])
     turns = Counter(t.kind for e in episodes for t in e.turns)
     unanswerable = sum(1 for e in episodes for t in e.turns if t.kind == "question" and t.answer_names == [])
-    pools = [[s, len(p.people), len(p.orgs)] for s, p in world.pools.items()]
-    unseen = set(world.test_only_orgs)
+    schema = config.data_schema
+    plurals = list(world.plurals.values())
+    pools = [[s, *(len(p.names[t]) for t in world.plurals)] for s, p in world.pools.items()]
+    disjoint = ", ".join(schema.plural(t) for t, spec in schema.types.items() if spec.pool == "split") or "none"
+    held_out = ", ".join(f"{len(names)} {world.plurals[t]}" for t, names in world.test_only.items()) or "no names"
+    unseen = {name for names in world.test_only.values() for name in names}
     test = splits.get("test", [])
-    n_unseen = sum(1 for r in test if any(t[2] in unseen for t in [*r.memory, *r.gold_triplets]))
+    n_unseen = sum(1 for r in test if any(t[0] in unseen or t[2] in unseen for t in [*r.memory, *r.gold_triplets]))
     return f"""# memlm synthetic memory data
 
-Person–relation–organisation worlds and training examples for a model with an explicit read-write
-triplet memory (RET-LLM style), generated by `memlm generate` (package `data_gen`).
+Worlds of the schema's entity types and relations, and training examples for a model with an explicit
+read-write triplet memory (RET-LLM style), generated by `memlm generate` (package `data_gen`).
 
 - seed: **{config.seed}** — the same config and seed give byte-identical files
 - generator: faker {faker.VERSION}, datasets {datasets.__version__}
-- relations: {", ".join(r.name for r in config.relations)}
+- schema: {config.data_schema.name}; templated relations: {", ".join(r.name for r in config.data_schema.phrased())}
 
 ## Files
 
@@ -378,8 +430,9 @@ triplet memory (RET-LLM style), generated by `memlm generate` (package `data_gen
 | `dataset_dict.json`, `train/`, `validation/`, `test/`, `episodes/` | Hugging Face `DatasetDict` (`datasets.load_from_disk`) |
 | `jsonl/train.jsonl`, `jsonl/validation.jsonl`, `jsonl/test.jsonl` | the same records, one `memory_runtime.records.Record` per line |
 | `jsonl/episodes.jsonl` | episodes, one `data_gen.episodes.Episode` per line (the format of the eval's `episodes=`) |
-| `world.json` | the people of each split (disjoint pools), the organisations of each split, the test-only organisations |
+| `world.json` | the names of each type per split (a type drawn per split: disjoint pools), the test-only names of shared types |
 | `config.yaml` | the config of this run |
+| `schema.yaml` | the schema of this run: entity types, relations, phrasings |
 
 ## Counts
 
@@ -394,12 +447,12 @@ Query shapes (read = answerable, unanswerable = nothing stored, update = the que
 Episodes: {len(episodes)} from the {config.episodes.pool} pool — {turns["statement"]} statement, {turns["update"]} update
 and {turns["question"]} question turns ({unanswerable} unanswerable).
 
-Name pools (people disjoint across splits; {len(world.test_only_orgs)} organisations only in test):
+Name pools ({disjoint} disjoint across splits; {held_out} only in test):
 
-{_table(["split", "people", "organisations"], pools)}
+{_table(["split", *plurals], pools)}
 
-{n_unseen} of {len(test)} test records involve an organisation never seen in training (`world.json`
-lists them under `test_only_orgs`).
+{n_unseen} of {len(test)} test records involve a name never seen in training (`world.json` lists
+them under {", ".join(f"`test_only_{world.plurals[t]}`" for t in world.test_only) or "nothing"}).
 
 ## Record conventions
 

@@ -2,6 +2,7 @@
 ``key=value`` overrides, the few flags typed every day) and calling one function of a package.
 
     data.py        generate                        (data_gen)
+    schema.py      schema check, schema table      (data_gen.schema)
     train.py       train, inspect, merge, bench train (training)
     evaluation.py  eval, bench decode              (eval)
     serve.py       serve, ui, bench serve          (memory_runtime.serving)
@@ -19,7 +20,7 @@ from memlm.cli.common import app
 
 # The modules register their commands; `memlm --help` lists them in this order.
 # isort: off
-from memlm.cli import data, train, evaluation, serve, chat, learn, sample, memory, env, config  # noqa: F401, E402
+from memlm.cli import data, schema, train, evaluation, serve, chat, learn, sample, memory, env, config  # noqa: F401, E402
 # isort: on
 
 # Warnings every run would print and no user can act on (library internals); also set in the

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from memlm.cli.common import OVERRIDES, app, console, fail, load
+from memlm.cli.common import OVERRIDES, app, console, fail, find_config, load
 
 
 @app.command("generate")
@@ -17,15 +17,19 @@ def generate(
         ..., "--out", help="Output directory (DatasetDict, JSONL, README.md card, config.yaml: the resolved config)."
     ),
     seed: int | None = typer.Option(None, "--seed", help="Sets seed."),
+    schema: Path | None = typer.Option(
+        None, "--schema", help="Sets schema_file: a schema YAML (entity types, relations) or a shipped one's name."
+    ),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an earlier output in --out."),
 ) -> None:
     """Generate memory training data: train/validation/test records and episodes from synthetic worlds,
     and from real annotated corpora where the config names some (real.sources; the default config
-    trains on the KnowledgeNet passages of data/real_train/)."""
+    trains on the KnowledgeNet passages of data/real_train/). What the worlds are about is the config's
+    schema (schema_file, or --schema; `memlm schema check FILE` shows what one generates)."""
     from data_gen.config import DataConfig
     from data_gen.generate import generate as generate_data
 
-    cfg = load(DataConfig, config, overrides, {"seed": seed})
+    cfg = load(DataConfig, config, overrides, {"seed": seed, "schema_file": find_config(schema)})
     try:
         report = generate_data(cfg, out, overwrite=overwrite)
     except (ValueError, OSError) as err:  # a bad corpus (named in the message), an existing --out

@@ -23,9 +23,9 @@ def test_shipped_configs_load():
     default = DataConfig.load(DEFAULT)
     assert sum(default.splits.model_dump().values()) == 100_000
     tiny = DataConfig.load(TINY)  # `base: default.yaml` merged key by key
-    assert tiny.splits.train == 120 and tiny.world.people.test == 100
-    assert tiny.world.locales == default.world.locales and tiny.relations == default.relations
-    assert tiny.world.companies.faker == 10 and tiny.world.companies.real is True
+    assert tiny.splits.train == 120 and tiny.world.names["person"].test == 100
+    assert tiny.world.locales == default.world.locales and tiny.data_schema == default.data_schema
+    assert tiny.world.names["organisation"].faker == 10 and tiny.world.names["organisation"].lists is True
 
 
 def test_seed_override_and_yaml_round_trip(tmp_path):
@@ -42,8 +42,8 @@ def test_unknown_field_is_named(base):
     message = invalid(data)
     assert "world.localez" in message and "unknown field" in message
     data = copy.deepcopy(base)
-    data["relations"][0]["questions"]["per_rell"] = ["Where?"]
-    assert "relations.0.questions.per_rell" in invalid(data)
+    data["world"]["names"]["person"]["trian"] = 10
+    assert "world.names.person.trian" in invalid(data)
 
 
 def test_wrong_type_is_named(base):
@@ -69,45 +69,34 @@ def test_unknown_relation_in_two_hop_pairs(base):
     assert "two_hop.pairs[0][1]" in message and "'manages'" in message
 
 
-def test_unknown_placeholder_in_template_is_named(base):
+def test_world_names_must_fit_the_schema_types(base):
     data = copy.deepcopy(base)
-    data["relations"][2]["questions"]["rel_org"].append("Who backs {company}?")
-    message = invalid(data)
-    assert "relations.2.questions.rel_org" in message and "{company}" in message
+    data["world"]["names"]["company"] = {"faker": 3}
+    assert "world.names.company: not a type of the schema" in invalid(data)
     data = copy.deepcopy(base)
-    data["relations"][0]["statements"]["singular"] = ["{per} works somewhere."]
-    assert "relations.0.statements.singular" in invalid(data) and "missing placeholder {org}" in invalid(data)
-
-
-def test_relation_names_must_be_canonical_in_the_memory_table(base):
+    del data["world"]["names"]["person"]
+    assert "world.names.person: needs train, validation and test" in invalid(data)
     data = copy.deepcopy(base)
-    data["relations"][0]["name"] = "works for"  # an alias of "employed by"
-    message = invalid(data)
-    assert "relations[0].name" in message and "'employed by'" in message
-
-
-def test_updates_need_a_functional_relation(base):
+    data["world"]["names"]["organisation"]["train"] = 40
+    assert "world.names.organisation.train: only for a type drawn per split" in invalid(data)
     data = copy.deepcopy(base)
-    data["relations"][2]["updates"] = ["{per} sold {old} and bought {org}."]  # investor in: not functional
-    assert "relations[2].updates" in invalid(data)
+    data["world"]["names"]["person"]["faker"] = 40
+    assert "world.names.person.faker: only for a type the splits share" in invalid(data)
 
 
-def test_new_relation_by_config_alone(base):
-    data = copy.deepcopy(base)
-    data["relations"].append(
-        {
-            "name": "advisor to",
-            "fact": {"singular": "{per} is an advisor to {org}.", "plural": "{per} are advisors to {org}."},
-            "statements": {"singular": ["{per} advises {org}."], "plural": ["{per} advise {org}."]},
-            "questions": {
-                "per_rel": ["Whom does {per} advise?"],
-                "rel": ["Who is an advisor?"],
-                "rel_org": ["Who advises {org}?"],
-            },
-        }
-    )
+def test_the_schema_is_the_relation_table_of_generated_data(base, tmp_path):
+    """memory_config brings the store's other settings; a relation table of its own that is not the
+    schema's would make data the runtime disagrees with."""
+    memory = tmp_path / "memory.yaml"
+    memory.write_text("fuzzy: {threshold: 0.6}\n")
+    data = copy.deepcopy(base) | {"memory_config": str(memory)}
     config = DataConfig.from_dict(data)
-    assert config.relation("advisor to").weight == 1
+    from data_gen.config import memory_table
+
+    table = memory_table(config)
+    assert table.fuzzy.threshold == 0.6 and "employed by" in table.relation_names
+    memory.write_text("relations:\n  - {name: employed by, functional: subject}\n")
+    assert "memory_config: its relations differ from the schema" in invalid(data)
 
 
 def test_file_errors(tmp_path):

@@ -160,8 +160,8 @@ def test_aggregated_answer_reads_naturally(tiny_records, tiny_config):
     assert groups, "no three-person answer in the tiny data"
     for r in groups:
         names = [t[0] for t in r.gold_triplets]
-        plural = tiny_config.relation(r.gold_triplets[0][1]).fact.plural  # "{per} are employed by {org}."
-        expected = plural.format(per=f"{names[0]}, {names[1]}, and {names[2]}", org=r.gold_triplets[0][2])
+        plural = tiny_config.data_schema.relation(r.gold_triplets[0][1]).fact.plural  # "{subject} are employed by ..."
+        expected = plural.format(subject=f"{names[0]}, {names[1]}, and {names[2]}", object=r.gold_triplets[0][2])
         assert r.segments[-1].text == f" {expected}"
 
 
@@ -169,13 +169,13 @@ def test_names_come_from_the_split_pools(tiny_run):
     world, splits, episodes = tiny_run
     for split, records in splits.items():
         pool = world.pools[split]
-        people, orgs = set(pool.people), set(pool.orgs)
+        people, orgs = set(pool.names["person"]), set(pool.names["organisation"])
         for r in records:
             if r.type == "passage":  # realistic names and organisations of many kinds: test_passages.py
                 continue
             for s, _, o in [*r.memory, *r.gold_triplets]:
                 assert s in people and o in orgs, (r.id, s, o)
-    unseen = set(world.test_only_orgs)
+    unseen = set(world.test_only["organisation"])
     assert any(o in unseen for r in splits["test"] for _, _, o in [*r.memory, *r.gold_triplets])
 
 
