@@ -3,11 +3,13 @@ cases in each, in one run.
 
 The cases are teacher-forced test records (every call shape: writes, reads that pause for the
 memory, answers), decoded greedily through the eval's sessions. On the hf engine batch size 1 is
-one turn at a time (Controller over HFBackend) and larger ones go through memory_runtime.generation.batching;
+one turn at a time (OneAtATime over HFBackend) and larger ones go through memory_runtime.generation.batching;
 on vllm the size caps the turns in the engine at once. Every cell (engine, batch size) is compared
 turn for turn with the first (`agreement`, `same_results`), so a speedup is not bought with other
 answers. Engines run one after the other; an engine's sizes take turns over `rounds`, so a machine
-that speeds up or slows down shifts them alike.
+that speeds up or slows down shifts them alike. On a CPU it also prints the bound on one stream of
+tokens: the measured read bandwidth over the model's bytes (every weight is read once per token),
+and each cell's tokens/s as a share of it.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from eval.config import EvalConfig
 from eval.records import evaluate_records, load_records, summarise_records
 from eval.systems import System
 from memory_runtime.generation.runtime import Engine, Generation, open_runtime
+from memory_runtime.models.hardware import memory_bandwidth, model_bytes
 
 
 def bench_decode(
@@ -51,10 +54,13 @@ def bench_decode(
     totals = {cell: {"seconds": 0.0, "turns": 0, "tokens": 0} for cell in cells}
     rows_by_cell: dict[tuple[str, int], list[dict]] = {}
     dtypes: dict[str, str] = {}
+    weights: int | None = None  # bytes of the model's weights as the hf engine holds them (vllm loads the same)
     for engine in engines:  # one engine at a time: an idle one would take cores from the other
         runtime = open_runtime(on[engine])
         system = System.under_test(runtime)
         dtypes[engine], device = runtime.dtype, runtime.device
+        if runtime.model is not None:
+            weights = model_bytes(runtime.model)
         log(f"bench decode: {engine} engine on {device} ({runtime.dtype})")
         evaluate_records(system, records[:4], batch_size=max(batch_sizes))  # warm-up: first steps are slow
         for r in range(rounds):
@@ -103,6 +109,16 @@ def bench_decode(
             for cell, t in totals.items()
         },
     }
+    if not device.startswith("cuda"):  # one token of one stream reads every weight: the CPU's bound
+        bandwidth = memory_bandwidth()
+        out["bandwidth_gb_per_s"] = bandwidth.gb_per_s
+        if weights is not None:
+            ceiling = bandwidth.ceiling_tokens_per_s(weights)
+            out["model_bytes"] = weights
+            out["ceiling_tokens_per_s"] = round(ceiling, 1)
+            out["share_of_ceiling"] = {  # above 1 only where several streams share each read (batch > 1)
+                name[cell]: round(t["tokens"] / t["seconds"] / ceiling, 3) for cell, t in totals.items()
+            }
     base = totals[first]["turns"] / totals[first]["seconds"]
     for cell in cells[1:]:
         out[f"speedup_{name[cell]}_vs_{name[first]}"] = round(totals[cell]["turns"] / totals[cell]["seconds"] / base, 3)

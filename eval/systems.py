@@ -5,9 +5,9 @@
     zero_shot  the base model without memory: every fact it may need is in its prompt
                (the RET-LLM paper's comparison with Alpaca)
 
-Every system answers through the same `Controller`, so calls, replies, tokens and timings are
-measured the same way; the zero-shot system gets an empty store, and any call it emits finds
-nothing.
+Every system answers through a turn engine (memory_runtime.generation.engine) and its memory
+controller, so calls, replies, tokens and timings are measured the same way; the zero-shot system
+gets an empty store, and any call it emits finds nothing.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from memory_runtime.generation.backend import Backend
-from memory_runtime.generation.batching import BatchDecoder, OneAtATime, Session, TurnRequest
-from memory_runtime.generation.controller import TurnResult, turn_messages
+from memory_runtime.generation.batching import BatchDecoder, OneAtATime
+from memory_runtime.generation.engine import Session, TurnEngine, TurnRequest, TurnResult, turn_messages
 from memory_runtime.generation.hf_backend import HFBackend
 from memory_runtime.generation.write_gate import WriteGate
 from memory_runtime.memory.store import TripletStore
@@ -85,7 +85,9 @@ class System:
     copy_fields: bool = True  # names in calls copied from the conversation, relations from the table (field_copy)
     system_prompt: str | None = SYSTEM_PROMPT  # memlm's: the one its model was trained with
     write_gate: WriteGate | None = None  # scores the writes it generates, may hold some back
-    decoder: Any = None  # a decoder that runs every turn of this system (the vllm engine's); default: the model's
+    decoder: TurnEngine | None = None  # the engine of all its turns (the vllm engine's); default: the model's
+    temperature: float = 0.0  # eval decodes greedily; self-instruct's probe samples as its config says
+    top_p: float = 1.0
 
     @classmethod
     def under_test(cls, runtime: Any) -> System:
@@ -131,12 +133,14 @@ class System:
             namespace=namespace,
             max_new_tokens=self.max_new_tokens,
             max_calls=self.max_calls,
+            temperature=self.temperature,
+            top_p=self.top_p,
         )
 
-    def decoder_for(self, batch_size: int = 1) -> Any:
-        """What runs this system's turns: its own decoder (the vllm engine's), `batch_size` turns at once
-        over the model (memory_runtime.generation.batching; the same greedy results), or one at a time (Controller
-        over a streaming backend)."""
+    def decoder_for(self, batch_size: int = 1) -> TurnEngine:
+        """The engine of this system's turns: its own (the vllm engine's), `batch_size` turns at once
+        over the model (memory_runtime.generation.batching; the same greedy results), or one at a time
+        over a streaming backend (OneAtATime)."""
         if self.decoder is not None:
             return self.decoder
         if batch_size > 1 and self.backend_factory is None:
@@ -157,7 +161,7 @@ class System:
 
     def run(self, request: TurnRequest) -> TurnResult:
         """One request, alone."""
-        return self.decoder_for(1).run([request])[0]
+        return self.decoder_for(1).run_turn(request)
 
     def turn(
         self,

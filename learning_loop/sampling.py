@@ -38,8 +38,7 @@ from typing import Any
 from pydantic import Field, model_validator
 
 from learning_loop.reward import TurnKind, TurnScore, score_turn
-from memory_runtime.generation.batching import Session, TurnRequest
-from memory_runtime.generation.controller import TurnResult, turn_messages
+from memory_runtime.generation.engine import Session, TurnEngine, TurnRequest, TurnResult, turn_messages
 from memory_runtime.generation.runtime import Generation, with_defaults
 from memory_runtime.memory.store import MemoryConfig, TripletStore
 from memory_runtime.protocol import SYSTEM_PROMPT
@@ -205,13 +204,13 @@ def sample_seed(seed: int, prompt_id: str, index: int) -> int:
 
 def run_prompts(
     prompts: Sequence[Prompt],
-    decoder: Any,
+    decoder: TurnEngine,
     config: SampleConfig,
     memory: MemoryConfig | None = None,
     system_prompt: str | None = SYSTEM_PROMPT,
     progress: Callable[[], None] | None = None,
 ) -> list[Run]:
-    """`samples_per_prompt` runs of every prompt through `decoder` (memory_runtime.generation's run_sessions),
+    """`samples_per_prompt` runs of every prompt through `decoder` (a turn engine's run_sessions),
     each against a scratch memory holding the prompt's `memory`; scored with the reward."""
     runs = [(p, i) for p in prompts for i in range(config.samples_per_prompt)]
     return run_cases(runs, decoder, config.generation, config.seed, memory, system_prompt, progress)
@@ -219,7 +218,7 @@ def run_prompts(
 
 def run_cases(
     cases: Sequence[tuple[Prompt, int]],
-    decoder: Any,
+    decoder: TurnEngine,
     generation: Generation,
     seed: int,
     memory: MemoryConfig | None = None,

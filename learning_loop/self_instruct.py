@@ -9,8 +9,8 @@ One round:
     augment   the model sees seed tasks (human-written, configs/self_instruct/seed_tasks.jsonl)
               as spec -> sentence examples and writes the draft's sentence; a generation that
               leaves out a name the spec gives, gives away an answer, or copies a seed is dropped.
-    execute   each task runs through the controller with the model and a fresh store holding
-              the task's memory.
+    execute   each task runs through the model's turn engine (the one `generation.engine` opens,
+              batched as eval's turns are) with a fresh store holding the task's memory.
     reward    learning_loop.reward: exact only for exactly the gold writes / gold reads and names.
     keep      exact trajectories become data_gen Records (user untrained, the model's calls
               and answer trained, inserted results untrained), written as JSONL that
@@ -34,10 +34,10 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from eval.metrics import names_in
-from learning_loop.reward import TurnScore, score_turn
+from learning_loop.reward import score_turn
 from memory_runtime.generation.backend import Backend
-from memory_runtime.generation.controller import Controller, TurnResult
-from memory_runtime.generation.runtime import Generation, with_defaults
+from memory_runtime.generation.engine import Session, TurnEngine, TurnRequest, TurnResult, turn_messages
+from memory_runtime.generation.runtime import Generation, Runtime, with_defaults
 from memory_runtime.jsonl import read_models
 from memory_runtime.memory.store import MemoryConfig, TripletStore, normalize_term
 from memory_runtime.protocol import SYSTEM_PROMPT, Call, Triplet, parse_calls
@@ -159,7 +159,7 @@ def augment_messages(draft: Task, demos: Sequence[Task]) -> list[dict[str, str]]
 
 
 def generate_text(backend: Backend, messages: list[dict[str, str]], max_new_tokens: int) -> str:
-    """Plain generation through a controller backend (no memory calls are run)."""
+    """Plain generation through a streaming backend (no memory calls are run)."""
     backend.start(messages)
     stream = backend.stream(max_new_tokens)
     try:
@@ -238,22 +238,29 @@ def augment(
 # ----------------------------------------------------------------------------- execute, reward, keep
 
 
-def execute(
+def task_session(
     task: Task,
-    backend: Backend,
     memory_config: MemoryConfig | None = None,
     *,
     max_new_tokens: int = 128,
     max_calls: int = 8,
     system_prompt: str | None = SYSTEM_PROMPT,
-) -> tuple[TurnResult, TurnScore]:
-    """Run the task through the controller with a fresh store holding its memory; score the turn."""
+    temperature: float = 0.0,
+    top_p: float = 1.0,
+) -> Session:
+    """The task as a session of a turn engine: its turn against a fresh store holding its memory; returns
+    (the turn, its score)."""
     with TripletStore(":memory:", memory_config) as store:
         if task.memory:
             store.write_many(task.memory, at=1.0)
-        result = Controller(
-            backend, store, system_prompt=system_prompt, max_calls=max_calls, max_new_tokens=max_new_tokens
-        ).run_turn(task.text)
+        result = yield TurnRequest(
+            turn_messages(task.text, system_prompt=system_prompt),
+            store,
+            max_new_tokens=max_new_tokens,
+            max_calls=max_calls,
+            temperature=temperature,
+            top_p=top_p,
+        )
         score = score_turn(
             task.kind,
             result.calls,
@@ -285,24 +292,26 @@ def trajectory_record(task: Task, result: TurnResult, *, source: str = "self_ins
 
 def run_tasks(
     tasks: Sequence[Task],
-    backend: Backend,
+    engine: TurnEngine,
     memory_config: MemoryConfig | None = None,
     *,
     max_new_tokens: int = 128,
     max_calls: int = 8,
     system_prompt: str | None = SYSTEM_PROMPT,
+    temperature: float = 0.0,
+    top_p: float = 1.0,
 ) -> tuple[list[Record], list[dict]]:
-    """(records of the exact trajectories, a log row per task)."""
+    """(records of the exact trajectories, a log row per task): every task through `engine` (:func:`task_session`)."""
+    run = dict(
+        max_new_tokens=max_new_tokens,
+        max_calls=max_calls,
+        system_prompt=system_prompt,
+        temperature=temperature,
+        top_p=top_p,
+    )
     kept, log = [], []
-    for task in tasks:
-        result, score = execute(
-            task,
-            backend,
-            memory_config,
-            max_new_tokens=max_new_tokens,
-            max_calls=max_calls,
-            system_prompt=system_prompt,
-        )
+    outcomes = engine.run_sessions(task_session(task, memory_config, **run) for task in tasks)
+    for task, (result, score) in zip(tasks, outcomes):
         log.append(
             {
                 "id": task.id,
@@ -338,7 +347,7 @@ class TrainStep(Strict):
 
 # execution: the short turns of one statement or question, as eval decodes them
 SELF_INSTRUCT_GENERATION: dict = {"max_new_tokens": 96, "max_calls": 8, "engine": "hf"}
-IN_PROCESS = "self-instruct runs one turn at a time over the model (hf)"
+IN_PROCESS = "self-instruct writes its sentences with the model in this process (hf)"
 
 
 class SelfInstructConfig(Strict):
@@ -364,7 +373,8 @@ class SelfInstructConfig(Strict):
     generation: Generation = Field(
         default_factory=lambda: Generation(**SELF_INSTRUCT_GENERATION),
         description="the model trained (model: a base model or a run to continue; null: the embedded base) and how "
-        "it executes and writes (one turn at a time, engine hf, no write gate: the reward checks every write)",
+        "it executes and writes (engine hf: the sentences stream from the model in this process, the tasks run "
+        "through its turn engine, batched; no write gate: the reward checks every write)",
     )
 
     @model_validator(mode="before")
@@ -394,16 +404,25 @@ class SelfInstructConfig(Strict):
 
 def score_tasks(
     tasks: Sequence[Task],
-    backend: Backend,
+    engine: TurnEngine,
     memory_config: MemoryConfig | None = None,
     *,
     max_new_tokens: int = 128,
     max_calls: int = 8,
     system_prompt: str | None = SYSTEM_PROMPT,
+    temperature: float = 0.0,
+    top_p: float = 1.0,
 ) -> dict:
     """The exact rate on tasks (the held-out paraphrase test): overall and per kind."""
     _, log = run_tasks(
-        tasks, backend, memory_config, max_new_tokens=max_new_tokens, max_calls=max_calls, system_prompt=system_prompt
+        tasks,
+        engine,
+        memory_config,
+        max_new_tokens=max_new_tokens,
+        max_calls=max_calls,
+        system_prompt=system_prompt,
+        temperature=temperature,
+        top_p=top_p,
     )
     out: dict = {"tasks": len(log), "correct": sum(r["exact"] for r in log)}
     for kind in ("write", "read", "unanswerable", "two_hop"):
@@ -421,13 +440,15 @@ def run_rounds(
     log: Callable[[str], None] = print,
     train_fn: Callable | None = None,
     backend_for: Callable[[str], Backend] | None = None,
+    engine_for: Callable[[str], TurnEngine] | None = None,
 ) -> list[dict]:
     """Run the configured rounds of `config.generation.model` into `out`: per round `round-N/` (drafts,
     generations, executions, kept.jsonl, adapter/) and one line per round in `rounds.jsonl`. Returns the
     round rows. Every task runs against a fresh memory of `config.generation.memory_config`.
 
-    `backend_for(model)` and `train_fn(train_config)` default to the real model (opened with
-    `config.generation`, memory_runtime.generation.runtime) and trainer."""
+    `backend_for(model)` streams the sentences (augment), `engine_for(model)` runs the tasks; with
+    `train_fn(train_config)` they default to the real model (opened once with `config.generation`,
+    memory_runtime.generation.runtime: its backend and its turn engine) and trainer."""
     from memory_runtime.models.loading import EMBEDDED_MODEL, trained_system_prompt
 
     model = config.generation.model or EMBEDDED_MODEL
@@ -437,7 +458,9 @@ def run_rounds(
     seeds = load_tasks(config.seed_tasks)
     tests = spread(load_tasks(config.test_tasks), config.test_limit) if config.test_tasks else []
     real = _real_passages(config)
-    backend_for = backend_for or _backend_for(config.generation)
+    opened = _Opened(config.generation)
+    backend_for = backend_for or opened.backend
+    engine_for = engine_for or opened.engine
     writer = backend_for(config.augment_model) if config.augment_model else None
     train_fn = train_fn or _train
     kept_files: list[str] = []
@@ -445,31 +468,33 @@ def run_rounds(
     for r in range(1, config.rounds + 1):
         t0 = time.perf_counter()
         rdir = out / f"round-{r}"
-        backend = backend_for(model)
+        engine = engine_for(model)
         run = {
             "max_new_tokens": config.generation.max_new_tokens,
             "max_calls": config.generation.max_calls,
             "system_prompt": trained_system_prompt(model),
+            "temperature": config.generation.temperature,
+            "top_p": config.generation.top_p,
         }
         row: dict = {"round": r, "model": model}
         if tests and r == 1:
-            row["test_before"] = score_tasks(tests, backend, memory, **run)
+            row["test_before"] = score_tasks(tests, engine, memory, **run)
             log(f"round {r}: held-out test before: {row['test_before']}")
         if real and r == 1:
-            row["real_before"] = score_real(real, backend, memory, **run)
+            row["real_before"] = score_real(real, engine, memory, **run)
             log(f"round {r}: real-text probe before: {row['real_before']}")
         drafts = draft_tasks(config.world, config.tasks_per_round, seed=config.seed + r)
         tasks, aug_log = augment(
             drafts,
             seeds,
-            writer or backend,
+            writer or backend_for(model),
             demos=config.demos,
             max_new_tokens=config.augment_max_new_tokens,
             rng=random.Random(config.seed * 1000 + r),
         )
         write_jsonl(rdir / "tasks.jsonl", tasks)
         _dump(rdir / "augment.jsonl", aug_log)
-        kept, run_log = run_tasks(tasks, backend, memory, **run)
+        kept, run_log = run_tasks(tasks, engine, memory, **run)
         _dump(rdir / "executions.jsonl", run_log)
         write_jsonl(rdir / "kept.jsonl", kept)
         if kept:
@@ -483,19 +508,20 @@ def run_rounds(
             }
         )
         log(f"round {r}: {len(drafts)} drafts, {len(tasks)} generated, {len(kept)} kept ({row['kept_ratio']:.0%})")
-        del backend
+        del engine
+        opened.release(model)  # the model trained is not held while it trains
         adapter = rdir / "adapter"
         init = model if config.continue_adapter and (Path(model) / "adapter_config.json").is_file() else None
         train_fn(_train_config(config, out, kept_files, adapter, init_from=init))
         model = str(adapter)
         if tests or real:
-            backend = backend_for(model)
+            engine = engine_for(model)
             run["system_prompt"] = trained_system_prompt(model)
         if tests:
-            row["test_after"] = score_tasks(tests, backend, memory, **run)
+            row["test_after"] = score_tasks(tests, engine, memory, **run)
             log(f"round {r}: held-out test after: {row['test_after']}")
         if real:
-            row["real_after"] = score_real(real, backend, memory, **run)
+            row["real_after"] = score_real(real, engine, memory, **run)
             log(f"round {r}: real-text probe after: {row['real_after']}")
         row["adapter"], row["seconds"] = model, round(time.perf_counter() - t0, 1)
         rows.append(row)
@@ -514,19 +540,30 @@ def _real_passages(config: SelfInstructConfig) -> list[Record]:
 
 def score_real(
     records: Sequence[Record],
-    backend: Backend,
+    engine: TurnEngine,
     memory_config: MemoryConfig | None = None,
     *,
     max_new_tokens: int = 128,
     max_calls: int = 8,
     system_prompt: str | None = SYSTEM_PROMPT,
+    temperature: float = 0.0,
+    top_p: float = 1.0,
 ) -> dict:
-    """The real-text probe (eval/real_probe.py) over all sources: pair P/R/F1 and false writes."""
+    """The real-text probe (eval/real_probe.py) over all sources, every passage through `engine`: pair
+    P/R/F1 and false writes."""
     from eval.real_probe import evaluate_real, summarise_real
     from eval.systems import System
 
     system = System(
-        "memlm", None, None, max_new_tokens, max_calls, backend_factory=lambda: backend, system_prompt=system_prompt
+        "memlm",
+        None,
+        None,
+        max_new_tokens,
+        max_calls,
+        system_prompt=system_prompt,
+        decoder=engine,
+        temperature=temperature,
+        top_p=top_p,
     )
     overall = summarise_real(evaluate_real(system, records, memory_config))["all"]
     return {
@@ -551,15 +588,30 @@ def _dump(path: Path, rows: list[dict]) -> None:
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
 
 
-def _backend_for(generation: Generation) -> Callable[[str], Backend]:
-    """A model's one-turn-at-a-time backend, opened with the config's generation section."""
+class _Opened:
+    """The models of the rounds, each opened once with the config's generation section (engine hf: the
+    sentences stream from the model in this process): a model's backend and its engine share it."""
 
-    def make(model: str) -> Backend:
-        from memory_runtime.generation.runtime import open_runtime
+    def __init__(self, generation: Generation) -> None:
+        self.generation = generation
+        self.runtimes: dict[str, Runtime] = {}
 
-        return open_runtime(generation.model_copy(update={"model": model}), hf_because=IN_PROCESS).backend()
+    def runtime(self, model: str) -> Runtime:
+        if model not in self.runtimes:
+            from memory_runtime.generation.runtime import open_runtime
 
-    return make
+            self.runtimes[model] = open_runtime(self.generation.model_copy(update={"model": model}), IN_PROCESS)
+        return self.runtimes[model]
+
+    def backend(self, model: str) -> Backend:
+        return self.runtime(model).backend()
+
+    def engine(self, model: str) -> TurnEngine:
+        return self.runtime(model).decoder
+
+    def release(self, model: str) -> None:
+        """Forget `model` (what was handed out of it stays alive while it is held)."""
+        self.runtimes.pop(model, None)
 
 
 def _train_config(

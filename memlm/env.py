@@ -55,7 +55,7 @@ def environment() -> dict[str, Any]:
 
     from data_gen.real import default_real_dir
     from memory_runtime.generation.runtime import Generation, choose_engine
-    from memory_runtime.models.hardware import SHOWN_FLAGS, choose_dtype, cpu_info
+    from memory_runtime.models.hardware import SHOWN_FLAGS, choose_dtype, cpu_info, memory_bandwidth
     from memory_runtime.models.loading import cache_root
 
     cpu = cpu_info()
@@ -89,6 +89,7 @@ def environment() -> dict[str, Any]:
             "flags": [f for f in SHOWN_FLAGS if f in cpu.flags],
             "torch_capability": torch.backends.cpu.get_cpu_capability(),
             "torch_threads": torch.get_num_threads(),
+            "read_gb_per_s": memory_bandwidth().gb_per_s,  # bounds decoding: every weight is read per token
         },
         "dtype_auto": dtypes,
         "engine_auto": {"engine": engine, "reason": why},
@@ -116,6 +117,12 @@ def render(env: dict[str, Any]) -> list[tuple[str, str]]:
             f"{cpu['torch_threads']} threads",
         ),
         ("cpu flags", " ".join(cpu["flags"]) or "(none of the matmul flags)"),
+        (
+            "memory read",
+            f"{cpu['read_gb_per_s']} GB/s (the sum of 1 GiB of bfloat16 on {cpu['torch_threads']} threads): "
+            "a 135M model in bfloat16 cannot decode one stream faster than "
+            f"{cpu['read_gb_per_s'] * 1e9 / 270e6:.0f} tokens/s",
+        ),
     ]
     for device, choice in env["dtype_auto"].items():
         rows.append((f"dtype auto ({device})", f"{choice['dtype']}: {choice['reason']}"))

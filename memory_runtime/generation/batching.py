@@ -5,8 +5,9 @@ more for eight), and a large model on a GPU is idle at batch one. :class:`BatchD
 ``max_batch_size`` turns at once over one padded KV cache (memory_runtime.generation.batch_cache):
 
 - every turn has its own :class:`~memory_runtime.generation.hf_backend.TurnDecoder` (tokens, text, the
-  field-copy constraint, sampling) and :class:`~memory_runtime.generation.controller.TurnCalls` (its store,
-  namespace and calls), the same two pieces `Controller` + `HFBackend` use one turn at a time;
+  field-copy constraint, sampling) and :class:`~memory_runtime.generation.controller.MemoryController`
+  (its store, namespace, calls and limits), the same two pieces `OneAtATime` + `HFBackend` use one
+  turn at a time;
 - a turn that writes ``}:`` pauses alone: its read runs against its own namespace, the results are
   appended to its text only and fed at its next step while the others keep decoding; writes are
   stored as each completes;
@@ -15,20 +16,16 @@ more for eight), and a large model on a GPU is idle at batch one. :class:`BatchD
 
 Greedy decoding gives the same turns as one at a time (tested on the real embedded model).
 Models whose cache cannot be stacked (sliding-window attention) are run one turn at a time by
-:class:`OneAtATime`, which offers the same interface over any streaming backend (the server's
-tests drive it with scripted backends).
-
-Callers either submit independent turns (:meth:`BatchDecoder.run`) or sessions: generators that
-yield one :class:`TurnRequest` at a time and receive its :class:`TurnResult` (an episode's next
-statement waits for the previous one's writes): :meth:`BatchDecoder.run_sessions`.
+:class:`OneAtATime`, the engine over any streaming backend (the server's tests drive it with
+scripted backends). Both are turn engines (memory_runtime.generation.engine): callers submit
+independent turns (``run``) or sessions (``run_sessions``) the same way.
 """
 
 from __future__ import annotations
 
 import collections
-import threading
 import time
-from collections.abc import Callable, Generator, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,164 +33,110 @@ import torch
 
 from memory_runtime.generation.backend import Backend
 from memory_runtime.generation.batch_cache import BatchCache, new_cache, supports
-from memory_runtime.generation.controller import Controller, TurnCalls, TurnResult
-from memory_runtime.generation.hf_backend import HFBackend, TurnDecoder, check_sampling, end_token_ids, input_device
+from memory_runtime.generation.controller import MemoryController
+from memory_runtime.generation.engine import TurnEngine, TurnRequest, TurnResult, drop
+from memory_runtime.generation.hf_backend import HFBackend, TurnDecoder, end_token_ids, input_device, prompt_decoder
 from memory_runtime.generation.write_gate import WriteGate
-from memory_runtime.memory.store import TripletStore
-
-Session = Generator["TurnRequest", TurnResult, Any]
-
-
-@dataclass
-class TurnRequest:
-    """One turn to decode: the chat messages (system prompt included: controller.turn_messages), the
-    memory it runs against, its limits and sampling, and an optional callback for streaming."""
-
-    messages: list[dict[str, str]]
-    store: TripletStore
-    namespace: str = "default"
-    max_new_tokens: int = 256
-    max_calls: int = 16
-    temperature: float = 0.0
-    top_p: float = 1.0
-    seed: int | None = None
-    on_text: Callable[[str], None] | None = None  # called with the turn's full text (calls included) as it grows
-    tag: Any = None  # the caller's own handle (not used here)
-    source: str | None = None  # kept with each fact the turn stores (the server: the completion's id)
-    cancel: threading.Event = field(default_factory=threading.Event)  # set: the turn ends at its next token
 
 
 @dataclass
 class _Turn:
-    """A turn in the batch."""
+    """A turn in the batch: its tokens and text, its controller, its rows of the shared cache."""
 
     key: int
     request: TurnRequest
     decoder: TurnDecoder
-    calls: TurnCalls
-    started: float = field(default_factory=time.perf_counter)
+    cache: BatchCache
+    controller: MemoryController = field(init=False)
     model_seconds: float = 0.0
     result: TurnResult | None = None
 
+    @property
+    def generated_tokens(self) -> int:
+        return self.decoder.stats["generated_tokens"]
 
-class _Decoder:
-    """What the batched and the one-at-a-time decoder share: a queue of requests, and the drivers."""
+    def resume(self, text: str) -> None:
+        """Go on from `text` (a read's results appended): its cached tokens that still hold are kept."""
+        self.cache.crop(self.key, self.decoder.resume(text))
 
-    max_batch_size = 1
-    context: int | None = None  # the model's context in tokens, where known
-    tokenizer: Any = None  # a decoder that tokenizes its turns itself (batched HF, vLLM)
-    end_token_ids: Any = None
 
-    def prompt_tokens(self, request: TurnRequest) -> int | None:
-        """How many tokens `request`'s prompt is as the turn is submitted, where this decoder can tell
-        (None: it cannot)."""
-        return None if self.tokenizer is None else len(self._prompt_decoder(request).prompt_ids)
+class _Streamed:
+    """A streaming backend's turn, as the controller drives it."""
 
-    def _prompt_decoder(self, request: TurnRequest) -> TurnDecoder:
-        """A turn started from `request`'s messages with the prompt's token ids, no constraint on fields."""
-        decoder = TurnDecoder(self.tokenizer, self.end_token_ids, copy_fields=False)
-        decoder.start(request.messages)
-        return decoder
-
-    def close(self) -> None:
-        """Release what the decoder holds outside this process (nothing, in this process's model)."""
-
-    def __init__(self) -> None:
-        self.waiting: collections.deque[TurnRequest] = collections.deque()
-        self.active: dict[Any, Any] = {}  # the turns being decoded, by each decoder's own key
-
-    def add(self, request: TurnRequest) -> None:
-        """Queue a turn; it joins the batch when a place is free."""
-        check_sampling(request.temperature, request.top_p)
-        if request.max_calls < 1 or request.max_new_tokens < 1:
-            raise ValueError("max_calls and max_new_tokens must be at least 1")
-        self.waiting.append(request)
+    def __init__(self, backend: Backend) -> None:
+        self.backend = backend
+        self.resumed = False  # the stream must start over: the backend goes on from another text
 
     @property
-    def busy(self) -> bool:
-        return bool(self.waiting or self.active)
+    def generated_tokens(self) -> int:
+        return self.backend.stats.get("generated_tokens", 0)
 
-    @property
-    def room(self) -> int:
-        """How many more turns can be queued without waiting for a place."""
-        return max(0, self.max_batch_size - len(self.waiting) - len(self.active))
-
-    def step(self) -> list[tuple[TurnRequest, TurnResult]]:
-        raise NotImplementedError
-
-    def run(self, requests: Iterable[TurnRequest]) -> list[TurnResult]:
-        """Decode independent turns; results in the order of `requests`."""
-
-        def one(request: TurnRequest) -> Session:
-            return (yield request)
-
-        return self.run_sessions(one(r) for r in requests)
-
-    def run_sessions(self, sessions: Iterable[Session], on_done: Callable[[int, Any], None] | None = None) -> list[Any]:
-        """Drive sessions (generators that yield a TurnRequest and receive its TurnResult, one at a
-        time) until each returns; their return values, in order. `on_done(index, value)` is called
-        as each session ends."""
-        pending = iter(enumerate(sessions))
-        values: dict[int, Any] = {}
-        owner: dict[int, tuple[int, Session]] = {}  # id(request) -> its session
-        exhausted = False
-
-        def advance(index: int, session: Session, result: TurnResult | None) -> None:
-            try:
-                request = next(session) if result is None else session.send(result)
-            except StopIteration as stop:
-                values[index] = stop.value
-                if on_done:
-                    on_done(index, stop.value)
-                return
-            owner[id(request)] = (index, session)
-            self.add(request)
-
-        while True:
-            while not exhausted and self.room:
-                try:
-                    index, session = next(pending)
-                except StopIteration:
-                    exhausted = True
-                    break
-                advance(index, session, None)
-            if not self.busy:
-                if exhausted:
-                    break
-                continue
-            for request, result in self.step():
-                index, session = owner.pop(id(request))
-                advance(index, session, result)
-        return [values[i] for i in sorted(values)]
+    def resume(self, text: str) -> None:
+        self.backend.resume(text)
+        self.resumed = True
 
 
-class OneAtATime(_Decoder):
-    """The decoder interface over any streaming backend: one turn per step, through Controller."""
+class OneAtATime(TurnEngine):
+    """The engine over any streaming backend (backend.Backend): one whole turn per step, a backend from
+    `backend_factory(request)` for each (the server's tests drive it with scripted backends)."""
 
     def __init__(self, backend_factory: Callable[[TurnRequest], Backend], write_gate: WriteGate | None = None) -> None:
-        super().__init__()
         self.backend_factory = backend_factory
         self.write_gate = write_gate
+        self.waiting: collections.deque[TurnRequest] = collections.deque()
+
+    def submit(self, request: TurnRequest) -> None:
+        request.check()
+        self.waiting.append(request)
 
     def step(self) -> list[tuple[TurnRequest, TurnResult]]:
         if not self.waiting:
             return []
         request = self.waiting.popleft()
-        controller = Controller(
-            self.backend_factory(request),
-            request.store,
-            namespace=request.namespace,
-            max_calls=request.max_calls,
-            max_new_tokens=request.max_new_tokens,
-            write_gate=self.write_gate,
+        return [(request, self._decode(request))]
+
+    def abort(self, request: TurnRequest) -> bool:
+        return drop(self.waiting, request)
+
+    def abort_all(self) -> None:
+        self.waiting.clear()
+
+    @property
+    def in_flight(self) -> int:
+        return len(self.waiting)
+
+    def prompt_tokens(self, request: TurnRequest) -> int | None:
+        return None  # a streaming backend does not say
+
+    def close(self) -> None:
+        pass
+
+    def _decode(self, request: TurnRequest) -> TurnResult:
+        """The turn: the backend streams within the tokens left, the controller takes each piece; after a
+        read the backend resumes from the results and streams again."""
+        backend = self.backend_factory(request)
+        turn = _Streamed(backend)
+        controller = MemoryController(request, turn, self.write_gate)
+        backend.start(list(request.messages))
+        over = False
+        while not over:
+            turn.resumed = False
+            stream = backend.stream(controller.tokens_left)
+            for piece in stream:
+                over = controller.advance(piece)
+                if over or turn.resumed:
+                    break
+            else:  # the stream ended: the model ended the turn, or its tokens ran out
+                over = controller.advance("", ended=True)
+            stream.close()
+        stats = backend.stats
+        return controller.result(
+            model_seconds=stats.get("forward_seconds", 0.0),
+            prompt_tokens=stats.get("prompt_tokens", 0) + stats.get("inserted_tokens", 0),
         )
-        turn = controller.run_messages(
-            request.messages, on_text=request.on_text, cancelled=request.cancel.is_set, source=request.source
-        )
-        return [(request, turn)]
 
 
-class BatchDecoder(_Decoder):
+class BatchDecoder(TurnEngine):
     """Decodes many turns at once (see the module docstring). Not thread-safe: one thread steps it."""
 
     def __init__(
@@ -207,7 +150,6 @@ class BatchDecoder(_Decoder):
     ) -> None:
         if max_batch_size < 1:
             raise ValueError(f"max_batch_size must be at least 1, got {max_batch_size}")
-        super().__init__()
         self.model = model
         self.tokenizer = tokenizer
         self.max_batch_size = max_batch_size
@@ -221,8 +163,37 @@ class BatchDecoder(_Decoder):
         self._keys = 0
         self.stats = {"steps": 0, "forward_seconds": 0.0, "rows": 0, "prefills": 0, "prefill_seconds": 0.0}
         self._alone = OneAtATime(self.backend_for, write_gate)  # models whose cache cannot be stacked
-        if not self.stackable:
-            self.waiting = self._alone.waiting
+        self.waiting: collections.deque[TurnRequest] = self._alone.waiting  # one queue: the alone engine's
+        self.active: dict[int, _Turn] = {}  # the turns in the batch, by key
+
+    def submit(self, request: TurnRequest) -> None:
+        request.check()
+        self.waiting.append(request)
+
+    def abort(self, request: TurnRequest) -> bool:
+        if drop(self.waiting, request):
+            return True
+        turn = next((t for t in self.active.values() if t.request is request), None)
+        if turn is None:
+            return False
+        self.cache.leave({turn.key})
+        del self.active[turn.key]
+        return True
+
+    def abort_all(self) -> None:
+        self.waiting.clear()
+        self.active.clear()
+        self.cache.leave(set(self.cache.ids))
+
+    @property
+    def in_flight(self) -> int:
+        return len(self.waiting) + len(self.active)
+
+    def prompt_tokens(self, request: TurnRequest) -> int | None:
+        return len(prompt_decoder(self.tokenizer, self.end_token_ids, request.messages).prompt_ids)
+
+    def close(self) -> None:
+        pass  # everything it holds is in this process
 
     def backend_for(self, request: TurnRequest) -> HFBackend:
         """A single-turn backend over this model, for `request`'s sampling and memory."""
@@ -303,17 +274,8 @@ class BatchDecoder(_Decoder):
         )
         decoder.start(request.messages)
         self._keys += 1
-        calls = TurnCalls(
-            request.store,
-            request.namespace,
-            request.max_calls,
-            request.on_text,
-            request.messages,
-            request.cancel.is_set,
-            self.write_gate,
-            request.source,
-        )
-        turn = _Turn(self._keys, request, decoder, calls)
+        turn = _Turn(self._keys, request, decoder, self.cache)
+        turn.controller = MemoryController(request, turn, self.write_gate)
         prompt = decoder.prompt_ids
         if len(prompt) < 2:
             raise ValueError("a batched turn needs a prompt of at least two tokens")
@@ -337,37 +299,17 @@ class BatchDecoder(_Decoder):
         return turn
 
     def _advance(self, turn: _Turn, logits: torch.Tensor) -> None:
-        """One next-token choice for `turn`, then what its calls make of the text (the loop of
-        Controller.run_turn over HFBackend.stream, one step at a time)."""
-        decoder, calls, limit = turn.decoder, turn.calls, turn.request.max_new_tokens
-        step = decoder.step(logits)
+        """One next-token choice for `turn`, handed to its controller (which may resume it from a read's
+        results, or end it); at its token budget the decoding ends with the text held back until then."""
+        step = turn.decoder.step(logits)
         if step.backtracked:
-            self.cache.crop(turn.key, len(decoder.all_ids))
+            self.cache.crop(turn.key, len(turn.decoder.all_ids))
             return
-        action = calls.feed(step.piece) if step.piece else "continue"
-        if action == "pause":
-            kept = decoder.resume(calls.text)
-            self.cache.crop(turn.key, kept)
-            if decoder.stats["generated_tokens"] >= limit:
-                calls.status = "max_tokens"
-                self._finish(turn)
-            return
-        if action == "stop" or step.done:
-            self._finish(turn)
-            return
-        if decoder.stats["generated_tokens"] >= limit:  # the turn's token budget is spent
-            piece = decoder.stop_for_length()
-            if piece and calls.feed(piece) == "pause":
-                self.cache.crop(turn.key, decoder.resume(calls.text))
-                calls.status = "max_tokens"
-            self._finish(turn)
-
-    def _finish(self, turn: _Turn) -> None:
-        stats = turn.decoder.stats
-        turn.result = turn.calls.result(
-            generated_tokens=stats["generated_tokens"],
-            max_new_tokens=turn.request.max_new_tokens,
-            started=turn.started,
-            model_seconds=turn.model_seconds,
-            prompt_tokens=stats["prompt_tokens"] + stats["inserted_tokens"],
-        )
+        over = turn.controller.advance(step.piece, ended=step.done)
+        if not over and turn.controller.tokens_left <= 0:
+            over = turn.controller.advance(turn.decoder.stop_for_length(), ended=True)
+        if over:
+            stats = turn.decoder.stats
+            turn.result = turn.controller.result(
+                model_seconds=turn.model_seconds, prompt_tokens=stats["prompt_tokens"] + stats["inserted_tokens"]
+            )

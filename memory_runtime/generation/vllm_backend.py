@@ -1,7 +1,7 @@
 """Serving at scale on GPUs through vLLM (`pip install 'memlm[vllm]'`): the memory controller
 around vLLM's continuous batching, paged KV cache and prefix caching.
 
-Each turn is a vLLM request that stops at a read query's ``}:``. The controller's TurnCalls sees
+Each turn is a vLLM request that stops at a read query's ``}:``. The turn's memory controller sees
 the text as vLLM streams it (writes are stored as they complete); at a read it appends the results
 and submits the turn again as a new request whose prompt is the token ids so far (the prompt and
 every generated token kept, only the results tokenized), so vLLM's prefix cache finds everything
@@ -10,36 +10,51 @@ engine serves the base and any adapter). Names in calls are held to copies of th
 and relations to the memory's table by a regular expression per request (field_copy.calls_regex,
 vLLM's structured outputs), the rule HFBackend applies token by token.
 
-:class:`VLLMDecoder` has the interface of memory_runtime.generation.batching's decoders (add, step, busy,
-room, run, run_sessions), so eval and serve drive it the same way. The engine is anything with
-vLLM's ``LLMEngine`` methods ``add_request``, ``abort_request`` and ``step``: the tests use a fake.
+:class:`VLLMDecoder` is a turn engine (memory_runtime.generation.engine), so serve, chat, eval and
+sampling drive it as they drive the hf engines. vLLM's engine is anything with ``LLMEngine``'s
+methods ``add_request``, ``abort_request`` and ``step``: the tests use a fake.
 """
 
 from __future__ import annotations
 
+import collections
 import itertools
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from memory_runtime.generation.batching import TurnRequest, _Decoder
-from memory_runtime.generation.controller import TurnCalls, TurnResult
+from memory_runtime.generation.controller import MemoryController
+from memory_runtime.generation.engine import TurnEngine, TurnRequest, TurnResult, drop
 from memory_runtime.generation.field_copy import calls_regex
-from memory_runtime.generation.hf_backend import TurnDecoder
+from memory_runtime.generation.hf_backend import TurnDecoder, end_token_ids, prompt_decoder
 from memory_runtime.protocol import READ_QUERY_CLOSE
 
 
 @dataclass
 class _VTurn:
+    """A turn through vLLM: one vLLM request at a time (a new one after each read)."""
+
     request: TurnRequest
     decoder: TurnDecoder  # the turn's token ids and exact text (no model: vLLM chooses the tokens)
-    calls: TurnCalls
+    owner: VLLMDecoder
+    controller: MemoryController = field(init=False)
     engine_id: str = ""
     base: int = 0  # assistant tokens before the current vLLM request's output
-    fed: str = ""  # assistant text handed to the calls so far
-    started: float = field(default_factory=time.perf_counter)
-    generated: int = 0
+    fed: str = ""  # assistant text handed to the controller so far
+    generated: int = 0  # tokens of the vLLM requests before the current one
+    running: int = 0  # tokens of the current one
+    finished: bool = False  # vLLM finished the current request
+
+    @property
+    def generated_tokens(self) -> int:
+        return self.generated + self.running
+
+    def resume(self, text: str) -> None:
+        """Go on from `text` (a read's results appended): the current request ends, and the next one
+        continues from the token ids so far with only the results new."""
+        self.owner._leave(self)
+        self.decoder.resume(text)
+        self.fed = self.decoder.assistant_text
 
 
 def vllm_params(request: TurnRequest, max_tokens: int, regex: str | None) -> Any:
@@ -73,7 +88,7 @@ def lora_request(adapter_dir: str | None) -> Any:
     return LoRARequest(f"memlm-{lora_id}", lora_id, path)
 
 
-class VLLMDecoder(_Decoder):
+class VLLMDecoder(TurnEngine):
     """Turns through a vLLM engine (see the module docstring)."""
 
     def __init__(
@@ -87,15 +102,13 @@ class VLLMDecoder(_Decoder):
         params=vllm_params,
         lora=lora_request,
     ) -> None:
-        super().__init__()
-        from memory_runtime.generation.hf_backend import end_token_ids
-
         self.engine = engine
         self.tokenizer = tokenizer
         self.copy_fields = copy_fields
         self.max_batch_size = max_batch_size
         self.end_token_ids = end_token_ids(engine, tokenizer)
         self._params, self._make_lora, self._lora = params, lora, lora(adapter)
+        self.waiting: collections.deque[TurnRequest] = collections.deque()
         self.active: dict[str, _VTurn] = {}  # engine request id -> its turn
         self.merged_adapter: str | None = None  # set when the engine's weights are an adapter merged into its base
         self._ids = itertools.count()
@@ -121,6 +134,10 @@ class VLLMDecoder(_Decoder):
         twin.context = self.context
         return twin
 
+    def submit(self, request: TurnRequest) -> None:
+        request.check()
+        self.waiting.append(request)
+
     def step(self) -> list[tuple[TurnRequest, TurnResult]]:
         while self.waiting and len(self.active) < self.max_batch_size:
             self._admit(self.waiting.popleft())
@@ -134,6 +151,27 @@ class VLLMDecoder(_Decoder):
                 finished.append((turn.request, result))
         return finished
 
+    def abort(self, request: TurnRequest) -> bool:
+        if drop(self.waiting, request):
+            return True
+        turn = next((t for t in self.active.values() if t.request is request), None)
+        if turn is not None:
+            self._leave(turn)
+        return turn is not None
+
+    def abort_all(self) -> None:
+        turns = list(self.active.values())
+        self.waiting.clear()
+        for turn in turns:
+            self._leave(turn)
+
+    @property
+    def in_flight(self) -> int:
+        return len(self.waiting) + len(self.active)
+
+    def prompt_tokens(self, request: TurnRequest) -> int | None:
+        return len(prompt_decoder(self.tokenizer, self.end_token_ids, request.messages).prompt_ids)
+
     def close(self) -> None:
         """Shut the engine's processes down (vLLM's engine core and its workers), for this decoder and
         its twins: they outlive a parent that ends without running its exit handlers."""
@@ -144,77 +182,60 @@ class VLLMDecoder(_Decoder):
     # ------------------------------------------------------------------ a turn
 
     def _admit(self, request: TurnRequest) -> None:
-        decoder = self._prompt_decoder(request)  # the engine holds names to copies itself
-        calls = TurnCalls(
-            request.store,
-            request.namespace,
-            request.max_calls,
-            request.on_text,
-            request.messages,
-            request.cancel.is_set,
-            source=request.source,
-        )
-        self._submit(_VTurn(request, decoder, calls))
+        turn = _VTurn(request, prompt_decoder(self.tokenizer, self.end_token_ids, request.messages), self)
+        turn.controller = MemoryController(request, turn)  # no write gate: the model is not in this process
+        self._submit(turn)
 
     def _submit(self, turn: _VTurn) -> None:
         """(Re)submit the turn from its token ids so far: the prefix cache holds all but the new ones."""
         turn.engine_id = f"memlm-{next(self._ids)}"
-        turn.base = len(turn.decoder.ids)
+        turn.base, turn.finished = len(turn.decoder.ids), False
         regex = None
-        if self.copy_fields:
-            context = turn.decoder.context + "\n" + turn.calls.text
+        if self.copy_fields:  # vLLM holds names to copies and relations to the table itself
+            context = turn.decoder.context + "\n" + turn.controller.text
             regex = calls_regex(context, turn.request.store.config.relation_names)
-        params = self._params(turn.request, turn.request.max_new_tokens - turn.generated, regex)
+        params = self._params(turn.request, turn.controller.tokens_left, regex)
         self.engine.add_request(
             turn.engine_id, {"prompt_token_ids": turn.decoder.all_ids}, params, lora_request=self._lora
         )
         self.active[turn.engine_id] = turn
 
+    def _leave(self, turn: _VTurn) -> None:
+        """The turn's current vLLM request ends (aborted unless vLLM finished it); its tokens are counted."""
+        if not turn.finished:
+            self.engine.abort_request(turn.engine_id)
+        del self.active[turn.engine_id]
+        turn.generated += turn.running
+        turn.running = 0
+
     def _advance(self, turn: _VTurn, output: Any) -> TurnResult | None:
+        """The turn's new output handed to its controller as the text it adds; a new submission after a
+        read (or after a "}:" that closed none), the result when the turn is over."""
         completion = output.outputs[0]
         new_ids = list(completion.token_ids)
         while new_ids and new_ids[-1] in self.end_token_ids:  # vLLM keeps the end token; the turn's text does not
             new_ids.pop()
         turn.decoder.ids = turn.decoder.ids[: turn.base] + new_ids
-        generated = turn.generated + len(new_ids)
+        turn.running, turn.finished = len(new_ids), output.finished
         text = turn.decoder.assistant_text
-        action = "continue"
+        piece = ""
         if text.startswith(turn.fed) and len(text) > len(turn.fed):
-            action = turn.calls.feed(text[len(turn.fed) :])
-            turn.fed = text
-        if action == "pause":  # a read was answered: go on from its results, in a new submission
-            if not output.finished:
-                self.engine.abort_request(turn.engine_id)
-            del self.active[turn.engine_id]
-            turn.generated = generated
-            turn.decoder.resume(turn.calls.text)
-            turn.fed = turn.decoder.assistant_text
-            if generated >= turn.request.max_new_tokens:
-                turn.calls.status = "max_tokens"
-                return self._finish(turn)
+            piece, turn.fed = text[len(turn.fed) :], text
+        controller = turn.controller
+        # "}:" that closed no read (inside text or a malformed call): the turn goes on while it has tokens
+        at_query = output.finished and completion.finish_reason == "stop" and completion.stop_reason == READ_QUERY_CLOSE
+        goes_on = at_query and controller.tokens_left > 0
+        over = controller.advance(piece, ended=output.finished and not goes_on)
+        submitted = turn.engine_id in self.active  # False once a read resumed it
+        if submitted and (over or output.finished):
+            self._leave(turn)
+        if over:
+            return controller.result(
+                model_seconds=0.0, prompt_tokens=len(turn.decoder.prompt_ids) + turn.decoder.stats["inserted_tokens"]
+            )
+        if turn.engine_id not in self.active:
             self._submit(turn)
-            return None
-        if action == "stop" and not output.finished:
-            self.engine.abort_request(turn.engine_id)
-        if action == "stop" or output.finished:
-            del self.active[turn.engine_id]
-            turn.generated = generated
-            if action != "stop" and completion.finish_reason == "stop" and completion.stop_reason == READ_QUERY_CLOSE:
-                # "}:" that closed no read (inside text or a malformed call): the turn goes on
-                if generated < turn.request.max_new_tokens:
-                    self._submit(turn)
-                    return None
-            return self._finish(turn)
         return None
-
-    def _finish(self, turn: _VTurn) -> TurnResult:
-        return turn.calls.result(
-            generated_tokens=turn.generated,
-            max_new_tokens=turn.request.max_new_tokens,
-            started=turn.started,
-            model_seconds=0.0,
-            prompt_tokens=len(turn.decoder.prompt_ids) + turn.decoder.stats["inserted_tokens"],
-        )
 
 
 def load_vllm_decoder(

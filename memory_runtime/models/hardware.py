@@ -140,3 +140,47 @@ def resolve_dtype(dtype: str | torch.dtype, device: str = "cpu") -> DtypeChoice:
     if dtype not in DTYPES:
         raise ValueError(f"unknown dtype {dtype!r}: expected auto, {', '.join(DTYPES)}")
     return DtypeChoice(dtype, "set in the config or on the command line")
+
+
+@dataclass(frozen=True)
+class Bandwidth:
+    """How fast this process reads memory: what bounds decoding one token at a time, which must read
+    every weight once per token."""
+
+    gb_per_s: float  # 10^9 bytes a second: the median of `repeats` reads
+    dtype: str
+    gib: float
+    threads: int
+
+    def ceiling_tokens_per_s(self, model_bytes: int) -> float:
+        """Tokens a second that one stream of tokens cannot beat: every weight read once per token."""
+        return self.gb_per_s * 1e9 / model_bytes
+
+
+def memory_bandwidth(gib: float = 1.0, repeats: int = 5, dtype: torch.dtype = torch.bfloat16) -> Bandwidth:
+    """The read bandwidth of the CPU as torch sees it: the sum of a `gib` GiB tensor on torch's threads
+    (what issue 46 measured: 16.2 GB/s on a 2-core Xeon), the median of `repeats` after one warm-up."""
+    x = torch.ones(int(gib * 2**30) // torch.finfo(dtype).bits * 8, dtype=dtype)
+    x.sum()
+    seconds = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        x.sum()
+        seconds.append(time.perf_counter() - start)
+    seconds.sort()
+    return Bandwidth(
+        round(x.numel() * x.element_size() / seconds[len(seconds) // 2] / 1e9, 1),
+        str(dtype)[6:],
+        gib,
+        torch.get_num_threads(),
+    )
+
+
+def model_bytes(model: torch.nn.Module) -> int:
+    """Bytes of the model's weights as loaded (tied weights once): what a token reads."""
+    seen, total = set(), 0
+    for p in model.parameters():
+        if p.data_ptr() not in seen:
+            seen.add(p.data_ptr())
+            total += p.numel() * p.element_size()
+    return total

@@ -23,7 +23,10 @@ thread-safe, is shared by every request.
     middleware.py  Instrumented: body-size limit and request metrics, outermost; HostCheck: the
                    server's own names (Host), changes from its own pages only (Origin)
     sse.py         the OpenAI chunk stream of a streamed reply
-    app.py         create_app: the routes over a store and a turn decoder
+    app.py         create_app: the server's state (app.state.server), its routes, the page, the middleware
+    routes/        the routes, one module per group (APIRouter): completions.py (chat), memory.py
+                   (/v1/memory/...), feedback.py, service.py (/health, /metrics, /v1/models);
+                   state.py: ServerState, what they share, and the dependencies that read it
     ui.py          the memory page (GET /ui): a template and plain JS over the JSON API
     launch.py      serve (load the model, run uvicorn), serve_memory_page (memlm ui, no model),
                    background_server (tests, benches), check_demo_keys (public keys stay on loopback)

@@ -3,7 +3,9 @@
 Lines are statements or questions for the model; lines starting with "/" are commands
 (`/help`). The REPL reads from any text stream, so a test can drive it through stdin or a
 StringIO; on a terminal it uses readline, with the history kept in the memlm cache.
-Each user name is its own memory namespace and its own conversation.
+Each user name is its own memory namespace and its own conversation. Every turn, and the model's
+turn on a /correct, runs through the turn engine that `generation.engine` opened, as serve and
+eval run theirs (memory_runtime.generation.engine): hf, batched, or vLLM.
 """
 
 from __future__ import annotations
@@ -12,18 +14,18 @@ import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
-from pydantic import Field, model_validator
+from pydantic import Field
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from memory_runtime.generation.controller import Controller, TurnResult
-from memory_runtime.generation.runtime import Generation, with_defaults
+from memory_runtime.generation.engine import TurnEngine, TurnResult
+from memory_runtime.generation.runtime import Generation
 from memory_runtime.memory.store import TripletStore, local_time
-from memory_runtime.protocol import SEPARATOR
-from memory_runtime.serving.feedback import Exchange, Feedback
+from memory_runtime.protocol import SEPARATOR, SYSTEM_PROMPT
+from memory_runtime.serving.feedback import Correction, Exchange, Feedback
 from memory_runtime.yaml_config import Strict
 
 HELP = """\
@@ -39,6 +41,36 @@ Type a statement ("Dorothea Altemus works for Pfizer.") or a question ("Who work
 
 
 @dataclass
+class _Model:
+    """The engine and how the chat's turns run on it: `generation`'s limits and sampling, `system_prompt` first."""
+
+    engine: TurnEngine
+    store: TripletStore
+    generation: Generation
+    system_prompt: str | None
+
+    def turn(self, user: str, text: str, history: list[dict[str, str]]) -> TurnResult:
+        request = self.generation.request(
+            text, self.store, namespace=user, history=history, system_prompt=self.system_prompt, source=CHAT_SOURCE
+        )
+        return self.engine.run_turn(request)
+
+    def correct(self, feedback: Feedback, user: str, text: str, last: Exchange | None) -> Correction:
+        g = self.generation
+        session = feedback.correction(
+            user,
+            text,
+            last,
+            system_prompt=self.system_prompt,
+            max_new_tokens=g.max_new_tokens,
+            max_calls=g.max_calls,
+            temperature=g.temperature,
+            top_p=g.top_p,
+        )
+        return self.engine.run_sessions([session])[0]
+
+
+@dataclass
 class _Conversation:
     history: list[dict[str, str]] = field(default_factory=list)
     last: TurnResult | None = None
@@ -46,11 +78,13 @@ class _Conversation:
 
 
 def run_chat(
-    controller_factory: Callable[[str], Controller],
+    engine: TurnEngine,
     store: TripletStore,
     input_stream: TextIO,
     console: Console,
     *,
+    generation: Generation | None = None,
+    system_prompt: str | None = SYSTEM_PROMPT,
     user: str = "default",
     history_turns: int = 0,
     history_file: Path | None = None,
@@ -59,12 +93,14 @@ def run_chat(
 ) -> None:
     """Run the REPL until end of input or /quit.
 
-    `controller_factory(namespace)` gives the controller of a user; the last `history_turns`
+    `engine` runs every turn (a turn engine: memory_runtime.generation.engine), each with `generation`'s
+    limits and sampling (default: its defaults) after `system_prompt`; the last `history_turns`
     exchanges (calls included, as in training) are sent with each turn. The default is none:
     the memory, not the history, is what lasts, and the models memlm trains see single turns.
     `show_calls` prints each turn's memory calls under the reply.
     `history_file` is readline's history, used only when the input is an interactive terminal.
     """
+    model = _Model(engine, store, generation or Generation(), system_prompt)
     conversations: dict[str, _Conversation] = {}
     feedback = feedback or Feedback(store)  # /good /bad /correct; logged to disk when it has a FeedbackLog dir
     console.print(f"memlm chat as {user!r}: /help for commands, Ctrl-D to leave.", markup=False, highlight=False)
@@ -78,7 +114,7 @@ def run_chat(
             continue
         conversation = conversations.setdefault(user, _Conversation())
         if not line.startswith("/"):
-            _turn(controller_factory(user), conversation, line, console, history_turns, show_calls)
+            _turn(model, user, conversation, line, console, history_turns, show_calls)
             conversation.last_user = line
             if conversation.last and feedback.repeated_wrong(user, line, conversation.last.reply):
                 _say(console, "(this answer was marked wrong before: please /correct it)")
@@ -94,7 +130,7 @@ def run_chat(
         elif command == "/trace":
             _print_trace(conversation.last, console)
         elif command in ("/good", "/bad", "/correct"):
-            _feedback(feedback, controller_factory(user), conversation, command, argument, console)
+            _feedback(feedback, model, user, conversation, command, argument, console)
         elif command == "/forget":
             _forget(store, user, argument, console)
         elif command == "/user" and argument:
@@ -153,9 +189,9 @@ CHAT_SOURCE = "chat"  # the source of the facts `memlm chat` stores (the memory 
 
 
 def _turn(
-    controller: Controller, conversation: _Conversation, text: str, console: Console, keep: int, show_calls: bool
+    model: _Model, user: str, conversation: _Conversation, text: str, console: Console, keep: int, show_calls: bool
 ) -> None:
-    result = controller.run_turn(text, conversation.history[-2 * keep :] if keep else [], source=CHAT_SOURCE)
+    result = model.turn(user, text, conversation.history[-2 * keep :] if keep else [])
     conversation.last = result
     conversation.history += [{"role": "user", "content": text}, {"role": "assistant", "content": result.text}]
     if show_calls:
@@ -174,7 +210,8 @@ def _say(console: Console, text: str) -> None:
 
 def _feedback(
     feedback: Feedback,
-    controller: Controller,
+    model: _Model,
+    user: str,
     conversation: _Conversation,
     command: str,
     argument: str,
@@ -184,7 +221,7 @@ def _feedback(
     if command == "/correct":
         if not argument:
             return _say(console, "usage: /correct TEXT  e.g. /correct No, Dorothea works for BMW now.")
-        fix = feedback.correct(controller, argument, last)
+        fix = model.correct(feedback, user, argument, last)
         if not fix.writes:
             return _say(console, "no fact found in the correction: nothing stored")
         for triplet in fix.writes:
@@ -194,7 +231,7 @@ def _feedback(
         return None
     if last is None:
         return _say(console, "no reply to rate yet")
-    event = feedback.rate(controller.namespace, last, good=command == "/good")
+    event = feedback.rate(user, last, good=command == "/good")
     _say(
         console,
         "thanks: kept as a good example"
@@ -269,13 +306,10 @@ def _count(n: int) -> str:
     return f"{n} fact" if n == 1 else f"{n} facts"
 
 
-CHAT_GENERATION: dict[str, Any] = {"engine": "hf"}
-IN_PROCESS = "chat runs one turn at a time over the model in this process (hf)"
-
-
 class ChatConfig(Strict):
     """configs/chat/default.yaml: whose memory a chat starts with, what each turn sees and shows,
-    where feedback goes, and how the model runs (`generation`). Relative paths are relative to the file."""
+    where feedback goes, and how the model runs (`generation`, as in serve and eval). Relative paths are
+    relative to the file."""
 
     what = "chat config"
 
@@ -295,20 +329,9 @@ class ChatConfig(Strict):
         "null: the memory's name + '-feedback' beside it)",
     )
     generation: Generation = Field(
-        default_factory=lambda: Generation(**CHAT_GENERATION),
-        description="the model and how it runs: one turn at a time in this process (engine hf)",
+        default_factory=Generation,
+        description="the model and how it runs, on the engine serve and eval would open (generation.engine)",
     )
-
-    @model_validator(mode="before")
-    @classmethod
-    def _chat_generation(cls, data: Any) -> Any:
-        return with_defaults(data, **CHAT_GENERATION)
-
-    @model_validator(mode="after")
-    def _in_process(self) -> ChatConfig:
-        if self.generation.engine == "vllm":
-            raise ValueError(f"generation.engine: {IN_PROCESS}")
-        return self
 
     def relative_to(self, folder: Path) -> ChatConfig:
         if self.feedback_dir is not None and not self.feedback_dir.is_absolute():
@@ -325,25 +348,31 @@ def default_feedback_dir(db: str | Path) -> Path:
 
 
 def chat(config: ChatConfig, db: str | Path) -> None:
-    """`memlm chat`: open the model with its memory at `db`, then run the REPL on stdin/stdout.
-    /good /bad /correct are kept as JSONL in `config.feedback_dir` (pending/: reviewed with `memlm feedback`);
-    `generation.write_gate` may hold back unsure writes."""
+    """`memlm chat`: open the model with its memory at `db` on its engine (generation.engine), then run the
+    REPL on stdin/stdout. /good /bad /correct are kept as JSONL in `config.feedback_dir` (pending/: reviewed
+    with `memlm feedback`); `generation.write_gate` may hold back unsure writes."""
     from memory_runtime.generation.runtime import open_runtime
     from memory_runtime.models.loading import cache_root
     from memory_runtime.serving.feedback import FeedbackLog
 
     # before the db: a model that does not load leaves no empty file
-    runtime = open_runtime(config.generation, hf_because=IN_PROCESS)
-    with runtime.open_store(db) as store:
-        backend = runtime.backend()  # one for every turn: start() resets it
-        run_chat(
-            lambda namespace: runtime.controller(store, namespace, backend),
-            store,
-            sys.stdin,
-            Console(),
-            user=config.user,
-            history_file=cache_root() / "chat_history",
-            history_turns=config.history_turns,
-            show_calls=config.show_calls,
-            feedback=Feedback(store, FeedbackLog(config.feedback_dir or default_feedback_dir(db))),
-        )
+    runtime = open_runtime(config.generation)
+    try:
+        with runtime.open_store(db) as store:
+            console = Console()
+            console.print(f"chatting with {runtime.describe()}", style="dim", markup=False, highlight=False)
+            run_chat(
+                runtime.decoder,
+                store,
+                sys.stdin,
+                console,
+                generation=runtime.generation,
+                system_prompt=runtime.system_prompt,
+                user=config.user,
+                history_file=cache_root() / "chat_history",
+                history_turns=config.history_turns,
+                show_calls=config.show_calls,
+                feedback=Feedback(store, FeedbackLog(config.feedback_dir or default_feedback_dir(db))),
+            )
+    finally:
+        runtime.close()

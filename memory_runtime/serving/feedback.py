@@ -42,10 +42,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
-from memory_runtime.generation.controller import Controller, TurnResult
+from memory_runtime.generation.engine import Session, TurnRequest, TurnResult, turn_messages
 from memory_runtime.jsonl import read_models
-from memory_runtime.memory.store import TripletStore, WriteResult, normalize_term
-from memory_runtime.protocol import ACK, Triplet, render_write
+from memory_runtime.memory.store import Fact, TripletStore, WriteResult, normalize_term
+from memory_runtime.protocol import ACK, SYSTEM_PROMPT, Triplet, render_write
 from memory_runtime.records import Record, Segment, model_turn, prompt_segments, turn_segments
 
 
@@ -267,27 +267,44 @@ class Feedback:
 
     # ------------------------------------------------------------------ corrections
 
-    def correct(self, controller: Controller, text: str, exchange: Exchange | None = None) -> Correction:
-        """Turn a correction into writes through the model (see the module docstring).
-
-        `controller` is the user's controller (its backend, namespace and limits are used; the
-        model runs against a scratch copy of the memory, so only the completed writes are stored)."""
-        namespace = controller.namespace
+    def correction(
+        self,
+        namespace: str,
+        text: str,
+        exchange: Exchange | None = None,
+        *,
+        system_prompt: str | None = SYSTEM_PROMPT,
+        max_new_tokens: int = 256,
+        max_calls: int = 16,
+        temperature: float = 0.0,
+        top_p: float = 1.0,
+    ) -> Session:
+        """Turn a correction of `namespace`'s memory into writes through the model (see the module docstring),
+        as a session of the engine that runs the user's turns (``engine.run_sessions([...])``, or the server's
+        scheduler): it yields the model's turn on `text` alone, against a scratch copy of the memory and with
+        no write held back, and returns the :class:`Correction` (only the completed writes are stored)."""
         if exchange is not None:
             self._mark_wrong(namespace, exchange)
         current = self.store.facts(namespace)
         with TripletStore(":memory:", self.store.config) as scratch:
             if current:
                 scratch.write_many([f.triplet for f in current], namespace=namespace, at=1.0)
-            model = Controller(
-                controller.backend,
+            turn = yield TurnRequest(
+                turn_messages(text, system_prompt=system_prompt),
                 scratch,
                 namespace=namespace,
-                system_prompt=controller.system_prompt,
-                max_calls=controller.max_calls,
-                max_new_tokens=controller.max_new_tokens,
+                max_new_tokens=max_new_tokens,
+                max_calls=max_calls,
+                temperature=temperature,
+                top_p=top_p,
+                gate_writes=False,
             )
-            turn = model.run_turn(text)
+        return self._corrected(namespace, text, exchange, current, turn)
+
+    def _corrected(
+        self, namespace: str, text: str, exchange: Exchange | None, current: list[Fact], turn: TurnResult
+    ) -> Correction:
+        """The model's turn on a correction made writes: names completed, contradicted facts ended, stored."""
         known = [n for f in current for n in (f.subject, f.object)]
         if exchange is not None:
             known += [n for c in exchange.result.calls for t in c.results for n in (t.subject, t.object)]

@@ -1,11 +1,12 @@
 """The server's model thread: turns of concurrent users share batches, fairly across API keys.
 
-Requests wait in one queue per owner (a namespace: one API key's user). Whenever the decoder has a
+Requests wait in one queue per owner (a namespace: one API key's user). Whenever the engine has a
 free place, the next owner in turn (round robin) gives its oldest request, so a key that sends
 fifty requests delays another key's one by at most one turn per other waiting key, not by fifty.
-One thread steps the decoder (memory_runtime.generation.batching) and hands results back to the event loop;
-a turn's text is handed over as it grows, for streaming. Jobs that need the model outside a turn
-(a feedback correction) run on the same thread between steps.
+One thread steps the engine (any memory_runtime.generation.engine.TurnEngine, through that interface
+only) and hands results back to the event loop; a turn's text is handed over as it grows, for
+streaming. Sessions of turns (a feedback correction) queue their turns like any other; jobs that
+need the model thread outside a turn run on it between steps.
 """
 
 from __future__ import annotations
@@ -16,8 +17,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from memory_runtime.generation.batching import TurnRequest
-from memory_runtime.generation.controller import TurnResult
+from memory_runtime.generation.engine import Session, TurnEngine, TurnRequest, TurnResult, check_engine
 
 
 class Overloaded(Exception):
@@ -29,10 +29,11 @@ class OwnerBusy(Overloaded):
 
 
 class TurnScheduler:
-    """Admits requests fairly into `decoder` (a BatchDecoder or OneAtATime) and steps it on its own thread."""
+    """Admits requests fairly into `engine` and steps it on its own thread. An engine that does not
+    implement the interface is refused here, before the thread starts, with its name and what it lacks."""
 
-    def __init__(self, decoder: Any, max_queue: int, max_per_owner: int | None = None) -> None:
-        self.decoder = decoder
+    def __init__(self, engine: TurnEngine, max_queue: int, max_per_owner: int | None = None) -> None:
+        self.engine = check_engine(engine, "the server's engine")
         self.max_queue = max_queue
         self.max_per_owner = max_per_owner  # turns one owner may have waiting or running at once
         self._in_flight: collections.Counter[str] = collections.Counter()  # owner -> turns waiting or running
@@ -52,7 +53,8 @@ class TurnScheduler:
 
     def submit(self, request: TurnRequest, owner: str) -> asyncio.Future:
         """Queue a turn (from the event loop); its result arrives on the returned future. Raises
-        Overloaded when the queue is full."""
+        Overloaded when the queue is full, ValueError for limits or sampling no engine runs."""
+        request.check()
         loop = asyncio.get_running_loop()
         future = loop.create_future()
         with self._wake:
@@ -75,6 +77,18 @@ class TurnScheduler:
 
     async def run(self, request: TurnRequest, owner: str) -> TurnResult:
         return await self.submit(request, owner)
+
+    async def run_session(self, session: Session, owner: str) -> Any:
+        """Drive `session` (engine.Session: yields requests, gets their results) with its turns queued for
+        `owner` like any other (Overloaded, OwnerBusy as :meth:`submit`); what the session returns."""
+        try:
+            request = next(session)
+            while True:
+                request = session.send(await self.submit(request, owner))
+        except StopIteration as done:
+            return done.value
+        finally:
+            session.close()
 
     async def call(self, job: Callable[[], Any]) -> Any:
         """Run `job` on the model thread between two steps (e.g. a correction that decodes alone)."""
@@ -110,14 +124,14 @@ class TurnScheduler:
     def _loop(self) -> None:
         while True:
             with self._wake:
-                while not self._closed and not self._jobs and not self._queues and not self.decoder.busy:
+                while not self._closed and not self._jobs and not self._queues and not self.engine.busy:
                     self._wake.wait()
                 if self._closed:
                     break
                 jobs = list(self._jobs)
                 self._jobs.clear()
                 admitted = []
-                while self.decoder.room > len(admitted) and self._queues:  # the rest wait their turn, fairly
+                while self.engine.room > len(admitted) and self._queues:  # the rest wait their turn, fairly
                     item = self._next_fair()
                     if item is not None:
                         admitted.append(item)
@@ -125,11 +139,11 @@ class TurnScheduler:
                 self._settle(loop, future, job)
             for request, loop, future in admitted:
                 self._futures[id(request)] = (loop, future)
-                self.decoder.add(request)
-            if not self.decoder.busy:
+                self.engine.submit(request)
+            if not self.engine.busy:
                 continue
             try:
-                finished = self.decoder.step()
+                finished = self.engine.step()
             except Exception as err:  # the batch is lost: every turn in it fails, the server goes on
                 self._fail_all(err)
                 continue
@@ -149,10 +163,10 @@ class TurnScheduler:
         for loop, future in self._futures.values():
             loop.call_soon_threadsafe(_resolve, future, None, err)
         self._futures.clear()
-        self.decoder.waiting.clear()
-        self.decoder.active.clear()
-        if hasattr(self.decoder, "cache"):
-            self.decoder.cache.leave(set(self.decoder.cache.ids))
+        try:
+            self.engine.abort_all()
+        except Exception:  # an engine too broken to drop its turns: its next step fails the same way
+            pass
 
 
 def _resolve(future: asyncio.Future, value: Any, error: Exception | None) -> None:

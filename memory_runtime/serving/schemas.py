@@ -8,7 +8,7 @@ from typing import Any, Literal
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from memory_runtime.generation.controller import turn_messages
+from memory_runtime.generation.engine import turn_messages
 
 
 class MemlmOptions(BaseModel):
@@ -79,7 +79,7 @@ def _text_of(message: ChatMessage, index: int) -> str:
 
 
 def turn_messages_of(messages: list[ChatMessage], system_prompt: str | None) -> list[dict[str, str]]:
-    """A request's messages as the turn's chat messages (memory_runtime.generation.controller.turn_messages):
+    """A request's messages as the turn's chat messages (memory_runtime.generation.engine.turn_messages):
     `system_prompt`, the earlier user/assistant turns, the user's text. The client's system messages
     are dropped: the model was trained with memlm's own system prompt."""
     roles = [m.role for m in messages]

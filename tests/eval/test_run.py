@@ -333,6 +333,12 @@ def test_bench_decode_prints_turns_per_second_per_batch_size(tiny_data, tiny_mod
     assert result["same_results"] is True and result["turns"] >= 13
     assert set(result["cells"]) == {"hf:1", "hf:4"} and result["speedup_hf:4_vs_hf:1"] > 0
     assert result["exact_calls"]["hf:1"] == result["exact_calls"]["hf:4"] and result["agreement"]["hf:4"] == 1.0
+    # the bound on one stream: bandwidth over the weights' bytes, and each cell's share of it
+    assert result["bandwidth_gb_per_s"] > 0 and result["model_bytes"] > 0
+    ceiling = result["bandwidth_gb_per_s"] * 1e9 / result["model_bytes"]
+    assert result["ceiling_tokens_per_s"] == pytest.approx(ceiling, rel=0.01)
+    share = result["cells"]["hf:1"]["tokens_per_s"] / ceiling
+    assert result["share_of_ceiling"]["hf:1"] == pytest.approx(share, rel=0.02, abs=0.002)
 
 
 def test_eval_reads_a_config_with_overrides_and_saves_the_resolved_one(tiny_data, tiny_model_dir, tmp_path):

@@ -13,7 +13,8 @@ from learning_loop import review
 from learning_loop.review import decide, export, summary
 from memlm.cli import app
 from memory_runtime.generation.backend import ScriptedBackend
-from memory_runtime.generation.controller import Controller
+from memory_runtime.generation.batching import OneAtATime
+from memory_runtime.generation.engine import TurnRequest, turn_messages
 from memory_runtime.memory.store import TripletStore
 from memory_runtime.protocol import render_read, render_write
 from memory_runtime.records import LabelledTurn, PreferencePair, Record, Segment, prompt_segments, turn_segments
@@ -59,13 +60,19 @@ def rate_and_correct(directory) -> dict[str, str]:
     )
     with TripletStore(":memory:") as store:
         store.write("Dorothea Altemus", "employed by", "Pfizer", namespace="alice", at=1.0)
-        feedback, controller = Feedback(store, FeedbackLog(directory)), Controller(backend, store, namespace="alice")
-        good = Exchange("Where does Dorothea Altemus work?", controller.run_turn("Where does Dorothea Altemus work?"))
-        bad = Exchange("Who works for Pfizer?", controller.run_turn("Who works for Pfizer?"))
+        feedback, engine = Feedback(store, FeedbackLog(directory)), OneAtATime(lambda _: backend)
+
+        def ask(text: str) -> Exchange:
+            return Exchange(text, engine.run_turn(TurnRequest(turn_messages(text), store, namespace="alice")))
+
+        def correct(text: str, exchange: Exchange | None = None):
+            return engine.run_sessions([feedback.correction("alice", text, exchange)])[0]
+
+        good, bad = ask("Where does Dorothea Altemus work?"), ask("Who works for Pfizer?")
         ids = {"good": feedback.rate("alice", good, good=True)["record"]}
         ids["bad"] = feedback.rate("alice", bad, good=False)["record"]
-        ids["pair"] = feedback.correct(controller, FIX, bad).record.id
-        ids["same"] = feedback.correct(controller, "Marcus Feld invests in Siemens.").record.id
+        ids["pair"] = correct(FIX, bad).record.id
+        ids["same"] = correct("Marcus Feld invests in Siemens.").record.id
     return ids
 
 

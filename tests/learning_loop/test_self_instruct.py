@@ -1,4 +1,5 @@
-"""Self-instruct with a scripted backend: drafting, augmentation filters, execution, kept records, a round."""
+"""Self-instruct with a scripted model: drafting, augmentation filters, execution through a turn engine, kept
+records, a round."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from learning_loop.self_instruct import (
     run_tasks,
 )
 from memory_runtime.generation.backend import ScriptedBackend
+from memory_runtime.generation.batching import OneAtATime
 from memory_runtime.protocol import render_read, render_write
 from memory_runtime.records import Record
 
@@ -115,7 +117,7 @@ def test_run_tasks_keeps_reward_one_trajectories_as_records():
             [render_read(None, "employed by", "Pfizer"), " Ada Lin is employed by Pfizer."],  # wrong: dropped
         ]
     )
-    kept, log = run_tasks([statement, question, statement, question], backend)
+    kept, log = run_tasks([statement, question, statement, question], OneAtATime(lambda _: backend))
     assert [r["exact"] for r in log] == [1, 1, 0, 0]
     assert [r["reason"] for r in log][2:] == ["partial writes", "wrong answer"]
     read = kept[1]
@@ -156,7 +158,12 @@ def test_a_round_logs_counts_and_trains_on_the_kept_trajectories(tmp_path, monke
 
     config.generation.model = "scripted"
     rows = run_rounds(
-        config, tmp_path, log=lambda line: None, backend_for=lambda m: Echo(), train_fn=seen_configs.append
+        config,
+        tmp_path,
+        log=lambda line: None,
+        backend_for=lambda m: Echo(),
+        engine_for=lambda m: OneAtATime(lambda _: Echo()),
+        train_fn=seen_configs.append,
     )
     assert len(rows) == 1 and rows[0]["drafts"] == 3 and rows[0]["kept"] == 0
     assert json.loads((tmp_path / "rounds.jsonl").read_text())["kept_ratio"] == rows[0]["kept_ratio"]
@@ -190,6 +197,7 @@ def test_rounds_continue_the_current_adapter(tmp_path):
         tmp_path / "out",
         log=lambda line: None,
         backend_for=lambda m: backend,
+        engine_for=lambda m: OneAtATime(lambda _: backend),
         train_fn=record_and_save,
     )
     assert [c.lora.init_from for c in seen] == [str(start.resolve()), str(tmp_path / "out" / "round-1" / "adapter")]
@@ -201,6 +209,7 @@ def test_rounds_continue_the_current_adapter(tmp_path):
         tmp_path / "fresh",
         log=lambda line: None,
         backend_for=lambda m: backend,
+        engine_for=lambda m: OneAtATime(lambda _: backend),
         train_fn=record_and_save,
     )
     assert [c.lora.init_from for c in seen] == [None, None]
@@ -231,6 +240,7 @@ def test_rounds_measure_the_real_text_probe_before_and_after(tmp_path):
         tmp_path / "out",
         log=lambda line: None,
         backend_for=lambda m: writes,
+        engine_for=lambda m: OneAtATime(lambda _: writes),
         train_fn=lambda c: None,
     )
     for key in ("real_before", "real_after"):
@@ -249,13 +259,20 @@ def test_rounds_run_every_task_against_the_configured_memory(tmp_path, monkeypat
     seen = []
     run_tasks = self_instruct.run_tasks
 
-    def spy(tasks, backend, memory_config=None, **limits):
+    def spy(tasks, engine, memory_config=None, **limits):
         seen.append(memory_config)
-        return run_tasks(tasks, backend, memory_config, **limits)
+        return run_tasks(tasks, engine, memory_config, **limits)
 
     monkeypatch.setattr(self_instruct, "run_tasks", spy)
     backend = ScriptedBackend([["Nothing to store."]] * 50)
-    run_rounds(config, tmp_path / "out", log=lambda line: None, backend_for=lambda m: backend, train_fn=lambda c: None)
+    run_rounds(
+        config,
+        tmp_path / "out",
+        log=lambda line: None,
+        backend_for=lambda m: backend,
+        engine_for=lambda m: OneAtATime(lambda _: backend),
+        train_fn=lambda c: None,
+    )
     assert seen and all(m.fuzzy.threshold == 0.9 for m in seen)
 
 

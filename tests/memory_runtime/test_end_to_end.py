@@ -1,4 +1,5 @@
-"""The controller driving a real transformers model through HFBackend, with a real SQLite file.
+"""The memory controller driving a real transformers model through HFBackend (the one-at-a-time engine),
+with a real SQLite file.
 
 A tiny Llama (real SmolLM2 tokenizer) is first overfit on one transcript so that it really
 generates a MEM_WRITE, then a MEM_READ, then an answer after the results the controller
@@ -10,10 +11,10 @@ import copy
 import pytest
 import torch
 
-from memory_runtime.generation.controller import Controller
 from memory_runtime.generation.hf_backend import HFBackend
 from memory_runtime.memory.store import TripletStore
 from memory_runtime.protocol import SYSTEM_PROMPT, render_read, render_results, render_write, strip_calls
+from tests.memory_runtime.generation.test_controller import one_turn
 
 USER = "Dorothea Altemus works for Pfizer. Who works for Pfizer?"
 WRITE = render_write("Dorothea Altemus", "employed by", "Pfizer")
@@ -53,8 +54,7 @@ def trained(tiny_model, smollm2_tokenizer):
 def test_model_writes_reads_and_answers_from_sqlite(trained, smollm2_tokenizer, tmp_path):
     db = tmp_path / "memory.sqlite"
     with TripletStore(db) as store:
-        controller = Controller(HFBackend(trained, smollm2_tokenizer), store, namespace="alice", max_new_tokens=80)
-        turn = controller.run_turn(USER)
+        turn = one_turn(HFBackend(trained, smollm2_tokenizer), store, USER, namespace="alice", max_new_tokens=80)
     assert [c.kind for c in turn.calls] == ["write", "read"]
     assert turn.calls[0].status == "stored"
     assert turn.calls[1].results == [("Dorothea Altemus", "employed by", "Pfizer")]
@@ -71,7 +71,7 @@ def test_results_come_from_the_store_not_from_the_model(trained, smollm2_tokeniz
     model, decides what the read returns."""
     with TripletStore() as store:
         store.write("Tia Batres", "employed by", "Pfizer")
-        turn = Controller(HFBackend(trained, smollm2_tokenizer), store, max_new_tokens=80).run_turn(USER)
+        turn = one_turn(HFBackend(trained, smollm2_tokenizer), store, USER, max_new_tokens=80)
     assert sorted(t.subject for t in turn.calls[1].results) == ["Dorothea Altemus", "Tia Batres"]
     assert "{Tia Batres>>employed by>>Pfizer}" in turn.text
 
@@ -85,8 +85,8 @@ def test_real_embedded_model_runs_a_turn_against_a_sqlite_memory(tmp_path):
     db = tmp_path / "memory.sqlite"
     with TripletStore(db) as store:
         store.write("Dorothea Altemus", "employed by", "Pfizer", namespace="u")
-        controller = Controller(HFBackend(model, tokenizer), store, namespace="u", max_new_tokens=48)
-        turn = controller.run_turn("Who works for Pfizer? Use [MEM_READ{>>employed by>>Pfizer}: to check.")
+        user = "Who works for Pfizer? Use [MEM_READ{>>employed by>>Pfizer}: to check."
+        turn = one_turn(HFBackend(model, tokenizer), store, user, namespace="u", max_new_tokens=48)
         stored = {c.fields for c in turn.calls if c.kind == "write" and c.status == "stored"}
         assert stored <= {f.triplet for f in store.facts("u")}
     assert turn.status in ("ok", "max_tokens") and turn.generated_tokens <= 48

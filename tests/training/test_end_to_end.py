@@ -15,10 +15,10 @@ CPU_CONFIG = Path(__file__).resolve().parents[2] / "configs" / "train" / "cpu-sm
 
 
 def test_embedded_default_trains_and_reloads(tmp_path):
-    from memory_runtime.generation.controller import Controller
     from memory_runtime.generation.hf_backend import HFBackend
     from memory_runtime.memory.store import TripletStore
     from memory_runtime.models.loading import EMBEDDED_MODEL, load_model
+    from tests.memory_runtime.generation.test_controller import one_turn
 
     cfg = TrainConfig.load(
         CPU_CONFIG,
@@ -41,5 +41,5 @@ def test_embedded_default_trains_and_reloads(tmp_path):
     assert adapter["base_model_name_or_path"] == EMBEDDED_MODEL  # portable, not this machine's cache path
     model, tokenizer = load_model(str(tmp_path))
     with TripletStore(":memory:") as store:
-        turn = Controller(HFBackend(model, tokenizer), store, max_new_tokens=8).run_turn("Tia Batres works for Pfizer.")
+        turn = one_turn(HFBackend(model, tokenizer), store, "Tia Batres works for Pfizer.", max_new_tokens=8)
     assert turn.generated_tokens > 0

@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from memory_runtime.generation import batching
-from memory_runtime.generation.batching import BatchDecoder, TurnRequest
-from memory_runtime.generation.controller import Controller, TurnResult, turn_messages
+from memory_runtime.generation.batching import BatchDecoder, OneAtATime
+from memory_runtime.generation.engine import TurnRequest, TurnResult, turn_messages
 from memory_runtime.generation.hf_backend import HFBackend
 from memory_runtime.memory.store import TripletStore
 from memory_runtime.protocol import SYSTEM_PROMPT, render_read, render_results, render_write
@@ -21,19 +21,8 @@ ORGS = ["Pfizer", "Acme Rockets", "Blue Heron Labs", "Nordwind GmbH", "Okapi Foo
 
 
 def one_at_a_time(model, tokenizer, requests: list[TurnRequest]) -> list[TurnResult]:
-    out = []
-    for r in requests:
-        backend = HFBackend(model, tokenizer, relations=r.store.config.relation_names)
-        controller = Controller(
-            backend,
-            r.store,
-            namespace=r.namespace,
-            system_prompt=r.messages[0]["content"],
-            max_calls=r.max_calls,
-            max_new_tokens=r.max_new_tokens,
-        )
-        out.append(controller.run_turn(r.messages[-1]["content"], r.messages[1:-1]))
-    return out
+    """The turns one at a time, each streamed by its own HFBackend (the one-at-a-time engine)."""
+    return OneAtATime(lambda r: HFBackend(model, tokenizer, relations=r.store.config.relation_names)).run(requests)
 
 
 def same(a: TurnResult, b: TurnResult) -> tuple:
@@ -178,6 +167,25 @@ def test_models_whose_cache_cannot_be_stacked_run_one_turn_at_a_time(caller, smo
 def test_bad_requests_are_refused_before_decoding(caller, smollm2_tokenizer):
     decoder = BatchDecoder(caller, smollm2_tokenizer)
     with pytest.raises(ValueError, match="temperature"):
-        decoder.add(TurnRequest(turn_messages("hi", system_prompt=SYSTEM_PROMPT), memory(), temperature=-1))
+        decoder.submit(TurnRequest(turn_messages("hi", system_prompt=SYSTEM_PROMPT), memory(), temperature=-1))
     with pytest.raises(ValueError, match="max_batch_size"):
         BatchDecoder(caller, smollm2_tokenizer, max_batch_size=0)
+
+
+def test_an_aborted_turn_leaves_the_batch_and_its_cache(tiny_model, smollm2_tokenizer):
+    decoder = BatchDecoder(tiny_model, smollm2_tokenizer, max_batch_size=2)
+    requests = [TurnRequest(turn_messages(u), memory(), max_new_tokens=20) for u in ("Hi.", "Who is it?", "Go.")]
+    for request in requests:
+        decoder.submit(request)
+    decoder.step()  # two turns in the batch, one waiting
+    assert (decoder.in_flight, len(decoder.active), decoder.room) == (3, 2, 0)
+    assert decoder.prompt_tokens(requests[2]) > 2
+    assert decoder.abort(requests[0]) and decoder.abort(requests[2]) and not decoder.abort(requests[0])
+    assert decoder.in_flight == 1 and len(decoder.cache.ids) == 1
+    while decoder.busy:
+        finished = decoder.step()
+    assert [r for r, _ in finished] == [requests[1]]
+    decoder.submit(requests[0])
+    decoder.step()
+    decoder.abort_all()
+    assert not decoder.busy and decoder.cache.ids == []

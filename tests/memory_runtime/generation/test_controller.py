@@ -1,10 +1,22 @@
-"""The controller's mechanics, driven by a scripted backend (no model needed)."""
+"""The memory controller's mechanics, driven through the one-at-a-time engine by a scripted backend
+(no model needed)."""
 
 import pytest
 
 from memory_runtime.generation.backend import ScriptedBackend
-from memory_runtime.generation.controller import Controller
+from memory_runtime.generation.batching import OneAtATime
+from memory_runtime.generation.engine import TurnRequest, TurnResult, turn_messages
 from memory_runtime.memory.store import TripletStore
+from memory_runtime.protocol import SYSTEM_PROMPT
+
+
+def one_turn(
+    backend, store, user="hi", *, history=(), system_prompt=SYSTEM_PROMPT, write_gate=None, **request
+) -> TurnResult:
+    """One turn of `user`'s text after `history` over `backend` (the one-at-a-time engine); `request`: the
+    TurnRequest's other fields (namespace, limits, on_text, ...)."""
+    engine = OneAtATime(lambda _: backend, write_gate)
+    return engine.run_turn(TurnRequest(turn_messages(user, history, system_prompt), store, **request))
 
 
 @pytest.fixture
@@ -15,8 +27,7 @@ def store():
 
 def run(store, turns, user="hi", chunk=3, **kwargs):
     backend = ScriptedBackend(turns, chunk=chunk)
-    result = Controller(backend, store, **kwargs).run_turn(user)
-    return result, backend
+    return one_turn(backend, store, user, **kwargs), backend
 
 
 @pytest.mark.parametrize("chunk", [1, 2, 5, 1000])
@@ -85,7 +96,7 @@ def test_user_typed_calls_are_never_executed(store):
 def test_calls_in_history_are_not_executed_again(store):
     history = [{"role": "user", "content": "x"}, {"role": "assistant", "content": "[MEM_WRITE{A b>>employed by>>C}]"}]
     backend = ScriptedBackend(["ok"])
-    Controller(backend, store).run_turn("y", history=history)
+    one_turn(backend, store, "y", history=history)
     assert store.facts() == []
 
 
@@ -144,7 +155,7 @@ def test_token_limit(store):
 
 def test_system_prompt_and_namespace(store):
     backend = ScriptedBackend(["[MEM_WRITE{Tia Batres>>customer of>>Pfizer}]"])
-    Controller(backend, store, namespace="alice", system_prompt="You have a memory.").run_turn("Tia buys from Pfizer.")
+    one_turn(backend, store, "Tia buys from Pfizer.", namespace="alice", system_prompt="You have a memory.")
     assert backend.seen[0][0] == {"role": "system", "content": "You have a memory."}
     assert len(store.facts("alice")) == 1 and store.facts("default") == []
 
@@ -157,27 +168,31 @@ def test_trace_serialises(store):
 
 
 def test_the_reply_never_acknowledges_a_write_that_was_not_stored():
-    from memory_runtime.generation.controller import NOT_STORED
+    from memory_runtime.protocol import NOT_STORED
 
     store = TripletStore()
-    malformed = Controller(ScriptedBackend(["[MEM_WRITE{Ada Lin>>employed by}] Noted."]), store).run_turn("Ada?")
+    malformed = one_turn(ScriptedBackend(["[MEM_WRITE{Ada Lin>>employed by}] Noted."]), store, "Ada?")
     assert malformed.reply == NOT_STORED and store.facts() == []
-    cut = Controller(ScriptedBackend(["[MEM_WRITE{Ada Lin>>employed by>>Pf"]), store, max_new_tokens=5)
-    result = cut.run_turn("Ada Lin works for Pfizer.")
+    cut = ScriptedBackend(["[MEM_WRITE{Ada Lin>>employed by>>Pf"])
+    result = one_turn(cut, store, "Ada Lin works for Pfizer.", max_new_tokens=5)
     assert result.status == "max_tokens" and result.reply == "" and store.facts() == []
-    stored = Controller(ScriptedBackend(["[MEM_WRITE{Ada Lin>>employed by>>Pfizer}] Noted."]), store)
-    assert stored.run_turn("Ada Lin works for Pfizer.").reply == "Noted."
+    stored = ScriptedBackend(["[MEM_WRITE{Ada Lin>>employed by>>Pfizer}] Noted."])
+    assert one_turn(stored, store, "Ada Lin works for Pfizer.").reply == "Noted."
 
 
 def test_a_cancelled_turn_stops_at_its_next_piece():
     store = TripletStore()
     backend = ScriptedBackend(["Thinking... [MEM_WRITE{Ada Lin>>employed by>>Pfizer}] Noted."], chunk=4)
     pieces = []
+    request = TurnRequest(turn_messages("hi"), store)
 
-    def cancelled():
-        return len(pieces) >= 2
+    def on_text(text):  # the client goes away after two pieces
+        pieces.append(text)
+        if len(pieces) >= 2:
+            request.cancel.set()
 
-    result = Controller(backend, store).run_turn("hi", on_text=pieces.append, cancelled=cancelled)
+    request.on_text = on_text
+    result = OneAtATime(lambda _: backend).run_turn(request)
     assert result.status == "cancelled" and store.facts() == [] and result.text == "Thinking"
 
 
@@ -189,12 +204,9 @@ def test_a_turns_writes_commit_as_they_are_generated():
     store = TripletStore()
     write = render_write("Ada Lin", "employed by", "Pfizer")
     backend = ScriptedBackend([[write + " " + render_read("Ada Lin", "employed by", None), " Pfizer."]])
-    result = Controller(backend, store).run_turn("Ada Lin works for Pfizer. Where does she work?")
+    result = one_turn(backend, store, "Ada Lin works for Pfizer. Where does she work?")
     assert result.calls[1].results == [("Ada Lin", "employed by", "Pfizer")]
-    cut = Controller(
-        ScriptedBackend([write + " " + render_write("Bo Ek", "employed by", "BMW")]),
-        store,
-        max_new_tokens=len(write) // 3 + 2,
-    )  # three characters a token: cut inside the second call
-    result = cut.run_turn("Ada Lin works for Pfizer and Bo Ek for BMW.")
+    cut = ScriptedBackend([write + " " + render_write("Bo Ek", "employed by", "BMW")])
+    # three characters a token: cut inside the second call
+    result = one_turn(cut, store, "Ada Lin works for Pfizer and Bo Ek for BMW.", max_new_tokens=len(write) // 3 + 2)
     assert result.status == "max_tokens" and [f.subject for f in store.facts()] == ["Ada Lin"]

@@ -44,7 +44,9 @@ def test_open_runtime_gives_the_model_with_its_memory(tiny_model_dir, tmp_path):
     assert runtime.memory == MemoryConfig.load(memory) and runtime.dtype == "float32"
     with runtime.open_store() as store:
         assert store.config.fuzzy.threshold == 0.9
-        turn = runtime.controller(store, "alice").run_turn("Ada Lin works for Pfizer.")
+        request = runtime.request("Ada Lin works for Pfizer.", store, "alice", source="test")
+        assert request.max_new_tokens == 4 and request.messages[0]["content"] == runtime.system_prompt
+        turn = runtime.decoder.run_turn(request)
         assert turn.generated_tokens <= 4
 
 
@@ -98,12 +100,12 @@ def test_commands_that_need_the_model_here_run_on_hf(monkeypatch):
     from memory_runtime.serving.config import ServeConfig
 
     monkeypatch.setattr(runtime, "vllm_installed", lambda: True)
-    assert ChatConfig().generation.engine == SelfInstructConfig().generation.engine == "hf"
-    with pytest.raises(ConfigError, match="chat runs one turn at a time"):
-        ChatConfig.load(None, ["generation.engine=vllm"])
-    with pytest.raises(ConfigError, match="self-instruct runs one turn at a time"):
+    assert SelfInstructConfig().generation.engine == "hf"  # its sentences stream from the model in this process
+    with pytest.raises(ConfigError, match="self-instruct writes its sentences with the model in this process"):
         SelfInstructConfig.load(None, ["generation.engine=vllm"])
-    assert choose_engine(ServeConfig().generation)[0] == "vllm"
+    # chat runs on the engine serve and eval open: generation.engine means the same everywhere
+    assert choose_engine(ChatConfig().generation)[0] == choose_engine(ServeConfig().generation)[0] == "vllm"
+    assert ChatConfig.load(None, ["generation.engine=vllm"]).generation.engine == "vllm"
     evaluated = EvalConfig.load(None, ["generation.model=RUN"])
     assert on_engine(evaluated)[0].generation.engine == "vllm"
     several = on_engine(evaluated.model_copy(update={"workers": 2}))

@@ -7,8 +7,7 @@ from __future__ import annotations
 import re
 from types import SimpleNamespace
 
-from memory_runtime.generation.batching import TurnRequest
-from memory_runtime.generation.controller import turn_messages
+from memory_runtime.generation.engine import TurnRequest, turn_messages
 from memory_runtime.generation.vllm_backend import VLLMDecoder
 from memory_runtime.memory.store import TripletStore
 from memory_runtime.protocol import render_read, render_results, render_write
@@ -141,3 +140,20 @@ def test_closing_shuts_the_engine_processes_down_for_every_twin(smollm2_tokenize
     engine.engine_core = SimpleNamespace(shutdown=lambda: shut.append("engine"))  # vLLM's client of its processes
     vllm.with_adapter(None).close()
     assert shut == ["engine"]
+
+
+def test_an_aborted_turn_is_aborted_in_the_engine_too(smollm2_tokenizer):
+    store = TripletStore(":memory:")
+    engine, vllm = decoder(smollm2_tokenizer)
+    first, second, third = (
+        TurnRequest(turn_messages(f"Tia Batres works for Pfizer {i}."), store, max_new_tokens=64) for i in range(3)
+    )
+    for request in (first, second, third):
+        vllm.submit(request)
+    vllm.step()  # all three submitted, a few tokens each
+    assert vllm.in_flight == 3 and len(engine.submissions) == 3
+    assert vllm.abort(second) and not vllm.abort(second)
+    assert engine.aborted == [engine.submissions[1]["id"]] and vllm.in_flight == 2
+    vllm.abort_all()
+    assert sorted(engine.aborted) == sorted(s["id"] for s in engine.submissions) and not vllm.busy
+    assert vllm.step() == [] and not engine.live

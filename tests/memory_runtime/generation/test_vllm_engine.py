@@ -61,8 +61,7 @@ TRANSCRIPTS = {
 # runs in .venv-vllm: every scenario on one engine, the figures as JSON on the last line
 SCENARIOS = """
 import json, sys, threading
-from memory_runtime.generation.batching import TurnRequest
-from memory_runtime.generation.controller import turn_messages
+from memory_runtime.generation.engine import TurnRequest, turn_messages
 from memory_runtime.memory.store import TripletStore
 from memory_runtime.generation.vllm_backend import VLLMDecoder, load_vllm_decoder
 

@@ -6,7 +6,6 @@ import torch
 from pydantic import ValidationError
 
 from memory_runtime.generation.backend import ScriptedBackend
-from memory_runtime.generation.controller import NOT_STORED, Controller
 from memory_runtime.generation.write_gate import (
     VERIFY_NO,
     VERIFY_YES,
@@ -18,6 +17,8 @@ from memory_runtime.generation.write_gate import (
     write_gate,
 )
 from memory_runtime.memory.store import TripletStore
+from memory_runtime.protocol import NOT_STORED
+from tests.memory_runtime.generation.test_controller import one_turn
 
 CALL = "[MEM_WRITE{Ada Lin>>employed by>>Pfizer}]"
 
@@ -40,7 +41,7 @@ class FixedScorer:
 
 def gated_turn(gate: WriteGate, text: str = f"{CALL} Noted."):
     store = TripletStore()
-    result = Controller(ScriptedBackend([text]), store, write_gate=gate).run_turn("Ada Lin works for Pfizer.")
+    result = one_turn(ScriptedBackend([text]), store, "Ada Lin works for Pfizer.", write_gate=gate)
     return result, store
 
 
@@ -167,16 +168,16 @@ def test_the_verification_question_names_the_fact_without_call_syntax():
 
 
 def test_the_batch_decoder_gates_its_turns_like_the_controller(tiny_model, smollm2_tokenizer):
-    from memory_runtime.generation.batching import BatchDecoder, TurnRequest
-    from memory_runtime.generation.controller import turn_messages
+    from memory_runtime.generation.batching import BatchDecoder
+    from memory_runtime.generation.engine import TurnRequest, turn_messages
 
     gate = WriteGate(WriteGateConfig(signal="call"), FixedScorer(0.1, 0.1))
     decoder = BatchDecoder(tiny_model, smollm2_tokenizer, write_gate=gate)
     store = TripletStore()
-    decoder.add(TurnRequest(turn_messages("Ada Lin works for Pfizer."), store, max_new_tokens=2))
+    decoder.submit(TurnRequest(turn_messages("Ada Lin works for Pfizer."), store, max_new_tokens=2))
     decoder.step()
     turns = list(decoder.active.values())
-    assert not turns or turns[0].calls.write_gate is gate
+    assert not turns or turns[0].controller.write_gate is gate
     assert decoder._alone.write_gate is gate  # models whose cache cannot be stacked: the same gate
 
 
@@ -186,3 +187,14 @@ def test_serving_a_gate_needs_the_hf_engine():
     assert Generation(write_gate=WriteGateConfig(signal="call")).write_gate.signal == "call"
     with pytest.raises(ValidationError, match="engine: hf"):
         Generation(engine="vllm", write_gate=WriteGateConfig(signal="call"))
+
+
+def test_a_turn_that_asks_for_no_gate_stores_every_write():
+    """A correction: the user said it, so the engine's gate holds nothing back (TurnRequest.gate_writes)."""
+    scorer = FixedScorer(call=0.1, verify=0.1)
+    gate = WriteGate(WriteGateConfig(signal="call", threshold=0.5), scorer)
+    store = TripletStore()
+    result = one_turn(
+        ScriptedBackend([f"{CALL} Noted."]), store, "Ada Lin works for Pfizer.", write_gate=gate, gate_writes=False
+    )
+    assert [c.status for c in result.calls] == ["stored"] and scorer.asked == []

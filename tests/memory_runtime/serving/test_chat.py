@@ -3,6 +3,7 @@ as a subprocess over the tiny real model saved to disk)."""
 
 import io
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -10,7 +11,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from memory_runtime.generation.controller import Controller
+from memory_runtime.generation.batching import OneAtATime
 from memory_runtime.memory.store import TripletStore
 from memory_runtime.serving.chat import run_chat
 from tests.memory_runtime.serving.test_serve import MemoryEchoBackend
@@ -21,7 +22,7 @@ def chat(store, lines, user="alice", **options):
     out = io.StringIO()
     console = Console(file=out, width=200, color_system=None)
     run_chat(
-        lambda ns: Controller(MemoryEchoBackend(), store, namespace=ns),
+        OneAtATime(lambda _: MemoryEchoBackend()),
         store,
         io.StringIO("\n".join(lines)),
         console,
@@ -48,7 +49,7 @@ def test_history_is_off_by_default_and_carries_the_calls_when_on(store):
     def run(**options):
         seen.clear()
         run_chat(
-            lambda ns: Controller(Recording(), store, namespace=ns),
+            OneAtATime(lambda _: Recording()),
             store,
             io.StringIO("remember A B / works for / C\nrecall A B\n"),
             Console(file=io.StringIO()),
@@ -60,6 +61,30 @@ def test_history_is_off_by_default_and_carries_the_calls_when_on(store):
     with_history = run(history_turns=1)
     assert [m["role"] for m in with_history] == ["system", "user", "assistant", "user"]
     assert "[MEM_WRITE{A B>>works for>>C}]" in with_history[2]["content"]
+
+
+def test_chat_runs_on_the_batched_engine_as_it_runs_one_turn_at_a_time(tiny_model, smollm2_tokenizer):
+    """`memlm chat` runs on the engine that generation.engine opens, as serve and eval do: on the batched
+    hf engine a chat (a /correct's turn included) decodes what one turn at a time decodes (greedy)."""
+    from memory_runtime.generation.batching import BatchDecoder
+    from memory_runtime.generation.hf_backend import HFBackend
+    from memory_runtime.generation.runtime import Generation
+
+    lines = ["Tia Batres works for Pfizer.", "Who works for Pfizer?", "/trace", "/correct Tia works for BMW."]
+
+    def chat_on(engine):
+        out = io.StringIO()
+        with TripletStore() as store:
+            console = Console(file=out, width=200, color_system=None)
+            lines_in = io.StringIO("\n".join(lines))
+            run_chat(engine, store, lines_in, console, generation=Generation(max_new_tokens=6), show_calls=True)
+            return re.sub(r"[\d.]+ s\b", "_ s", out.getvalue())  # /trace's timings differ, nothing else
+
+    batched = BatchDecoder(tiny_model, smollm2_tokenizer, max_batch_size=4)
+    alone = OneAtATime(lambda r: HFBackend(tiny_model, smollm2_tokenizer, relations=r.store.config.relation_names))
+    text = chat_on(batched)
+    assert text == chat_on(alone) and "status max_tokens, 6 tokens" in text  # the random model runs to its limit
+    assert batched.stats["prefills"] == 3 and batched.stats["steps"] >= 6  # both turns and the correction's
 
 
 @pytest.fixture
@@ -183,7 +208,7 @@ def test_trace_shows_a_write_the_gate_held_back_and_its_scores(store):
     gate = WriteGate(WriteGateConfig(signal="call", threshold=0.5), FixedScorer(call=0.2, verify=0.9))
     out = io.StringIO()
     run_chat(
-        lambda ns: Controller(MemoryEchoBackend(), store, namespace=ns, write_gate=gate),
+        OneAtATime(lambda _: MemoryEchoBackend(), write_gate=gate),
         store,
         io.StringIO("remember Tia Batres / works for / BMW\n/trace\n/facts"),
         Console(file=out, width=200, color_system=None),
@@ -222,7 +247,7 @@ def test_the_quickstarts_chat_shows_on_the_memory_page_with_the_shipped_key(tmp_
     with TripletStore(db) as store:
         out = io.StringIO()
         run_chat(
-            lambda ns: Controller(MemoryEchoBackend(), store, namespace=ns),
+            OneAtATime(lambda _: MemoryEchoBackend()),
             store,
             io.StringIO("remember Dorothea Altemus / employed by / Pfizer\n"),
             Console(file=out, width=200, color_system=None),

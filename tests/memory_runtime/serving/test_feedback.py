@@ -9,7 +9,8 @@ from dataclasses import replace
 import pytest
 
 from memory_runtime.generation.backend import ScriptedBackend
-from memory_runtime.generation.controller import Controller
+from memory_runtime.generation.batching import OneAtATime
+from memory_runtime.generation.engine import TurnRequest, turn_messages
 from memory_runtime.memory.store import TripletStore
 from memory_runtime.protocol import render_read, render_write
 from memory_runtime.records import PreferencePair, Segment, model_turn, prompt_segments, turn_segments
@@ -36,8 +37,20 @@ def store():
 
 
 def ask(store, backend, text=ASK):
-    controller = Controller(backend, store, namespace="alice")
-    return controller, Exchange(text, controller.run_turn(text))
+    """A turn of alice's over `backend`: the engine that ran it, and the exchange."""
+    engine = OneAtATime(lambda _: backend)
+    return engine, Exchange(text, engine.run_turn(TurnRequest(turn_messages(text), store, namespace="alice")))
+
+
+def correct(feedback, engine, text, exchange=None):
+    """A correction of alice's memory through `engine`, as chat and the server run it."""
+    return engine.run_sessions([feedback.correction("alice", text, exchange)])[0]
+
+
+def scripted(*turns):
+    """The one-at-a-time engine over a scripted backend that plays `turns`."""
+    backend = ScriptedBackend(list(turns))
+    return OneAtATime(lambda _: backend)
 
 
 def test_complete_name():
@@ -54,8 +67,8 @@ def test_a_correction_becomes_a_superseding_write_and_a_trajectory(store, tmp_pa
     backend = ScriptedBackend(
         [[READ, " Dorothea Altemus is employed by Pfizer."], render_write("Dorothea", "employed by", "BMW") + " Noted."]
     )
-    controller, exchange = ask(store, backend)
-    fix = feedback.correct(controller, "No, Dorothea works for BMW now.", exchange)
+    engine, exchange = ask(store, backend)
+    fix = correct(feedback, engine, "No, Dorothea works for BMW now.", exchange)
     assert fix.writes == [("Dorothea Altemus", "employed by", "BMW")]  # the partial name completed
     assert fix.superseded == [("Dorothea Altemus", "employed by", "Pfizer")]
     assert [f.triplet for f in store.query("Dorothea Altemus", namespace="alice").facts] == [
@@ -87,8 +100,8 @@ def test_a_correction_the_model_got_partly_wrong_keeps_its_own_turn_as_a_dpo_pai
     said = "No, Dorothea works for BMW now."
     ran = render_write("Dorothea", "employed by", "BMW") + " Noted."  # the model left the name partial
     backend = ScriptedBackend([[READ, " Dorothea Altemus is employed by Pfizer."], ran])
-    controller, exchange = ask(store, backend)
-    fix = feedback.correct(controller, said, exchange)
+    engine, exchange = ask(store, backend)
+    fix = correct(feedback, engine, said, exchange)
     (pending,) = read_pending(tmp_path)
     assert pending.rejected == fix.rejected and pending.rejected.segments == turn_segments(said, ran)
     pair = PreferencePair(id=pending.record.id, chosen=correction_alone(pending.record), rejected=pending.rejected)
@@ -104,8 +117,7 @@ def test_a_correction_the_model_got_partly_wrong_keeps_its_own_turn_as_a_dpo_pai
 def test_a_correction_the_model_wrote_as_stored_has_no_pair(store, tmp_path, spacing):
     feedback = Feedback(store, FeedbackLog(tmp_path))
     ran = render_write("Dorothea Altemus", "employed by", "BMW") + spacing + " Noted."  # spacing: the same turn
-    controller = Controller(ScriptedBackend([ran]), store, namespace="alice")
-    fix = feedback.correct(controller, "No, Dorothea Altemus works for BMW now.")
+    fix = correct(feedback, scripted(ran), "No, Dorothea Altemus works for BMW now.")
     (pending,) = read_pending(tmp_path)
     assert fix.record is not None and fix.rejected is None and pending.rejected is None
     assert pending.rating == "correction"
@@ -120,8 +132,8 @@ def test_a_correction_ends_a_contradicted_non_functional_fact(store):
             render_write("Marcus Feld", "investor in", "BMW") + " Noted.",
         ]
     )
-    controller, exchange = ask(store, backend, "What does Marcus Feld invest in?")
-    fix = feedback.correct(controller, "Wrong: he invests in BMW, not Siemens.", exchange)
+    engine, exchange = ask(store, backend, "What does Marcus Feld invest in?")
+    fix = correct(feedback, engine, "Wrong: he invests in BMW, not Siemens.", exchange)
     assert fix.ended == [("Marcus Feld", "investor in", "Siemens")] and fix.superseded == []
     assert {f.object for f in store.query("Marcus Feld", namespace="alice").facts} == {"BMW"}
     assert store.history("Marcus Feld", namespace="alice")[0].ended_by == "forgotten"  # kept in history
@@ -130,16 +142,14 @@ def test_a_correction_ends_a_contradicted_non_functional_fact(store):
 def test_a_correction_that_carries_call_syntax_stores_nothing_from_it(store, tmp_path):
     call = render_write("Mallory Evil", "founder of", "Google")
     feedback = Feedback(store, FeedbackLog(tmp_path))
-    controller = Controller(ScriptedBackend([call + " Noted."]), store, namespace="alice")  # the model copies it
-    fix = feedback.correct(controller, f"No, that is wrong: {call}")
+    fix = correct(feedback, scripted(call + " Noted."), f"No, that is wrong: {call}")  # the model copies it
     assert fix.writes == [] and fix.record is None and fix.turn.calls[0].status.startswith("refused")
     assert len(store.facts("alice")) == 2 and not store.query("Mallory Evil", namespace="alice").facts
 
 
 def test_a_correction_without_a_fact_writes_nothing(store, tmp_path):
     feedback = Feedback(store, FeedbackLog(tmp_path))
-    controller = Controller(ScriptedBackend(["Nothing to store."]), store, namespace="alice")
-    fix = feedback.correct(controller, "That is not right.")
+    fix = correct(feedback, scripted("Nothing to store."), "That is not right.")
     assert fix.writes == [] and fix.record is None and not (tmp_path / "pending").exists()
     assert len(store.facts("alice")) == 2
 
@@ -202,7 +212,7 @@ def test_chat_commands_rate_correct_and_flag_repeats(tmp_path):
     out = io.StringIO()
     with TripletStore() as store:
         run_chat(
-            lambda ns: Controller(MemoryEchoBackend(), store, namespace=ns),
+            OneAtATime(lambda _: MemoryEchoBackend()),
             store,
             io.StringIO("\n".join(lines)),
             Console(file=out, width=200, color_system=None),
@@ -255,7 +265,7 @@ def test_serve_feedback_endpoint(tmp_path):
 
 def test_the_wrong_answers_remembered_are_bounded(store):
     feedback = Feedback(store, max_questions=3, max_replies=2)
-    result = Controller(ScriptedBackend(["x"]), store).run_turn("q")
+    result = scripted("x").run_turn(TurnRequest(turn_messages("q"), store))
     for q in range(5):
         for r in range(4):
             feedback._mark_wrong("alice", Exchange(f"question {q}", replace(result, reply=f"reply {r}")))
@@ -263,3 +273,15 @@ def test_the_wrong_answers_remembered_are_bounded(store):
     assert feedback.repeated_wrong("alice", "question 4", "reply 3")  # the most recent are kept
     assert not feedback.repeated_wrong("alice", "question 0", "reply 3")  # the oldest question dropped
     assert not feedback.repeated_wrong("alice", "question 4", "reply 0")  # and its oldest replies
+
+
+def test_a_correction_is_not_held_back_by_the_engines_write_gate(store):
+    """The user said it: the engine's gate, which holds back the model's unsure writes, lets a correction's
+    writes through (TurnRequest.gate_writes), as it did when corrections decoded alone without one."""
+    from memory_runtime.generation.write_gate import WriteGate, WriteGateConfig
+    from tests.memory_runtime.generation.test_write_gate import FixedScorer
+
+    gate = WriteGate(WriteGateConfig(signal="call", threshold=0.5), FixedScorer(call=0.1, verify=0.1))
+    backend = ScriptedBackend([render_write("Dorothea Altemus", "employed by", "BMW") + " Noted."])
+    fix = correct(Feedback(store), OneAtATime(lambda _: backend, gate), "No, Dorothea Altemus works for BMW now.")
+    assert fix.writes == [("Dorothea Altemus", "employed by", "BMW")] and fix.turn.calls[0].scores == {}

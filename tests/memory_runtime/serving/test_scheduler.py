@@ -1,5 +1,5 @@
 """The server's model thread: fair admission across owners, a bounded queue, clients that leave,
-a failing batch that does not stop the server, and jobs between steps."""
+a failing batch that does not stop the server, sessions and jobs between steps, and only turn engines."""
 
 from __future__ import annotations
 
@@ -9,30 +9,39 @@ import threading
 
 import pytest
 
-from memory_runtime.generation.batching import TurnRequest
+from memory_runtime.generation.engine import TurnEngine, TurnRequest
 from memory_runtime.memory.store import TripletStore
 from memory_runtime.serving.scheduler import Overloaded, TurnScheduler
 
 
-class Recorder:
-    """A decoder stand-in: `room` places; a step finishes every active turn, recording the order."""
+class Recorder(TurnEngine):
+    """An engine stand-in: `places` turns at once; a step finishes every turn, recording the order."""
 
     def __init__(self, places: int = 1, fail_on: str | None = None, gate: threading.Event | None = None) -> None:
-        self.places, self.fail_on, self.gate = places, fail_on, gate
+        self.max_batch_size, self.fail_on, self.gate = places, fail_on, gate
         self.waiting: collections.deque = collections.deque()
-        self.active: dict = {}
         self.order: list[str] = []
+        self.aborted = 0
 
-    @property
-    def busy(self) -> bool:
-        return bool(self.waiting)
-
-    @property
-    def room(self) -> int:
-        return max(0, self.places - len(self.waiting))
-
-    def add(self, request: TurnRequest) -> None:
+    def submit(self, request: TurnRequest) -> None:
         self.waiting.append(request)
+
+    def abort(self, request: TurnRequest) -> bool:
+        return False
+
+    def abort_all(self) -> None:
+        self.aborted += len(self.waiting)
+        self.waiting.clear()
+
+    @property
+    def in_flight(self) -> int:
+        return len(self.waiting)
+
+    def prompt_tokens(self, request: TurnRequest) -> int | None:
+        return None
+
+    def close(self) -> None:
+        pass
 
     def step(self):
         if self.gate is not None:
@@ -41,6 +50,7 @@ class Recorder:
         self.waiting.clear()
         for request in done:
             if request.tag == self.fail_on:
+                self.waiting.extend(done)  # still in the engine when its step fails
                 raise RuntimeError("the model broke")
         self.order += [r.tag for r in done]
         return [(r, f"result of {r.tag}") for r in done]
@@ -106,6 +116,36 @@ def test_a_failing_batch_fails_its_turns_and_the_server_goes_on():
         return good, job
 
     assert asyncio.run(asyncio.wait_for(scenario(), timeout=20)) == ("result of good", "a correction")
+    assert decoder.aborted == 1  # the failed turn was dropped through the interface, nothing reached into
+
+
+def test_a_session_queues_its_turns_for_its_owner():
+    """A correction's turns go through the engine like any other turn, one after another."""
+    decoder = Recorder(places=1)
+
+    def session():
+        first = yield request("s1")
+        second = yield request(f"after {first}")
+        return [first, second]
+
+    async def scenario():
+        scheduler = TurnScheduler(decoder, max_queue=10)
+        value = await scheduler.run_session(session(), "alice")
+        scheduler.close()
+        return value
+
+    assert asyncio.run(asyncio.wait_for(scenario(), timeout=20)) == ["result of s1", "result of after result of s1"]
+
+
+def test_an_engine_without_the_interface_is_refused_at_start_up():
+    class Partial:  # what the scheduler reached into before: a queue, a step, no interface
+        busy, room, waiting, active = False, 1, [], {}
+
+        def step(self):
+            return []
+
+    with pytest.raises(ValueError, match=r"Partial is not a turn engine .*lacks .*submit, .*abort, abort_all"):
+        TurnScheduler(Partial(), max_queue=10)
 
 
 def test_one_key_holds_at_most_its_share_of_turns():

@@ -138,7 +138,7 @@ def test_a_change_from_a_page_of_another_origin_is_refused(store):
 def test_wrong_keys_from_one_address_meet_429_with_retry_after(store):
     app = create_app(config(limits=Limits(max_failed_keys=3)), store, None, model_name="none")
     now = [1000.0]
-    app.state.failed_keys.clock = lambda: now[0]
+    app.state.server.failed_keys.clock = lambda: now[0]
     with client(app) as c, client(app, ip="10.0.0.2") as other:
         assert all(c.get("/v1/memory/facts").status_code == 401 for _ in range(5))  # no key: no guess
         statuses = [c.get("/v1/memory/facts", headers=auth(f"guess-{i:06d}")).status_code for i in range(500)]

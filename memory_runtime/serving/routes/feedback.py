@@ -1,0 +1,70 @@
+"""POST /v1/feedback: a rating of the caller's last reply and/or a correction in words, which the
+model turns into memory writes (the work is serving/feedback.py's)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter
+
+from memory_runtime.serving.feedback import Correction, Exchange
+from memory_runtime.serving.routes.state import Namespace, ServerState, State
+from memory_runtime.serving.scheduler import Overloaded, OwnerBusy
+from memory_runtime.serving.schemas import APIError, FeedbackRequest
+
+router = APIRouter()
+
+
+@router.post("/v1/feedback")
+async def post_feedback(request: FeedbackRequest, server: State, namespace: Namespace) -> dict[str, Any]:
+    """Feedback on the caller's last reply: a rating (good / bad) and/or a correction in words,
+    which the model turns into memory writes (superseding the wrong fact, kept in history)."""
+    last = server.last_turns.get(namespace)
+    # kept: whether trajectories reach feedback_dir/pending/ for review (feedback_dir null: not kept)
+    out: dict[str, Any] = {
+        "rating": request.rating,
+        "repeated_wrong": False,
+        "record": None,
+        "kept": server.config.feedback_dir is not None,
+    }
+    if request.rating is not None:
+        if last is None:
+            raise APIError(400, "no reply to rate yet: rate after a chat completion", param="rating")
+        event = server.feedback.rate(namespace, last, good=request.rating == "good")
+        out.update(repeated_wrong=bool(event.get("repeated_wrong")), record=event.get("record"))
+    if request.correction:
+        fix = await correct(server, namespace, request.correction, last)
+        out.update(
+            writes=fix.writes,
+            superseded=fix.superseded,
+            ended=fix.ended,
+            record=fix.record.id if fix.record else out["record"],
+        )
+    return out
+
+
+async def correct(server: ServerState, namespace: str, correction: str, last: Exchange | None) -> Correction:
+    """The model turns `correction` into memory writes: a session of greedy turns on the server's turn
+    engine (any engine), queued fairly with the caller's other turns (501 where the server has no model)."""
+    if not server.has_model:
+        raise APIError(501, "this server has no model (memlm ui): corrections need one", code="no_model")
+    generation = server.config.generation
+    session = server.feedback.correction(
+        namespace,
+        correction,
+        last,
+        system_prompt=server.system_prompt,
+        max_new_tokens=generation.max_new_tokens,
+        max_calls=generation.max_calls,
+    )
+    try:
+        return await server.scheduler.run_session(session, owner=namespace)
+    except OwnerBusy:
+        raise APIError(
+            429,
+            "this key has too many turns waiting or running; retry when one is done",
+            type="rate_limit_error",
+            code="too_many_turns",
+        ) from None
+    except Overloaded:
+        raise APIError(503, "the server is overloaded; retry later", type="server_error", code="overloaded") from None

@@ -1,0 +1,71 @@
+"""What every route shares, held once per app on `app.state.server`, and the FastAPI dependencies that
+read it: routes are module-level functions (routes/*.py), so nothing a request needs lives in a closure."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Annotated, Protocol
+
+from fastapi import Depends, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from memory_runtime.generation.backend import Backend
+from memory_runtime.generation.engine import TurnEngine
+from memory_runtime.memory.store import TripletStore
+from memory_runtime.serving.config import Limits, ServeConfig
+from memory_runtime.serving.feedback import Exchange, Feedback
+from memory_runtime.serving.keys import Caller, FailedKeys
+from memory_runtime.serving.metrics import Metrics
+from memory_runtime.serving.scheduler import TurnScheduler
+
+
+class BackendFactory(Protocol):
+    def __call__(self, *, temperature: float, top_p: float, seed: int | None) -> Backend:
+        """A fresh backend for one turn (the server calls it on the generation thread)."""
+
+
+@dataclass
+class ServerState:
+    """One server's model, memory and bookkeeping (create_app builds it)."""
+
+    config: ServeConfig
+    store: TripletStore  # thread-safe, shared by every request; a request acts in its caller's namespace
+    model_name: str  # the `model` reported to clients
+    system_prompt: str | None  # the system message the model was trained with
+    has_model: bool  # False for `memlm ui`: the memory routes only, chat answers 501
+    backend_factory: BackendFactory | None  # corrections decode alone over it (hf engine only)
+    decoder: TurnEngine  # the engine the scheduler steps (BatchDecoder, OneAtATime, the vLLM decoder)
+    scheduler: TurnScheduler  # the model thread: turns of every key, fairly
+    metrics: Metrics
+    feedback: Feedback
+    failed_keys: FailedKeys  # wrong keys per client address
+    caller: Callable[..., Awaitable[Caller]]  # keys.caller_dependency over the server's KeyRing
+    on_shutdown: Callable[[], None] | None = None
+    last_turns: dict[str, Exchange] = field(default_factory=dict)  # namespace -> what POST /v1/feedback is about
+
+    @property
+    def limits(self) -> Limits:
+        return self.config.limits
+
+
+async def server_state(request: Request) -> ServerState:
+    """The state of the app that serves `request` (async: a sync dependency would take a thread)."""
+    return request.app.state.server
+
+
+_bearer = HTTPBearer(auto_error=False)  # the API key, as OpenAPI documents it (scheme HTTPBearer)
+
+
+async def key_caller(request: Request, credentials: HTTPAuthorizationCredentials | None = Depends(_bearer)) -> Caller:
+    """The authenticated caller (401, 403, 429 as keys.caller_dependency says)."""
+    return await request.app.state.server.caller(request, credentials)
+
+
+async def user_namespace(who: Caller = Depends(key_caller)) -> str:
+    """The namespace the caller acts in: the dependency of every route that takes a key."""
+    return who.namespace
+
+
+State = Annotated[ServerState, Depends(server_state)]
+Namespace = Annotated[str, Depends(user_namespace)]
