@@ -103,7 +103,9 @@ def test_kill_9_during_a_write_storm_loses_no_acknowledged_write(tmp_path):
     ]
     for t in clients:
         t.start()
-    time.sleep(3)
+    deadline = time.monotonic() + 30
+    while len(acknowledged) < 40 and time.monotonic() < deadline:  # the storm is on: writes are acknowledged
+        time.sleep(0.05)
     os.kill(server.pid, signal.SIGKILL)  # mid-storm
     server.wait(10)
     stop.set()

@@ -739,8 +739,10 @@ def test_a_client_that_leaves_mid_stream_ends_its_turn(store):
             body = {"messages": [{"role": "user", "content": "hi"}], "stream": True}
             with client.stream("POST", "/v1/chat/completions", json=body) as response:
                 next(response.iter_lines())  # the stream has started; the client leaves
-        time.sleep(3)  # the whole turn would take ~3 s: long enough for it to have ended either way
-        cancelled = httpx.get(f"{url}/metrics").json()["turns"]["cancelled"]
+        deadline = time.monotonic() + 10  # the whole turn would take ~3 s: it ends long before, cancelled
+        while (cancelled := httpx.get(f"{url}/metrics").json()["turns"]["cancelled"]) == 0:
+            assert time.monotonic() < deadline, "the turn was not cancelled"
+            time.sleep(0.05)
     assert len(pieces) < 60  # of the ~130 pieces of the whole turn
     assert store.facts("alice") == []  # the write at its end never came
     assert cancelled == 1
