@@ -153,7 +153,7 @@ class Instrumented:
     The body is read here, up to the limit, before any route sees it: a client that lies in
     (or omits) Content-Length cannot make the server buffer more. The routes of `own_body` read
     their body themselves, with a limit of their own, once the caller's key is checked (an
-    import's file: app.read_import_body).
+    import's file: routes/memory.read_import_body).
     """
 
     def __init__(
