@@ -10,7 +10,8 @@ alone through the engine a user gets (`generation` as configured, batch 1) again
 the record's facts, under `py-spy record` (100 samples a second, native frames off), and prints one
 JSON line per kind: turns, wall seconds per turn (p50, p95), generated tokens per turn, and each
 part's share of the samples taken inside the turns (model loading and set-up are not counted).
-`pip install py-spy` first. `--inside` is the child py-spy runs; `--folded FILE` re-reads a profile.
+py-spy comes with the dev extra (scripts/install.sh). `--inside` is the child py-spy runs;
+`--folded FILE` re-reads a profile.
 """
 
 from __future__ import annotations

@@ -160,7 +160,7 @@ class Bandwidth:
 def memory_bandwidth(gib: float = 1.0, repeats: int = 5, dtype: torch.dtype = torch.bfloat16) -> Bandwidth:
     """The read bandwidth of the CPU as torch sees it: the sum of a `gib` GiB tensor on torch's threads
     (what issue 46 measured: 16.2 GB/s on a 2-core Xeon), the median of `repeats` after one warm-up."""
-    x = torch.ones(int(gib * 2**30) // torch.finfo(dtype).bits * 8, dtype=dtype)
+    x = torch.ones(int(gib * 2**30) // (torch.finfo(dtype).bits // 8), dtype=dtype)
     x.sum()
     seconds = []
     for _ in range(repeats):

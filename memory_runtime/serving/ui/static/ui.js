@@ -297,7 +297,8 @@ function renderFacts(facts) {
 }
 
 // What wrote a fact: a turn of this tab's chat (a link to it), another chat turn (its id's end),
-// "import", "page" or "correction"; nothing for facts written before sources were kept.
+// or what else wrote it ("import", "page", "correction", "restore", "chat" for memlm chat, "cli" for
+// memlm memory write); nothing for facts written before sources were kept.
 function sourceCell(source) {
   const cell = el("td", { dataset: { label: "source" }, class: "source" });
   if (!source) return cell;
