@@ -283,6 +283,9 @@ class PostgresDatabase:
             ) from None
         self.location = url
         try:
+            # one plain connection first: a wrong URL fails at once with the server's own reason,
+            # where the pool would retry for its whole timeout and then say only that it timed out
+            psycopg.connect(url, autocommit=True).close()
             self._pool = ConnectionPool(
                 url, min_size=min_size, max_size=max_size, kwargs={"autocommit": True}, open=True, timeout=30
             )

@@ -16,7 +16,7 @@ from concurrent.futures import ProcessPoolExecutor
 from eval.run import end_with_parent
 
 def sleep_forever(_):
-    print(os.getpid(), flush=True)
+    os.write(1, f"{os.getpid()}\\n".encode())  # one write: two workers' lines never interleave
     time.sleep(600)
 
 if __name__ == "__main__":

@@ -56,6 +56,7 @@ def _run(model_dir: Path, out: Path, *overrides: str) -> dict:
     return json.loads((out / "metrics.json").read_text())
 
 
+@pytest.mark.slow  # ~75 s of two processes: .ci/run runs it after the default suite
 def test_data_parallel_and_zero_on_two_cpu_processes(tiny_model_dir, tmp_path):
     ddp = _run(tiny_model_dir, tmp_path / "ddp")
     assert ddp["distributed"] == {"processes": 2, "type": "MULTI_CPU", "zero_stage": None}

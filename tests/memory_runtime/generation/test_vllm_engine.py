@@ -37,9 +37,12 @@ from memory_runtime.protocol import (
 
 REPO = Path(__file__).parents[3]
 VENV_PYTHON = REPO / os.environ.get("MEMLM_VLLM_VENV", ".venv-vllm") / "bin" / "python"
-pytestmark = pytest.mark.skipif(
-    not VENV_PYTHON.exists(), reason="no vLLM CPU environment (bash scripts/vllm_cpu_env.sh makes .venv-vllm)"
-)
+pytestmark = [
+    pytest.mark.skipif(
+        not VENV_PYTHON.exists(), reason="no vLLM CPU environment (bash scripts/vllm_cpu_env.sh makes .venv-vllm)"
+    ),
+    pytest.mark.slow,  # the engine starts in ~4 min on 2 cores: .ci/run runs this file after the default suite
+]
 
 PFIZER = ("Dorothea Altemus", "employed by", "Pfizer")
 BMW = ("Ivo Renner", "founder of", "BMW")
