@@ -33,34 +33,40 @@ def bench_decode(
     turns: int = 64,
     batch_sizes: Sequence[int] = (1, 8),
     engines: Sequence[Engine] = ("hf",),
+    weights: Sequence[str] = ("full",),
     rounds: int = 1,
     log: Callable[[str], None] = lambda line: None,
 ) -> dict[str, Any]:
-    """Decode `turns` test turns of `generation`'s model at each batch size on each engine; turns/s,
-    tokens/s and whether results agree."""
+    """Decode `turns` test turns of `generation`'s model at each batch size on each engine and weights
+    (`generation.weights`: full, int8), the first given being the baseline; turns/s, tokens/s and whether
+    results agree."""
     import torch
 
     from memory_runtime.models.loading import EMBEDDED_MODEL
 
-    if not batch_sizes or min(batch_sizes) < 1 or rounds < 1 or not engines:
-        raise ValueError("batch sizes and rounds must be at least 1, and one engine given")
+    if not batch_sizes or min(batch_sizes) < 1 or rounds < 1 or not engines or not weights:
+        raise ValueError("batch sizes and rounds must be at least 1, and one engine and one weights given")
     generation = generation.model_copy(update={"model": generation.model or EMBEDDED_MODEL})
     records = load_records(EvalConfig(data=data, limit=max(1, turns // 13), generation=generation))
     fields = {**generation.model_dump(), "max_batch_size": max(batch_sizes)}
-    # each engine's section validated before anything loads (vllm refuses a write gate)
-    on = {engine: Generation.model_validate({**fields, "engine": engine}) for engine in engines}
-    cells = [(engine, size) for engine in engines for size in batch_sizes]
+    # each engine's section validated before anything loads (vllm refuses a write gate and int8)
+    on = {
+        _label(engine, weight): Generation.model_validate({**fields, "engine": engine, "weights": weight})
+        for engine in engines
+        for weight in weights
+    }
+    cells = [(label, size) for label in on for size in batch_sizes]
     log(f"bench decode: {len(records)} records, cells {[f'{e}:{b}' for e, b in cells]}, {rounds} round(s)")
     totals = {cell: {"seconds": 0.0, "turns": 0, "tokens": 0} for cell in cells}
     rows_by_cell: dict[tuple[str, int], list[dict]] = {}
     dtypes: dict[str, str] = {}
-    weights: int | None = None  # bytes of the model's weights as the hf engine holds them (vllm loads the same)
-    for engine in engines:  # one engine at a time: an idle one would take cores from the other
+    read: dict[str, int] = {}  # bytes a token reads, as the hf engine holds the model (vllm loads the same)
+    for engine in on:  # one engine at a time: an idle one would take cores from the other
         runtime = open_runtime(on[engine])
         system = System.under_test(runtime)
         dtypes[engine], device = runtime.dtype, runtime.device
         if runtime.model is not None:
-            weights = model_bytes(runtime.model)
+            read[engine] = model_bytes(runtime.model)
         log(f"bench decode: {engine} engine on {device} ({runtime.dtype})")
         evaluate_records(system, records[:4], batch_size=max(batch_sizes))  # warm-up: first steps are slow
         for r in range(rounds):
@@ -112,17 +118,23 @@ def bench_decode(
     if not device.startswith("cuda"):  # one token of one stream reads every weight: the CPU's bound
         bandwidth = memory_bandwidth()
         out["bandwidth_gb_per_s"] = bandwidth.gb_per_s
-        if weights is not None:
-            ceiling = bandwidth.ceiling_tokens_per_s(weights)
-            out["model_bytes"] = weights
+        if read:  # the ceiling of the full weights (int8's own bound is twice as high: its share says so)
+            full = next((n for label, n in read.items() if not label.endswith("-int8")), max(read.values()))
+            ceiling = bandwidth.ceiling_tokens_per_s(full)
+            out["model_bytes"] = read if len(read) > 1 else full
             out["ceiling_tokens_per_s"] = round(ceiling, 1)
-            out["share_of_ceiling"] = {  # above 1 only where several streams share each read (batch > 1)
+            out["share_of_ceiling"] = {  # above 1 where several streams share each read (batch > 1) or int8
                 name[cell]: round(t["tokens"] / t["seconds"] / ceiling, 3) for cell, t in totals.items()
             }
     base = totals[first]["turns"] / totals[first]["seconds"]
     for cell in cells[1:]:
         out[f"speedup_{name[cell]}_vs_{name[first]}"] = round(totals[cell]["turns"] / totals[cell]["seconds"] / base, 3)
     return out
+
+
+def _label(engine: str, weights: str) -> str:
+    """A cell's engine as the output names it: hf, vllm, hf-int8."""
+    return engine if weights == "full" else f"{engine}-{weights}"
 
 
 def _decoded(rows: list[dict]) -> list[tuple]:

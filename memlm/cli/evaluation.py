@@ -116,6 +116,12 @@ def bench_decode_command(
         "environment that has it, e.g. .venv-vllm/bin/python -m memlm on a CPU; default: generation.engine, "
         "auto: vllm where installed).",
     ),
+    weights: str = typer.Option(
+        "full",
+        "--weights",
+        help="Comma-separated generation.weights, each on every engine and batch size: full, int8 (int8 "
+        "weights on the CPU in bfloat16; hf only). Cells with int8 are named hf-int8:N.",
+    ),
     rounds: int = typer.Option(1, "--rounds", min=1, help="Cells take turns this many times."),
 ) -> None:
     """Decoding throughput: turns/s at each batch size on each engine, the same cases, side by side, and
@@ -132,6 +138,7 @@ def bench_decode_command(
             turns=turns,
             batch_sizes=sizes,
             engines=engine_names(engines, generation),
+            weights=[w.strip() for w in weights.split(",") if w.strip()],
             rounds=rounds,
             log=log,
         )

@@ -61,6 +61,12 @@ class Generation(Strict):
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
         "auto", description="auto: bfloat16 on GPUs and on CPUs that multiply it natively, else float32"
     )
+    weights: Literal["full", "int8"] = Field(
+        "full",
+        description="full: the weights in `dtype`; int8: each linear layer's weights rounded to int8 per output "
+        "channel, half the bytes a token reads (memory_runtime.models.quantize; hf engine, CPU, bfloat16 only; "
+        "greedy turns may differ from full's: docs/decoding.md measures by how much)",
+    )
     threads: int | None = Field(
         None, ge=1, description="torch CPU threads (null: torch's default, one per core); 1 when jobs share the cores"
     )
@@ -90,6 +96,11 @@ class Generation(Strict):
 
     @model_validator(mode="after")
     def _engine_can(self) -> Generation:
+        if self.engine == "vllm" and self.weights == "int8":
+            raise ValueError(
+                "weights: int8 is the hf engine's CPU path; vllm loads the checkpoint's own weights "
+                "(set generation.weights=full with engine vllm)"
+            )
         if self.engine == "vllm" and (self.write_gate.active or self.write_gate.score):
             raise ValueError(
                 "write_gate: the vllm engine does not score writes (the gate needs the model in this process, "
@@ -284,7 +295,7 @@ def open_runtime(generation: Generation, hf_because: str | None = None) -> Runti
     from memory_runtime.models.loading import load_model
 
     device = resolve_device(generation.device)
-    loaded, tokenizer = load_model(model, dtype=generation.dtype, device=device, merge=True)
+    loaded, tokenizer = load_model(model, dtype=generation.dtype, device=device, merge=True, weights=generation.weights)
     gate = write_gate(generation.write_gate, loaded, tokenizer)
     decoder = BatchDecoder(
         loaded, tokenizer, max_batch_size=generation.batch_size(), copy_fields=generation.copy_fields, write_gate=gate

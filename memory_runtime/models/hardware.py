@@ -177,10 +177,18 @@ def memory_bandwidth(gib: float = 1.0, repeats: int = 5, dtype: torch.dtype = to
 
 
 def model_bytes(model: torch.nn.Module) -> int:
-    """Bytes of the model's weights as loaded (tied weights once): what a token reads."""
+    """Bytes a token reads: every weight and buffer as loaded (int8 ones included), shared ones once,
+    but of input embeddings that the output head does not share, only the one row a token looks up."""
+    embeddings = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else None
+    head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+    looked_up = getattr(embeddings, "weight", None)
+    if looked_up is not None and getattr(head, "weight", None) is not None:
+        looked_up = None if head.weight.data_ptr() == looked_up.data_ptr() else looked_up
     seen, total = set(), 0
-    for p in model.parameters():
-        if p.data_ptr() not in seen:
-            seen.add(p.data_ptr())
-            total += p.numel() * p.element_size()
+    for tensor in [*model.parameters(), *model.buffers()]:
+        if tensor.data_ptr() in seen:
+            continue
+        seen.add(tensor.data_ptr())
+        rows = tensor[:1] if looked_up is not None and tensor.data_ptr() == looked_up.data_ptr() else tensor
+        total += rows.numel() * rows.element_size()
     return total

@@ -662,6 +662,7 @@ def load_model(
     device: str = "cpu",
     local_files_only: bool = True,
     merge: bool = False,
+    weights: str = "full",
     **kwargs: Any,
 ) -> tuple[Any, Any]:
     """Load ``(model, tokenizer)`` for generation, in eval mode on ``device``.
@@ -674,7 +675,9 @@ def load_model(
     ``.gguf`` file, or a PEFT adapter directory (its recorded base is loaded and the
     adapter applied).  ``adapter`` optionally applies a PEFT adapter directory on top of
     the base.  ``merge=True`` folds the adapter into the base weights (inference only; several
-    times faster decoding on a CPU).  Extra ``kwargs`` go to ``AutoModelForCausalLM.from_pretrained``.
+    times faster decoding on a CPU).  ``weights="int8"`` then rounds every linear layer's weights to int8
+    (memory_runtime.models.quantize: CPU and bfloat16 only, refused before loading elsewhere).  Extra
+    ``kwargs`` go to ``AutoModelForCausalLM.from_pretrained``.
     """
     from transformers import AutoModelForCausalLM
 
@@ -695,6 +698,12 @@ def load_model(
     if local_files_only:
         _require_local(base, name)
     choice = resolve_dtype(dtype, device)
+    if weights not in ("full", "int8"):
+        raise ValueError(f"unknown weights {weights!r}: expected full or int8")
+    if weights == "int8":
+        from memory_runtime.models.quantize import check_int8
+
+        check_int8(device, choice.dtype)
     logger.info("loading %s in %s on %s (%s)", name, choice.dtype, device, choice.reason)
     if local_files_only:
         # transformers 5.x's AutoModel probes the hub for adapter_config.json without passing
@@ -733,4 +742,8 @@ def load_model(
 
     model.to(device)
     model.eval()
+    if weights == "int8":
+        from memory_runtime.models.quantize import quantize_int8
+
+        logger.info("int8 weights: %d linear layers rounded per output channel", quantize_int8(model))
     return model, tokenizer
