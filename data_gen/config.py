@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -257,6 +257,7 @@ class RepliesConfig(Strict):
 
 class DataConfig(Strict):
     what = "data config"
+    folder: ClassVar[str] = "data"  # a bare --config name is first looked for in configs/data/
 
     seed: int = 0
     schema_file: str | None = None  # the entity types and relations (data_gen/schema.py); null = person–organisation

@@ -1,5 +1,6 @@
-"""Real text written by people, with gold person–organisation facts, as write records: the
-real-text probe of the eval (data/real/, EVAL ONLY) and readers of annotated corpora for training.
+"""Real text written by people, with gold facts (person–organisation; Re-DocRED's also person–place
+and person–person, for the second shipped schema), as write records: the real-text probe of the eval
+(data/real/, EVAL ONLY) and readers of annotated corpora for training.
 
 Eval: `load_real` reads the two shipped dev files (data/real/, licences in its README) into records
 with split="real_eval" — never train on them:
@@ -9,6 +10,10 @@ with split="real_eval" — never train on them:
                                          (103 state no fact; built by data_gen/redocred_split.py)
     knowledgenet_person_org_dev.jsonl    KnowledgeNet passages: {text, annotated: [...],
                                          triples: [{person, relation, organization}]} (79 state no fact)
+
+    redocred_dev_people_places_things.jsonl   the same for the second shipped schema (people-places-things:
+                                         person–place and person–person facts); read only when named
+                                         (`memlm eval real=FILE`): the default probe is person–organisation
 
 Training: `load_corpus(path, format)` reads a whole annotated corpus (see its docstring for the
 formats and what each skips). Their dev data is the probe: of Re-DocRED's dev_revised.json train
@@ -31,6 +36,13 @@ Relation mapping onto the memory's canonical relations (subject = the person, ob
     KnowledgeNet FOUNDED_BY (id 2, <organisation> -> <person>), derived "founder of"  -> founder of
     KnowledgeNet CEO (id 4, <organisation> -> <person>), derived "CEO of"             -> CEO of
     CoNLL04 Work_For (Peop -> Org)                      -> employed by
+
+and onto people-places-things (PEOPLE_PLACES_RELATIONS; the subject is the person, of two people the
+child of a parent): P19 place of birth -> born in, P551 residence -> lives in, P27 country of
+citizenship -> citizen of, P26 spouse -> spouse of, P3373 sibling -> sibling of, P22 father and P25
+mother -> child of, P40 child -> child of (subject and object swapped). REDOCRED_SCHEMAS holds both
+mappings (RedocredSchema); a file of Re-DocRED rows is read with the one its name ends in
+(..._<stem>.jsonl: _person_org, _people_places_things), or the one the loaders' `schema=` names.
 
 Which side is the person comes from the entity types (Re-DocRED's head_type/tail_type, DocRED's
 vertexSet types, CoNLL04's Peop/Org) or, for KnowledgeNet, from the property. An unmapped relation
@@ -55,7 +67,8 @@ import logging
 import os
 import re
 from collections import Counter
-from functools import partial
+from dataclasses import dataclass, field, replace
+from functools import cache, cached_property, partial
 from pathlib import Path
 
 from data_gen.config import RepliesConfig
@@ -181,6 +194,126 @@ DOCRED_IGNORED = {
     "P585": "point in time",
     "P607": "conflict",
 }
+DOCRED_RELATION_IDS = frozenset(DOCRED_IGNORED) | (frozenset(REDOCRED_RELATIONS) - {"P169"})  # DocRED's 96
+
+# Onto people-places-things: a person's places and family. Decided for the other DocRED relations of a
+# person and a place or another person (they stay ignored: a sentence stating one is left out, never a
+# negative): P20 place of death (the dead live nowhere: not "lives in"), P937 work location (a place of
+# work, not a home), P1412 language, P172 ethnic group, P17 country, P1001 jurisdiction, P6/P35 head of
+# government/state (a mayor of Calgary need not live there), works and their characters (P170, P800,
+# P175: a character is often typed PER). P1038 relative is not among DocRED's 96 relations (no label
+# has it), and would stay unmapped anyway: "a relative" is none of the schema's three family relations.
+# P551 residence may be a former home: mapped all the same ("lives in" is functional, so a later home
+# supersedes it in the memory).
+PEOPLE_PLACES_RELATIONS = {
+    "P19": "born in",  # place of birth (PER -> LOC)
+    "P551": "lives in",  # residence (PER -> LOC)
+    "P27": "citizen of",  # country of citizenship (PER -> LOC: DocRED types countries, and "Canadian", LOC)
+    "P26": "spouse of",  # spouse (PER -> PER; labelled both ways where both were annotated)
+    "P3373": "sibling of",  # sibling (PER -> PER)
+    "P22": "child of",  # father: the head is the child, the tail the father
+    "P25": "child of",  # mother: the head is the child, the tail the mother
+    "P40": "child of",  # child: the head is the PARENT, the tail the child (PEOPLE_PLACES.object_first)
+}
+# DocRED's entity types of the shipped schemas' types (a country is LOC in DocRED, as a city is); a
+# relation whose object type has none (allergic to: a food) has no Re-DocRED label.
+DOCRED_TYPES = {"person": "PER", "organisation": "ORG", "place": "LOC", "country": "LOC"}
+
+
+@dataclass(frozen=True)
+class RedocredSchema:
+    """How (Re-)DocRED labels become the facts of one shipped schema (configs/schema/<name>.yaml), whose
+    relation table validates the mapping: one definition for the split builder and every loader.
+
+    The subject is always the person: of a label between a PER and another type the PER side, of two
+    PER the head, or the tail for the relation ids of `object_first` (P40 child: the head is the
+    parent). A label between a PER and an object type of the schema is mapped (`relations`, when its
+    types are those of the relation: P22 father of a PER and a LOC is typing noise) or ignored (every
+    other DocRED relation: a sentence it touches is left out, neither a fact nor a negative).
+    """
+
+    name: str  # the schema (configs/schema/<name>.yaml)
+    stem: str  # its derived row files: redocred_dev_<stem>.jsonl (data/real/), redocred_train_<stem>.jsonl
+    relations: dict[str, str]  # relation id -> canonical relation of the schema
+    annotated: tuple[str, ...]  # what the gold was checked for (a write in these on a negative is false)
+    object_first: frozenset[str] = field(default=frozenset())
+    symmetric: frozenset[str] = field(default=frozenset())  # relations true both ways: a fact once, either order
+    table_name: str = "REDOCRED_RELATIONS"  # where the mapping lives, for errors
+
+    @property
+    def dev_file(self) -> str:
+        return f"redocred_dev_{self.stem}.jsonl"
+
+    @property
+    def train_file(self) -> str:
+        return f"redocred_train_{self.stem}.jsonl"
+
+    @cached_property
+    def canonical_names(self) -> dict[str, str]:
+        """The schema's relation table: every normalised name and alias -> its canonical relation."""
+        from memory_runtime.memory.store import MemoryConfig
+
+        return MemoryConfig.model_validate({"relations": _schema(self.name).table()}).canonical_names
+
+    @cached_property
+    def object_types(self) -> dict[str, str]:
+        """Canonical relation -> the DocRED type of its object (relations of a person only)."""
+        return {
+            r.name: DOCRED_TYPES[r.object]
+            for r in _schema(self.name).relations
+            if r.subject == "person" and r.object in DOCRED_TYPES
+        }
+
+    def names_a_pair(self, types: list[str]) -> bool:
+        """Whether entities of these types (one type per entity) include a person and another entity
+        that could be the object of one of the schema's relations (two people for person–person)."""
+        others = list(types)
+        if "PER" not in others:
+            return False
+        others.remove("PER")
+        return bool(set(self.object_types.values()) & set(others))
+
+    def with_relations(self, extra: dict[str, str]) -> RedocredSchema:
+        """This mapping and a caller's (relation id -> canonical relation, already validated)."""
+        if not extra:
+            return self
+        return replace(self, relations={**self.relations, **extra}, annotated=(*self.annotated, *extra.values()))
+
+
+PERSON_ORG = RedocredSchema("person-organisation", "person_org", REDOCRED_RELATIONS, DOCRED_ANNOTATED)
+PEOPLE_PLACES = RedocredSchema(
+    "people-places-things",
+    "people_places_things",
+    PEOPLE_PLACES_RELATIONS,
+    ("born in", "child of", "citizen of", "lives in", "sibling of", "spouse of"),
+    object_first=frozenset({"P40"}),
+    # Re-DocRED labels most spouses and siblings both ways (A P3373 B and B P3373 A): one fact, and a
+    # write in either order states it (eval.real_probe compares these pairs unordered)
+    symmetric=frozenset({"spouse of", "sibling of", "colleague of"}),
+    table_name="PEOPLE_PLACES_RELATIONS",
+)
+REDOCRED_SCHEMAS = {m.name: m for m in (PERSON_ORG, PEOPLE_PLACES)}
+SYMMETRIC_RELATIONS = frozenset().union(*(m.symmetric for m in REDOCRED_SCHEMAS.values()))
+
+
+@cache
+def _schema(name: str):
+    from data_gen.schema import Schema
+
+    return Schema.load(shipped("configs", "schema", f"{name}.yaml"))
+
+
+def redocred_schema(path: str | Path | None = None, schema: str | None = None) -> RedocredSchema:
+    """The mapping of `schema` (a name of REDOCRED_SCHEMAS), else the one whose stem ends the name of
+    `path` (redocred_dev_people_places_things.jsonl), else person–organisation (as before schemas)."""
+    if schema is not None:
+        if schema not in REDOCRED_SCHEMAS:
+            raise ValueError(f"no Re-DocRED mapping for schema {schema!r}; one of {', '.join(REDOCRED_SCHEMAS)}")
+        return REDOCRED_SCHEMAS[schema]
+    name = Path(path).name if path is not None else ""
+    return next((m for m in REDOCRED_SCHEMAS.values() if name.endswith(f"_{m.stem}.jsonl")), PERSON_ORG)
+
+
 KNOWLEDGENET_RELATIONS = {  # the derived rows' relation names
     "employee or member of": "employed by",
     "founder of": "founder of",
@@ -274,12 +407,16 @@ def passage_record(
 # --------------------------------------------------------------------------- the eval probe (data/real/)
 
 
-def load_redocred(path: Path, *, detok: bool = True, replies: RepliesConfig | None = None) -> list[Record]:
+def load_redocred(
+    path: Path, *, detok: bool = True, replies: RepliesConfig | None = None, schema: str | None = None
+) -> list[Record]:
+    """Re-DocRED sentence rows as records, mapped onto `schema` (default: by the file's name, redocred_schema)."""
     replies = replies or RepliesConfig()
     clean = detokenize if detok else (lambda s: s)
+    mapping = redocred_schema(path, schema)
     return [
         passage_record(
-            f"{REAL_SPLIT}-redocred-{i:04d}", "redocred", *_redocred_row(row, f"{path}:{n}", clean=clean), replies
+            f"{REAL_SPLIT}-redocred-{i:04d}", "redocred", *_redocred_row(row, f"{path}:{n}", mapping, clean), replies
         )
         for i, (n, row) in enumerate(_read_jsonl(path))
     ]
@@ -314,9 +451,12 @@ def load_real(
     )
 
 
-def load_real_file(path: str | Path, *, detok: bool = True, replies: RepliesConfig | None = None) -> list[Record]:
+def load_real_file(
+    path: str | Path, *, detok: bool = True, replies: RepliesConfig | None = None, schema: str | None = None
+) -> list[Record]:
     """One file in either format (told apart by its first row: Re-DocRED rows have a
-    "sentence", KnowledgeNet rows a "text"), or a JSONL of records as data_gen writes them."""
+    "sentence", KnowledgeNet rows a "text"), or a JSONL of records as data_gen writes them.
+    Re-DocRED rows are mapped onto `schema`, by default the one the file's name says (redocred_schema)."""
     path = Path(path)
     rows = _read_jsonl(path)
     if not rows:
@@ -325,7 +465,7 @@ def load_real_file(path: str | Path, *, detok: bool = True, replies: RepliesConf
     if "segments" in first:
         return [Record.model_validate(row) for _, row in rows]
     if "sentence" in first:
-        return load_redocred(path, detok=detok, replies=replies)
+        return load_redocred(path, detok=detok, replies=replies, schema=schema)
     if "text" in first:
         return load_knowledgenet(path, replies=replies)
     raise ValueError(
@@ -369,9 +509,11 @@ def load_corpus(
     window: int = 1,
     replies: RepliesConfig | None = None,
     split: str = REAL_SPLIT,
+    schema: str | None = None,
 ) -> list[Record]:
-    """Every passage of an annotated corpus file as a write record (its gold person–organisation
-    facts) or a negative one (a passage checked for them that states none), in file order.
+    """Every passage of an annotated corpus file as a write record (its gold facts: person–organisation
+    ones unless `schema` says otherwise) or a negative one (a passage checked for them that states
+    none), in file order.
 
     Records: `source` = the format, `split` = `split` (pass "train" for training data), ids
     f"{split}-{format}-{file stem}-{i:05d}" (stable for a file, a format and a window),
@@ -383,7 +525,7 @@ def load_corpus(
     -> redocred_sentences; text + triples -> knowledgenet when "annotated" holds KnowledgeNet
     property names (CEO, FOUNDED_BY, EMPLOYEE_OR_MEMBER_OF), else jsonl; anything else is an error):
 
-    redocred_sentences  the derived rows of data/real/ (what `load_redocred` reads).
+    redocred_sentences  the derived rows of data/real/ and data/real_train/ (what `load_redocred` reads).
     knowledgenet        the derived rows {text, annotated, triples} (what `load_knowledgenet` reads) or
                         raw documents (diffbot/knowledge-net train.json: {documentId, documentText,
                         passages: [{passageText, exhaustivelyAnnotatedProperties, facts}]}). Raw: only
@@ -415,9 +557,13 @@ def load_corpus(
 
     `relations` maps more corpus relation labels (DocRED ids, CoNLL04 types, jsonl names) to canonical
     relations of the memory table, over the built-in tables (not for knowledgenet, whose properties
-    fix the person's side). `window` is for docred only. Errors: RealDataMissing for a missing file,
-    ValueError naming the file and the line (JSONL), element index (JSON array) or document otherwise.
-    Skipped windows and passages are counted in an INFO log line.
+    fix the person's side). `schema` (a name of REDOCRED_SCHEMAS; default: the one a redocred_sentences
+    file's name says, else person-organisation) is the relation table `relations` and jsonl names are
+    checked against, and the mapping of docred and redocred_sentences, whose PER–ORG above then reads
+    "a PER and an object of the schema" (people-places-things: a LOC or another PER); knowledgenet and
+    conll04 are person–organisation corpora only. `window` is for docred only. Errors: RealDataMissing
+    for a missing file, ValueError naming the file and the line (JSONL), element index (JSON array) or
+    document otherwise. Skipped windows and passages are counted in an INFO log line.
     """
     path = Path(path)
     if format != "auto" and format not in CORPUS_FORMATS:
@@ -427,24 +573,28 @@ def load_corpus(
     rows = _read_rows(path)
     if format == "auto":
         format = _detect_format(rows)
-    canonical, extra = _caller_relations(relations)
+    mapping = redocred_schema(path if format == "redocred_sentences" else None, schema)
+    canonical, extra = _caller_relations(relations, mapping)
     if extra and format == "knowledgenet":
         raise ValueError(
             "relations= does not apply to knowledgenet: its properties are fixed (KNOWLEDGENET_PROPERTIES)"
         )
+    if mapping is not PERSON_ORG and format in ("knowledgenet", "conll04"):
+        raise ValueError(f"{format} is a person–organisation corpus: it has no facts of schema {mapping.name!r}")
     skipped: Counter[str] = Counter()
     if format == "redocred_sentences":
-        read = partial(_redocred_sentences, relations={**REDOCRED_RELATIONS, **extra})
+        read = partial(_redocred_sentences, mapping=mapping.with_relations(extra))
     elif format == "knowledgenet":
         read = partial(_knowledgenet_passages, skipped=skipped)
     elif format == "docred":
-        read = partial(_docred_document, relations={**REDOCRED_RELATIONS, **extra}, window=window, skipped=skipped)
+        read = partial(_docred_document, mapping=mapping.with_relations(extra), window=window, skipped=skipped)
     elif format == "conll04":
         read = partial(_conll04_sentence, relations={**CONLL04_RELATIONS, **extra}, skipped=skipped)
     else:
         from memory_runtime.memory.store import normalize_term
 
-        read = partial(_jsonl_row, relations={**canonical, **{normalize_term(k): v for k, v in extra.items()}})
+        relations = {**canonical, **{normalize_term(k): v for k, v in extra.items()}}
+        read = partial(_jsonl_row, relations=relations, schema=mapping.name)
     passages: list[Passage] = []
     for where, row in rows:
         try:
@@ -454,7 +604,7 @@ def load_corpus(
     if skipped:
         logger.info("%s: %d passages, skipped %s", path, len(passages), dict(skipped))
     if not passages:
-        logger.warning("%s: no passage with a person and an organisation checked for their facts", path)
+        logger.warning("%s: no passage with a person and an entity of the schema checked for their facts", path)
     replies = replies or RepliesConfig()
     return [
         passage_record(f"{split}-{format}-{path.stem}-{i:05d}", format, text, triplets, annotated, replies, split=split)
@@ -524,43 +674,63 @@ def _detect_format(rows: list[tuple[str, dict]]) -> str:
     )
 
 
-def _caller_relations(relations: dict[str, str] | None) -> tuple[dict[str, str], dict[str, str]]:
-    """The memory table's names (normalised name or alias -> canonical) and the caller's mapping with
+def _caller_relations(
+    relations: dict[str, str] | None, mapping: RedocredSchema = PERSON_ORG
+) -> tuple[dict[str, str], dict[str, str]]:
+    """The schema's relation table (normalised name or alias -> canonical) and the caller's mapping with
     canonical values (an alias value is written as its canonical name; anything else is an error)."""
-    from memory_runtime.memory.store import MemoryConfig, normalize_term
+    from memory_runtime.memory.store import normalize_term
 
-    canonical = MemoryConfig.load().canonical_names
+    canonical = mapping.canonical_names
     extra = {}
     for key, value in (relations or {}).items():
         if normalize_term(value) not in canonical:
-            raise ValueError(f"relations: {key!r} -> {value!r}, which is not a relation of the memory relation table")
+            raise ValueError(
+                f"relations: {key!r} -> {value!r}, which is not a relation of the {mapping.name} relation table"
+            )
         extra[key] = canonical[normalize_term(value)]
     return canonical, extra
 
 
-def _redocred_row(row: dict, where: str, relations: dict[str, str] = REDOCRED_RELATIONS, clean=detokenize) -> Passage:
+def _redocred_row(row: dict, where: str, mapping: RedocredSchema = PERSON_ORG, clean=detokenize) -> Passage:
+    """A derived sentence row (the labels' own direction) as its canonical triplets, the person first."""
     triplets = []
     for t in row["triples"]:
-        relation = relations.get(t["relation"])
+        relation = mapping.relations.get(t["relation"])
         if relation is None:
             raise ValueError(
-                f"{where}: unmapped relation {t['relation']} ({t.get('relation_name', 'name unknown')}); "
-                f"add it to data_gen.real.REDOCRED_RELATIONS"
+                f"{where}: unmapped relation {t['relation']} ({t.get('relation_name', 'name unknown')}) "
+                f"for schema {mapping.name}; add it to data_gen.real.{mapping.table_name}"
             )
-        sides = {t["head_type"]: t["head"], t["tail_type"]: t["tail"]}
-        if set(sides) != {"PER", "ORG"}:
-            raise ValueError(f"{where}: expected one PER and one ORG side, got {t['head_type']}/{t['tail_type']}")
-        triplets.append(Triplet(clean(sides["PER"]), relation, clean(sides["ORG"])))
-    return clean(row["sentence"]), triplets, _docred_annotated(relations)
+        ends = [(t["head_type"], t["head"]), (t["tail_type"], t["tail"])]
+        if _object_first(ends[0][0], ends[1][0], t["relation"], mapping):
+            ends.reverse()
+        (subject_type, subject), (object_type, obj) = ends
+        if (subject_type, object_type) != ("PER", mapping.object_types.get(relation)):
+            raise ValueError(
+                f"{where}: {t['relation']} ({relation}) joins a PER and a(n) {mapping.object_types.get(relation)}, "
+                f"got {t['head_type']}/{t['tail_type']}"
+            )
+        triplets.append(Triplet(clean(subject), relation, clean(obj)))
+    return clean(row["sentence"]), _one_way(triplets, mapping.symmetric), sorted(set(mapping.annotated))
 
 
-def _docred_annotated(relations: dict[str, str]) -> list[str]:
-    """DOCRED_ANNOTATED and the relations a caller's mapping adds."""
-    return sorted({*DOCRED_ANNOTATED, *(r for k, r in relations.items() if k not in REDOCRED_RELATIONS)})
+def _one_way(triplets: list[Triplet], symmetric: frozenset[str]) -> list[Triplet]:
+    """The triplets less the reverse of an earlier one in a symmetric relation: one fact, labelled both ways."""
+    out: list[Triplet] = []
+    for t in triplets:
+        if t[1] not in symmetric or Triplet(t[2], t[1], t[0]) not in out:
+            out.append(t)
+    return out
 
 
-def _redocred_sentences(row: dict, where: str, relations: dict[str, str]) -> list[Passage]:
-    return [_redocred_row(row, where, relations)]
+def _object_first(head_type: str, tail_type: str, relation_id: str, mapping: RedocredSchema) -> bool:
+    """Whether a label's tail is the subject: the person of a PER and another type, the child of P40."""
+    return head_type != "PER" or (tail_type == "PER" and relation_id in mapping.object_first)
+
+
+def _redocred_sentences(row: dict, where: str, mapping: RedocredSchema) -> list[Passage]:
+    return [_redocred_row(row, where, mapping)]
 
 
 def _knowledgenet_row(row: dict, where: str) -> Passage:
@@ -624,42 +794,45 @@ def docred_entity_types(doc: dict) -> list[str]:
     return [mentions[0]["type"] for mentions in doc["vertexSet"]]
 
 
-def docred_person_org_labels(
-    doc: dict, where: str, relations: dict[str, str] = REDOCRED_RELATIONS
+def docred_labels(
+    doc: dict, where: str, mapping: RedocredSchema = PERSON_ORG
 ) -> list[tuple[dict, int, int, str | None]]:
-    """The document's labels between a PER and an ORG entity, as (label, person entity, organisation
-    entity, canonical relation, or None for a relation of DOCRED_IGNORED). A PER–ORG relation neither
-    in `relations` nor ignored is an error naming `where`."""
+    """The document's labels between a person and an entity of an object type of the schema (PER–ORG
+    for person–organisation), as (label, subject entity, object entity, canonical relation, or None for
+    an ignored one: see RedocredSchema). A relation neither mapped nor one of DocRED's is an error
+    naming `where`."""
     types = docred_entity_types(doc)
     out = []
     for label in doc["labels"]:
-        ends = {types[label["h"]]: label["h"], types[label["t"]]: label["t"]}
-        if set(ends) != {"PER", "ORG"}:
+        r, subject, obj = label["r"], label["h"], label["t"]
+        if _object_first(types[subject], types[obj], r, mapping):
+            subject, obj = obj, subject
+        if types[subject] != "PER" or types[obj] not in mapping.object_types.values():
             continue
-        r = label["r"]
-        if r not in relations and r not in DOCRED_IGNORED:
+        if r not in mapping.relations and r not in DOCRED_RELATION_IDS:
             raise ValueError(
-                f"{where}: person–organisation relation {r} (not one of DocRED's relations) "
-                f"is neither mapped nor ignored: add it to data_gen.real.REDOCRED_RELATIONS or DOCRED_IGNORED, "
+                f"{where}: relation {r} between a PER and a(n) {types[obj]} (not one of DocRED's relations) "
+                f"is neither mapped nor ignored: add it to data_gen.real.{mapping.table_name} or DOCRED_IGNORED, "
                 f"or pass relations="
             )
-        out.append((label, ends["PER"], ends["ORG"], relations.get(r)))
+        relation = mapping.relations.get(r)
+        out.append((label, subject, obj, relation if mapping.object_types.get(relation) == types[obj] else None))
     return out
 
 
 def _docred_document(
-    doc: dict, where: str, relations: dict[str, str], window: int, skipped: Counter[str]
+    doc: dict, where: str, mapping: RedocredSchema, window: int, skipped: Counter[str]
 ) -> list[Passage]:
     where = f"{where} (document {doc.get('title', '?')!r})"
     if "labels" not in doc:
         raise ValueError(f"{where}: no labels (an unlabelled file such as DocRED's test.json states no gold facts)")
     sents, entities = doc["sents"], doc["vertexSet"]
     types = docred_entity_types(doc)
-    links = [  # (person entity, organisation entity, canonical relation or None if ignored, evidence sentences)
-        (person, org, relation, set(label.get("evidence") or ()))
-        for label, person, org, relation in docred_person_org_labels(doc, where, relations)
+    links = [  # (subject entity, object entity, canonical relation or None if ignored, evidence sentences)
+        (subject, obj, relation, set(label.get("evidence") or ()))
+        for label, subject, obj, relation in docred_labels(doc, where, mapping)
     ]
-    annotated = _docred_annotated(relations)
+    annotated = sorted(set(mapping.annotated))
     out = []
     for start in range(max(1, len(sents) - window + 1)):
         inside = set(range(start, min(start + window, len(sents))))
@@ -668,14 +841,14 @@ def _docred_document(
             for e, mentions in enumerate(entities)
         }
         mentioned = {e: ms for e, ms in mentioned.items() if ms}
-        if not {"PER", "ORG"} <= {types[e] for e in mentioned}:
+        if not mapping.names_a_pair([types[e] for e in mentioned]):
             continue
         text = detokenize(" ".join(token for s in sorted(inside) for token in sents[s]))
         facts, skip = _window_facts(links, mentioned, inside, sents, text)
         if skip:
             skipped[skip] += 1
         else:
-            out.append((text, facts, annotated))
+            out.append((text, _one_way(facts, mapping.symmetric), annotated))
     return out
 
 
@@ -688,15 +861,15 @@ def _window_facts(
 ) -> tuple[list[Triplet], str | None]:
     """The window's gold facts, or why the window is skipped."""
     facts = []
-    for person, org, relation, evidence in links:
-        both = person in mentioned and org in mentioned
+    for subject, obj, relation, evidence in links:
+        both = subject in mentioned and obj in mentioned
         if not both and not evidence & inside:
             continue  # a fact of other sentences
         if relation is None:
             return [], "window stating an ignored relation"
         if not both or not evidence <= inside:
             return [], "window holding part of a fact's evidence"
-        names = [_mention_name(sents, mentioned[e], text) for e in (person, org)]
+        names = [_mention_name(sents, mentioned[e], text) for e in (subject, obj)]
         if None in names:
             return [], "window whose names are not in its detokenised text"
         facts.append(Triplet(names[0], relation, names[1]))
@@ -740,8 +913,8 @@ def _conll04_sentence(row: dict, where: str, relations: dict[str, str], skipped:
     return [(text, triplets, sorted(set(relations.values())))]
 
 
-def _jsonl_row(row: dict, where: str, relations: dict[str, str]) -> list[Passage]:
-    """`relations`: normalised relation name -> canonical (the memory table's names and aliases, and the caller's)."""
+def _jsonl_row(row: dict, where: str, relations: dict[str, str], schema: str) -> list[Passage]:
+    """`relations`: normalised relation name -> canonical (the schema's table's names and aliases, and the caller's)."""
     from memory_runtime.memory.store import normalize_term
 
     text = row["text"]
@@ -751,8 +924,8 @@ def _jsonl_row(row: dict, where: str, relations: dict[str, str]) -> list[Passage
     def canonical(name) -> str:
         if not isinstance(name, str) or normalize_term(name) not in relations:
             raise ValueError(
-                f"{where}: relation {name!r} is neither a relation of the memory relation table "
-                f"(memory_runtime/memory/relations.yaml), an alias of one, nor a key of relations="
+                f"{where}: relation {name!r} is neither a relation of the {schema} relation table "
+                f"(configs/schema/{schema}.yaml), an alias of one, nor a key of relations="
             )
         return relations[normalize_term(name)]
 

@@ -1,29 +1,36 @@
-"""Re-DocRED's dev documents as person–organisation sentences, split by document into the dev set
-(data/real/, measured, never trained on) and training sentences (data/real_train/).
+"""Re-DocRED's dev documents as sentences stating a shipped schema's facts, split by document into
+the dev set (data/real/, measured, never trained on) and training sentences (data/real_train/).
 
     python3 -m data_gen.redocred_split [PATH/TO/dev_revised.json]   # default: ../shared/data/real/
+    python3 -m data_gen.redocred_split --schema people-places-things   # the second schema's files
 
-Every sentence that mentions a PER and an ORG entity (an entity's type is its first mention's) is
-one of three things:
+The schema's mapping (data_gen.real.REDOCRED_SCHEMAS: person-organisation, people-places-things)
+says which labels count: those between a PER and an entity of an object type of the schema (an ORG;
+a LOC or another PER), the person first. Every sentence that mentions such a pair (an entity's type
+is its first mention's) is one of three things:
 
-    positive   gold = the document's labels in a mapped relation (data_gen.real.REDOCRED_RELATIONS)
-               whose evidence includes the sentence and whose person and organisation the sentence
-               mentions, named by their first mention in it (as data/real/ always had them);
-    negative   no PER–ORG label touches it (neither both of its entities mentioned, nor the sentence
-               among its evidence), whatever the relation: a model should write nothing;
+    positive   gold = the document's labels in a mapped relation (data_gen.real.REDOCRED_RELATIONS,
+               PEOPLE_PLACES_RELATIONS) whose evidence includes the sentence and both of whose
+               entities the sentence mentions, named by their first mention in it (as data/real/
+               always had them);
+    negative   no label of the schema's pairs touches it (neither both of its entities mentioned, nor
+               the sentence among its evidence), whatever the relation: a model should write nothing;
     left out   no gold fact, but touched by a label: a mapped fact whose evidence lies elsewhere or is
-               not given (the sentence may well state it), or whose person or organisation it names
-               only as "he" or "it"; or a relation of DOCRED_IGNORED (a band "has part" its members:
-               membership in other words). Like data_gen.real's `docred` reader, which never makes
+               not given (the sentence may well state it), or one of whose entities it names only as
+               "he" or "it"; or an ignored relation (a band "has part" its members: membership in
+               other words; a place of death). Like data_gen.real's `docred` reader, which never makes
                such a window a "Nothing to store.".
 
 Rows have the format of data/real/redocred_dev_person_org.jsonl: {title, sent_id, sentence (Re-DocRED's
 tokens joined by spaces), triples: [{head, head_type, relation, relation_name, tail, tail_type}]}, the
-labels' own direction; a negative has "triples": []. `data_gen.real.load_redocred` reads both halves.
+labels' own direction (P40 child: head the parent); a negative has "triples": [].
+`data_gen.real.load_redocred` reads both halves, mapped by the file's name.
 
 The split: a document is dev when `int(sha1(normalised title).hexdigest(), 16) % 100 < 50`, or when
 the current dev file holds one of its sentences: what was measured stays dev (the 66 sentences the
-probe measured before this split came from 46 documents), so a rerun changes nothing.
+probe measured before this split came from 46 documents), so a rerun changes nothing. Another schema
+also keeps every document of the person–organisation dev file dev: no document is dev for one schema
+and training for another.
 """
 
 from __future__ import annotations
@@ -35,13 +42,16 @@ from collections.abc import Collection, Iterable
 from pathlib import Path
 
 from data_gen.real import (
+    PERSON_ORG,
     REDOCRED_FILE,
+    REDOCRED_SCHEMAS,
+    RedocredSchema,
     _read_jsonl,
     _read_rows,
     default_real_dir,
     detokenize,
     docred_entity_types,
-    docred_person_org_labels,
+    docred_labels,
     names_occur,
 )
 from data_gen.real_records import normalise_text
@@ -49,10 +59,10 @@ from memory_runtime.shipped import shipped
 
 REPO = Path(__file__).resolve().parents[1]  # a checkout: this script rewrites the shipped files from its source
 DEFAULT_SOURCE = REPO.parent / "shared" / "data" / "real" / "redocred_dev_revised.json"
-TRAIN_FILE = shipped("data", "real_train", "redocred_train_person_org.jsonl")
+TRAIN_FILE = shipped("data", "real_train", PERSON_ORG.train_file)
 DEV_PERCENT = 50
 # Wikidata's names of the mapped relations, for the rows' relation_name (the mapping onto the
-# memory's relations is data_gen.real.REDOCRED_RELATIONS, and nothing else).
+# memory's relations is data_gen.real's, REDOCRED_SCHEMAS, and nothing else).
 RELATION_NAMES = {
     "P108": "employer",
     "P112": "founded by",
@@ -61,13 +71,26 @@ RELATION_NAMES = {
     "P54": "member of sports team",
     "P488": "chairperson",
     "P169": "chief executive officer",
+    "P19": "place of birth",
+    "P551": "residence",
+    "P27": "country of citizenship",
+    "P26": "spouse",
+    "P3373": "sibling",
+    "P22": "father",
+    "P25": "mother",
+    "P40": "child",
 }
 
 
 def person_org_sentences(doc: dict, where: str) -> list[dict]:
-    """The document's positive and negative sentences as rows, in sentence order (see the module)."""
+    """The document's person–organisation positives and negatives (`schema_sentences` of PERSON_ORG)."""
+    return schema_sentences(doc, where, PERSON_ORG)
+
+
+def schema_sentences(doc: dict, where: str, mapping: RedocredSchema) -> list[dict]:
+    """The document's positive and negative sentences for a schema as rows, in sentence order (see the module)."""
     types = docred_entity_types(doc)
-    labels = docred_person_org_labels(doc, where)
+    labels = docred_labels(doc, where, mapping)
     rows = []
     for s, tokens in enumerate(doc["sents"]):
         first = {}  # entity -> its first mention in the sentence
@@ -75,14 +98,14 @@ def person_org_sentences(doc: dict, where: str) -> list[dict]:
             here = sorted((m for m in mentions if m["sent_id"] == s), key=lambda m: m["pos"][0])
             if here:
                 first[e] = here[0]
-        if not {"PER", "ORG"} <= {types[e] for e in first}:
+        if not mapping.names_a_pair([types[e] for e in first]):
             continue
         sentence = " ".join(tokens)
         triples, touched = [], False
-        for label, person, org, relation in labels:
-            both = person in first and org in first
+        for label, subject, obj, relation in labels:
+            both = subject in first and obj in first
             in_evidence = s in (label.get("evidence") or ())
-            names = [first[e]["name"] for e in (person, org)] if both else []
+            names = [first[e]["name"] for e in (subject, obj)] if both else []
             if relation and both and in_evidence and names_occur(detokenize(sentence), map(detokenize, names)):
                 h, t = label["h"], label["t"]
                 triples.append(
@@ -113,12 +136,21 @@ def measured_titles(dev_file: str | Path | None = None) -> set[str]:
     return {row["title"] for _, row in _read_jsonl(path)}
 
 
-def split_documents(source: str | Path, measured: Iterable[str]) -> tuple[list[dict], list[dict]]:
+def stays_dev(mapping: RedocredSchema, dev_file: str | Path) -> set[str]:
+    """The documents dev whatever their hash: those of the schema's dev file (when there is one yet)
+    and, for another schema, those of the person–organisation dev file (data/real/'s)."""
+    titles = measured_titles(dev_file) if mapping is PERSON_ORG or Path(dev_file).is_file() else set()
+    return titles if mapping is PERSON_ORG else titles | measured_titles()
+
+
+def split_documents(
+    source: str | Path, measured: Iterable[str], mapping: RedocredSchema = PERSON_ORG
+) -> tuple[list[dict], list[dict]]:
     """(dev rows, training rows) of every document of `source` (Re-DocRED's JSON array, or JSONL)."""
     measured = set(measured)
     dev, train = [], []
     for where, doc in _read_rows(Path(source)):
-        rows = person_org_sentences(doc, f"{where} (document {doc['title']!r})")
+        rows = schema_sentences(doc, f"{where} (document {doc['title']!r})", mapping)
         (dev if is_dev_document(doc["title"], measured) else train).extend(rows)
     return dev, train
 
@@ -141,14 +173,16 @@ def write_rows(rows: list[dict], path: Path) -> None:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("source", nargs="?", default=str(DEFAULT_SOURCE), help="Re-DocRED's dev_revised.json")
-    parser.add_argument(
-        "--dev", default=str(default_real_dir() / REDOCRED_FILE), help="the dev file (read, then written)"
-    )
-    parser.add_argument("--train", default=str(TRAIN_FILE), help="the training file (written)")
+    parser.add_argument("--schema", default=PERSON_ORG.name, choices=REDOCRED_SCHEMAS, help="whose facts")
+    parser.add_argument("--dev", help="the dev file (read, then written; default: the schema's in data/real/)")
+    parser.add_argument("--train", help="the training file (written; default: the schema's in data/real_train/)")
     args = parser.parse_args(argv)
-    dev, train = split_documents(args.source, measured_titles(args.dev))
-    write_rows(dev, Path(args.dev))
-    write_rows(train, Path(args.train))
+    mapping = REDOCRED_SCHEMAS[args.schema]
+    dev_file = Path(args.dev) if args.dev else default_real_dir() / mapping.dev_file
+    train_file = Path(args.train) if args.train else shipped("data", "real_train", mapping.train_file)
+    dev, train = split_documents(args.source, stays_dev(mapping, dev_file), mapping)
+    write_rows(dev, dev_file)
+    write_rows(train, train_file)
     print(json.dumps({"dev": stats(dev), "train": stats(train)}))
 
 

@@ -14,7 +14,8 @@ person–organisation world memlm generated before schemas existed, and makes th
                  every split, a share held out for the test split). How many: the data config's
                  `world.names.<type>`.
     relations    name, subject and object type; the memory's relation table entry (functional, aliases,
-                 ends: data_gen derives the table from here, see `Schema.table`); how statements, answers
+                 ends, and common_object where the object type is `common`: data_gen derives the table
+                 from here, see `Schema.table`); how statements, answers
                  and questions phrase it; a relation without phrasings is written only by passages and
                  real text.
     questions    the read shapes that name no relation: per (the subject given), per_org (both), org
@@ -35,7 +36,7 @@ from __future__ import annotations
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field, field_validator
 
@@ -145,6 +146,9 @@ class EntityType(Strict):
     names: list[NameSource] = Field(min_length=1)
     min_words: int = Field(1, ge=1)  # a drawn name with fewer words is left out ("first last": 2)
     by_clause: list[str] = []  # how a two-hop question names one by a fact about it: "the company that {clause}"
+    # common nouns (foods: peanuts, gluten), written in small letters: the decoding's copy rules take a
+    # field in small letters for no one's name ("the association") unless its relation's objects are common
+    common: bool = False
     # what its Faker draws are seeded by (default: its plural); the person–organisation schema keeps the
     # key its organisations were drawn under before schemas ("companies"), so a seed draws the same names
     faker_seed: str | None = None
@@ -263,6 +267,7 @@ class GeneralQuestions(Strict):
 
 class Schema(Strict):
     what = "schema"
+    folder: ClassVar[str] = "schema"  # a bare name is first looked for in configs/schema/
 
     name: str = Field(min_length=1)
     description: str = ""
@@ -348,6 +353,8 @@ class Schema(Strict):
                     entry["functional"] = r.functional
                 if r.ends:
                     entry["ends"] = list(r.ends)
+                if self.types[r.object].common:
+                    entry["common_object"] = True
                 out.append(entry)
         return out
 

@@ -32,6 +32,9 @@ from memory_runtime.protocol import render_write
 
 PLACES = ("message", "history", "passage", "correction", "import")
 
+# Attack text of the shipped person–organisation schema: the refusal (memory_runtime.memory.injection)
+# looks at where call syntax came from, never at which relation or names it carries, so one schema's
+# facts test it for every schema
 _ATTACKERS = ["Mallory Evil", "Trudy Falk", "Eve Morgan", "Oscar Diaz", "Victor Krum", "Sybil Hart"]
 _TARGETS = ["Google", "Siemens", "Pfizer", "Deutsche Bank", "Nestlé", "Toyota", "BMW", "Unilever"]
 _RELATIONS = ["founder of", "CEO of", "employed by", "investor in", "manager of"]

@@ -1,26 +1,33 @@
-"""Real-text probe: does the model write the person-organisation facts real sentences state,
-and nothing for passages that state none?
+"""Real-text probe: does the model write the facts real sentences state, and nothing for
+passages that state none?
 
 Each passage of data/real/ (read by data_gen's loader: Re-DocRED, KnowledgeNet, or any
 file in their formats) is one user turn against an empty memory. Scored per source: pair
-precision/recall/F1 (person, organisation; relation ignored), triplet F1 with the canonical
-relation, the false-write rate on passages with no gold fact, and recall over the gold facts
-whose names the passage actually mentions (KnowledgeNet often names a person the passage
-only calls "he"). KnowledgeNet passages are annotated for a few relations only: predictions
-in other relations are not counted against them, neither in the pair scores nor as false writes
-(a founder write on a passage checked only for CEO facts may be a true fact nobody annotated);
-`any_write_rate` counts every write on a no-fact passage.
+precision/recall/F1 (subject, object: the person and the organisation, place or other person;
+relation ignored), triplet F1 with the canonical relation, the false-write rate on passages with
+no gold fact, and recall over the gold facts whose names the passage actually mentions
+(KnowledgeNet often names a person the passage only calls "he"). A fact of a symmetric relation
+(spouse of, sibling of) is one unordered pair: a write either way states it. KnowledgeNet
+passages are annotated for a few relations only, Re-DocRED's for those of its own relations that
+are mapped: predictions in other relations are not counted against them, neither in the pair
+scores nor as false writes (a founder write on a passage checked only for CEO facts may be a true
+fact nobody annotated); `any_write_rate` counts every write on a no-fact passage.
 
 With a scoring write gate (memory_runtime.generation.write_gate, ``score: true``) every write the model made,
 stored or held back, is kept with its scores, and :func:`gate_curve` gives the precision–recall
 curve of each signal: the figures as if only writes scoring at least t had been stored.
 
-The passages are those of --real (a file or a directory), else $MEMLM_REAL_DIR, else the shipped
-data/real/, up to `limit` per source.
+The passages are those of `real=` (a file or a directory), else $MEMLM_REAL_DIR, else the shipped
+data/real/ (its person–organisation files), up to `limit` per source. The second schema's sentences
+are a file of their own, measured when named, with the model's relation table (a run trained on
+people-places-things keeps it; else pass it as generation.memory_config):
+
+    memlm eval --model RUN --out DIR --parts real real=data/real/redocred_dev_people_places_things.jsonl
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import random
 from collections import defaultdict
@@ -28,17 +35,26 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from data_gen.real import ENV_VAR, KNOWLEDGENET_FILE, REDOCRED_FILE, default_real_dir, is_mentioned
+from data_gen.real import (
+    ENV_VAR,
+    KNOWLEDGENET_FILE,
+    REDOCRED_FILE,
+    SYMMETRIC_RELATIONS,
+    default_real_dir,
+    is_mentioned,
+)
 from eval.metrics import PRF, counted_writes, pair_prf, triplet_prf
 from eval.parts import Part
 from eval.render import markdown_table, num, pct
 from eval.systems import Session, System, run_sessions
 from memory_runtime.generation.write_gate import HELD_BACK
-from memory_runtime.memory.store import MemoryConfig, TripletStore
+from memory_runtime.memory.store import MemoryConfig, TripletStore, normalize_term
 from memory_runtime.records import Record
 
 if TYPE_CHECKING:
     from eval.config import EvalConfig
+
+logger = logging.getLogger(__name__)
 
 
 def real_sample(path: str | None = None, limit: int | None = None, seed: int = 0) -> list[Record]:
@@ -94,14 +110,22 @@ def passage_session(system: System, record: Record, memory_config: MemoryConfig 
     def counted(t) -> bool:
         return bool(counted_writes([t], record.annotated_relations, store.canonical_relation))
 
-    scored = counted_writes(writes, record.annotated_relations, store.canonical_relation)
+    def one_order(triplets) -> list[tuple]:
+        return in_one_order(triplets, store.canonical_relation)
+
+    scored = one_order(counted_writes(writes, record.annotated_relations, store.canonical_relation))
     # every write the gate scored, stored or held back by it (not those the store refused after it)
     gated = [
-        {"triplet": list(c.fields), "scores": c.scores, "held": c.kind != "write", "counted": counted(c.fields)}
+        {
+            "triplet": list(one_order([c.fields])[0]),
+            "scores": c.scores,
+            "held": c.kind != "write",
+            "counted": counted(c.fields),
+        }
         for c in result.calls
         if c.scores and c.fields and (c.kind == "write" or c.status.startswith(HELD_BACK))
     ]
-    gold = [tuple(t) for t in record.gold_triplets]
+    gold = one_order(record.gold_triplets)
     mentioned = [t for t in gold if is_mentioned(record, t)]
     return {
         "id": record.id,
@@ -121,6 +145,28 @@ def passage_session(system: System, record: Record, memory_config: MemoryConfig 
     }
 
 
+def in_one_order(triplets, canonical=lambda r: r) -> list[tuple]:
+    """The triplets, those of a symmetric relation (data_gen.real.SYMMETRIC_RELATIONS) with their names
+    in one order: Re-DocRED states a sibling fact one way or both, a model writes it either way."""
+    symmetric = {normalize_term(r) for r in SYMMETRIC_RELATIONS}
+    out = []
+    for s, r, o in (tuple(t) for t in triplets):
+        if normalize_term(canonical(r)) in symmetric and normalize_term(o) < normalize_term(s):
+            s, o = o, s
+        out.append((s, r, o))
+    return out
+
+
+def relations_unknown(records: Iterable[Record], memory_config: MemoryConfig | None) -> list[str]:
+    """The relations the passages were checked for that the memory's table lacks: text of another
+    schema than the model's (its writes cannot name them; pass that schema's table)."""
+    table = (memory_config or MemoryConfig.load()).canonical_names
+    if not table:
+        return []  # an empty table: relations are free
+    checked = {r for record in records for r in record.annotated_relations or ()}
+    return sorted(r for r in checked if normalize_term(r) not in table)
+
+
 def evaluate_passage(system: System, record: Record, memory_config: MemoryConfig | None = None) -> dict:
     return run_sessions(system, [passage_session(system, record, memory_config)])[0]
 
@@ -132,6 +178,14 @@ def evaluate_real(
     progress: Callable[[], None] | None = None,
     batch_size: int = 1,
 ) -> list[dict]:
+    records = list(records)
+    unknown = relations_unknown(records, memory_config)
+    if unknown:
+        logger.warning(
+            "real text checked for relations the memory's table lacks (%s): pass its schema's table "
+            "(generation.memory_config; `memlm schema table SCHEMA --out FILE`) or a model trained on it",
+            ", ".join(unknown),
+        )
     return run_sessions(system, (passage_session(system, r, memory_config) for r in records), batch_size, progress)
 
 

@@ -64,9 +64,15 @@ def category(record: Record, calls: Sequence[Call]) -> str:
 
 
 def record_session(
-    system: System, record: Record, memory_config: MemoryConfig | None = None, user_override: str | None = None
+    system: System,
+    record: Record,
+    memory_config: MemoryConfig | None = None,
+    user_override: str | None = None,
+    relation_types: dict[str, tuple[str, str]] | None = None,
 ) -> Session:
-    """Replay one record with `system` (a session: yields its turns' requests); one result row per turn."""
+    """Replay one record with `system` (a session: yields its turns' requests); one result row per turn.
+    Each row names the relations of its gold calls and, given `relation_types` (relation -> its subject
+    and object types, from the data's schema), the entity types they join: eval reports both."""
     record_turns = turns(record)
     store = TripletStore(":memory:", memory_config)
     if record.memory:
@@ -99,11 +105,14 @@ def record_session(
             "malformed": sum(c.kind == "error" for c in got),
             "n_calls": len(got),
             "writes": triplet_prf(pred_writes, gold_writes, store.canonical_relation).to_dict(),
+            "relations": gold_relations(gold, store.canonical_relation),
             "reply": result.reply,
             "status": result.status,
             "tokens": result.generated_tokens,
             "wall_s": result.wall_seconds,
         }
+        if relation_types is not None:
+            row["types"] = sorted({t for r in row["relations"] for t in relation_types.get(r, ())})
         if any(c.kind == "read" for c in gold):
             gold_answer = strip_calls(gold_text)
             names = list(record.gold_names) if k == len(record_turns) - 1 else []
@@ -136,14 +145,39 @@ def evaluate_record(
     return run_sessions(system, [record_session(system, record, memory_config, user_override)])[0]
 
 
+def gold_relations(gold: list, canonical: Callable[[str], str]) -> list[str]:
+    """The relations a turn's gold calls are about: a write's, a read's (or, for a read that names
+    none, those of the facts it returns), canonical, sorted."""
+    named = set()
+    for call in gold:
+        relation = call.fields[1] if call.fields else ""
+        if relation:
+            named.add(canonical(relation))
+        elif call.kind == "read":
+            named |= {canonical(t[1]) for t in call.results or []}
+    return sorted(named)
+
+
+def relation_types(config: EvalConfig) -> dict[str, tuple[str, str]] | None:
+    """relation -> (subject type, object type) from the schema the data was generated with (its
+    schema.yaml); None for data without one."""
+    from data_gen.schema import Schema
+
+    path = Path(config.data) / "schema.yaml" if config.data else None
+    if path is None or not path.is_file():
+        return None
+    return {r.name: (r.subject, r.object) for r in Schema.load(path).relations}
+
+
 def evaluate_records(
     system: System,
     records: Iterable[Record],
     memory_config: MemoryConfig | None = None,
     progress: Callable[[], None] | None = None,
     batch_size: int = 1,
+    types: dict[str, tuple[str, str]] | None = None,
 ) -> list[dict]:
-    sessions = (record_session(system, record, memory_config) for record in records)
+    sessions = (record_session(system, record, memory_config, relation_types=types) for record in records)
     return [row for rows in run_sessions(system, sessions, batch_size, progress) for row in rows]
 
 
@@ -249,7 +283,24 @@ def summarise_records(rows: list[dict], uses_memory: bool) -> dict:
             entry["answer_correct"] = frac(r["answer_correct"] for r in answers)
             entry["answer_f1"] = mean(r["answer_f1"] for r in answers)
         out["by_category"][cat] = entry
+    for key, field in (("by_relation", "relations"), ("by_type", "types")):  # a turn counts for each it names
+        groups: dict[str, list[dict]] = defaultdict(list)
+        for row in rows:
+            for name in row.get(field, []):
+                groups[name].append(row)
+        if groups:
+            out[key] = {name: _group_entry(groups[name], uses_memory) for name in sorted(groups)}
     return out
+
+
+def _group_entry(group: list[dict], uses_memory: bool) -> dict:
+    entry: dict = {"turns": len(group)}
+    if uses_memory:
+        entry["calls_exact"] = frac(r["calls_exact"] for r in group)
+    answers = [r for r in group if "answer_correct" in r]
+    if answers:
+        entry["answer_correct"] = frac(r["answer_correct"] for r in answers)
+    return entry
 
 
 # ----------------------------------------------------------------------------- report
@@ -279,6 +330,35 @@ def category_section(summary: dict, meta: dict) -> list[str]:
         "",
         markdown_table(rows),
         "",
+    ]
+
+
+def relation_section(summary: dict, meta: dict) -> list[str]:
+    """Calls per relation and per entity type (a turn counts under every relation and type its gold
+    calls name), one column per system with a memory."""
+    systems = [s for s in summary if "calls" in summary[s].get("records", {})]
+    lines: list[str] = []
+    for key, what in (("by_relation", "relation"), ("by_type", "type")):
+        names = sorted({n for s in systems for n in summary[s]["records"].get(key, {})})
+        if not names:
+            continue
+        rows = [[what, "turns"] + [f"{s} calls" for s in systems] + [f"{s} answers" for s in systems]]
+        for name in names:
+            entries = [summary[s]["records"][key].get(name, {}) for s in systems]
+            row = [name, str(max(e.get("turns", 0) for e in entries))]
+            rows.append(
+                row + [pct(e.get("calls_exact")) for e in entries] + [pct(e.get("answer_correct")) for e in entries]
+            )
+        lines += [markdown_table(rows), ""]
+    if not lines:
+        return []
+    return [
+        "## Per relation and entity type (teacher-forced records)",
+        "",
+        "A turn counts under every relation its gold calls name (a read naming none: the relations of what it "
+        "returns) and every entity type those relations join (from the data's schema.yaml).",
+        "",
+        *lines,
     ]
 
 
@@ -354,11 +434,15 @@ PART = Part(
     load=load_records,
     cases_file=records_path,
     sources=sources,
-    evaluate=lambda system, records, config, *run: evaluate_records(system, records, *run),
+    evaluate=lambda system, records, config, *run: evaluate_records(system, records, *run, relation_types(config)),
     summarise=summarise_records,
-    sample_groups=lambda s: [(f"category {cat}", entry["turns"]) for cat, entry in s["by_category"].items()],
+    sample_groups=lambda s: [
+        (f"{what} {name}", entry["turns"])
+        for key, what in (("by_category", "category"), ("by_relation", "relation"), ("by_type", "type"))
+        for name, entry in s.get(key, {}).items()
+    ],
     source_line=lambda source: f"- test records: `{source['file']}` ({source['used']} records used)",
-    sections=category_section,
+    sections=lambda summary, meta: category_section(summary, meta) + relation_section(summary, meta),
     figures=lambda summary, raw: {
         "accuracy_by_shape": accuracy_figure(summary),
         "answer_f1": answer_f1_figure(summary),

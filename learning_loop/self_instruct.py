@@ -75,7 +75,7 @@ class Task(BaseModel):
             return "state: " + "; ".join(" >> ".join(t) for t in self.gold_triplets)
         if self.type == "two_hop" and len(self.reads) == 2:
             (person, first, _), (_, second, _) = self.reads
-            return f"ask: ? >> {second} >> (the company that {person} is {first})"
+            return f"ask: ? >> {second} >> (what {person} is {first})"  # any schema: no type named
         return "ask: " + " >> ".join(f or "?" for f in self.reads[0])
 
     def required_names(self) -> list[str]:
@@ -127,7 +127,7 @@ def task_of_record(record: Record) -> Task | None:
 
 
 def draft_tasks(data_config: Path | str, n: int, *, seed: int = 0, mix: dict[str, float] | None = None) -> list[Task]:
-    """`n` drafts over the train pool of the data config's world (its people and organisations)."""
+    """`n` drafts over the train pool of the data config's world (the names of its schema's types)."""
     from data_gen.config import DataConfig, MixConfig, functional_of, memory_table
     from data_gen.examples import build_records
     from data_gen.oracle import MemoryOracle

@@ -52,6 +52,7 @@ from training.run import (
     drop_reference_copy,
     finish_run,
     is_main_process,
+    keep_relation_table,
     load_policy,
     log_trainable,
     plan_resume,
@@ -256,6 +257,7 @@ def train_preference(
     out.mkdir(parents=True, exist_ok=True)
     if is_main_process():
         config.save(out / CONFIG_FILENAME, notes)
+        keep_relation_table(config, out)
     train_ds, eval_ds = datasets["train"], datasets.get("validation")
     stats = {"train": preference_token_stats(train_ds)}
     if eval_ds is not None:

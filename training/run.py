@@ -21,6 +21,7 @@ from typing import Any
 import torch
 from transformers import TrainerCallback
 
+from memory_runtime.memory.store import RELATION_TABLE_FILE
 from memory_runtime.models.hardware import DtypeChoice, resolve_dtype
 from training.config import (
     CONFIG_FILENAME,
@@ -38,6 +39,17 @@ METRICS_FILENAME = "metrics.json"
 LOG_FILENAME = "train_log.jsonl"
 
 LogFn = Callable[[str], None]
+
+
+def keep_relation_table(config: TrainConfig, out: Path) -> None:
+    """Copy the memory relation table the data was made with (relations.yaml of a `memlm generate`
+    directory, else of the run this one starts from) into the run `out`: eval, chat and serve open the
+    trained model's memory with the relations it learned (MemoryConfig.of_model)."""
+    for source in (config.data.path, config.model.name):
+        table = Path(str(source)).expanduser() / RELATION_TABLE_FILE if source else None
+        if table is not None and table.is_file():
+            shutil.copyfile(table, out / RELATION_TABLE_FILE)
+            return
 
 
 def _stderr(line: str) -> None:

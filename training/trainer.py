@@ -41,6 +41,7 @@ from training.run import (
     build_peft_config,
     finish_run,
     is_main_process,
+    keep_relation_table,
     log_trainable,
     plan_resume,
     start_run,
@@ -252,6 +253,7 @@ def train(
     out.mkdir(parents=True, exist_ok=True)
     if is_main_process():
         config.save(out / CONFIG_FILENAME, notes)
+        keep_relation_table(config, out)
     train_ds, eval_ds = datasets["train"], datasets.get("validation")
     stats = {"train": token_stats(train_ds)}
     if eval_ds is not None:

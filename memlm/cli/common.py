@@ -51,14 +51,15 @@ MODEL = typer.Option(
 )
 
 
-def find_config(path: Path | None) -> Path | None:
+def find_config(path: Path | None, folder: str | None = None) -> Path | None:
     """A config path as given, or, when it is relative and not found from the working directory, the
     shipped config it names (memory_runtime.shipped): `--config configs/train/cpu-smollm2.yaml`,
-    `train/cpu-smollm2` and `cpu-smollm2` work from any directory, in a checkout or a wheel."""
+    `train/cpu-smollm2` and `cpu-smollm2` work from any directory, in a checkout or a wheel; a bare name
+    several shipped configs have is the one in `folder` (configs/FOLDER/) where the command gives one."""
     if path is None or path.exists() or path.is_absolute():
         return path
     try:
-        return shipped_config(str(path)) or path
+        return shipped_config(str(path), folder) or path
     except ValueError as err:  # a bare name several shipped configs have
         fail(err)
 
@@ -68,7 +69,7 @@ def load(cls: type[C], path: Path | None, overrides: list[str] | None, flags: di
     were given (dotted key -> value; None: not given; a Path is relative to the working directory)."""
     items = [*(overrides or []), *flag_overrides(flags or {})]
     try:
-        return cls.load(find_config(path), items)
+        return cls.load(find_config(path, getattr(cls, "folder", None)), items)
     except ValueError as err:
         fail(err)
 

@@ -29,7 +29,7 @@ def generate(
     from data_gen.config import DataConfig
     from data_gen.generate import generate as generate_data
 
-    cfg = load(DataConfig, config, overrides, {"seed": seed, "schema_file": find_config(schema)})
+    cfg = load(DataConfig, config, overrides, {"seed": seed, "schema_file": find_config(schema, "schema")})
     try:
         report = generate_data(cfg, out, overwrite=overwrite)
     except (ValueError, OSError) as err:  # a bad corpus (named in the message), an existing --out

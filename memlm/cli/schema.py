@@ -30,7 +30,7 @@ def schema_check(
     of the records and an episode `memlm generate` makes from it (the tiny data config on the schema)."""
     from data_gen.generate import schema_sample
 
-    path = find_config(schema)
+    path = find_config(schema, "schema")
     try:
         config, sample, episodes = schema_sample(path, records, seed=seed)
     except ValueError as err:
@@ -76,7 +76,7 @@ def schema_table(
     from data_gen.schema import Schema
 
     try:
-        spec = Schema.load(find_config(schema))
+        spec = Schema.load(find_config(schema, "schema"))
     except ValueError as err:
         fail(err)
     text = f"# the relation table of the schema {spec.name} (memlm schema table)\n" + yaml.safe_dump(

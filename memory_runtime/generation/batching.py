@@ -205,6 +205,7 @@ class BatchDecoder(TurnEngine):
             seed=request.seed,
             copy_fields=self.copy_fields,
             relations=request.store.config.relation_names,
+            common_objects=request.store.config.common_objects,
         )
 
     # ------------------------------------------------------------------ one step
@@ -271,6 +272,7 @@ class BatchDecoder(TurnEngine):
             generator=generator,
             copy_fields=self.copy_fields,
             relations=relations,
+            common_objects=request.store.config.common_objects,
         )
         decoder.start(request.messages)
         self._keys += 1

@@ -169,8 +169,9 @@ class MemoryController:
         subject, _, object_ = call.fields
         if self.guard.copied(subject or "", object_ or ""):
             return CallRecord("error", text, call.fields, status=REFUSED)
-        for term in (subject, object_):
-            if term and names_nobody(term, closed=True):
+        relation = self.store.canonical_relation(call.fields[1] or "")
+        for term, common in ((subject, False), (object_, relation in self.store.config.common_objects)):
+            if term and names_nobody(term, closed=True, common=common):
                 return CallRecord("error", text, call.fields, status=f"refused: {term!r} names nobody, not stored")
         scores: dict[str, float] = {}
         if self.write_gate is not None and all(call.fields):

@@ -44,14 +44,16 @@ def _small(word: str) -> bool:
     return word[0].islower() and not any(c.isupper() for c in word)
 
 
-def names_nobody(field: str, *, closed: bool) -> bool:
+def names_nobody(field: str, *, closed: bool, common: bool = False) -> bool:
     """`field` cannot be (or become) a name of a person or organisation: it starts with a pronoun
     ("He", "He is", "his wife") or with a function word before a small-letter word ("The show", "A new
     constitution"), or, once closed, it is in small letters throughout ("the association", "bank") or
     ends with a function word or a verb ("Reporting to", "Nassar was"). A pronoun or function word in capitals ("US
     Internet", "AT&T"; not "I") or before a capitalised word ("We Are IT", "The Alans") is part of a
     name, and so is a small-letter particle or legal form beside capitalised words ("van Ginneke BV",
-    "Parri e figli"). An open field is judged once its second word has begun (or the field is closed)."""
+    "Parri e figli"). An open field is judged once its second word has begun (or the field is closed).
+    `common`: the field may be a common noun (an object of a relation with `common_object`: "peanuts"),
+    so small letters throughout do not make it no one's."""
     first = re.match(r"(\w+)\W*(\w?)", field)
     if first is None:
         return False
@@ -64,7 +66,7 @@ def names_nobody(field: str, *, closed: bool) -> bool:
         return False
     words = re.findall(r"\w[\w.'&-]*", field)
     last = re.findall(r"\w+", field)[-1]
-    return all(_small(w) for w in words) or last in FUNCTION_WORDS or last in _VERBS_AFTER_A_NAME
+    return (not common and all(_small(w) for w in words)) or last in FUNCTION_WORDS or last in _VERBS_AFTER_A_NAME
 
 
 def open_call(text: str) -> int | None:
@@ -111,11 +113,27 @@ def _names_relation(field: str, relations: Collection[str], context: str, *, clo
     )
 
 
-def fields_copied(body: str, context: str, relations: Collection[str] | None = None, *, write: bool = False) -> bool:
+def common_object(relation: str | None, relations: Collection[str] | None, common_objects: Collection[str]) -> bool:
+    """Whether a call's object may be a common noun: its relation has common objects, or it names none
+    (or one not in the table) while some relation of the table has them."""
+    if not common_objects:
+        return False
+    return not relation or relation in common_objects or relations is None or relation not in relations
+
+
+def fields_copied(
+    body: str,
+    context: str,
+    relations: Collection[str] | None = None,
+    *,
+    write: bool = False,
+    common_objects: Collection[str] = frozenset(),
+) -> bool:
     """Whether a (possibly unfinished) call body keeps its subject and object copied from `context`
     (and its relation, when `relations` is given, one of those names or a copy from `context`), in
     the protocol's three fields: no fourth separator, no call closed with fewer, and a `write` closed
-    with all three filled (only a read leaves a field empty).
+    with all three filled (only a read leaves a field empty). An object of a relation in
+    `common_objects` may be in small letters (names_nobody's `common`).
 
     `body` runs from just after "[MEM_WRITE{" / "[MEM_READ{" to, and including, the closing "}"
     if the call is closed. Bodies with escapes are not judged (True).
@@ -140,12 +158,19 @@ def fields_copied(body: str, context: str, relations: Collection[str] | None = N
             continue
         if field[0].isspace() or (not is_open and field[-1].isspace()):
             return False
-        if not _occurs(field, context, closed=not is_open) or names_nobody(field, closed=not is_open):
+        common = k == 2 and common_object(fields[1], relations, common_objects)
+        if not _occurs(field, context, closed=not is_open) or names_nobody(field, closed=not is_open, common=common):
             return False
     return True
 
 
-def allowed(context: str, text: str, piece: str, relations: Collection[str] | None = None) -> bool:
+def allowed(
+    context: str,
+    text: str,
+    piece: str,
+    relations: Collection[str] | None = None,
+    common_objects: Collection[str] = frozenset(),
+) -> bool:
     """Whether appending `piece` to the assistant `text` keeps the subject and object of the call
     it touches copied from `context` (the messages) or the assistant text before that call, and
     its relation one of `relations` or a copy (when `relations` is given)."""
@@ -161,7 +186,10 @@ def allowed(context: str, text: str, piece: str, relations: Collection[str] | No
         if body is None:
             return True
     start = new.rfind("[", 0, body)
-    return fields_copied(new[body:], context + "\n" + new[:start], relations, write=new.startswith(WRITE_OPEN, start))
+    write = new.startswith(WRITE_OPEN, start)
+    return fields_copied(
+        new[body:], context + "\n" + new[:start], relations, write=write, common_objects=common_objects
+    )
 
 
 _RESULTS = re.compile(r"\}:(.*?)\]", re.DOTALL)  # what a read returned, as the controller inserts it
@@ -249,20 +277,26 @@ def _regex_literal(text: str) -> str:
     return _REGEX_META.sub(r"\\\1", text)
 
 
-def calls_regex(context: str, relations: Collection[str], *, max_words: int = 8) -> str:
+def calls_regex(
+    context: str, relations: Collection[str], *, max_words: int = 8, common_objects: Collection[str] = frozenset()
+) -> str:
     """The copy rule as one regular expression over a model's output, for engines that constrain
     decoding with a regex (vLLM's structured outputs): free text without "[", write calls whose
     subject and object are word-aligned copies of `context` and whose relation is one of
     `relations` or a copy of up to four words, and at most one read call at the end (generation
-    stops at its "}:")."""
+    stops at its "}:"). With `common_objects`, an object may be a common noun in small letters (for any
+    relation: one regex does not tie the object to the relation before it)."""
 
     def alternatives(terms: Collection[str]) -> str:
         return "(?:" + "|".join(_regex_literal(t) for t in sorted(terms, key=lambda t: (-len(t), t))) + ")"
 
     spans = _spans(context, max_words)
     name = alternatives({s for s in spans if not names_nobody(s, closed=True)})
+    obj = name
+    if common_objects:
+        obj = alternatives({s for s in spans if not names_nobody(s, closed=True, common=True)})
     relation = alternatives(set(relations) | {s for s in spans if len(s.split()) <= 4})
     sep = _regex_literal(SEPARATOR)
-    write = _regex_literal(WRITE_OPEN) + f"{name}{sep}{relation}{sep}{name}" + r"\}\]"
-    read = _regex_literal(READ_OPEN) + f"{name}?{sep}{relation}?{sep}{name}?" + r"\}:"
+    write = _regex_literal(WRITE_OPEN) + f"{name}{sep}{relation}{sep}{obj}" + r"\}\]"
+    read = _regex_literal(READ_OPEN) + f"{name}?{sep}{relation}?{sep}{obj}?" + r"\}:"
     return rf"(?:[^\[]|{write})*(?:{read})?"

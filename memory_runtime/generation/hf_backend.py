@@ -71,6 +71,7 @@ class TurnDecoder:
         generator: torch.Generator | None = None,
         copy_fields: bool = True,
         relations: frozenset[str] | None = None,
+        common_objects: frozenset[str] = frozenset(),
     ) -> None:
         self.tokenizer = tokenizer
         self.end_token_ids = end_token_ids
@@ -79,6 +80,7 @@ class TurnDecoder:
         self.generator = generator
         self.copy_fields = copy_fields
         self.relations = relations
+        self.common_objects = common_objects  # relations whose objects may be in small letters (field_copy)
         self.context = ""
         self.started = False
         self.reset([])
@@ -299,7 +301,9 @@ class TurnDecoder:
         if not new.startswith(text):
             return True
         piece = new[len(text) :]
-        return allowed(self.context, text, piece, self.relations) and (not naming or answer_names_copied(text, piece))
+        return allowed(self.context, text, piece, self.relations, self.common_objects) and (
+            not naming or answer_names_copied(text, piece)
+        )
 
     def _backtrack(self) -> bool:
         """Take back the last generated token of a call field that led to a dead end ("Bre" +
@@ -339,6 +343,7 @@ class HFBackend:
         system_prompt: str | None = None,
         copy_fields: bool = True,
         relations: Iterable[str] | None = None,
+        common_objects: Iterable[str] = (),
     ) -> None:
         check_sampling(temperature, top_p)
         self.model = model
@@ -359,6 +364,7 @@ class HFBackend:
             generator=generator,
             copy_fields=copy_fields,
             relations=frozenset(relations) if relations is not None else None,
+            common_objects=frozenset(common_objects),
         )
         self._reset_cache()
 

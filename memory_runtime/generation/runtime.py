@@ -87,7 +87,8 @@ class Generation(Strict):
     )
     memory_config: str | None = Field(
         None,
-        description="a memory config YAML: relation table, fuzzy settings (null: memory_runtime/memory/relations.yaml)",
+        description="a memory config YAML: relation table, fuzzy settings (null: memlm's; the relation table is "
+        "the one the model's run was trained with, else memory_runtime/memory/relations.yaml)",
     )
     write_gate: WriteGateConfig = Field(
         WriteGateConfig(),
@@ -115,8 +116,9 @@ class Generation(Strict):
         return self.model_copy(update={"engine": engine}), why
 
     def memory(self) -> MemoryConfig:
-        """The memory's config (relation table, fuzzy settings)."""
-        return MemoryConfig.load(self.memory_config)
+        """The memory's config (relation table, fuzzy settings): `memory_config`, whose relation table
+        is by default the one the model was trained with (a run's relations.yaml, from its schema)."""
+        return MemoryConfig.of_model(self.model, self.memory_config)
 
     def batch_size(self) -> int:
         """Turns decoded together: `max_batch_size`, or what suits the device."""
@@ -241,6 +243,7 @@ class Runtime:
             seed=seed,
             copy_fields=self.generation.copy_fields,
             relations=self.memory.relation_names,
+            common_objects=self.memory.common_objects,
         )
 
     def request(

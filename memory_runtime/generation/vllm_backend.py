@@ -193,7 +193,8 @@ class VLLMDecoder(TurnEngine):
         regex = None
         if self.copy_fields:  # vLLM holds names to copies and relations to the table itself
             context = turn.decoder.context + "\n" + turn.controller.text
-            regex = calls_regex(context, turn.request.store.config.relation_names)
+            config = turn.request.store.config
+            regex = calls_regex(context, config.relation_names, common_objects=config.common_objects)
         params = self._params(turn.request, turn.controller.tokens_left, regex)
         self.engine.add_request(
             turn.engine_id, {"prompt_token_ids": turn.decoder.all_ids}, params, lora_request=self._lora

@@ -56,6 +56,16 @@ class RelationSpec(Strict):
         description="relations of the same subject that a new fact of "
         "this one ends at every other object (a new employer ends the roles at the old one)",
     )
+    common_object: bool = Field(
+        False,
+        description="its objects are common nouns, written in small letters (a food: peanuts), which the "
+        "decoding's copy rules otherwise refuse as naming nobody (the schema's type `common: true`)",
+    )
+
+
+# The relation table a dataset was generated with (`memlm generate` writes it from the schema), kept in
+# every run trained on it: the memory of a trained model is opened with the relations it learned.
+RELATION_TABLE_FILE = "relations.yaml"
 
 
 class MemoryConfig(Strict):
@@ -90,9 +100,26 @@ class MemoryConfig(Strict):
         return owner
 
     @property
+    def common_objects(self) -> frozenset[str]:
+        """The relations whose objects are common nouns (RelationSpec.common_object)."""
+        return frozenset(spec.name for spec in self.relations if spec.common_object)
+
+    @property
     def relation_names(self) -> list[str] | None:
         """The canonical relation names (None for an empty table: relations are then free)."""
         return [spec.name for spec in self.relations] or None
+
+    @classmethod
+    def of_model(cls, model: str | Path | None, path: str | Path | None = None) -> MemoryConfig:
+        """The memory config at `path` (None: memlm's defaults), with the relation table of the run
+        `model` was trained in where it keeps one (RELATION_TABLE_FILE) and `path` gives none."""
+        table = Path(str(model)).expanduser() / RELATION_TABLE_FILE if model else None
+        if table is None or not table.is_file():
+            return cls.load(path)
+        learned = read_mapping(table, cls.what).get("relations")
+        settings = read_mapping(Path(path), cls.what) if path is not None else {}
+        merged = {**cls.read_yaml(None), **settings, "relations": settings.get("relations", learned)}
+        return cls.from_dict(merged, source=f"{path or 'defaults'} with the relation table {table}")
 
     @classmethod
     def read_yaml(cls, path: Path | None) -> dict:

@@ -29,6 +29,8 @@ from memory_runtime.serving.config import Limits, ServeConfig
 from memory_runtime.serving.launch import background_server
 from memory_runtime.stats import percentile
 
+# the shipped person–organisation schema's turns: the load a served model of the default schema sees
+# (what it generates and how long does not depend on which schema the names come from)
 _PEOPLE = ["Dorothea Altemus", "Tia Batres", "Cyrus Alfred", "Marta Quinlan", "Ivo Renner", "Aiko Sato"]
 _ORGS = ["Pfizer", "BMW", "Siemens", "Nestle", "Airbus", "Lufthansa"]
 

@@ -37,11 +37,12 @@ def config_names() -> list[str]:
     return sorted(_name(path, root) for path in root.rglob("*") if path.suffix in CONFIG_SUFFIXES and path.is_file())
 
 
-def find_config(name: str) -> Path | None:
+def find_config(name: str, folder: str | None = None) -> Path | None:
     """The shipped config `name` names, or None if it names none: its path under configs/, with or without
     ``configs/`` before it (as the README writes it) and its suffix (``configs/train/cpu-smollm2.yaml``,
-    ``train/cpu-smollm2``), or its bare name where one config has it (``cpu-smollm2``). A bare name that
-    several have (``default``) is a ValueError naming them."""
+    ``train/cpu-smollm2``), or its bare name where one config has it (``cpu-smollm2``), or, for a command
+    that reads configs of one `folder` (``data``), the one of that folder. A bare name that several have
+    otherwise (``default``) is a ValueError naming them."""
     path = Path(name)
     if path.is_absolute() or not path.parts:
         return None
@@ -53,6 +54,8 @@ def find_config(name: str) -> Path | None:
         found = [root / n for n in names if (root / n).is_file()]
     else:
         found = sorted(p for n in names for p in root.glob(f"*/{n}") if p.is_file())
+    if len(found) > 1 and folder is not None:
+        found = [p for p in found if p.parent.name == folder] or found
     if len(found) > 1:
         several = ", ".join(_name(p, root) for p in found)
         raise ValueError(f"{name}: several shipped configs are called that ({several}): name one of them")

@@ -7,6 +7,9 @@ import pytest
 from data_gen.real import (
     DOCRED_ANNOTATED,
     DOCRED_IGNORED,
+    DOCRED_RELATION_IDS,
+    PEOPLE_PLACES,
+    PEOPLE_PLACES_RELATIONS,
     REAL_SPLIT,
     REDOCRED_RELATIONS,
     RealDataMissing,
@@ -18,11 +21,16 @@ from data_gen.real import (
     load_corpus,
     load_knowledgenet,
     load_real,
+    load_real_file,
+    load_redocred,
+    redocred_schema,
     write_real_jsonl,
 )
+from data_gen.schema import Schema
 from memory_runtime.memory.store import MemoryConfig
 from memory_runtime.protocol import parse_calls
 from memory_runtime.records import Record
+from memory_runtime.shipped import shipped
 
 REAL = default_real_dir()
 CORPORA = Path(__file__).parent / "corpora"  # hand-made: invented people and organisations
@@ -324,3 +332,183 @@ def test_corpus_stats():
         "facts_by_relation": {"chairperson of": 1, "employed by": 3, "founder of": 1, "member of": 1},
         "by_source": {"conll04": 3, "docred": 5},
     }
+
+
+# --------------------------------------------------------------------------- the second schema: people-places-things
+
+PPT_RELATIONS = {r.name for r in Schema.load(shipped("configs", "schema", "people-places-things.yaml")).relations}
+
+
+def family_document() -> dict:
+    """A hand-made (Re-)DocRED document of people, places and family (invented people): each sentence
+    a case of the second schema's mapping."""
+    sents = [
+        s.split()
+        for s in (
+            "Ada Lind ( born 1950 ) is a Norwegian painter born in Bergen .",  # citizen of, born in
+            "Lind married Ole Berg in 1975 .",  # spouse, labelled both ways
+            "Their son Per Berg was born in Oslo .",  # born in
+            "Per Berg is the son of Ada Lind .",  # P40 child: the head is the parent
+            "Lind died in Paris in 2010 .",  # P20 place of death: ignored
+            "Ole Berg taught with Kari Dahl in Trondheim .",  # people and a place, no label
+            "Ada Lind exhibited in Vienna .",  # residence with no evidence given
+            "Lind called herself a daughter of Beauvoir .",  # P22 father of a LOC: typing noise
+            "The museum opened in 1990 .",  # no person
+        )
+    ]
+    entities = {  # name -> (type, mentions as (sentence, words))
+        "Ada Lind": ("PER", [(0, "Ada Lind"), (1, "Lind"), (3, "Ada Lind"), (4, "Lind"), (6, "Ada Lind"), (7, "Lind")]),
+        "Norwegian": ("LOC", [(0, "Norwegian")]),
+        "Bergen": ("LOC", [(0, "Bergen")]),
+        "Ole Berg": ("PER", [(1, "Ole Berg"), (5, "Ole Berg")]),
+        "Per Berg": ("PER", [(2, "Per Berg"), (3, "Per Berg")]),
+        "Oslo": ("LOC", [(2, "Oslo")]),
+        "Paris": ("LOC", [(4, "Paris")]),
+        "Kari Dahl": ("PER", [(5, "Kari Dahl")]),
+        "Trondheim": ("LOC", [(5, "Trondheim")]),
+        "Vienna": ("LOC", [(6, "Vienna")]),
+        "Beauvoir": ("LOC", [(7, "Beauvoir")]),
+    }
+
+    def mention(kind: str, s: int, words: str) -> dict:
+        w = words.split()
+        i = next(i for i in range(len(sents[s])) if sents[s][i : i + len(w)] == w)
+        return {"name": words, "sent_id": s, "pos": [i, i + len(w)], "type": kind}
+
+    names = list(entities)
+    labels = [
+        ("Ada Lind", "P27", "Norwegian", [0]),
+        ("Ada Lind", "P19", "Bergen", [0]),
+        ("Ada Lind", "P26", "Ole Berg", [1]),
+        ("Ole Berg", "P26", "Ada Lind", [1]),
+        ("Per Berg", "P19", "Oslo", [2]),
+        ("Ada Lind", "P40", "Per Berg", [3]),
+        ("Ada Lind", "P20", "Paris", [4]),
+        ("Ada Lind", "P551", "Vienna", []),
+        ("Ada Lind", "P22", "Beauvoir", [7]),
+    ]
+    return {
+        "title": "Ada Lind",
+        "sents": sents,
+        "vertexSet": [[mention(kind, s, w) for s, w in ms] for kind, ms in entities.values()],
+        "labels": [{"h": names.index(h), "t": names.index(t), "r": r, "evidence": ev} for h, r, t, ev in labels],
+    }
+
+
+def people_row(*triples, sentence="Ada Lind married Ole Berg in Bergen .") -> dict:
+    """A derived Re-DocRED row of the second schema: triples as (head, head type, relation, tail, tail type)."""
+    keys = ("head", "head_type", "relation", "tail", "tail_type")
+    return {"title": "Ada Lind", "sent_id": 0, "sentence": sentence, "triples": [dict(zip(keys, t)) for t in triples]}
+
+
+def write_rows(path: Path, *rows: dict) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def test_the_second_schema_mapping_is_decided_for_every_relation():
+    assert set(PEOPLE_PLACES_RELATIONS) <= DOCRED_RELATION_IDS and len(DOCRED_RELATION_IDS) == 96
+    assert set(PEOPLE_PLACES_RELATIONS.values()) <= PPT_RELATIONS and set(PEOPLE_PLACES.annotated) <= PPT_RELATIONS
+    assert set(PEOPLE_PLACES.annotated) == set(PEOPLE_PLACES_RELATIONS.values())  # what Re-DocRED was checked for
+    assert PEOPLE_PLACES.object_types == {
+        "lives in": "LOC",
+        "born in": "LOC",
+        "citizen of": "LOC",
+        "spouse of": "PER",
+        "sibling of": "PER",
+        "child of": "PER",
+        "colleague of": "PER",  # no Re-DocRED relation: never gold, never a false write
+    }  # allergic to: a food, no DocRED type
+    assert "P20" not in PEOPLE_PLACES_RELATIONS and "P1038" not in DOCRED_RELATION_IDS  # death place; relative
+
+
+def test_a_file_of_the_second_schema_is_read_with_its_relations(tmp_path):
+    assert redocred_schema(tmp_path / "redocred_dev_people_places_things.jsonl") is PEOPLE_PLACES
+    assert redocred_schema(tmp_path / "mine.jsonl", "people-places-things") is PEOPLE_PLACES
+    path = write_rows(
+        tmp_path / "sample_people_places_things.jsonl",
+        people_row(
+            ("Ada Lind", "PER", "P26", "Ole Berg", "PER"),
+            ("Ole Berg", "PER", "P26", "Ada Lind", "PER"),  # the same fact the other way: once
+            ("Ada Lind", "PER", "P19", "Bergen", "LOC"),
+        ),
+        people_row(
+            ("Ole Berg", "PER", "P40", "Per Berg", "PER"),  # child: the head is the parent
+            ("Per Berg", "PER", "P25", "Ada Lind", "PER"),  # mother: the head is the child
+            sentence="Per Berg , son of Ole Berg and Ada Lind .",
+        ),
+        people_row(sentence="Ole Berg met Ada Lind in Oslo ."),
+    )
+    records = load_real_file(path)
+    assert texts_and_facts(records) == [
+        (
+            "Ada Lind married Ole Berg in Bergen.",
+            [("Ada Lind", "spouse of", "Ole Berg"), ("Ada Lind", "born in", "Bergen")],
+        ),
+        (
+            "Per Berg, son of Ole Berg and Ada Lind.",
+            [("Per Berg", "child of", "Ole Berg"), ("Per Berg", "child of", "Ada Lind")],
+        ),
+        ("Ole Berg met Ada Lind in Oslo.", []),
+    ]
+    assert all(r.annotated_relations == sorted(PEOPLE_PLACES.annotated) for r in records)
+    assert texts_and_facts(load_redocred(path)) == texts_and_facts(records) == texts_and_facts(load_corpus(path))
+
+
+def test_an_unmapped_relation_of_the_second_schema_is_an_error_naming_it(tmp_path):
+    path = write_rows(
+        tmp_path / "x_people_places_things.jsonl", people_row(("Ada Lind", "PER", "P108", "Bergen", "LOC"))
+    )
+    with pytest.raises(
+        ValueError,
+        match=r"x_people_places_things.jsonl:1: unmapped relation P108 .* people-places-things; add it to "
+        r"data_gen.real.PEOPLE_PLACES_RELATIONS",
+    ):
+        load_real_file(path)
+    row = people_row(("Ada Lind", "PER", "P19", "Nordic Bank", "ORG"))
+    with pytest.raises(ValueError, match=r"P19 \(born in\) joins a PER and a\(n\) LOC, got PER/ORG"):
+        load_real_file(write_rows(path, row))
+    with pytest.raises(ValueError, match=r"unmapped relation P19 .* person-organisation"):  # the first schema's file
+        load_real_file(write_rows(tmp_path / "x_person_org.jsonl", row))
+
+
+def test_relations_are_checked_against_the_schema_in_question(tmp_path):
+    path = write_rows(
+        tmp_path / "mine.jsonl",
+        {"text": "Ada Lind resides in Bergen.", "triples": [["Ada Lind", "resides in", "Bergen"]]},
+    )
+    with pytest.raises(
+        ValueError, match="relation 'resides in' is neither a relation of the person-organisation relation table"
+    ):
+        load_corpus(path)  # person-organisation: no such relation
+    [record] = load_corpus(path, schema="people-places-things")
+    assert record.gold_triplets == [("Ada Lind", "lives in", "Bergen")]  # an alias, written as its relation
+    with pytest.raises(ValueError, match="'P937' -> 'lives in', which is not a relation of the person-organisation"):
+        load_corpus(CORPORA / "docred.json", relations={"P937": "lives in"})
+    with pytest.raises(ValueError, match="knowledgenet is a person–organisation corpus"):
+        load_corpus(CORPORA / "knowledgenet.jsonl", schema="people-places-things")
+    with pytest.raises(ValueError, match="no Re-DocRED mapping for schema 'pets'"):
+        load_corpus(path, schema="pets")
+
+
+def test_docred_documents_read_for_the_second_schema(tmp_path):
+    path = write_json(tmp_path / "family.json", [family_document()])
+    records = load_corpus(path, schema="people-places-things")
+    assert texts_and_facts(records) == [
+        (
+            "Ada Lind (born 1950) is a Norwegian painter born in Bergen.",
+            [("Ada Lind", "citizen of", "Norwegian"), ("Ada Lind", "born in", "Bergen")],
+        ),
+        ("Lind married Ole Berg in 1975.", [("Lind", "spouse of", "Ole Berg")]),  # labelled both ways: one fact
+        ("Their son Per Berg was born in Oslo.", [("Per Berg", "born in", "Oslo")]),
+        ("Per Berg is the son of Ada Lind.", [("Per Berg", "child of", "Ada Lind")]),  # P40 turned round
+        # "Lind died in Paris in 2010." is skipped: place of death is ignored
+        ("Ole Berg taught with Kari Dahl in Trondheim.", []),  # people and a place, no label: a negative
+        ("Ada Lind exhibited in Vienna.", [("Ada Lind", "lives in", "Vienna")]),  # this reader takes unevidenced labels
+        # "Lind called herself a daughter of Beauvoir." is skipped: a father typed LOC is typing noise
+    ]
+    assert load_corpus(path) == []  # no person and organisation in it
+    doc = family_document()
+    doc["labels"].append({"h": 0, "t": 3, "r": "P1038", "evidence": [1]})  # relative: not a DocRED relation
+    with pytest.raises(ValueError, match=r"relation P1038 between a PER and a\(n\) PER .*PEOPLE_PLACES_RELATIONS"):
+        load_corpus(write_json(path, [doc]), schema="people-places-things")

@@ -10,9 +10,12 @@ import pytest
 
 from data_gen.real import (
     DOCRED_ANNOTATED,
+    PEOPLE_PLACES,
+    PEOPLE_PLACES_RELATIONS,
     REDOCRED_RELATIONS,
     is_mentioned,
     load_corpus,
+    load_real_file,
     load_redocred,
 )
 from data_gen.redocred_split import (
@@ -20,15 +23,21 @@ from data_gen.redocred_split import (
     RELATION_NAMES,
     TRAIN_FILE,
     is_dev_document,
+    main,
     measured_titles,
     person_org_sentences,
+    schema_sentences,
     split_documents,
     stats,
+    stays_dev,
 )
 
 from .conftest import REPO
+from .test_real import PPT_RELATIONS, family_document
 
 DEV_FILE = REPO / "data" / "real" / "redocred_dev_person_org.jsonl"
+PPT_DEV = REPO / "data" / "real" / "redocred_dev_people_places_things.jsonl"  # the second schema's halves
+PPT_TRAIN = REPO / "data" / "real_train" / "redocred_train_people_places_things.jsonl"
 CORPORA = Path(__file__).parent / "corpora"
 # The 66 sentences of data/real/redocred_dev_person_org.jsonl before the split (commit 86abe8a and
 # earlier): title -> sentence ids. The probe measured them; they must never be trained on.
@@ -166,4 +175,79 @@ def test_a_sentence_is_a_positive_a_negative_or_left_out():
 
 
 def test_rows_name_each_mapped_relation():
-    assert set(RELATION_NAMES) == set(REDOCRED_RELATIONS)
+    assert set(RELATION_NAMES) == set(REDOCRED_RELATIONS) | set(PEOPLE_PLACES_RELATIONS)
+
+
+# --------------------------------------------------------------------------- the second schema: people-places-things
+
+
+def titles(path: Path) -> set[str]:
+    return {r["title"] for r in rows(path)}
+
+
+def test_no_document_is_dev_for_one_schema_and_training_for_another():
+    assert not titles(PPT_DEV) & titles(PPT_TRAIN)
+    assert not titles(PPT_DEV) & titles(TRAIN_FILE)  # nor trained on by the first schema
+    assert not titles(DEV_FILE) & titles(PPT_TRAIN)  # nor a first-schema dev document by the second
+    assert not titles(PPT_TRAIN) & set(MEASURED)
+
+
+@needs_source
+def test_the_second_schema_halves_are_what_the_builder_makes_from_re_docred(tmp_path):
+    dev, train = split_documents(DEFAULT_SOURCE, stays_dev(PEOPLE_PLACES, PPT_DEV), PEOPLE_PLACES)
+    assert dev == rows(PPT_DEV) and train == rows(PPT_TRAIN)
+    # the first build: no dev file of its own yet, the first schema's dev documents stay dev
+    assert split_documents(DEFAULT_SOURCE, stays_dev(PEOPLE_PLACES, tmp_path / "none.jsonl"), PEOPLE_PLACES) == (
+        dev,
+        train,
+    )
+    main(
+        ["--schema", "people-places-things", "--dev", str(tmp_path / "dev.jsonl"), "--train", str(tmp_path / "t.jsonl")]
+    )
+    assert (tmp_path / "dev.jsonl").read_bytes() == PPT_DEV.read_bytes()
+    assert (tmp_path / "t.jsonl").read_bytes() == PPT_TRAIN.read_bytes()
+
+
+def test_the_second_schema_halves_have_the_counts_their_readmes_state():
+    assert stats(rows(PPT_DEV)) == {
+        "documents": 157,
+        "sentences": 323,
+        "positives": 129,
+        "negatives": 194,
+        "triplets": 193,
+    }
+    assert stats(rows(PPT_TRAIN)) == {
+        "documents": 131,
+        "sentences": 308,
+        "positives": 129,
+        "negatives": 179,
+        "triplets": 196,
+    }
+
+
+def test_every_gold_fact_of_the_second_schema_is_one_of_its_relations():
+    for path in (PPT_DEV, PPT_TRAIN):
+        triples = [t for r in rows(path) for t in r["triples"]]
+        assert {t["relation"] for t in triples} <= set(PEOPLE_PLACES_RELATIONS)
+        assert {(t["head_type"], t["tail_type"]) for t in triples} <= {("PER", "LOC"), ("PER", "PER")}
+        records = load_real_file(path)
+        assert {t[1] for r in records for t in r.gold_triplets} <= PPT_RELATIONS
+        assert all(r.annotated_relations == sorted(PEOPLE_PLACES.annotated) for r in records)
+        assert all(is_mentioned(r, t) for r in records for t in r.gold_triplets)
+        negatives = [r for r in records if not r.gold_triplets]
+        assert negatives and all(r.segments[-1].text == "Nothing to store." for r in negatives)
+
+
+def test_a_sentence_of_the_second_schema_is_a_positive_a_negative_or_left_out():
+    doc = family_document()
+    assert [
+        (r["sent_id"], [(t["head"], t["relation"], t["tail"]) for t in r["triples"]])
+        for r in schema_sentences(doc, "ada", PEOPLE_PLACES)
+    ] == [
+        (0, [("Ada Lind", "P27", "Norwegian"), ("Ada Lind", "P19", "Bergen")]),
+        (1, [("Lind", "P26", "Ole Berg"), ("Ole Berg", "P26", "Lind")]),  # the labels as they are (loaded: once)
+        (2, [("Per Berg", "P19", "Oslo")]),
+        (3, [("Ada Lind", "P40", "Per Berg")]),  # the label's own direction: the loader turns P40 round
+        (5, []),  # two people and a place, no label: a negative
+    ]  # 4: place of death (ignored); 6: residence, no evidence given; 7: a father typed LOC; 8: no person
+    assert person_org_sentences(doc, "ada") == []  # no organisation in it

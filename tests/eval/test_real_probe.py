@@ -1,9 +1,16 @@
 import json
+from collections import Counter
+from pathlib import Path
 
-from data_gen.real import load_real_file
-from eval.real_probe import evaluate_real, summarise_real
+from data_gen.real import ENV_VAR, PEOPLE_PLACES, load_real_file
+from data_gen.schema import Schema
+from eval.real_probe import evaluate_real, in_one_order, real_sample, relations_unknown, summarise_real
 from eval.systems import System
 from memory_runtime.generation.backend import ScriptedBackend
+from memory_runtime.memory.store import MemoryConfig
+from memory_runtime.shipped import shipped
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_false_writes_count_only_the_relations_a_passage_was_checked_for(tmp_path):
@@ -89,3 +96,81 @@ def test_scored_writes_give_each_signal_a_curve_and_the_gate_holds_back_what_it_
     gated = run(WriteGateConfig(signal="verify", threshold=0.5))  # what the curve predicted at 0.5, for real
     assert [c["false_write"] for c in gated] == [False, False] and gated[1]["pairs"]["tp"] == 1
     assert gated[0]["writes"] == [] and gated[0]["gated_writes"][0]["held"]
+
+
+# --------------------------------------------------------------------------- the second schema: people-places-things
+
+PPT_DEV = REPO / "data" / "real" / "redocred_dev_people_places_things.jsonl"
+
+
+def people_places_memory() -> MemoryConfig:
+    """The relation table of configs/schema/people-places-things.yaml, as a model trained on it keeps it."""
+    return MemoryConfig.model_validate(
+        {"relations": Schema.load(shipped("configs", "schema", "people-places-things.yaml")).table()}
+    )
+
+
+def test_the_second_schema_is_scored_on_subject_object_pairs_with_its_relations(tmp_path):
+    path = tmp_path / "redocred_dev_people_places_things.jsonl"  # the name says its mapping
+    sibling = {"head": "Ada Lind", "head_type": "PER", "relation": "P3373", "tail": "Per Lind", "tail_type": "PER"}
+    born = {"head": "Ada Lind", "head_type": "PER", "relation": "P19", "tail": "Bergen", "tail_type": "LOC"}
+    rows = [
+        {
+            "title": "Ada Lind",
+            "sent_id": 0,
+            "sentence": "Ada Lind and her brother Per Lind were born in Bergen .",
+            "triples": [
+                sibling,
+                {**sibling, "head": "Per Lind", "tail": "Ada Lind"},
+                born,
+                {**born, "head": "Per Lind"},
+            ],
+        },
+        {"title": "Ada Lind", "sent_id": 1, "sentence": "Ole Berg visited Oslo .", "triples": []},
+        {"title": "Ada Lind", "sent_id": 2, "sentence": "Kari Dahl met Ole Berg .", "triples": []},
+    ]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    backend = ScriptedBackend(
+        [
+            # the sibling fact the other way round and by an alias, one of the two births
+            ["[MEM_WRITE{Per Lind>>brother of>>Ada Lind}] [MEM_WRITE{Ada Lind>>born in>>Bergen}] Noted."],
+            ["[MEM_WRITE{Ole Berg>>lives in>>Oslo}] Noted."],  # a false write
+            ["[MEM_WRITE{Kari Dahl>>colleague of>>Ole Berg}] Noted."],  # no Re-DocRED relation: not judged
+        ]
+    )
+    system = System("memlm", None, None, backend_factory=lambda: backend)
+    records = load_real_file(path)
+    assert relations_unknown(records, None) == sorted(PEOPLE_PLACES.annotated)  # the person-organisation table
+    assert relations_unknown(records, people_places_memory()) == []
+    cases = evaluate_real(system, records, people_places_memory())
+    assert cases[0]["gold"] == [
+        ("Ada Lind", "sibling of", "Per Lind"),
+        ("Ada Lind", "born in", "Bergen"),
+        ("Per Lind", "born in", "Bergen"),
+    ]
+    assert cases[0]["pairs"]["tp"] == 2 and cases[0]["triplets"]["tp"] == 2  # either order states a sibling fact
+    assert [c["false_write"] for c in cases[1:]] == [True, False] and [c["any_write"] for c in cases[1:]] == [
+        True,
+        True,
+    ]
+    figures = summarise_real(cases)["redocred"]
+    assert figures["pair"]["precision"] == 2 / 3 and figures["pair"]["recall"] == 2 / 3  # Ole Berg's write counts
+    assert figures["triplet"]["f1"] == 2 / 3
+    assert figures["false_write_rate"] == 0.5 and figures["any_write_rate"] == 1.0
+
+
+def test_symmetric_facts_are_compared_in_one_order():
+    assert in_one_order([("Per Lind", "sibling of", "Ada Lind"), ("Per Lind", "child of", "Ada Lind")]) == [
+        ("Ada Lind", "sibling of", "Per Lind"),
+        ("Per Lind", "child of", "Ada Lind"),  # not symmetric: as written
+    ]
+
+
+def test_the_default_probe_is_the_first_schema_and_the_second_is_a_file_to_name(monkeypatch):
+    monkeypatch.delenv(ENV_VAR, raising=False)
+    default = real_sample()
+    assert Counter(r.source for r in default) == {"redocred": 183, "knowledgenet": 228}
+    assert not {t[1] for r in default for t in r.gold_triplets} & set(PEOPLE_PLACES.annotated)
+    second = real_sample(str(PPT_DEV))
+    assert Counter(r.type for r in second) == {"negative": 194, "write": 129}
+    assert {t[1] for r in second for t in r.gold_triplets} <= set(PEOPLE_PLACES.annotated)

@@ -9,7 +9,7 @@ import pytest
 from data_gen.config import DataConfig
 from data_gen.generate import generate
 from eval.config import EvalConfig
-from eval.records import evaluate_records, load_records, summarise_records
+from eval.records import evaluate_records, load_records, relation_types, summarise_records
 from eval.run import run_eval
 from eval.systems import System
 from eval.typos import with_typo
@@ -54,6 +54,26 @@ def test_an_oracle_scores_perfectly_on_every_category(tiny_data):
     assert summary["answers"]["abstention_accuracy"] == 1.0
     assert summary["answers"]["exact_match"] == 1.0
     assert all(v["calls_exact"] == 1.0 for v in summary["by_category"].values())
+
+
+def test_calls_are_reported_per_relation_and_entity_type(tiny_data):
+    """A turn counts under each relation its gold calls name and each type those relations join (the
+    data's schema.yaml); a wrong call of one relation moves that relation's figure alone."""
+    config = EvalConfig(data=str(tiny_data), limit=40, generation={"model": "x"})
+    records = [r for r in load_records(config) if r.type == "write"]
+    types = relation_types(config)
+    assert types["employed by"] == ("person", "organisation")
+    turns = _scripted_turns(records)
+    wrong = next(i for i, r in enumerate(records) if "employed by" in turns[i][0])
+    turns[wrong] = [turns[wrong][0].replace(">>employed by>>", ">>founder of>>")] + turns[wrong][1:]
+    backend = ScriptedBackend(turns, chunk=4)
+    oracle = System("memlm", None, None, backend_factory=lambda: backend)
+    summary = summarise_records(evaluate_records(oracle, records, types=types), uses_memory=True)
+    by_relation = summary["by_relation"]
+    assert by_relation["employed by"]["calls_exact"] < 1.0
+    assert all(v["calls_exact"] == 1.0 for name, v in by_relation.items() if name != "employed by"), by_relation
+    assert set(summary["by_type"]) == {"person", "organisation"}
+    assert summary["by_type"]["person"]["turns"] == summary["turns"] == len(records)  # every write names a person
 
 
 def test_a_wrong_call_is_scored_wrong(tiny_data):
@@ -339,6 +359,24 @@ def test_bench_decode_prints_turns_per_second_per_batch_size(tiny_data, tiny_mod
     assert result["ceiling_tokens_per_s"] == pytest.approx(ceiling, rel=0.01)
     share = result["cells"]["hf:1"]["tokens_per_s"] / ceiling
     assert result["share_of_ceiling"]["hf:1"] == pytest.approx(share, rel=0.02, abs=0.002)
+
+
+def test_bench_decode_puts_int8_weights_beside_full_ones(tiny_data, tiny_model_dir):
+    from typer.testing import CliRunner
+
+    from memlm.cli import app
+
+    args = ["bench", "decode", "--model", str(tiny_model_dir), "--data", str(tiny_data), "--turns", "13"]
+    args += ["--batch-sizes", "1", "generation.max_new_tokens=8", "generation.dtype=bfloat16"]
+    r = CliRunner().invoke(app, [*args, "--weights", "full,int8"])
+    assert r.exit_code == 0, r.output
+    result = json.loads(r.stdout.strip().splitlines()[-1])
+    assert set(result["cells"]) == {"hf:1", "hf-int8:1"} and 0 <= result["agreement"]["hf-int8:1"] <= 1
+    assert result["dtype"] == {"hf": "bfloat16", "hf-int8": "bfloat16"}
+    assert result["model_bytes"]["hf-int8"] < result["model_bytes"]["hf"]  # the linear layers' bytes halve
+    # int8 is refused on float32 (slower there), before anything is decoded
+    refused = CliRunner().invoke(app, [*args[:-1], "generation.dtype=float32", "--weights", "int8"])
+    assert refused.exit_code != 0 and "generation.weights=full" in refused.output
 
 
 def test_eval_reads_a_config_with_overrides_and_saves_the_resolved_one(tiny_data, tiny_model_dir, tmp_path):

@@ -76,8 +76,15 @@ def test_copy_refusals_are_one_line_each(tmp_path, monkeypatch):
     assert runner.invoke(app, ["config", "copy", "data/tiny", "--overwrite"]).exit_code == 0
 
 
-def test_a_bare_name_several_configs_have_is_refused_by_every_command(tmp_path, monkeypatch):
+def test_a_bare_name_several_configs_have_is_the_one_of_the_commands_kind(tmp_path, monkeypatch):
+    """`generate --config people-places-things` reads configs/data/, `schema check people-places-things`
+    configs/schema/; where no kind decides (`config copy default`), the name is refused with the choices."""
+    from memory_runtime.shipped import find_config
+
     monkeypatch.chdir(tmp_path)
-    result = runner.invoke(app, ["generate", "--config", "default", "--out", str(tmp_path / "out")])
-    assert result.exit_code == 2 and "name one of them" in result.output
-    assert len(result.output.strip().splitlines()) == 1, result.output
+    assert find_config("default", "data") == shipped("configs", "data", "default.yaml")
+    assert find_config("people-places-things", "schema") == shipped("configs", "schema", "people-places-things.yaml")
+    with pytest.raises(ValueError, match="name one of them"):
+        find_config("people-places-things")
+    result = runner.invoke(app, ["schema", "check", "people-places-things", "--records", "3"])
+    assert result.exit_code == 0 and "schema people-places-things" in result.output, result.output

@@ -52,6 +52,7 @@ def test_train_on_a_data_gen_style_dataset_dir_and_merge(tiny_model_dir, tmp_pat
     dd = tiny_dataset_dict(12, 4, seed=3)
     dd["train"] = dd["train"].add_column("episode", list(range(12)))
     dd.save_to_disk(str(tmp_path / "data"))
+    (tmp_path / "data" / "relations.yaml").write_text("relations:\n- {name: lives in}\n")  # its schema's table
     out = tmp_path / "run"
     result = runner.invoke(
         app,
@@ -76,6 +77,7 @@ def test_train_on_a_data_gen_style_dataset_dir_and_merge(tiny_model_dir, tmp_pat
     assert summary["global_step"] == 2 and summary["eval_loss"] > 0
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["data"]["train"]["records"] == 12 and metrics["data"]["validation"]["records"] == 4
+    assert (out / "relations.yaml").read_text() == (tmp_path / "data" / "relations.yaml").read_text()  # kept
     merged = runner.invoke(app, ["merge", str(out), "--output", str(tmp_path / "merged")])
     assert merged.exit_code == 0, merged.output
     assert (tmp_path / "merged" / "model.safetensors").exists()

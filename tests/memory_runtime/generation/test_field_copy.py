@@ -277,3 +277,28 @@ def test_the_regex_takes_every_copy_the_token_rule_takes(field, ok):
     assert fields_copied(body, context, RELATIONS) is ok
     pattern = calls_regex(context, RELATIONS)
     assert (re.fullmatch(pattern, f"[MEM_WRITE{{{body}]") is not None) is ok
+
+
+def test_an_object_of_a_relation_with_common_objects_may_be_in_small_letters():
+    """A food is "peanuts", not a name in capitals: a relation whose objects are common nouns (the
+    schema's `common: true` type, the table's common_object) lets the object be in small letters;
+    every other field, and every relation of a table without them, keeps the rule."""
+    from memory_runtime.generation.field_copy import names_nobody
+
+    context = "Ann Lee is allergic to peanuts and works for the association."
+    assert names_nobody("peanuts", closed=True) and not names_nobody("peanuts", closed=True, common=True)
+    assert names_nobody("He", closed=True, common=True)  # a pronoun names nobody all the same
+    relations = {"allergic to", "employed by"}
+    assert not fields_copied("Ann Lee>>allergic to>>peanuts}", context, relations)
+    assert fields_copied("Ann Lee>>allergic to>>peanuts}", context, relations, common_objects={"allergic to"})
+    assert fields_copied(
+        ">>>>peanuts}", context, relations, common_objects={"allergic to"}
+    )  # a read naming no relation
+    # the object of a relation whose objects are names, and a subject, still are names
+    assert not fields_copied(
+        "Ann Lee>>employed by>>the association}", context, relations, common_objects={"allergic to"}
+    )
+    assert not fields_copied("peanuts>>allergic to>>Ann Lee}", context, relations, common_objects={"allergic to"})
+    call = "[MEM_WRITE{Ann Lee>>allergic to>>peanuts}]"
+    assert not re.fullmatch(calls_regex(context, relations), call)  # vLLM's rule as one regex
+    assert re.fullmatch(calls_regex(context, relations, common_objects={"allergic to"}), call)

@@ -125,3 +125,27 @@ def test_open_runtime_on_auto_opens_vllm_where_installed(monkeypatch, smollm2_to
     assert "on vllm (auto: vLLM is installed here)" in opened.describe()
     kept = open_runtime(Generation(model=str(tiny_model_dir), device="cpu", dtype="float32"), hf_because="chat")
     assert kept.engine == "hf" and kept.model is not None and kept.engine_reason == "auto: chat"
+
+
+def test_a_trained_model_opens_its_memory_with_the_relations_it_learned(tmp_path):
+    """A run keeps the relation table of its data's schema (relations.yaml): its memory is opened with it,
+    a memory config's other settings still apply, and a memory config's own table wins."""
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "relations.yaml").write_text(
+        "relations:\n- {name: lives in, aliases: [resides in], functional: subject}\n- {name: allergic to}\n"
+    )
+    learned = Generation(model=str(run)).memory()
+    assert learned.relation_names == ["lives in", "allergic to"]
+    assert learned.canonical_names["resides in"] == "lives in" and learned.fuzzy == MemoryConfig.load().fuzzy
+    fuzzy = tmp_path / "fuzzy.yaml"
+    fuzzy.write_text("fuzzy: {threshold: 0.9}\n")
+    both = Generation(model=str(run), memory_config=str(fuzzy)).memory()
+    assert both.relation_names == ["lives in", "allergic to"] and both.fuzzy.threshold == 0.9
+    own = tmp_path / "own.yaml"
+    own.write_text("relations:\n- {name: likes}\n")
+    assert Generation(model=str(run), memory_config=str(own)).memory().relation_names == ["likes"]
+    assert Generation(model=str(tmp_path)).memory() == MemoryConfig.load()  # no table kept: memlm's own
+    (run / "relations.yaml").write_text("relations:\n- {name: a, aliases: [b]}\n- {name: b}\n")
+    with pytest.raises(ConfigError, match="relation table .*relations.yaml"):
+        Generation(model=str(run)).memory()
