@@ -237,8 +237,13 @@ class RedocredSchema:
     relations: dict[str, str]  # relation id -> canonical relation of the schema
     annotated: tuple[str, ...]  # what the gold was checked for (a write in these on a negative is false)
     object_first: frozenset[str] = field(default=frozenset())
-    symmetric: frozenset[str] = field(default=frozenset())  # relations true both ways: a fact once, either order
     table_name: str = "REDOCRED_RELATIONS"  # where the mapping lives, for errors
+
+    @cached_property
+    def symmetric(self) -> frozenset[str]:
+        """The schema's relations that hold both ways (`symmetric: true`): Re-DocRED labels most spouses
+        and siblings both ways (A P3373 B and B P3373 A), one fact, written in either order."""
+        return frozenset(r.name for r in _schema(self.name).relations if r.symmetric)
 
     @property
     def dev_file(self) -> str:
@@ -287,13 +292,9 @@ PEOPLE_PLACES = RedocredSchema(
     PEOPLE_PLACES_RELATIONS,
     ("born in", "child of", "citizen of", "lives in", "sibling of", "spouse of"),
     object_first=frozenset({"P40"}),
-    # Re-DocRED labels most spouses and siblings both ways (A P3373 B and B P3373 A): one fact, and a
-    # write in either order states it (eval.real_probe compares these pairs unordered)
-    symmetric=frozenset({"spouse of", "sibling of", "colleague of"}),
     table_name="PEOPLE_PLACES_RELATIONS",
 )
 REDOCRED_SCHEMAS = {m.name: m for m in (PERSON_ORG, PEOPLE_PLACES)}
-SYMMETRIC_RELATIONS = frozenset().union(*(m.symmetric for m in REDOCRED_SCHEMAS.values()))
 
 
 @cache

@@ -14,7 +14,7 @@ person–organisation world memlm generated before schemas existed, and makes th
                  every split, a share held out for the test split). How many: the data config's
                  `world.names.<type>`.
     relations    name, subject and object type; the memory's relation table entry (functional, aliases,
-                 ends, and common_object where the object type is `common`: data_gen derives the table
+                 ends, symmetric, and common_object where the object type is `common`: data_gen derives the table
                  from here, see `Schema.table`); how statements, answers
                  and questions phrase it; a relation without phrasings is written only by passages and
                  real text.
@@ -206,6 +206,7 @@ class Relation(Strict):
     functional: Literal["subject", "object", "both"] | None = None  # which side holds one value at a time
     aliases: list[str] = []  # what a model or a user may write instead (matched after normalisation)
     ends: list[str] = []  # relations of the same subject a new fact of this one ends at every other object
+    symmetric: bool = False  # it holds both ways (spouse of): the store finds it with the names either way round
     # phrasings: a relation without `statements` is written only by passages and real text
     weight: float = Field(1.0, ge=0)  # share among the templated relations
     fact: FactPhrasing | None = None
@@ -245,6 +246,16 @@ class Relation(Strict):
                             "so one statement cannot give one object several subjects",
                         )
                     )
+        if self.symmetric and self.subject != self.object:
+            out.append(
+                (
+                    "symmetric",
+                    f"{self.name!r} joins {self.subject} to {self.object}: only a relation "
+                    "between two of one type holds both ways",
+                )
+            )
+        if self.symmetric and not self.in_table:
+            out.append(("symmetric", "only a relation of the memory's table has it (in_table is false)"))
         if self.updates and self.functional is None:
             out.append(("updates", f"{self.name!r} is not functional, so a newer fact would not supersede the old one"))
         return out
@@ -353,6 +364,8 @@ class Schema(Strict):
                     entry["functional"] = r.functional
                 if r.ends:
                     entry["ends"] = list(r.ends)
+                if r.symmetric:
+                    entry["symmetric"] = True
                 if self.types[r.object].common:
                     entry["common_object"] = True
                 out.append(entry)

@@ -6,7 +6,7 @@ file in their formats) is one user turn against an empty memory. Scored per sour
 precision/recall/F1 (subject, object: the person and the organisation, place or other person;
 relation ignored), triplet F1 with the canonical relation, the false-write rate on passages with
 no gold fact, and recall over the gold facts whose names the passage actually mentions
-(KnowledgeNet often names a person the passage only calls "he"). A fact of a symmetric relation
+(KnowledgeNet often names a person the passage only calls "he"). A fact of a symmetric relation of the table
 (spouse of, sibling of) is one unordered pair: a write either way states it. KnowledgeNet
 passages are annotated for a few relations only, Re-DocRED's for those of its own relations that
 are mapped: predictions in other relations are not counted against them, neither in the pair
@@ -39,7 +39,6 @@ from data_gen.real import (
     ENV_VAR,
     KNOWLEDGENET_FILE,
     REDOCRED_FILE,
-    SYMMETRIC_RELATIONS,
     default_real_dir,
     is_mentioned,
 )
@@ -111,7 +110,7 @@ def passage_session(system: System, record: Record, memory_config: MemoryConfig 
         return bool(counted_writes([t], record.annotated_relations, store.canonical_relation))
 
     def one_order(triplets) -> list[tuple]:
-        return in_one_order(triplets, store.canonical_relation)
+        return in_one_order(triplets, store.canonical_relation, store.config.symmetric)
 
     scored = one_order(counted_writes(writes, record.annotated_relations, store.canonical_relation))
     # every write the gate scored, stored or held back by it (not those the store refused after it)
@@ -145,10 +144,10 @@ def passage_session(system: System, record: Record, memory_config: MemoryConfig 
     }
 
 
-def in_one_order(triplets, canonical=lambda r: r) -> list[tuple]:
-    """The triplets, those of a symmetric relation (data_gen.real.SYMMETRIC_RELATIONS) with their names
+def in_one_order(triplets, canonical=lambda r: r, symmetric_relations=frozenset()) -> list[tuple]:
+    """The triplets, those of a symmetric relation (the relation table's `symmetric`) with their names
     in one order: Re-DocRED states a sibling fact one way or both, a model writes it either way."""
-    symmetric = {normalize_term(r) for r in SYMMETRIC_RELATIONS}
+    symmetric = {normalize_term(r) for r in symmetric_relations}
     out = []
     for s, r, o in (tuple(t) for t in triplets):
         if normalize_term(canonical(r)) in symmetric and normalize_term(o) < normalize_term(s):

@@ -41,6 +41,7 @@ def schema_check(
         print(f"  type {name}: pool {kind.pool}; names from {', '.join(map(_source, kind.names))}")
     for rel in spec.relations:
         notes = [f"{rel.subject} -> {rel.object}", f"functional {rel.functional}" if rel.functional else ""]
+        notes.append("symmetric" if rel.symmetric else "")
         notes += [f"{len(rel.aliases)} aliases" if rel.aliases else "", "" if rel.in_table else "not in the table"]
         notes += ["templated" if rel.phrased and rel.weight else "passages and real text only"]
         print(f"  relation {rel.name}: {'; '.join(n for n in notes if n)}")

@@ -56,6 +56,11 @@ class RelationSpec(Strict):
         description="relations of the same subject that a new fact of "
         "this one ends at every other object (a new employer ends the roles at the old one)",
     )
+    symmetric: bool = Field(
+        False,
+        description="it holds both ways (A spouse of B: B spouse of A): a query with its names either way round "
+        "finds the fact (the schema's `symmetric: true`)",
+    )
     common_object: bool = Field(
         False,
         description="its objects are common nouns, written in small letters (a food: peanuts), which the "
@@ -98,6 +103,11 @@ class MemoryConfig(Strict):
                     raise ValueError(f"relation alias {surface!r} is claimed by both {owner[key]!r} and {spec.name!r}")
                 owner[key] = spec.name
         return owner
+
+    @property
+    def symmetric(self) -> frozenset[str]:
+        """The relations that hold both ways (RelationSpec.symmetric)."""
+        return frozenset(spec.name for spec in self.relations if spec.symmetric)
 
     @property
     def common_objects(self) -> frozenset[str]:
@@ -646,11 +656,24 @@ class TripletStore:
         as_of: float | datetime | None = None,
         fuzzy: bool = True,
     ) -> QueryResult:
-        """Facts matching every given field: current ones, or those valid at `as_of`."""
+        """Facts matching every given field: current ones, or those valid at `as_of`. Of a symmetric
+        relation (MemoryConfig.symmetric), also the facts with the given names the other way round."""
         namespace = _checked_namespace(namespace)
         given = {name: value for name, value in zip(FIELDS, (subject, relation, object)) if value is not None}
         if not given:
             raise ValueError("query needs at least one of subject, relation, object (use facts() to list all)")
+        result = self._query_building(namespace, given, as_of, fuzzy)
+        both_ways = relation is not None and self.canonical_relation(relation) in self.config.symmetric
+        if not both_ways or (subject is None and object is None) or subject == object:
+            return result
+        swapped = {**given, "subject": object, "object": subject}
+        other = self._query_building(namespace, {k: v for k, v in swapped.items() if v is not None}, as_of, fuzzy)
+        seen = {fact.id for fact in result.facts}
+        facts = result.facts + [fact for fact in other.facts if fact.id not in seen]
+        facts.sort(key=lambda fact: (fact.valid_from, fact.id))
+        return QueryResult(facts, {**other.fuzzy, **result.fuzzy})
+
+    def _query_building(self, namespace: str, given: dict[str, str], as_of, fuzzy: bool) -> QueryResult:
         while True:
             try:
                 return self._query(namespace, given, as_of, fuzzy)

@@ -229,6 +229,15 @@ def test_schema_check_prints_the_schema_and_a_sample():
     assert shipped.exit_code == 0 and "relation CEO of: person -> organisation; functional object" in shipped.output
 
 
+def test_a_symmetric_relation_joins_two_of_one_type(raw):
+    data = copy.deepcopy(raw)
+    data["relations"][0]["symmetric"] = True  # lives in: a person and a city
+    with pytest.raises(ConfigError, match="relations.0.symmetric: 'lives in' joins person to city"):
+        Schema.from_dict(data, base_dir=SCHEMAS)
+    table = Schema.load(REPO / "configs/schema/people-places-things.yaml").table()
+    assert {e["name"] for e in table if e.get("symmetric")} == {"spouse of", "sibling of", "colleague of"}
+
+
 def test_schema_check_names_the_bad_field(tmp_path, raw):
     data = copy.deepcopy(raw)
     data["relations"][0]["subject"] = "persons"

@@ -785,3 +785,23 @@ def test_sqlite_lookups_by_a_value_use_that_fields_index(tmp_path):
         for sql in by_value:
             plan = " ".join(row[3] for row in conn.execute(f"EXPLAIN QUERY PLAN {sql}"))
             assert "triplets_namespace_id" not in plan and "SCAN triplets" not in plan, (sql, plan)
+
+
+def test_a_symmetric_relation_is_found_with_its_names_either_way_round():
+    """spouse of holds both ways (the schema's `symmetric: true`): asked with the names the other way
+    round, the store finds the fact as it was written; a relation that is not symmetric does not turn."""
+    config = MemoryConfig.model_validate(
+        {"relations": [{"name": "spouse of", "aliases": ["married to"], "symmetric": True}, {"name": "child of"}]}
+    )
+    assert config.symmetric == {"spouse of"}
+    with TripletStore(":memory:", config) as store:
+        store.write("Jonas Weber", "spouse of", "Lena Hartmann", at=1.0)
+        store.write("Lena Hartmann", "child of", "Ute Hartmann", at=2.0)
+        written = ("Jonas Weber", "spouse of", "Lena Hartmann")
+        for query in [("Jonas Weber", "spouse of", None), (None, "married to", "Jonas Weber"),
+                      ("Lena Hartmann", "spouse of", None), ("Lena Hartmann", "spouse of", "Jonas Weber")]:  # fmt: skip
+            assert [f.triplet for f in store.query(*query)] == [written], query
+        assert store.query("Ute Hartmann", "child of", None).facts == []
+        assert store.query(None, "spouse of", None).facts[0].triplet == written  # the relation alone: once
+        store.write("Ada Lin", "spouse of", "Jonas Weber", at=3.0)  # a second fact naming him: both, oldest first
+        assert [f.subject for f in store.query("Jonas Weber", "spouse of", None)] == ["Jonas Weber", "Ada Lin"]
