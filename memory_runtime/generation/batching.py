@@ -35,7 +35,7 @@ from memory_runtime.generation.backend import Backend
 from memory_runtime.generation.batch_cache import BatchCache, new_cache, supports
 from memory_runtime.generation.controller import MemoryController
 from memory_runtime.generation.engine import TurnEngine, TurnRequest, TurnResult, drop
-from memory_runtime.generation.hf_backend import HFBackend, TurnDecoder, end_token_ids, input_device, prompt_decoder
+from memory_runtime.generation.hf_backend import HFBackend, QueuedEngine, TurnDecoder, end_token_ids, input_device
 from memory_runtime.generation.write_gate import WriteGate
 
 
@@ -136,7 +136,7 @@ class OneAtATime(TurnEngine):
         )
 
 
-class BatchDecoder(TurnEngine):
+class BatchDecoder(QueuedEngine):
     """Decodes many turns at once (see the module docstring). Not thread-safe: one thread steps it."""
 
     def __init__(
@@ -184,13 +184,6 @@ class BatchDecoder(TurnEngine):
         self.waiting.clear()
         self.active.clear()
         self.cache.leave(set(self.cache.ids))
-
-    @property
-    def in_flight(self) -> int:
-        return len(self.waiting) + len(self.active)
-
-    def prompt_tokens(self, request: TurnRequest) -> int | None:
-        return len(prompt_decoder(self.tokenizer, self.end_token_ids, request.messages).prompt_ids)
 
     def close(self) -> None:
         pass  # everything it holds is in this process

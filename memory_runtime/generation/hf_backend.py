@@ -32,7 +32,7 @@ from typing import Any, NamedTuple
 
 import torch
 
-from memory_runtime.generation.engine import check_sampling
+from memory_runtime.generation.engine import TurnEngine, TurnRequest, check_sampling
 from memory_runtime.generation.field_copy import (
     allowed,
     answer_names_copied,
@@ -529,6 +529,24 @@ def prompt_decoder(tokenizer: Any, end_token_ids: frozenset[int], messages: list
     decoder = TurnDecoder(tokenizer, end_token_ids, copy_fields=False)
     decoder.start(messages)
     return decoder
+
+
+class QueuedEngine(TurnEngine):
+    """An engine of this process whose turns wait in `waiting` and decode in `active`, prompted with
+    `tokenizer`'s chat template (BatchDecoder, VLLMDecoder): how many turns it holds and a prompt's
+    length, counted alike by both."""
+
+    waiting: Any
+    active: dict
+    tokenizer: Any
+    end_token_ids: frozenset[int]
+
+    @property
+    def in_flight(self) -> int:
+        return len(self.waiting) + len(self.active)
+
+    def prompt_tokens(self, request: TurnRequest) -> int | None:
+        return len(prompt_decoder(self.tokenizer, self.end_token_ids, request.messages).prompt_ids)
 
 
 def _common_prefix(a: str, b: str) -> int:

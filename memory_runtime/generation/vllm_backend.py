@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from memory_runtime.generation.controller import MemoryController
-from memory_runtime.generation.engine import TurnEngine, TurnRequest, TurnResult, drop
+from memory_runtime.generation.engine import TurnRequest, TurnResult, drop
 from memory_runtime.generation.field_copy import calls_regex
-from memory_runtime.generation.hf_backend import TurnDecoder, end_token_ids, prompt_decoder
+from memory_runtime.generation.hf_backend import QueuedEngine, TurnDecoder, end_token_ids, prompt_decoder
 from memory_runtime.protocol import READ_QUERY_CLOSE
 
 
@@ -88,7 +88,7 @@ def lora_request(adapter_dir: str | None) -> Any:
     return LoRARequest(f"memlm-{lora_id}", lora_id, path)
 
 
-class VLLMDecoder(TurnEngine):
+class VLLMDecoder(QueuedEngine):
     """Turns through a vLLM engine (see the module docstring)."""
 
     def __init__(
@@ -164,13 +164,6 @@ class VLLMDecoder(TurnEngine):
         self.waiting.clear()
         for turn in turns:
             self._leave(turn)
-
-    @property
-    def in_flight(self) -> int:
-        return len(self.waiting) + len(self.active)
-
-    def prompt_tokens(self, request: TurnRequest) -> int | None:
-        return len(prompt_decoder(self.tokenizer, self.end_token_ids, request.messages).prompt_ids)
 
     def close(self) -> None:
         """Shut the engine's processes down (vLLM's engine core and its workers), for this decoder and
