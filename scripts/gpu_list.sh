@@ -3,6 +3,8 @@
 # lease (~8 minutes of work on one H100/H200). Each step has its own time limit and writes its figures as
 # it ends, so a lease that runs out keeps what was done. Run from the repository root on a CUDA machine:
 #   DATA=runs/data bash scripts/gpu_list.sh [OUT_DIR]          # DATA: memlm generate's output
+#  0 cudnn             the GPU recipe's step with cuDNN's attention allowed and not (gpu.cudnn_attention), side
+#                      by side, the second under torch.profiler (bench train --profile): does the fixed cost go?
 #  1 qwen7b            7B-shaped LoRA training throughput and peak memory (random weights of Qwen2.5-7B's shape)
 #  2 gpu-recipe        configs/train/gpu-smollm2.yaml (440 steps x 2 x 4,096 tokens, at most 4 minutes)
 #  3 eval              memlm eval on CUDA of ADAPTER (default: step 2's, else the base): records + episodes,
@@ -13,11 +15,12 @@
 #  7 dpo               DPO of step 2's adapter on step 6's pairs (configs/train/dpo-smollm2.yaml, 2 minutes)
 #  8 grpo              GRPO of step 2's adapter with the memory in the loop (grpo-smollm2.yaml, 3 minutes)
 # Steps 6-8 need step 2's adapter (a supervised run). STEPS="1 2 3 4 5" picks steps; MEMLM (default "python3 -m memlm") runs memlm.
+# Steps 3 and 4 run under py-spy (OUT/NAME.folded: where a turn's time goes) when py-spy is on the PATH.
 set -uo pipefail
 OUT=${1:-runs/gpu-list}
 MEMLM=${MEMLM:-python3 -m memlm}
 DATA=${DATA:-runs/data}
-STEPS=${STEPS:-1 2 3 4 5 6 7 8}
+STEPS=${STEPS:-0 1 2 3 4 5 6 7 8}
 TOKENIZER=${TOKENIZER:-embedded:SmolLM2-135M-Instruct}  # the 7B shape's tokens (no hub here): ~same lengths
 mkdir -p "$OUT"
 
@@ -32,17 +35,24 @@ step() {  # NAME SECONDS COMMAND...: run one step under its time limit, log and 
     tail -n 3 "$OUT/$name.log" | cut -c1-400
 }
 
+spy() {  # NAME: the words that run a command under py-spy into OUT/NAME.folded, if py-spy is here
+    command -v py-spy > /dev/null && echo "py-spy record -r 50 -f raw --nonblocking -o $OUT/$1.folded --"
+}
+
 adapter() { [ -f "$OUT/gpu-smollm2/adapter_config.json" ] && echo "$OUT/gpu-smollm2" || echo "$TOKENIZER"; }
 for s in $STEPS; do
     case $s in
+    0) SMOL="--config configs/train/gpu-smollm2.yaml --data $DATA --modes padding_free --steps 6 --warmup 3"
+       step cudnn-on 120 $MEMLM bench train $SMOL gpu.cudnn_attention=true
+       step cudnn-off 150 $MEMLM bench train $SMOL gpu.cudnn_attention=false --profile "$OUT/profile" ;;
     1) step qwen7b 200 $MEMLM bench train --config configs/train/gpu-qwen2.5-7b-lora.yaml \
            --random-init configs/models/qwen2.5-7b-instruct.json --steps 4 --warmup 1 --modes padding_free \
            --batches tokens=4096,tokens=8192 model.name="$TOKENIZER" model.local_files_only=true ;;
     2) step gpu-recipe 330 $MEMLM train --config configs/train/gpu-smollm2.yaml --data "$DATA" \
            --output-dir "$OUT/gpu-smollm2" optim.max_minutes=4 ;;
-    3) step eval 180 $MEMLM eval --model "${ADAPTER:-$(adapter)}" --data "$DATA" --out "$OUT/eval" --systems memlm \
+    3) step eval 180 $(spy eval) $MEMLM eval --model "${ADAPTER:-$(adapter)}" --data "$DATA" --out "$OUT/eval" --systems memlm \
            --parts records,episodes --limit 40 generation.device=cuda generation.max_batch_size=64 ;;
-    4) step serve 150 $MEMLM bench serve --model "${ADAPTER:-$(adapter)}" --clients 1,32 --seconds 20 --engines hf \
+    4) step serve 150 $(spy serve) $MEMLM bench serve --model "${ADAPTER:-$(adapter)}" --clients 1,32 --seconds 20 --engines hf \
            generation.device=cuda generation.max_batch_size=32 ;;
     5) step smollm2-batches 150 $MEMLM bench train --config configs/train/gpu-smollm2.yaml --data "$DATA" \
            --modes padding_free --steps 20 --warmup 3 --batches 16,64,tokens=4096,tokens=8192,tokens=16384 ;;

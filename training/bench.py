@@ -175,6 +175,56 @@ class _PeakRss:
         self.peak = max(self.peak, self._proc.memory_info().rss)
 
 
+def start_profiler(on_cuda: bool) -> Any:
+    """torch.profiler over the timed steps: operators, kernels, and the Python calls around them."""
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if on_cuda else [])]
+    profiler = profile(activities=activities, with_stack=True)
+    profiler.start()
+    return profiler
+
+
+def write_profile(profiler: Any, prefix: str, seconds: float, steps: int, on_cuda: bool) -> dict[str, Any]:
+    """Write PREFIX.ops.txt (operators by self device time and by self CPU time, and CPU time by the
+    Python stack that called it) and PREFIX.trace.json.gz (a Chrome/Perfetto trace); return the
+    headline: the share of the profiled wall time that kernels kept the GPU busy."""
+    import gzip
+    import shutil
+
+    Path(prefix).parent.mkdir(parents=True, exist_ok=True)
+    events = profiler.key_averages()
+    device_s = sum(e.self_device_time_total for e in events) / 1e6 if on_cuda else 0.0
+    cpu_s = sum(e.self_cpu_time_total for e in events) / 1e6
+    headline = {
+        "steps": steps,
+        "wall_s": round(seconds, 3),
+        "operator_cpu_s": round(cpu_s, 3),
+        **({"kernel_s": round(device_s, 3), "gpu_busy_pct": round(100 * device_s / seconds, 1)} if on_cuda else {}),
+    }
+    headline["summary"] = (
+        f"{seconds / steps:.3f} s a step, kernels {100 * device_s / seconds:.0f}% of the wall time"
+        if on_cuda
+        else f"{seconds / steps:.3f} s a step, operators' own CPU time {cpu_s / steps:.3f} s a step"
+    )
+    tables = []
+    if on_cuda:
+        tables.append(("by self device time", events.table(sort_by="self_device_time_total", row_limit=40)))
+    tables.append(("by self CPU time", events.table(sort_by="self_cpu_time_total", row_limit=40)))
+    stacks = profiler.key_averages(group_by_stack_n=6)
+    tables.append(("CPU time by calling Python stack", stacks.table(sort_by="self_cpu_time_total", row_limit=30)))
+    with open(f"{prefix}.ops.txt", "w") as out:
+        out.write(f"{headline}\n")
+        for title, table in tables:
+            out.write(f"\n== {title}\n{table}\n")
+    raw = f"{prefix}.trace.json"
+    profiler.export_chrome_trace(raw)
+    with open(raw, "rb") as src, gzip.open(f"{raw}.gz", "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    os.remove(raw)
+    return headline
+
+
 def parse_batches(spec: Sequence[str]) -> list[tuple[str, int | None, int | None]]:
     """``["4", "tokens=2048"]`` -> ``[("4rec", 4, None), ("2048tok", None, 2048)]``: (label, records, token budget)."""
     out = []
@@ -226,6 +276,7 @@ def bench_train(
     dtypes: Sequence[str] = (),
     batches: Sequence[str] = (),
     random_init: str | None = None,
+    profile_dir: str | None = None,
     model: Any = None,
     tokenizer: Any = None,
     train_dataset: Any = None,
@@ -235,7 +286,8 @@ def bench_train(
 
     ``model``/``tokenizer``/``train_dataset`` (tokenised) may be given (tests); by default they
     come from the config (data: data.path, data.synthetic, or a templated set of
-    ``steps * batch * 4`` records when the config names no data).
+    ``steps * batch * 4`` records when the config names no data). ``profile_dir``: the timed steps of
+    each variant's first round run under torch.profiler (``write_profile``: where a step's time goes).
     """
     import tempfile
 
@@ -243,7 +295,7 @@ def bench_train(
 
     from memory_runtime.models.loading import load_tokenizer
     from training.data import build_datasets
-    from training.run import build_model, build_peft_config
+    from training.run import build_model, build_peft_config, choose_attention_kernels
     from training.trainer import TrainedPositionsSFTTrainer, build_sft_config
 
     bad = [m for m in modes if m not in MODES]
@@ -252,6 +304,7 @@ def bench_train(
     if steps < 1 or warmup_steps < 0 or rounds < 1:
         raise ValueError("steps and rounds must be >= 1 and warmup_steps >= 0")
     total_steps = steps + warmup_steps
+    choose_attention_kernels(config)
     batchings = parse_batches(batches) or [("", None, None)]
     accumulate = config.optim.gradient_accumulation_steps
     batch = max(n or config.optim.per_device_train_batch_size for _, n, _ in batchings) * accumulate
@@ -341,9 +394,11 @@ def bench_train(
             return super().training_step(model, inputs, *args, **kwargs)
 
     class Timer(TrainerCallback):
-        def __init__(self, trainer_ref: list) -> None:
+        def __init__(self, trainer_ref: list, profile_to: str | None) -> None:
             self.ref = trainer_ref
             self.t0: float | None = None
+            self.profile_to = profile_to
+            self.profiler: Any = None
 
         def on_step_begin(self, args, state, control, **kwargs):
             if state.global_step == warmup_steps:
@@ -352,6 +407,8 @@ def bench_train(
                 if on_cuda:
                     torch.cuda.synchronize()
                     torch.cuda.reset_peak_memory_stats()
+                if self.profile_to:
+                    self.profiler = start_profiler(on_cuda)
                 self.t0 = time.perf_counter()
 
         def on_step_end(self, args, state, control, **kwargs):
@@ -359,6 +416,12 @@ def bench_train(
                 if on_cuda:
                     torch.cuda.synchronize()
                 self.ref[0].bench_seconds = time.perf_counter() - self.t0
+                if self.profiler is not None:
+                    self.profiler.stop()
+                    self.ref[0].bench_profile = write_profile(
+                        self.profiler, self.profile_to, self.ref[0].bench_seconds, steps, on_cuda
+                    )
+                    self.profiler = None
 
     totals = {
         key: {"seconds": 0.0, "trained": 0, "tokens": 0, "positions": 0, "records": 0, "context": 0, "peak": 0.0}
@@ -371,12 +434,13 @@ def bench_train(
             for key, (mode, model, records, tokens) in variants.items():
                 cfg = _mode_config(config, mode, total_steps, os.path.join(tmp, key.replace("/", "-")), records, tokens)
                 ref: list = []
+                profile_to = os.path.join(profile_dir, key.replace("/", "-")) if profile_dir and r == 0 else None
                 trainer = Counting(
                     model=model,
                     args=build_sft_config(cfg, has_eval=False),
                     train_dataset=train_dataset,
                     processing_class=tokenizer,
-                    callbacks=[Timer(ref)],
+                    callbacks=[Timer(ref, profile_to)],
                     max_tokens_per_step=cfg.optim.max_tokens_per_step,
                 )
                 trainer.remove_callback(PrinterCallback)
@@ -403,6 +467,9 @@ def bench_train(
                     t.setdefault("utilisation", []).append(util.mean)
                 t["model"] = model
                 step_s[key] = seconds / steps
+                if getattr(trainer, "bench_profile", None):
+                    t["profile"] = trainer.bench_profile
+                    log(f"bench: {key}: profile in {profile_to}.*: {trainer.bench_profile['summary']}")
                 log(
                     f"bench: {key}: {trainer.bench_counts['trained'] / seconds:.0f} trained tokens/s, "
                     f"{trainer.bench_counts['tokens'] / seconds:.0f} tokens/s, {step_s[key]:.2f} s/step"
@@ -423,6 +490,7 @@ def bench_train(
             "tokens_per_s": t["tokens"] / t["seconds"],
             "padded_positions_per_s": t["positions"] / t["seconds"],
             "peak_mem_mb": t["peak"],
+            **({"profile": t["profile"]} if "profile" in t else {}),
         }
         if on_cuda:
             flops = model_flops_per_token(t["model"], t["context"] / max(1, t["tokens"]))

@@ -296,6 +296,13 @@ class GpuSettings(Strict):
     deepspeed: str | None = Field(None, description="zero2 | zero3 (presets in configs/deepspeed) or a JSON path")
     use_cpu: bool = False
     dataloader_num_workers: int = Field(0, ge=0)
+    cudnn_attention: bool = Field(
+        False,
+        description="let sdpa use cuDNN's attention on CUDA. It builds a plan for every new sequence length, and "
+        "token-budget, padding-free and padded batches bring a new length almost every micro-batch: in the H200 "
+        "profile (docs/training.md) that was 2.9 ms of CPU a call, a third of a step's CPU time. false leaves "
+        "PyTorch's flash and memory-efficient kernels",
+    )
 
     @model_validator(mode="after")
     def _precision(self) -> GpuSettings:

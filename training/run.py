@@ -364,6 +364,12 @@ PREFERENCE_METRICS = ("rewards/chosen", "rewards/rejected", "rewards/margins", "
 """What DPO and KTO log besides the loss (TRL's names; KTO has kl, DPO accuracies): metrics.json keeps the last."""
 
 
+def choose_attention_kernels(config: TrainConfig) -> None:
+    """Which of PyTorch's sdpa kernels training may use on CUDA (gpu.cudnn_attention); a no-op elsewhere."""
+    if torch.cuda.is_available() and not config.gpu.use_cpu:
+        torch.backends.cuda.enable_cudnn_sdp(config.gpu.cudnn_attention)
+
+
 def start_run(config: TrainConfig, *, check_all: bool, log: LogFn) -> tuple[TrainConfig, DtypeChoice, list[str], LogFn]:
     """The checks before anything heavy, and the dtype this machine trains in: (the config as it will run,
     the dtype choice, the notes for train_config.yaml, the log of this process). ``check_all``: everything
@@ -379,6 +385,7 @@ def start_run(config: TrainConfig, *, check_all: bool, log: LogFn) -> tuple[Trai
     else:
         check_init_from(config)
         check_reference(config)
+    choose_attention_kernels(config)
     choice = model_dtype(config)
     note, slow = dtype_note(config, choice)
     config = config.model_copy(deep=True)

@@ -236,6 +236,13 @@ def bench_train_command(
         "time that architecture with random weights and the embedded model's "
         "tokenizer (e.g. configs/models/qwen2.5-7b-instruct.json).",
     ),
+    profile: Path | None = typer.Option(
+        None,
+        "--profile",
+        help="Run each variant's timed steps (first round) under torch.profiler and write DIR/VARIANT.ops.txt "
+        "(operators by device and CPU time, CPU time by Python caller) and DIR/VARIANT.trace.json.gz "
+        "(open in Perfetto): where a step's time goes. Profiling slows the steps it times.",
+    ),
 ) -> None:
     """Training throughput (trained and total tokens/s) and peak memory, padded vs padding-free."""
     from training.bench import bench_train
@@ -252,6 +259,7 @@ def bench_train_command(
             dtypes=[d.strip() for d in dtypes.split(",") if d.strip()],
             batches=[b.strip() for b in batches.split(",") if b.strip()],
             random_init=str(find_config(Path(random_init))) if random_init else None,
+            profile_dir=str(profile) if profile else None,
             log=log,
         )
     except ValueError as err:

@@ -377,3 +377,23 @@ def test_train_with_bad_preference_data_fails_in_one_line_and_writes_nothing(tin
     assert not out.exists()
     result = runner.invoke(app, ["train", "--config", KTO_CONFIG, "--data", str(pairs), "--output-dir", str(out)])
     assert result.exit_code == 2 and "reference: objective kto needs the SFT run to start from" in result.output
+
+
+def test_bench_train_profiles_the_timed_steps(tiny_model_dir, tmp_path):
+    """--profile: each variant's timed steps under torch.profiler, an operator table and a trace per variant."""
+    import gzip
+
+    args = ["bench", "train", "--config", CPU_CONFIG, "--steps", "2", "--warmup", "1", "--modes", "padding_free"]
+    result = runner.invoke(
+        app,
+        [*args, "--profile", str(tmp_path / "prof"), f"model.name={tiny_model_dir}", "model.dtype=float32"],
+    )
+    assert result.exit_code == 0, result.output
+    figures = json.loads(result.stdout.strip().splitlines()[-1])
+    profile = figures["modes"]["padding_free"]["profile"]
+    assert profile["steps"] == 2 and profile["wall_s"] > 0 and 0 < profile["operator_cpu_s"]
+    ops = (tmp_path / "prof" / "padding_free.ops.txt").read_text()
+    assert "by self CPU time" in ops and "aten::mm" in ops and "Python stack" in ops
+    trace = json.loads(gzip.open(tmp_path / "prof" / "padding_free.trace.json.gz").read())
+    names = {e.get("name", "") for e in trace["traceEvents"]}
+    assert "aten::mm" in names and any("compute_loss" in n for n in names)  # operators and their Python callers

@@ -273,3 +273,24 @@ def test_preference_settings_map_onto_trls_configs(tmp_path):
     args = build_kto_config(kto, has_eval=False)
     assert args.loss_type == "kto" and args.desirable_weight == 1.5 and args.undesirable_weight == 1.0
     assert args.precompute_ref_log_probs and args.train_sampling_strategy == "sequential"  # KTO's KL pairs need it
+
+
+@pytest.mark.parametrize("allowed", [False, True])
+def test_cudnn_attention_is_chosen_on_cuda_only(monkeypatch, allowed):
+    """gpu.cudnn_attention sets PyTorch's cuDNN sdpa flag on a CUDA machine; on the CPU nothing is touched."""
+    import torch
+
+    from training.run import choose_attention_kernels
+
+    before = torch.backends.cuda.cudnn_sdp_enabled()
+    config = TrainConfig.model_validate({"gpu": {"cudnn_attention": allowed}})
+    try:
+        monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+        torch.backends.cuda.enable_cudnn_sdp(not allowed)
+        choose_attention_kernels(config)
+        assert torch.backends.cuda.cudnn_sdp_enabled() is (not allowed)  # no CUDA: untouched
+        monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+        choose_attention_kernels(config)
+        assert torch.backends.cuda.cudnn_sdp_enabled() is allowed
+    finally:
+        torch.backends.cuda.enable_cudnn_sdp(before)
