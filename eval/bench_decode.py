@@ -19,11 +19,14 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from pydantic import ValidationError
+
 from eval.config import EvalConfig
 from eval.records import evaluate_records, load_records, summarise_records
 from eval.systems import System
 from memory_runtime.generation.runtime import Engine, Generation, open_runtime
 from memory_runtime.models.hardware import memory_bandwidth, model_bytes
+from memory_runtime.yaml_config import describe
 
 
 def bench_decode(
@@ -38,7 +41,7 @@ def bench_decode(
     log: Callable[[str], None] = lambda line: None,
 ) -> dict[str, Any]:
     """Decode `turns` test turns of `generation`'s model at each batch size on each engine and weights
-    (`generation.weights`: full, int8), the first given being the baseline; turns/s, tokens/s and whether
+    (`generation.weights`: auto, full, int8, int4), the first given being the baseline; turns/s, tokens/s and whether
     results agree."""
     import torch
 
@@ -49,12 +52,22 @@ def bench_decode(
     generation = generation.model_copy(update={"model": generation.model or EMBEDDED_MODEL})
     records = load_records(EvalConfig(data=data, limit=max(1, turns // 13), generation=generation))
     fields = {**generation.model_dump(), "max_batch_size": max(batch_sizes)}
-    # each engine's section validated before anything loads (vllm refuses a write gate and int8)
-    on = {
-        _label(engine, weight): Generation.model_validate({**fields, "engine": engine, "weights": weight})
-        for engine in engines
-        for weight in weights
-    }
+    # each engine's section validated before anything loads (vllm refuses a write gate and int8); a pair of
+    # engine and weights that cannot run is left out, and an error only when no pair can
+    on: dict[str, Generation] = {}
+    refused: list[str] = []
+    for engine in engines:
+        for weight in weights:
+            if weight == "auto":  # as Generation.on_engine resolves it
+                weight = "int8" if engine == "onnx" else "full"
+            try:
+                on[_label(engine, weight)] = Generation.model_validate({**fields, "engine": engine, "weights": weight})
+            except ValidationError as err:
+                refused.append(f"{_label(engine, weight)}: {describe(err).strip()}")
+    if not on:
+        raise ValueError("no engine can run these weights: " + "; ".join(refused))
+    for line in refused:
+        log(f"bench decode: left out {line}")
     cells = [(label, size) for label in on for size in batch_sizes]
     log(f"bench decode: {len(records)} records, cells {[f'{e}:{b}' for e, b in cells]}, {rounds} round(s)")
     totals = {cell: {"seconds": 0.0, "turns": 0, "tokens": 0} for cell in cells}
@@ -65,7 +78,9 @@ def bench_decode(
         runtime = open_runtime(on[engine])
         system = System.under_test(runtime)
         dtypes[engine], device = runtime.dtype, runtime.device
-        if runtime.model is not None:
+        if runtime.engine == "onnx":
+            read[engine] = runtime.model.bytes_per_token()
+        elif runtime.model is not None:
             read[engine] = model_bytes(runtime.model)
         log(f"bench decode: {engine} engine on {device} ({runtime.dtype})")
         evaluate_records(system, records[:4], batch_size=max(batch_sizes))  # warm-up: first steps are slow

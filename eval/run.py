@@ -76,10 +76,12 @@ def load_systems(config: EvalConfig) -> dict[str, System]:
             if resolve_base(base_name) != resolve_base(model):
                 raise ValueError(f"base: on the vllm engine the baselines run on the model's own base, not {base_name}")
             base_tok, base_decoder = runtime.tokenizer, runtime.decoder.with_adapter(None)
-        elif runtime is not None and base_name == model:
+        elif runtime is not None and base_name == model and runtime.engine == "hf":
             base, base_tok = runtime.model, runtime.tokenizer
-        else:  # the base model as configured, without the model's write gate
-            opened = open_runtime(generation.model_copy(update={"model": base_name, "write_gate": WriteGateConfig()}))
+        else:  # the base model as configured (on hf), without the model's write gate
+            opened = open_runtime(
+                generation.model_copy(update={"model": base_name, "write_gate": WriteGateConfig(), "engine": "hf"})
+            )
             base, base_tok = opened.model, opened.tokenizer
         for name in baselines:
             systems[name] = System(

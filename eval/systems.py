@@ -92,7 +92,7 @@ class System:
     @classmethod
     def under_test(cls, runtime: Any) -> System:
         """The model under test ("memlm") as `runtime` (memory_runtime.generation.runtime.open_runtime) opened it:
-        its generation settings, trained prompt and write gate; on vllm every turn through its decoder."""
+        its generation settings, trained prompt and write gate; on vllm and onnx every turn through its decoder."""
         generation = runtime.generation
         return cls(
             "memlm",
@@ -103,7 +103,7 @@ class System:
             copy_fields=generation.copy_fields,
             system_prompt=runtime.system_prompt,
             write_gate=runtime.write_gate,
-            decoder=runtime.decoder if runtime.engine == "vllm" else None,
+            decoder=runtime.decoder if runtime.engine != "hf" else None,
         )
 
     @property

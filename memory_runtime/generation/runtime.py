@@ -12,6 +12,8 @@ through :attr:`Runtime.decoder`, the turn engine (memory_runtime.generation.engi
                  also streams plain text from it, one turn at a time (self-instruct's sentences)
     engine vllm  vLLM's engine (memory_runtime.generation.vllm_backend.VLLMDecoder): continuous batching,
                  prefix caching, the adapter applied per request; on a GPU, or on the CPU with vLLM's CPU build
+    engine onnx  the model exported once to ONNX Runtime GenAI (memory_runtime.generation.onnx_backend), int8
+                 or float32 weights, on the CPU, one turn at a time, with the hf engine's decoding rules
     engine auto  (the default) vllm where vLLM is installed and the command can run on it, else hf
                  (:func:`choose_engine`): vLLM is the faster engine on the CPU too (docs/serving.md)
 
@@ -35,8 +37,8 @@ from memory_runtime.memory.store import MemoryConfig, TripletStore
 from memory_runtime.protocol import SYSTEM_PROMPT
 from memory_runtime.yaml_config import Strict
 
-Engine = Literal["hf", "vllm"]
-ENGINES: tuple[Engine, ...] = ("hf", "vllm")
+Engine = Literal["hf", "vllm", "onnx"]
+ENGINES: tuple[Engine, ...] = ("hf", "vllm", "onnx")
 
 
 class Generation(Strict):
@@ -51,21 +53,23 @@ class Generation(Strict):
         "model directory or hub id, or embedded:SmolLM2-135M-Instruct; null: that embedded base model "
         "(eval needs one)",
     )
-    engine: Literal["auto", "hf", "vllm"] = Field(
+    engine: Literal["auto", "hf", "vllm", "onnx"] = Field(
         "auto",
         description="auto: vllm where vLLM is installed and the command can run on it, else hf; hf: transformers "
         "in this process; vllm: vLLM's engine (pip install 'memlm[vllm]' on a GPU, bash scripts/vllm_cpu_env.sh "
-        "on a CPU; no write gate)",
+        "on a CPU; no write gate); onnx: ONNX Runtime GenAI on the CPU, one turn at a time (pip install "
+        "'memlm[onnx]'; the model exported once with `weights`; no write gate)",
     )
     device: str = Field("auto", description="auto (a CUDA GPU when one is visible, else the CPU), cpu, cuda, cuda:N")
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
         "auto", description="auto: bfloat16 on GPUs and on CPUs that multiply it natively, else float32"
     )
-    weights: Literal["full", "int8"] = Field(
-        "full",
-        description="full: the weights in `dtype`; int8: each linear layer's weights rounded to int8 per output "
-        "channel, half the bytes a token reads (memory_runtime.models.quantize; hf engine, CPU, bfloat16 only; "
-        "greedy turns may differ from full's: docs/decoding.md measures by how much)",
+    weights: Literal["auto", "full", "int8", "int4"] = Field(
+        "auto",
+        description="auto: int8 on the onnx engine, full elsewhere; full: the weights in `dtype` (onnx: float32); "
+        "int8: each linear layer's weights rounded to int8, half the bytes a token reads (hf engine: per output "
+        "channel, CPU, bfloat16 only, memory_runtime.models.quantize; onnx engine: per block of 32 inputs); int4: "
+        "onnx engine only, a quarter; greedy turns differ from full's: docs/decoding.md measures by how much",
     )
     threads: int | None = Field(
         None, ge=1, description="torch CPU threads (null: torch's default, one per core); 1 when jobs share the cores"
@@ -97,23 +101,31 @@ class Generation(Strict):
 
     @model_validator(mode="after")
     def _engine_can(self) -> Generation:
-        if self.engine == "vllm" and self.weights == "int8":
+        if self.engine == "vllm" and self.weights not in ("auto", "full"):
             raise ValueError(
-                "weights: int8 is the hf engine's CPU path; vllm loads the checkpoint's own weights "
-                "(set generation.weights=full with engine vllm)"
+                f"weights: {self.weights} is the hf and onnx engines' CPU path; vllm loads the checkpoint's own "
+                "weights (set generation.weights=full with engine vllm)"
             )
-        if self.engine == "vllm" and (self.write_gate.active or self.write_gate.score):
+        if self.engine not in ("onnx", "auto") and self.weights == "int4":
+            raise ValueError("weights: int4 is the onnx engine's (set generation.engine=onnx, or weights int8 or full)")
+        if self.engine in ("vllm", "onnx") and (self.write_gate.active or self.write_gate.score):
             raise ValueError(
-                "write_gate: the vllm engine does not score writes (the gate needs the model in this process, "
-                "engine: hf); with vllm set write_gate.signal=none and write_gate.score=false"
+                f"write_gate: the {self.engine} engine does not score writes (the gate needs the transformers "
+                f"model in this process, engine: hf); with {self.engine} set write_gate.signal=none and "
+                "write_gate.score=false"
+            )
+        if self.engine == "onnx" and self.device not in ("auto", "cpu"):
+            raise ValueError(
+                f"device: the onnx engine runs on the CPU (got {self.device!r}); on a GPU use engine hf or vllm"
             )
         return self
 
     def on_engine(self, hf_because: str | None = None) -> tuple[Generation, str]:
-        """This section on the engine it runs on (a copy; `auto` resolved by :func:`choose_engine`), and
-        why that engine."""
+        """This section on the engine it runs on (a copy; `auto` resolved by :func:`choose_engine`, and
+        weights auto by the engine: int8 on onnx, full elsewhere), and why that engine."""
         engine, why = choose_engine(self, hf_because)
-        return self.model_copy(update={"engine": engine}), why
+        weights = self.weights if self.weights != "auto" else ("int8" if engine == "onnx" else "full")
+        return self.model_copy(update={"engine": engine, "weights": weights}), why
 
     def memory(self) -> MemoryConfig:
         """The memory's config (relation table, fuzzy settings): `memory_config`, whose relation table
@@ -171,16 +183,25 @@ def vllm_installed() -> bool:
 def choose_engine(generation: Generation, hf_because: str | None = None) -> tuple[Engine, str]:
     """The engine `generation` runs on, and why. An explicit engine stays; `auto` is vllm where vLLM
     is installed, unless the model must run in this process: `hf_because` says why a command needs it
-    (chat, self-instruct, several eval workers), and the write gate scores writes with the model."""
+    (self-instruct, several eval workers), and the write gate scores writes with the model. Without
+    vLLM, turns that run one at a time on the CPU (max_batch_size 1: chat) take onnx where ONNX Runtime
+    GenAI is installed, the fastest turn there (docs/decoding.md); batches take hf's batching."""
+    from memory_runtime.generation.onnx_backend import onnx_installed
+    from memory_runtime.models.hardware import resolve_device
+
     if generation.engine != "auto":
         return generation.engine, "generation.engine"
+    if generation.weights == "int4":
+        return "onnx", "auto: weights int4 are the onnx engine's"
     if hf_because:
         return "hf", f"auto: {hf_because}"
     if generation.write_gate.active:
         return "hf", "auto: the write gate scores writes with the model in this process"
-    if not vllm_installed():
-        return "hf", "auto: vLLM is not installed here (bash scripts/vllm_cpu_env.sh on a CPU)"
-    return "vllm", "auto: vLLM is installed here"
+    if vllm_installed():
+        return "vllm", "auto: vLLM is installed here"
+    if generation.batch_size() == 1 and resolve_device(generation.device) == "cpu" and onnx_installed():
+        return "onnx", "auto: one turn at a time on the CPU, and ONNX Runtime GenAI is installed here"
+    return "hf", "auto: vLLM is not installed here (bash scripts/vllm_cpu_env.sh on a CPU)"
 
 
 def with_defaults(data: Any, **defaults: Any) -> Any:
@@ -199,7 +220,7 @@ class Runtime:
     memory: MemoryConfig
     tokenizer: Any
     decoder: TurnEngine  # the engine every turn runs through: BatchDecoder (hf) or VLLMDecoder (vllm)
-    model: Any = None  # the transformers model (engine hf; None on vllm)
+    model: Any = None  # the transformers model (engine hf), the exported one (onnx); None on vllm
     device: str = "cpu"
     dtype: str = "float32"
     system_prompt: str | None = SYSTEM_PROMPT  # the one the model was trained with
@@ -232,10 +253,11 @@ class Runtime:
         memory (self-instruct's sentences), or the engine for one-at-a-time runs
         (batching.OneAtATime); sampling as configured unless given."""
         from memory_runtime.generation.hf_backend import HFBackend
+        from memory_runtime.generation.onnx_backend import OnnxBackend
 
         if self.model is None:
-            raise ValueError("one turn at a time over the model needs generation.engine=hf")
-        return HFBackend(
+            raise ValueError("one turn at a time over the model needs generation.engine=hf or onnx")
+        return (OnnxBackend if self.engine == "onnx" else HFBackend)(
             self.model,
             self.tokenizer,
             temperature=self.generation.temperature if temperature is None else temperature,
@@ -293,6 +315,17 @@ def open_runtime(generation: Generation, hf_because: str | None = None) -> Runti
         device = resolve_device(generation.device)
         dtype = resolve_dtype(generation.dtype, device).dtype
         return Runtime(generation, memory, decoder.tokenizer, decoder, None, device, dtype, prompt, engine_reason=why)
+    if generation.engine == "onnx":
+        from memory_runtime.generation.batching import OneAtATime
+        from memory_runtime.generation.onnx_backend import OnnxBackend, load_onnx_model
+
+        exported, tokenizer = load_onnx_model(model, generation.weights)
+
+        def backend_for(request: TurnRequest) -> OnnxBackend:  # as BatchDecoder.backend_for, over the export
+            return OnnxBackend.for_request(exported, tokenizer, request, generation.copy_fields)
+
+        one = OneAtATime(backend_for)
+        return Runtime(generation, memory, tokenizer, one, exported, "cpu", "float32", prompt, engine_reason=why)
     from memory_runtime.generation.batching import BatchDecoder
     from memory_runtime.generation.write_gate import write_gate
     from memory_runtime.models.loading import load_model

@@ -466,13 +466,14 @@ def ensure_converted(
     *,
     convert: Callable[[Path, Path], None] = convert_gguf,
     recipe: str | None = None,
+    what: str = "a Hugging Face model",
 ) -> Path:
     """Return ``cache_dir``, converting ``gguf_path`` into it first if it is missing or stale.
 
     The conversion writes into a temporary sibling directory that is renamed into place
     only when complete, so an interrupted conversion never leaves a half-written cache.
     ``recipe`` (a digest of what ``convert`` adds, e.g. a chat template) is part of the cache's
-    stamp: a different one makes the cache stale.
+    stamp: a different one makes the cache stale. ``what`` names the result in the log line.
     """
     gguf_path, cache_dir = Path(gguf_path), Path(cache_dir)
     stamp = _source_stamp(gguf_path, recipe)
@@ -482,9 +483,7 @@ def ensure_converted(
     with _file_lock(cache_dir.parent / f".{cache_dir.name}.lock"):
         if _cache_is_valid(cache_dir, stamp):  # another process finished while we waited
             return cache_dir
-        logger.warning(
-            "converting %s to a Hugging Face model in %s (once; takes ~30 s to ~2 min)", gguf_path, cache_dir
-        )
+        logger.warning("converting %s to %s in %s (once; takes ~30 s to ~2 min)", gguf_path, what, cache_dir)
         tmp = Path(tempfile.mkdtemp(prefix=f".{cache_dir.name}.tmp-", dir=cache_dir.parent))
         try:
             convert(gguf_path, tmp)

@@ -14,15 +14,15 @@ import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
-from pydantic import Field
+from pydantic import Field, model_validator
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 from memory_runtime.generation.engine import TurnEngine, TurnResult
-from memory_runtime.generation.runtime import Generation
+from memory_runtime.generation.runtime import Generation, with_defaults
 from memory_runtime.memory.store import TripletStore, local_time
 from memory_runtime.protocol import SEPARATOR, SYSTEM_PROMPT
 from memory_runtime.serving.feedback import Correction, Exchange, Feedback
@@ -329,9 +329,15 @@ class ChatConfig(Strict):
         "null: the memory's name + '-feedback' beside it)",
     )
     generation: Generation = Field(
-        default_factory=Generation,
-        description="the model and how it runs, on the engine serve and eval would open (generation.engine)",
+        default_factory=lambda: Generation(max_batch_size=1),
+        description="the model and how it runs (generation.engine); a chat runs one turn at a time, so "
+        "max_batch_size 1, and auto takes the onnx engine on a CPU where it is installed",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_turn_at_a_time(cls, data: Any) -> Any:
+        return with_defaults(data, max_batch_size=1)
 
     def relative_to(self, folder: Path) -> ChatConfig:
         if self.feedback_dir is not None and not self.feedback_dir.is_absolute():

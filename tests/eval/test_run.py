@@ -225,7 +225,7 @@ def test_worker_processes_give_the_same_results(tiny_data, tiny_model_dir, tmp_p
 def test_batched_decoding_gives_the_same_cases_as_one_turn_at_a_time(tiny_data, tiny_model_dir, tmp_path):
     base = dict(data=str(tiny_data), limit=2, systems=["memlm", "few_shot", "zero_shot"])
     # float32: bfloat16 rounds a batch differently from one row, and a random model's ties flip
-    generation = {"model": str(tiny_model_dir), "max_new_tokens": 12, "dtype": "float32"}
+    generation = {"model": str(tiny_model_dir), "max_new_tokens": 12, "dtype": "float32", "engine": "hf"}
     one = run_eval(EvalConfig(**base, generation={**generation, "max_batch_size": 1}), tmp_path / "one")
     batched = run_eval(EvalConfig(**base, generation={**generation, "max_batch_size": 8}), tmp_path / "batched")
     assert _cases(tmp_path / "batched") == _cases(tmp_path / "one")

@@ -19,14 +19,16 @@ def test_a_command_keeps_its_own_defaults_when_a_section_sets_some_fields():
         generation = cls.load(None, [*overrides, "generation.device=cpu"]).generation
         return generation.max_new_tokens, generation.max_calls, generation.max_batch_size
 
-    assert limits(ServeConfig) == limits(ChatConfig) == (256, 16, 8)
+    assert limits(ServeConfig) == (256, 16, 8)
+    assert limits(ChatConfig) == (256, 16, 1)  # a chat runs one turn at a time
+    assert limits(ChatConfig, "generation.max_new_tokens=64") == (64, 16, 1)
     assert limits(EvalConfig, "generation.model=RUN") == (128, 8, None)  # shorter turns, batched by device
     assert EvalConfig.load(None, ["generation.model=RUN", "generation.device=cpu"]).generation.batch_size() == 8
 
 
 def test_an_engine_that_cannot_honour_the_section_is_refused_before_anything_loads():
     with pytest.raises(ConfigError, match="engine"):
-        Generation.load(None, ["engine=fastest"])  # auto, hf or vllm
+        Generation.load(None, ["engine=fastest"])  # auto, hf, vllm or onnx
     with pytest.raises(ConfigError, match="vllm engine does not score writes"):
         Generation.load(None, ["engine=vllm", "write_gate.signal=call"])
     from eval.config import EvalConfig

@@ -69,7 +69,7 @@ def test_int8_is_refused_where_it_is_not_the_fast_path(tiny_model_dir):
         check_int8("cuda:0", "bfloat16")
     with pytest.raises(ValueError, match="computes in float32.*generation.weights=full"):
         load_model(tiny_model_dir, dtype="float32", weights="int8")
-    with pytest.raises(ValueError, match="weights: int8 is the hf engine's CPU path"):
+    with pytest.raises(ValueError, match="weights: int8 is the hf and onnx engines' CPU path"):
         Generation(engine="vllm", weights="int8", write_gate={"signal": "none", "score": False})
     with pytest.raises(ValueError, match="unknown weights 'int4'"):
         load_model(tiny_model_dir, weights="int4")
