@@ -657,19 +657,25 @@ class TripletStore:
         fuzzy: bool = True,
     ) -> QueryResult:
         """Facts matching every given field: current ones, or those valid at `as_of`. Of a symmetric
-        relation (MemoryConfig.symmetric), also the facts with the given names the other way round."""
+        relation (MemoryConfig.symmetric), also the facts with the given names the other way round; asked
+        for one name alone (``X>>>>``), also the symmetric facts that name it on the other side."""
         namespace = _checked_namespace(namespace)
         given = {name: value for name, value in zip(FIELDS, (subject, relation, object)) if value is not None}
         if not given:
             raise ValueError("query needs at least one of subject, relation, object (use facts() to list all)")
         result = self._query_building(namespace, given, as_of, fuzzy)
-        both_ways = relation is not None and self.canonical_relation(relation) in self.config.symmetric
-        if not both_ways or (subject is None and object is None) or subject == object:
+        symmetric = self.config.symmetric
+        both_ways = relation is not None and self.canonical_relation(relation) in symmetric
+        one_name = relation is None and (subject is None) != (object is None) and bool(symmetric)
+        if not (both_ways or one_name) or (subject is None and object is None) or subject == object:
             return result
         swapped = {**given, "subject": object, "object": subject}
         other = self._query_building(namespace, {k: v for k, v in swapped.items() if v is not None}, as_of, fuzzy)
         seen = {fact.id for fact in result.facts}
-        facts = result.facts + [fact for fact in other.facts if fact.id not in seen]
+        turned = [fact for fact in other.facts if fact.id not in seen]
+        if one_name:  # only a symmetric relation holds the other way round
+            turned = [fact for fact in turned if self.canonical_relation(fact.relation) in symmetric]
+        facts = result.facts + turned
         facts.sort(key=lambda fact: (fact.valid_from, fact.id))
         return QueryResult(facts, {**other.fuzzy, **result.fuzzy})
 

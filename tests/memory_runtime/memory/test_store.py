@@ -805,3 +805,13 @@ def test_a_symmetric_relation_is_found_with_its_names_either_way_round():
         assert store.query(None, "spouse of", None).facts[0].triplet == written  # the relation alone: once
         store.write("Ada Lin", "spouse of", "Jonas Weber", at=3.0)  # a second fact naming him: both, oldest first
         assert [f.subject for f in store.query("Jonas Weber", "spouse of", None)] == ["Jonas Weber", "Ada Lin"]
+        # one name alone (X>>>>): its own facts, and the symmetric ones that name it as the object
+        assert [f.triplet for f in store.query("Lena Hartmann")] == [
+            written,
+            ("Lena Hartmann", "child of", "Ute Hartmann"),
+        ]
+        assert store.query(None, None, "Lena Hartmann").facts[0].triplet == written  # >>>>X: as asked
+        assert store.query("Ute Hartmann").facts == []  # child of does not turn
+        assert [f.triplet for f in store.query(None, None, "Ute Hartmann")] == [
+            ("Lena Hartmann", "child of", "Ute Hartmann")
+        ]
