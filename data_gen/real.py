@@ -37,12 +37,16 @@ Relation mapping onto the memory's canonical relations (subject = the person, ob
     KnowledgeNet CEO (id 4, <organisation> -> <person>), derived "CEO of"             -> CEO of
     CoNLL04 Work_For (Peop -> Org)                      -> employed by
 
-and onto people-places-things (PEOPLE_PLACES_RELATIONS; the subject is the person, of two people the
-child of a parent): P19 place of birth -> born in, P551 residence -> lives in, P27 country of
-citizenship -> citizen of, P26 spouse -> spouse of, P3373 sibling -> sibling of, P22 father and P25
-mother -> child of, P40 child -> child of (subject and object swapped). REDOCRED_SCHEMAS holds both
-mappings (RedocredSchema); a file of Re-DocRED rows is read with the one its name ends in
-(..._<stem>.jsonl: _person_org, _people_places_things), or the one the loaders' `schema=` names.
+and onto people-places-things (the subject is the person, of two people the child of a parent): P19
+place of birth -> born in, P551 residence -> lives in, P27 country of citizenship -> citizen of, P26
+spouse -> spouse of, P3373 sibling -> sibling of, P22 father and P25 mother -> child of, P40 child ->
+child of (subject and object swapped). The (Re-)DocRED ids of both are the schemas' own data (a
+relation's `docred` and `docred_reversed`, a type's `docred` entity type, in configs/schema/*.yaml):
+RedocredSchema.of reads them, so a schema of your own gets Re-DocRED real text with no code.
+REDOCRED_SCHEMAS holds the shipped ones; a file of Re-DocRED rows is read with the one its name ends
+in (..._<stem>.jsonl: _person_org, _people_places_things), or the one the loaders' `schema=` names.
+The KnowledgeNet and CoNLL04 mappings below stay in code: those corpora's readers serve the
+person–organisation schema's training only.
 
 Which side is the person comes from the entity types (Re-DocRED's head_type/tail_type, DocRED's
 vertexSet types, CoNLL04's Peop/Org) or, for KnowledgeNet, from the property. An unmapped relation
@@ -70,6 +74,7 @@ from collections import Counter
 from dataclasses import dataclass, field, replace
 from functools import cache, cached_property, partial
 from pathlib import Path
+from typing import Any
 
 from data_gen.config import RepliesConfig
 from memory_runtime.jsonl import read_dicts
@@ -85,17 +90,10 @@ KNOWLEDGENET_FILE = "knowledgenet_person_org_dev.jsonl"
 ENV_VAR = "MEMLM_REAL_DIR"
 CORPUS_FORMATS = ("redocred_sentences", "knowledgenet", "docred", "conll04", "jsonl")
 
-REDOCRED_RELATIONS = {
-    "P108": "employed by",  # employer
-    "P112": "founder of",  # founded by (ORG -> PER)
-    "P463": "member of",  # member of
-    "P102": "member of",  # member of political party
-    "P54": "member of",  # member of sports team
-    "P488": "chairperson of",  # chairperson (ORG -> PER)
-    "P169": "CEO of",  # chief executive officer (ORG -> PER): not a DocRED relation, other Wikidata corpora have it
-}
-# What (Re-)DocRED gold was checked for, in canonical relations (its label set has no CEO relation).
-DOCRED_ANNOTATED = ("chairperson of", "employed by", "founder of", "member of")
+# Which (Re-)DocRED / Wikidata relation id states which relation of a schema is the schema's own data:
+# `docred` of its relations (configs/schema/*.yaml), read by RedocredSchema.of. The person–organisation
+# schema maps P108 employer, P112 founded by, P463/P102/P54 member of (organisation, political party,
+# sports team), P488 chairperson and Wikidata's P169 chief executive officer (not one of DocRED's).
 # DocRED's other relations: none is a person–organisation memory fact, so a PER–ORG label of one of
 # them makes its window neither a write nor a negative (it is skipped).
 DOCRED_IGNORED = {
@@ -194,56 +192,70 @@ DOCRED_IGNORED = {
     "P585": "point in time",
     "P607": "conflict",
 }
-DOCRED_RELATION_IDS = frozenset(DOCRED_IGNORED) | (frozenset(REDOCRED_RELATIONS) - {"P169"})  # DocRED's 96
+# DocRED's 96 relation ids (its label inventory, a fact about the corpus): the 90 above and the six that
+# the person–organisation schema maps (its YAML says onto what)
+DOCRED_RELATION_IDS = frozenset(DOCRED_IGNORED) | frozenset({"P108", "P112", "P463", "P102", "P54", "P488"})
 
-# Onto people-places-things: a person's places and family. Decided for the other DocRED relations of a
-# person and a place or another person (they stay ignored: a sentence stating one is left out, never a
-# negative): P20 place of death (the dead live nowhere: not "lives in"), P937 work location (a place of
-# work, not a home), P1412 language, P172 ethnic group, P17 country, P1001 jurisdiction, P6/P35 head of
-# government/state (a mayor of Calgary need not live there), works and their characters (P170, P800,
-# P175: a character is often typed PER). P1038 relative is not among DocRED's 96 relations (no label
-# has it), and would stay unmapped anyway: "a relative" is none of the schema's three family relations.
-# P551 residence may be a former home: mapped all the same ("lives in" is functional, so a later home
-# supersedes it in the memory).
-PEOPLE_PLACES_RELATIONS = {
-    "P19": "born in",  # place of birth (PER -> LOC)
-    "P551": "lives in",  # residence (PER -> LOC)
-    "P27": "citizen of",  # country of citizenship (PER -> LOC: DocRED types countries, and "Canadian", LOC)
-    "P26": "spouse of",  # spouse (PER -> PER; labelled both ways where both were annotated)
-    "P3373": "sibling of",  # sibling (PER -> PER)
-    "P22": "child of",  # father: the head is the child, the tail the father
-    "P25": "child of",  # mother: the head is the child, the tail the mother
-    "P40": "child of",  # child: the head is the PARENT, the tail the child (PEOPLE_PLACES.object_first)
-}
-# DocRED's entity types of the shipped schemas' types (a country is LOC in DocRED, as a city is); a
-# relation whose object type has none (allergic to: a food) has no Re-DocRED label.
-DOCRED_TYPES = {"person": "PER", "organisation": "ORG", "place": "LOC", "country": "LOC"}
+# Onto people-places-things (its YAML: P19 born in, P551 lives in, P27 citizen of, P26 spouse of, P3373
+# sibling of, P22/P25/P40 child of). Decided for the other DocRED relations of a person and a place or
+# another person (they stay ignored: a sentence stating one is left out, never a negative): P20 place of
+# death (the dead live nowhere: not "lives in"), P937 work location (a place of work, not a home), P1412
+# language, P172 ethnic group, P17 country, P1001 jurisdiction, P6/P35 head of government/state (a mayor
+# of Calgary need not live there), works and their characters (P170, P800, P175: a character is often
+# typed PER). P1038 relative is not among DocRED's 96 relations (no label has it), and would stay
+# unmapped anyway: "a relative" is none of the schema's three family relations. P551 residence may be a
+# former home: mapped all the same ("lives in" is functional, so a later home supersedes it).
 
 
 @dataclass(frozen=True)
 class RedocredSchema:
-    """How (Re-)DocRED labels become the facts of one shipped schema (configs/schema/<name>.yaml), whose
-    relation table validates the mapping: one definition for the split builder and every loader.
+    """How (Re-)DocRED labels become the facts of one schema, read from the schema itself
+    (:meth:`of`: its relations' `docred` ids, its types' `docred` entity types): one definition for the
+    split builder and every loader.
 
-    The subject is always the person: of a label between a PER and another type the PER side, of two
-    PER the head, or the tail for the relation ids of `object_first` (P40 child: the head is the
-    parent). A label between a PER and an object type of the schema is mapped (`relations`, when its
-    types are those of the relation: P22 father of a PER and a LOC is typing noise) or ignored (every
-    other DocRED relation: a sentence it touches is left out, neither a fact nor a negative).
+    The subject is the entity of the schema's subject type (`subject_type`, PER for both shipped
+    schemas): of a label between it and another type that side, of two of that type the head, or the
+    tail for the ids of `object_first` (a relation's `docred_reversed`: P40 child, whose head is the
+    parent). A label between a subject and an object type of the schema is mapped (`relations`, when
+    its types are those of the relation: P22 father of a PER and a LOC is typing noise) or ignored
+    (every other DocRED relation: a sentence it touches is left out, neither a fact nor a negative).
     """
 
-    name: str  # the schema (configs/schema/<name>.yaml)
+    name: str  # the schema
     stem: str  # its derived row files: redocred_dev_<stem>.jsonl (data/real/), redocred_train_<stem>.jsonl
     relations: dict[str, str]  # relation id -> canonical relation of the schema
     annotated: tuple[str, ...]  # what the gold was checked for (a write in these on a negative is false)
     object_first: frozenset[str] = field(default=frozenset())
-    table_name: str = "REDOCRED_RELATIONS"  # where the mapping lives, for errors
+    subject_type: str = "PER"  # the DocRED entity type of the schema's subjects
+    schema: Any = field(default=None, compare=False, repr=False)  # data_gen.schema.Schema
+
+    @classmethod
+    def of(cls, schema: Any) -> RedocredSchema:
+        """The mapping a schema declares; ValueError where it declares none or one it cannot read by."""
+        mapped = [r for r in schema.relations if r.docred]
+        if not mapped:
+            raise ValueError(f"schema {schema.name} maps no (Re-)DocRED relation (a relation's `docred` ids)")
+        subjects = {schema.types[r.subject].docred for r in mapped}
+        if len(subjects) != 1:
+            raise ValueError(
+                f"schema {schema.name}: the relations with docred ids have subjects of several DocRED types "
+                f"({', '.join(sorted(map(str, subjects)))}); real text is read with one"
+            )
+        return cls(
+            name=schema.name,
+            stem=schema.redocred_stem or schema.name.replace("-", "_"),
+            relations={rid: r.name for r in mapped for rid in r.docred},
+            annotated=tuple(sorted({r.name for r in mapped if set(r.docred) & DOCRED_RELATION_IDS})),
+            object_first=frozenset(rid for r in mapped for rid in r.docred_reversed),
+            subject_type=subjects.pop(),
+            schema=schema,
+        )
 
     @cached_property
     def symmetric(self) -> frozenset[str]:
         """The schema's relations that hold both ways (`symmetric: true`): Re-DocRED labels most spouses
         and siblings both ways (A P3373 B and B P3373 A), one fact, written in either order."""
-        return frozenset(r.name for r in _schema(self.name).relations if r.symmetric)
+        return frozenset(r.name for r in self.schema.relations if r.symmetric)
 
     @property
     def dev_file(self) -> str:
@@ -258,24 +270,26 @@ class RedocredSchema:
         """The schema's relation table: every normalised name and alias -> its canonical relation."""
         from memory_runtime.memory.store import MemoryConfig
 
-        return MemoryConfig.model_validate({"relations": _schema(self.name).table()}).canonical_names
+        return MemoryConfig.model_validate({"relations": self.schema.table()}).canonical_names
 
     @cached_property
     def object_types(self) -> dict[str, str]:
-        """Canonical relation -> the DocRED type of its object (relations of a person only)."""
+        """Canonical relation -> the DocRED type of its object, for the schema's relations of a subject of
+        `subject_type` and an object of a DocRED type (those a caller's `relations=` may map too)."""
+        types = self.schema.types
         return {
-            r.name: DOCRED_TYPES[r.object]
-            for r in _schema(self.name).relations
-            if r.subject == "person" and r.object in DOCRED_TYPES
+            r.name: types[r.object].docred
+            for r in self.schema.relations
+            if types[r.subject].docred == self.subject_type and types[r.object].docred
         }
 
     def names_a_pair(self, types: list[str]) -> bool:
-        """Whether entities of these types (one type per entity) include a person and another entity
+        """Whether entities of these types (one type per entity) include a subject and another entity
         that could be the object of one of the schema's relations (two people for person–person)."""
         others = list(types)
-        if "PER" not in others:
+        if self.subject_type not in others:
             return False
-        others.remove("PER")
+        others.remove(self.subject_type)
         return bool(set(self.object_types.values()) & set(others))
 
     def with_relations(self, extra: dict[str, str]) -> RedocredSchema:
@@ -285,18 +299,6 @@ class RedocredSchema:
         return replace(self, relations={**self.relations, **extra}, annotated=(*self.annotated, *extra.values()))
 
 
-PERSON_ORG = RedocredSchema("person-organisation", "person_org", REDOCRED_RELATIONS, DOCRED_ANNOTATED)
-PEOPLE_PLACES = RedocredSchema(
-    "people-places-things",
-    "people_places_things",
-    PEOPLE_PLACES_RELATIONS,
-    ("born in", "child of", "citizen of", "lives in", "sibling of", "spouse of"),
-    object_first=frozenset({"P40"}),
-    table_name="PEOPLE_PLACES_RELATIONS",
-)
-REDOCRED_SCHEMAS = {m.name: m for m in (PERSON_ORG, PEOPLE_PLACES)}
-
-
 @cache
 def _schema(name: str):
     from data_gen.schema import Schema
@@ -304,13 +306,29 @@ def _schema(name: str):
     return Schema.load(shipped("configs", "schema", f"{name}.yaml"))
 
 
+PERSON_ORG = RedocredSchema.of(_schema("person-organisation"))
+PEOPLE_PLACES = RedocredSchema.of(_schema("people-places-things"))
+REDOCRED_SCHEMAS = {m.name: m for m in (PERSON_ORG, PEOPLE_PLACES)}  # the shipped schemas with real text
+REDOCRED_RELATIONS = PERSON_ORG.relations  # relation id -> canonical relation (person–organisation)
+DOCRED_ANNOTATED = PERSON_ORG.annotated  # what (Re-)DocRED gold was checked for (it has no CEO relation)
+PEOPLE_PLACES_RELATIONS = PEOPLE_PLACES.relations
+
+
 def redocred_schema(path: str | Path | None = None, schema: str | None = None) -> RedocredSchema:
-    """The mapping of `schema` (a name of REDOCRED_SCHEMAS), else the one whose stem ends the name of
-    `path` (redocred_dev_people_places_things.jsonl), else person–organisation (as before schemas)."""
+    """The mapping of `schema` (a shipped schema's name, or a schema file that maps DocRED ids), else the
+    one whose stem ends the name of `path` (redocred_dev_people_places_things.jsonl), else
+    person–organisation (as before schemas)."""
     if schema is not None:
-        if schema not in REDOCRED_SCHEMAS:
-            raise ValueError(f"no Re-DocRED mapping for schema {schema!r}; one of {', '.join(REDOCRED_SCHEMAS)}")
-        return REDOCRED_SCHEMAS[schema]
+        if schema in REDOCRED_SCHEMAS:
+            return REDOCRED_SCHEMAS[schema]
+        if Path(schema).expanduser().is_file():
+            from data_gen.schema import Schema
+
+            return RedocredSchema.of(Schema.load(Path(schema).expanduser()))
+        raise ValueError(
+            f"no Re-DocRED mapping for schema {schema!r}: one of {', '.join(REDOCRED_SCHEMAS)}, or a schema file "
+            "whose relations have docred ids"
+        )
     name = Path(path).name if path is not None else ""
     return next((m for m in REDOCRED_SCHEMAS.values() if name.endswith(f"_{m.stem}.jsonl")), PERSON_ORG)
 
@@ -701,16 +719,16 @@ def _redocred_row(row: dict, where: str, mapping: RedocredSchema = PERSON_ORG, c
         if relation is None:
             raise ValueError(
                 f"{where}: unmapped relation {t['relation']} ({t.get('relation_name', 'name unknown')}) "
-                f"for schema {mapping.name}; add it to data_gen.real.{mapping.table_name}"
+                f"for schema {mapping.name}; add it to the docred ids of one of its relations (the schema's YAML)"
             )
         ends = [(t["head_type"], t["head"]), (t["tail_type"], t["tail"])]
         if _object_first(ends[0][0], ends[1][0], t["relation"], mapping):
             ends.reverse()
         (subject_type, subject), (object_type, obj) = ends
-        if (subject_type, object_type) != ("PER", mapping.object_types.get(relation)):
+        if (subject_type, object_type) != (mapping.subject_type, mapping.object_types.get(relation)):
             raise ValueError(
-                f"{where}: {t['relation']} ({relation}) joins a PER and a(n) {mapping.object_types.get(relation)}, "
-                f"got {t['head_type']}/{t['tail_type']}"
+                f"{where}: {t['relation']} ({relation}) joins a {mapping.subject_type} and a(n) "
+                f"{mapping.object_types.get(relation)}, got {t['head_type']}/{t['tail_type']}"
             )
         triplets.append(Triplet(clean(subject), relation, clean(obj)))
     return clean(row["sentence"]), _one_way(triplets, mapping.symmetric), sorted(set(mapping.annotated))
@@ -726,8 +744,10 @@ def _one_way(triplets: list[Triplet], symmetric: frozenset[str]) -> list[Triplet
 
 
 def _object_first(head_type: str, tail_type: str, relation_id: str, mapping: RedocredSchema) -> bool:
-    """Whether a label's tail is the subject: the person of a PER and another type, the child of P40."""
-    return head_type != "PER" or (tail_type == "PER" and relation_id in mapping.object_first)
+    """Whether a label's tail is the subject: the subject type's side of two types (the person of a PER
+    and an ORG), of two of that type the tail of the ids in `object_first` (the child of P40)."""
+    subject = mapping.subject_type
+    return head_type != subject or (tail_type == subject and relation_id in mapping.object_first)
 
 
 def _redocred_sentences(row: dict, where: str, mapping: RedocredSchema) -> list[Passage]:
@@ -808,13 +828,13 @@ def docred_labels(
         r, subject, obj = label["r"], label["h"], label["t"]
         if _object_first(types[subject], types[obj], r, mapping):
             subject, obj = obj, subject
-        if types[subject] != "PER" or types[obj] not in mapping.object_types.values():
+        if types[subject] != mapping.subject_type or types[obj] not in mapping.object_types.values():
             continue
         if r not in mapping.relations and r not in DOCRED_RELATION_IDS:
             raise ValueError(
-                f"{where}: relation {r} between a PER and a(n) {types[obj]} (not one of DocRED's relations) "
-                f"is neither mapped nor ignored: add it to data_gen.real.{mapping.table_name} or DOCRED_IGNORED, "
-                f"or pass relations="
+                f"{where}: relation {r} between a {mapping.subject_type} and a(n) {types[obj]} (not one of "
+                f"DocRED's relations) is neither mapped nor ignored: add it to the docred ids of a relation of "
+                f"schema {mapping.name}, or pass relations="
             )
         relation = mapping.relations.get(r)
         out.append((label, subject, obj, relation if mapping.object_types.get(relation) == types[obj] else None))

@@ -4,9 +4,10 @@ the dev set (data/real/, measured, never trained on) and training sentences (dat
     python3 -m data_gen.redocred_split [PATH/TO/dev_revised.json]   # default: ../shared/data/real/
     python3 -m data_gen.redocred_split --schema people-places-things   # the second schema's files
 
-The schema's mapping (data_gen.real.REDOCRED_SCHEMAS: person-organisation, people-places-things)
-says which labels count: those between a PER and an entity of an object type of the schema (an ORG;
-a LOC or another PER), the person first. Every sentence that mentions such a pair (an entity's type
+The schema's mapping (its relations' `docred` ids, read by data_gen.real.RedocredSchema.of: the shipped
+person-organisation and people-places-things, or a schema file of your own) says which labels count:
+those between a PER and an entity of an object type of the schema (an ORG; a LOC or another PER), the
+person first. Every sentence that mentions such a pair (an entity's type
 is its first mention's) is one of three things:
 
     positive   gold = the document's labels in a mapped relation (data_gen.real.REDOCRED_RELATIONS,
@@ -42,6 +43,7 @@ from collections.abc import Collection, Iterable
 from pathlib import Path
 
 from data_gen.real import (
+    DOCRED_IGNORED,
     PERSON_ORG,
     REDOCRED_FILE,
     REDOCRED_SCHEMAS,
@@ -53,6 +55,7 @@ from data_gen.real import (
     docred_entity_types,
     docred_labels,
     names_occur,
+    redocred_schema,
 )
 from data_gen.real_records import normalise_text
 from memory_runtime.shipped import shipped
@@ -61,8 +64,9 @@ REPO = Path(__file__).resolve().parents[1]  # a checkout: this script rewrites t
 DEFAULT_SOURCE = REPO.parent / "shared" / "data" / "real" / "redocred_dev_revised.json"
 TRAIN_FILE = shipped("data", "real_train", PERSON_ORG.train_file)
 DEV_PERCENT = 50
-# Wikidata's names of the mapped relations, for the rows' relation_name (the mapping onto the
-# memory's relations is data_gen.real's, REDOCRED_SCHEMAS, and nothing else).
+# Wikidata's names of the shipped schemas' relation ids, for the rows' relation_name (the mapping onto
+# the memory's relations is each schema's `docred`, and nothing else; another id is named by
+# DOCRED_IGNORED's label, else by itself).
 RELATION_NAMES = {
     "P108": "employer",
     "P112": "founded by",
@@ -113,7 +117,7 @@ def schema_sentences(doc: dict, where: str, mapping: RedocredSchema) -> list[dic
                         "head": first[h]["name"],
                         "head_type": types[h],
                         "relation": label["r"],
-                        "relation_name": RELATION_NAMES[label["r"]],
+                        "relation_name": RELATION_NAMES.get(label["r"]) or DOCRED_IGNORED.get(label["r"], label["r"]),
                         "tail": first[t]["name"],
                         "tail_type": types[t],
                     }
@@ -173,11 +177,18 @@ def write_rows(rows: list[dict], path: Path) -> None:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("source", nargs="?", default=str(DEFAULT_SOURCE), help="Re-DocRED's dev_revised.json")
-    parser.add_argument("--schema", default=PERSON_ORG.name, choices=REDOCRED_SCHEMAS, help="whose facts")
+    parser.add_argument(
+        "--schema",
+        default=PERSON_ORG.name,
+        help=f"whose facts: {', '.join(REDOCRED_SCHEMAS)}, or a schema file whose relations have docred ids",
+    )
     parser.add_argument("--dev", help="the dev file (read, then written; default: the schema's in data/real/)")
     parser.add_argument("--train", help="the training file (written; default: the schema's in data/real_train/)")
     args = parser.parse_args(argv)
-    mapping = REDOCRED_SCHEMAS[args.schema]
+    try:
+        mapping = redocred_schema(schema=args.schema)
+    except ValueError as err:
+        parser.error(str(err))
     dev_file = Path(args.dev) if args.dev else default_real_dir() / mapping.dev_file
     train_file = Path(args.train) if args.train else shipped("data", "real_train", mapping.train_file)
     dev, train = split_documents(args.source, stays_dev(mapping, dev_file), mapping)

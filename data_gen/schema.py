@@ -33,6 +33,7 @@ Every error names its field (`relations.3.subject: unknown type 'persn'`), befor
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -152,6 +153,9 @@ class EntityType(Strict):
     # what its Faker draws are seeded by (default: its plural); the person–organisation schema keeps the
     # key its organisations were drawn under before schemas ("companies"), so a seed draws the same names
     faker_seed: str | None = None
+    # the (Re-)DocRED entity type of its names (PER, ORG, LOC, ...): what lets real text labelled with
+    # DocRED's relations become this schema's facts (data_gen/real.py, relations' `docred`)
+    docred: str | None = None
 
     _clause = field_validator("by_clause")(_templates({"clause"}))
 
@@ -207,6 +211,10 @@ class Relation(Strict):
     aliases: list[str] = []  # what a model or a user may write instead (matched after normalisation)
     ends: list[str] = []  # relations of the same subject a new fact of this one ends at every other object
     symmetric: bool = False  # it holds both ways (spouse of): the store finds it with the names either way round
+    # real text: the (Re-)DocRED / Wikidata relation ids that state it (P108 employer), and of those the ones
+    # whose head entity is this relation's object where both are of one type (P40 child: the head is the parent)
+    docred: list[str] = []
+    docred_reversed: list[str] = []
     # phrasings: a relation without `statements` is written only by passages and real text
     weight: float = Field(1.0, ge=0)  # share among the templated relations
     fact: FactPhrasing | None = None
@@ -256,6 +264,15 @@ class Relation(Strict):
             )
         if self.symmetric and not self.in_table:
             out.append(("symmetric", "only a relation of the memory's table has it (in_table is false)"))
+        bad = [i for i in self.docred if not re.fullmatch(r"P[1-9][0-9]*", i)]
+        if bad:
+            out.append(("docred", f"{bad[0]!r} is no Wikidata relation id (P followed by digits: P108)"))
+        if set(self.docred_reversed) - set(self.docred):
+            out.append(("docred_reversed", "an id here must be one of the relation's docred ids too"))
+        if self.docred_reversed and self.subject != self.object:
+            out.append(
+                ("docred_reversed", "the types say which side is which when they differ: only for two of one type")
+            )
         if self.updates and self.functional is None:
             out.append(("updates", f"{self.name!r} is not functional, so a newer fact would not supersede the old one"))
         return out
@@ -287,6 +304,8 @@ class Schema(Strict):
     questions: GeneralQuestions
     negatives: list[str] = []  # statements of no fact; slots: type names ("{person} enjoys hiking.")
     implied_together: list[list[str]] = []
+    # the file stem of its Re-DocRED rows (data/real/redocred_dev_<stem>.jsonl); default: its name, "_" for "-"
+    redocred_stem: str | None = None
 
     def check(self) -> list[str]:
         """Every problem across fields, one line each ("relations.3.subject: unknown type 'persn'; ...")."""
@@ -304,6 +323,7 @@ class Schema(Strict):
                 out += [_line(f"types.{name}.names.{i}", field, msg) for field, msg in source.problems()]
         names = [r.name for r in self.relations]
         owner: dict[str, str] = {}  # normalised name or alias -> relation
+        labels: dict[str, str] = {}  # docred id -> relation
         for i, rel in enumerate(self.relations):
             where = f"relations.{i}"
             out += [_line(where, field, msg) for field, msg in rel.problems()]
@@ -323,6 +343,17 @@ class Schema(Strict):
             for end in rel.ends:
                 if end not in names or not self.relations[names.index(end)].in_table:
                     out.append(f"{where}.ends: {end!r} is not a relation of the table in this schema")
+            for side in ("subject", "object"):
+                kind = self.types.get(getattr(rel, side))
+                if rel.docred and kind is not None and kind.docred is None:
+                    out.append(
+                        f"{where}.docred: its {side} type {getattr(rel, side)!r} has no docred entity type "
+                        "(types.NAME.docred: PER, ORG, LOC, ...)"
+                    )
+            for rid in rel.docred:
+                other = labels.setdefault(rid, rel.name)
+                if other != rel.name:
+                    out.append(f"{where}.docred: {rid} is also an id of {other!r}: one label, one relation")
         if not any(r.phrased and r.weight for r in self.relations):
             out.append("relations: none has statements and a weight > 0: nothing to template")
         try:

@@ -462,7 +462,7 @@ def test_an_unmapped_relation_of_the_second_schema_is_an_error_naming_it(tmp_pat
     with pytest.raises(
         ValueError,
         match=r"x_people_places_things.jsonl:1: unmapped relation P108 .* people-places-things; add it to "
-        r"data_gen.real.PEOPLE_PLACES_RELATIONS",
+        r"the docred ids of one of its relations",
     ):
         load_real_file(path)
     row = people_row(("Ada Lind", "PER", "P19", "Nordic Bank", "ORG"))
@@ -510,5 +510,8 @@ def test_docred_documents_read_for_the_second_schema(tmp_path):
     assert load_corpus(path) == []  # no person and organisation in it
     doc = family_document()
     doc["labels"].append({"h": 0, "t": 3, "r": "P1038", "evidence": [1]})  # relative: not a DocRED relation
-    with pytest.raises(ValueError, match=r"relation P1038 between a PER and a\(n\) PER .*PEOPLE_PLACES_RELATIONS"):
+    with pytest.raises(
+        ValueError,
+        match=r"relation P1038 between a PER and a\(n\) PER .*docred ids of a relation of schema people-places-things",
+    ):
         load_corpus(write_json(path, [doc]), schema="people-places-things")

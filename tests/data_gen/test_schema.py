@@ -291,3 +291,43 @@ def test_the_second_shipped_schema_makes_the_same_data_under_any_hash_seed(tmp_p
     assert digests[0] == digests[1]
     table = MemoryConfig.load(tmp_path / "1" / "relations.yaml")
     assert table.common_objects == {"allergic to"} and "spouse of" in table.relation_names
+
+
+SHIPPED_PPT = REPO / "configs" / "schema" / "people-places-things.yaml"
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda d: d["relations"][1].update(docred=["born"]), "relations.1.docred: 'born' is no Wikidata relation id"),
+        (lambda d: d["relations"][5].update(docred_reversed=["P999"]), "relations.5.docred_reversed: an id here must"),
+        (lambda d: d["relations"][0].update(docred_reversed=["P551"]), "relations.0.docred_reversed: the types say"),
+        (lambda d: d["types"]["place"].pop("docred"), "relations.0.docred: its object type 'place' has no docred"),
+        (lambda d: d["relations"][1].update(docred=["P551"]), "relations.1.docred: P551 is also an id of 'lives in'"),
+    ],
+)
+def test_real_text_ids_in_a_schema_are_checked(change, message):
+    """A schema maps (Re-)DocRED relation ids onto its relations in YAML: bad ones are one-line errors."""
+    data = yaml.safe_load(SHIPPED_PPT.read_text())
+    change(data)
+    assert error(data).startswith(message)
+
+
+def test_a_schema_of_your_own_gets_re_docred_real_text_with_no_code(tmp_path):
+    """RedocredSchema.of reads a schema's docred ids: a renamed relation and a new id reach the mapping."""
+    from data_gen.real import PEOPLE_PLACES, RedocredSchema, redocred_schema
+
+    data = yaml.safe_load(SHIPPED_PPT.read_text())
+    data["name"] = "my-family"
+    data["relations"][0]["docred"] = ["P551", "P937"]  # also work location, as a home
+    path = tmp_path / "my-family.yaml"
+    path.write_text(yaml.safe_dump(data))
+    mine = redocred_schema(schema=str(path))
+    assert mine.name == "my-family" and mine.stem == "my_family" and mine.subject_type == "PER"
+    assert mine.relations == {**PEOPLE_PLACES.relations, "P937": "lives in"}
+    assert mine.object_first == {"P40"} and mine.annotated == PEOPLE_PLACES.annotated
+    assert RedocredSchema.of(Schema.load(SHIPPED_PPT)) == PEOPLE_PLACES
+    data["relations"] = [dict(r, docred=[], docred_reversed=[]) for r in data["relations"]]
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(ValueError, match="maps no \\(Re-\\)DocRED relation"):
+        redocred_schema(schema=str(path))
