@@ -33,6 +33,7 @@ PACKAGES = (
     "flash-attn",
     "liger-kernel",
     "vllm",
+    "onnxruntime-genai",
 )
 
 
@@ -80,6 +81,7 @@ def environment() -> dict[str, Any]:
         HF_HUB_CACHE = None
     real = default_real_dir()
     engine, why = choose_engine(Generation())
+    one_engine, one_why = choose_engine(Generation(max_batch_size=1))  # one turn at a time: chat
     return {
         "python": sys.version.split()[0],
         "platform": platform.platform(),
@@ -92,7 +94,7 @@ def environment() -> dict[str, Any]:
             "read_gb_per_s": memory_bandwidth().gb_per_s,  # bounds decoding: every weight is read per token
         },
         "dtype_auto": dtypes,
-        "engine_auto": {"engine": engine, "reason": why},
+        "engine_auto": {"engine": engine, "reason": why, "one_at_a_time": {"engine": one_engine, "reason": one_why}},
         "cuda": {"available": bool(cuda), "torch_cuda": torch.version.cuda, "devices": cuda},
         "packages": {name: _version(name) for name in PACKAGES},
         "paths": {
@@ -127,6 +129,8 @@ def render(env: dict[str, Any]) -> list[tuple[str, str]]:
     for device, choice in env["dtype_auto"].items():
         rows.append((f"dtype auto ({device})", f"{choice['dtype']}: {choice['reason']}"))
     rows.append(("engine auto", f"{env['engine_auto']['engine']}: {env['engine_auto']['reason']}"))
+    one = env["engine_auto"]["one_at_a_time"]
+    rows.append(("engine auto, one turn at a time (chat)", f"{one['engine']}: {one['reason']}"))
     gpus = env["cuda"]["devices"]
     rows.append(
         (

@@ -217,6 +217,7 @@ def test_env_reports_the_machine_and_the_dtype_choice():
     assert env["paths"]["real_text"].endswith("data/real")
     assert env["embedded_models"][0]["name"] == "embedded:SmolLM2-135M-Instruct"
     assert env["engine_auto"]["engine"] in ("hf", "vllm") and env["engine_auto"]["reason"].startswith("auto: ")
+    assert env["engine_auto"]["one_at_a_time"]["engine"] in ("hf", "vllm", "onnx")
     assert env["cpu"]["read_gb_per_s"] > 0  # the bound on decoding one token at a time
     table = runner.invoke(app, ["env"])
     assert table.exit_code == 0 and "dtype auto (cpu)" in table.output and "engine auto" in table.output
