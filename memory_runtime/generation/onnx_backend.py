@@ -172,15 +172,24 @@ class OnnxCache:
     serves one backend at a time (`owner`); the next takes over what it can reuse (:meth:`take`)."""
 
     def __init__(self, model: OnnxModel, max_length: int) -> None:
-        import onnxruntime_genai as og
-
-        params = og.GeneratorParams(model.og_model)
-        params.set_search_options(max_length=max_length)
-        self.generator = og.Generator(model.og_model, params)
+        self.model = model
+        self.max_length = max_length  # what it may grow to
         self.ids: list[int] = []
-        self.max_length = max_length
         self.owner: Any = None
         self.broken = False  # a failed feed leaves the generator's state unknown: the model makes a new one
+        self._open(min(self.START, max_length))
+
+    # the KV buffer's positions at first: a step attends over the whole buffer's bookkeeping, so 4,096
+    # positions cost ~6% a token against 512 here; a turn that needs more gets a buffer twice as long
+    START = 1024
+
+    def _open(self, length: int) -> None:
+        import onnxruntime_genai as og
+
+        params = og.GeneratorParams(self.model.og_model)
+        params.set_search_options(max_length=length)
+        self.generator = og.Generator(self.model.og_model, params)
+        self.length = length
 
     def take(self, owner: Any, ids: list[int]) -> int:
         """Serve `owner`, whose sequence is `ids`: keep the longest prefix held already (all but the last
@@ -193,12 +202,17 @@ class OnnxCache:
         return keep
 
     def feed(self, ids: list[int]) -> torch.Tensor:
-        if len(self.ids) + len(ids) > self.max_length:
+        needed = len(self.ids) + len(ids)
+        if needed > self.max_length:
             raise ValueError(
                 f"the turn outgrew the onnx engine's context of {self.max_length} tokens "
                 "(generation.max_new_tokens or the conversation is too long)"
             )
         try:
+            if needed > self.length:  # a longer buffer, holding what this one held
+                held = self.ids
+                self._open(min(self.max_length, max(2 * self.length, needed)))
+                ids, self.ids = [*held, *ids], []
             self.generator.append_tokens(ids)
             logits = torch.from_numpy(self.generator.get_logits()[0, -1].copy())
         except BaseException:

@@ -145,3 +145,23 @@ def test_a_turn_reuses_what_the_last_turn_left_and_interleaved_turns_stay_apart(
     for backend in (a, b):
         texts[id(backend)] += "".join(streams[id(backend)])
     assert (texts[id(a)], texts[id(b)]) == (text_a, text_b)
+
+
+def test_a_turn_longer_than_the_first_buffer_grows_it_and_computes_the_same(exported, monkeypatch):
+    """The KV buffer starts short and doubles when a turn needs more: the logits are those of a long one."""
+    from memory_runtime.generation.onnx_backend import OnnxCache
+
+    model, tokenizer, _ = exported
+    long_messages = [{"role": "user", "content": " ".join(["Dorothea Altemus is employed by Pfizer."] * 12)}]
+
+    def first_logits():
+        backend = OnnxBackend(model, tokenizer, copy_fields=False)
+        backend.start(long_messages)
+        return backend.next_token_logits(), len(backend.prompt_token_ids)
+
+    wide, n = first_logits()
+    model._caches.cache = None
+    monkeypatch.setattr(OnnxCache, "START", 16)  # shorter than the prompt
+    narrow, _ = first_logits()
+    assert n > 16 and model.cache(min(OnnxBackend.max_length, model.context)).length >= n
+    torch.testing.assert_close(narrow, wide, atol=1e-5, rtol=1e-5)
