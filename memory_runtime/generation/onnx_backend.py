@@ -122,12 +122,17 @@ class OnnxModel:
     """An exported model opened once: ONNX Runtime GenAI's model, and what the turn decoder reads of a
     transformers model (its generation config, for the end-of-turn tokens; the context length)."""
 
-    def __init__(self, directory: str | Path, source: str | Path | None = None) -> None:
+    def __init__(self, directory: str | Path, source: str | Path | None = None, threads: int | None = None) -> None:
         import onnxruntime_genai as og
         from transformers import GenerationConfig
 
         self.directory = Path(directory)
-        self.og_model = og.Model(str(self.directory))
+        config = og.Config(str(self.directory))
+        if threads is not None:  # generation.threads: ONNX Runtime's own pool (default: one thread per core)
+            options = {"intra_op_num_threads": threads, "inter_op_num_threads": 1}
+            config.overlay(json.dumps({"model": {"decoder": {"session_options": options}}}))
+        self.og_model = og.Model(config)
+        self.threads = threads
         self._caches = threading.local()
         config = json.loads((self.directory / "genai_config.json").read_text())["model"]
         self.context = int(config["context_length"])
@@ -259,10 +264,11 @@ class OnnxBackend(HFBackend):
         return _Logits(self._cache.feed(input_ids[0].tolist()))
 
 
-def load_onnx_model(model: str, weights: str = "int8") -> tuple[OnnxModel, Any]:
-    """`model` exported (once) and opened: the engine's model, and the tokenizer of the model it was
-    exported from (the turns are rendered and decoded with it, as on the hf engine)."""
+def load_onnx_model(model: str, weights: str = "int8", threads: int | None = None) -> tuple[OnnxModel, Any]:
+    """`model` exported (once) and opened on `threads` CPU threads (None: one per core): the engine's model,
+    and the tokenizer of the model it was exported from (the turns are rendered and decoded with it, as on
+    the hf engine)."""
     from memory_runtime.models.loading import load_tokenizer
 
     directory, source = onnx_model_dir(model, weights), _source_dir(model)
-    return OnnxModel(directory, source), load_tokenizer(str(source), local_files_only=True)
+    return OnnxModel(directory, source, threads), load_tokenizer(str(source), local_files_only=True)

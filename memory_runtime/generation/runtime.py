@@ -72,7 +72,10 @@ class Generation(Strict):
         "onnx engine only, a quarter; greedy turns differ from full's: docs/decoding.md measures by how much",
     )
     threads: int | None = Field(
-        None, ge=1, description="torch CPU threads (null: torch's default, one per core); 1 when jobs share the cores"
+        None,
+        ge=1,
+        description="CPU threads of the model, torch's or ONNX Runtime's (null: their default, one per core); 1 "
+        "when jobs share the cores",
     )
     max_batch_size: int | None = Field(
         8,
@@ -319,7 +322,7 @@ def open_runtime(generation: Generation, hf_because: str | None = None) -> Runti
         from memory_runtime.generation.batching import OneAtATime
         from memory_runtime.generation.onnx_backend import OnnxBackend, load_onnx_model
 
-        exported, tokenizer = load_onnx_model(model, generation.weights)
+        exported, tokenizer = load_onnx_model(model, generation.weights, generation.threads)
 
         def backend_for(request: TurnRequest) -> OnnxBackend:  # as BatchDecoder.backend_for, over the export
             return OnnxBackend.for_request(exported, tokenizer, request, generation.copy_fields)
