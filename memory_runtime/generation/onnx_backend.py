@@ -39,6 +39,10 @@ INSTALL_HINT = "pip install 'memlm[onnx]' (onnxruntime-genai)"
 SOURCE_FILE = "memlm_source.json"  # in an export: the model directory it was made from
 
 
+class ExportError(RuntimeError):
+    """ONNX Runtime GenAI's builder cannot export this model (an architecture or a config it does not read)."""
+
+
 def onnx_installed() -> bool:
     """Whether ONNX Runtime GenAI imports here."""
     if importlib.util.find_spec("onnxruntime_genai") is None:
@@ -88,6 +92,13 @@ def onnx_model_dir(model: str, weights: str = "int8") -> Path:
     key = hashlib.sha256(str(source).encode()).hexdigest()[:12]
     cache = cache_root() / "onnx" / f"{source.name}-{key}-{weights}"
     version = importlib.metadata.version("onnxruntime-genai")
+    recipe = f"onnxruntime-genai {version} {weights}"
+    # a model this builder cannot export fails in the same way every time: the failure is kept beside the
+    # exports (for this source's weights and this builder), so a command does not spend the export again
+    failed = cache.parent / f"{cache.name}.failed"
+    stamp = f"{recipe} {stamp_file.stat().st_mtime_ns} {stamp_file.stat().st_size}"
+    if failed.is_file() and failed.read_text().startswith(stamp + "\n"):
+        raise ExportError(failed.read_text().split("\n", 1)[1])
 
     def export(_stamp: Path, out: Path) -> None:
         _remove_orphan_exports(cache.parent)
@@ -98,10 +109,13 @@ def onnx_model_dir(model: str, weights: str = "int8") -> Path:
                 command += ["--extra_options", "int4_accuracy_level=4"]
             done = subprocess.run(command, capture_output=True, text=True)
         if done.returncode != 0:
-            raise RuntimeError(f"exporting {source} for onnxruntime-genai failed:\n{done.stderr[-2000:]}")
+            last = (done.stderr.strip().splitlines() or ["no message"])[-1]
+            message = f"onnxruntime-genai {version} cannot export {source}: {last}"
+            failed.parent.mkdir(parents=True, exist_ok=True)
+            failed.write_text(f"{stamp}\n{message}")
+            raise ExportError(message)
         (out / SOURCE_FILE).write_text(json.dumps({"source": str(source)}) + "\n")
 
-    recipe = f"onnxruntime-genai {version} {weights}"
     return ensure_converted(stamp_file, cache, convert=export, recipe=recipe, what=f"ONNX Runtime GenAI ({weights})")
 
 

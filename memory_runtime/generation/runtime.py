@@ -300,6 +300,7 @@ def open_runtime(generation: Generation, hf_because: str | None = None) -> Runti
     from memory_runtime.models.hardware import resolve_device, resolve_dtype
     from memory_runtime.models.loading import trained_system_prompt
 
+    asked = generation
     generation, why = generation.on_engine(hf_because)
 
     if generation.threads is not None:
@@ -319,16 +320,21 @@ def open_runtime(generation: Generation, hf_because: str | None = None) -> Runti
         dtype = resolve_dtype(generation.dtype, device).dtype
         return Runtime(generation, memory, decoder.tokenizer, decoder, None, device, dtype, prompt, engine_reason=why)
     if generation.engine == "onnx":
-        from memory_runtime.generation.batching import OneAtATime
-        from memory_runtime.generation.onnx_backend import OnnxBackend, load_onnx_model
+        from memory_runtime.generation.onnx_backend import ExportError, load_onnx_model
 
-        exported, tokenizer = load_onnx_model(model, generation.weights, generation.threads)
+        try:
+            exported, tokenizer = load_onnx_model(model, generation.weights, generation.threads)
+        except ExportError as err:
+            if asked.engine != "auto" or asked.weights == "int4":
+                raise ValueError(f"generation.engine=onnx: {err} (set generation.engine=hf)") from None
+            # auto chose onnx and it cannot run this model: the engine auto would take without it, said so
+            generation = asked.model_copy(
+                update={"engine": "hf", "weights": "full" if asked.weights == "auto" else asked.weights}
+            )
+            why = f"auto: onnx cannot export this model ({err})"
+        else:
+            return _onnx_runtime(generation, memory, exported, tokenizer, prompt, why)
 
-        def backend_for(request: TurnRequest) -> OnnxBackend:  # as BatchDecoder.backend_for, over the export
-            return OnnxBackend.for_request(exported, tokenizer, request, generation.copy_fields)
-
-        one = OneAtATime(backend_for)
-        return Runtime(generation, memory, tokenizer, one, exported, "cpu", "float32", prompt, engine_reason=why)
     from memory_runtime.generation.batching import BatchDecoder
     from memory_runtime.generation.write_gate import write_gate
     from memory_runtime.models.loading import load_model
@@ -341,3 +347,17 @@ def open_runtime(generation: Generation, hf_because: str | None = None) -> Runti
     )
     dtype = str(loaded.dtype).removeprefix("torch.")
     return Runtime(generation, memory, tokenizer, decoder, loaded, device, dtype, prompt, gate, why)
+
+
+def _onnx_runtime(
+    generation: Generation, memory: MemoryConfig, exported: Any, tokenizer: Any, prompt, why: str
+) -> Runtime:
+    """The onnx engine's runtime: one turn at a time (OneAtATime) over OnnxBackend."""
+    from memory_runtime.generation.batching import OneAtATime
+    from memory_runtime.generation.onnx_backend import OnnxBackend
+
+    def backend_for(request: TurnRequest) -> OnnxBackend:  # as BatchDecoder.backend_for, over the export
+        return OnnxBackend.for_request(exported, tokenizer, request, generation.copy_fields)
+
+    one = OneAtATime(backend_for)
+    return Runtime(generation, memory, tokenizer, one, exported, "cpu", "float32", prompt, engine_reason=why)

@@ -166,3 +166,32 @@ def test_a_turn_longer_than_the_first_buffer_grows_it_and_computes_the_same(expo
     narrow, _ = first_logits()
     assert n > 16 and model.cache(min(OnnxBackend.max_length, model.context)).length >= n
     torch.testing.assert_close(narrow, wide, atol=1e-5, rtol=1e-5)
+
+
+def test_a_model_the_builder_cannot_export_falls_back_to_hf_under_auto_and_is_refused_when_asked(
+    exported, tiny_model_dir, tmp_path, monkeypatch
+):
+    """Gemma 3's config stops this builder ("KeyError: 'rope_type'"): auto says so and takes hf, once per model
+    (the failure is kept); engine onnx asked by name is an error that says what to set."""
+    import subprocess
+    import types
+
+    import memory_runtime.generation.onnx_backend as onnx_backend
+
+    monkeypatch.setenv("MEMLM_CACHE", str(tmp_path / "cache"))
+    calls = []
+
+    def builder_fails(command, **kwargs):
+        calls.append(command)
+        return types.SimpleNamespace(returncode=1, stderr="Traceback ...\nKeyError: 'rope_type'\n")
+
+    monkeypatch.setattr(subprocess, "run", builder_fails)
+    monkeypatch.setattr(onnx_backend, "onnx_installed", lambda: True)
+    chat_like = Generation(model=str(tiny_model_dir), max_batch_size=1, device="cpu", dtype="float32")
+    runtime = open_runtime(chat_like)
+    assert runtime.engine == "hf" and runtime.generation.weights == "full"
+    assert "onnx cannot export this model" in runtime.engine_reason and "rope_type" in runtime.engine_reason
+    open_runtime(chat_like)
+    assert len(calls) == 1  # the kept failure: not exported again
+    with pytest.raises(ValueError, match="generation.engine=onnx: onnxruntime-genai .* cannot export .*set generation"):
+        open_runtime(chat_like.model_copy(update={"engine": "onnx"}))
