@@ -24,7 +24,7 @@ from pydantic import ValidationError
 from eval.config import EvalConfig
 from eval.records import evaluate_records, load_records, summarise_records
 from eval.systems import System
-from memory_runtime.generation.runtime import Engine, Generation, open_runtime
+from memory_runtime.generation.runtime import Engine, Generation, open_runtime, resolved_weights
 from memory_runtime.models.hardware import memory_bandwidth, model_bytes
 from memory_runtime.yaml_config import describe
 
@@ -58,8 +58,7 @@ def bench_decode(
     refused: list[str] = []
     for engine in engines:
         for weight in weights:
-            if weight == "auto":  # as Generation.on_engine resolves it
-                weight = "int8" if engine == "onnx" else "full"
+            weight = resolved_weights(weight, engine)  # as Generation.on_engine resolves it
             try:
                 on[_label(engine, weight)] = Generation.model_validate({**fields, "engine": engine, "weights": weight})
             except ValidationError as err:

@@ -79,15 +79,19 @@ def _source_dir(model: str) -> Path:
 
 
 def onnx_model_dir(model: str, weights: str = "int8") -> Path:
-    """`model` exported for ONNX Runtime GenAI with `weights` (int8 or full), once: the cached export's
+    """`model` exported for ONNX Runtime GenAI with `weights` (int8, int4 or full), once: the cached export's
     directory (``$MEMLM_CACHE/onnx/<name>-<hash>-<weights>``), rebuilt when the source's weights change."""
+    return _exported(_source_dir(model), weights)
+
+
+def _exported(source: Path, weights: str) -> Path:
+    """The export of the model directory `source` (:func:`_source_dir`), made if missing or stale."""
     from memory_runtime.models.loading import cache_root, ensure_converted
 
     if weights not in PRECISION:
         raise ValueError(f"unknown weights {weights!r}: expected one of {sorted(PRECISION)}")
     if not onnx_installed():
         raise ValueError(f"engine onnx needs ONNX Runtime GenAI, which is not installed: {INSTALL_HINT}")
-    source = _source_dir(model)
     stamp_file = next(iter(sorted(source.glob("*.safetensors"))), None) or source / "config.json"
     key = hashlib.sha256(str(source).encode()).hexdigest()[:12]
     cache = cache_root() / "onnx" / f"{source.name}-{key}-{weights}"
@@ -141,16 +145,15 @@ class OnnxModel:
         from transformers import GenerationConfig
 
         self.directory = Path(directory)
-        config = og.Config(str(self.directory))
+        og_config = og.Config(str(self.directory))
         if threads is not None:  # generation.threads: ONNX Runtime's own pool (default: one thread per core)
             options = {"intra_op_num_threads": threads, "inter_op_num_threads": 1}
-            config.overlay(json.dumps({"model": {"decoder": {"session_options": options}}}))
-        self.og_model = og.Model(config)
+            og_config.overlay(json.dumps({"model": {"decoder": {"session_options": options}}}))
+        self.og_model = og.Model(og_config)
         self.threads = threads
         self._caches = threading.local()
-        config = json.loads((self.directory / "genai_config.json").read_text())["model"]
-        self.context = int(config["context_length"])
-        self.vocab_size = int(config["vocab_size"])
+        exported = json.loads((self.directory / "genai_config.json").read_text())["model"]
+        self.context = int(exported["context_length"])
         try:
             self.generation_config = GenerationConfig.from_pretrained(source or self.directory)
         except OSError:
@@ -284,5 +287,5 @@ def load_onnx_model(model: str, weights: str = "int8", threads: int | None = Non
     the hf engine)."""
     from memory_runtime.models.loading import load_tokenizer
 
-    directory, source = onnx_model_dir(model, weights), _source_dir(model)
-    return OnnxModel(directory, source, threads), load_tokenizer(str(source), local_files_only=True)
+    source = _source_dir(model)
+    return OnnxModel(_exported(source, weights), source, threads), load_tokenizer(str(source), local_files_only=True)

@@ -127,8 +127,7 @@ class Generation(Strict):
         """This section on the engine it runs on (a copy; `auto` resolved by :func:`choose_engine`, and
         weights auto by the engine: int8 on onnx, full elsewhere), and why that engine."""
         engine, why = choose_engine(self, hf_because)
-        weights = self.weights if self.weights != "auto" else ("int8" if engine == "onnx" else "full")
-        return self.model_copy(update={"engine": engine, "weights": weights}), why
+        return self.model_copy(update={"engine": engine, "weights": resolved_weights(self.weights, engine)}), why
 
     def memory(self) -> MemoryConfig:
         """The memory's config (relation table, fuzzy settings): `memory_config`, whose relation table
@@ -181,6 +180,13 @@ def vllm_installed() -> bool:
     except Exception:  # a broken install (a kernel library that does not load) is no engine
         return False
     return True
+
+
+def resolved_weights(weights: str, engine: str) -> str:
+    """`weights` on `engine`: auto is int8 on onnx (its fast path, greedy turns as good), full elsewhere."""
+    if weights != "auto":
+        return weights
+    return "int8" if engine == "onnx" else "full"
 
 
 def choose_engine(generation: Generation, hf_because: str | None = None) -> tuple[Engine, str]:
@@ -328,9 +334,7 @@ def open_runtime(generation: Generation, hf_because: str | None = None) -> Runti
             if asked.engine != "auto" or asked.weights == "int4":
                 raise ValueError(f"generation.engine=onnx: {err} (set generation.engine=hf)") from None
             # auto chose onnx and it cannot run this model: the engine auto would take without it, said so
-            generation = asked.model_copy(
-                update={"engine": "hf", "weights": "full" if asked.weights == "auto" else asked.weights}
-            )
+            generation = asked.model_copy(update={"engine": "hf", "weights": resolved_weights(asked.weights, "hf")})
             why = f"auto: onnx cannot export this model ({err})"
         else:
             return _onnx_runtime(generation, memory, exported, tokenizer, prompt, why)
