@@ -3,7 +3,7 @@
 A 135M model's decoding step on a CPU is mostly framework time around small matrix products: in
 transformers the bare step took 21 ms a token in bfloat16 and 12.5 ms with int8 weights, of which
 the products are ~4 ms (docs/decoding.md). ONNX Runtime runs the same step as one graph of fused C++
-kernels (grouped-query attention with its KV cache in place, int8 MatMulNBits), ~9 ms a token here.
+kernels (grouped-query attention with its KV cache in place, int8 MatMulNBits), ~6 ms a token here.
 Everything above the forward pass is the hf engine's: :class:`OnnxBackend` is an
 :class:`~memory_runtime.generation.hf_backend.HFBackend` whose forward and KV cache are ONNX
 Runtime's, so the name-copy and relation rules, backtracking, resume after a read and sampling are
@@ -146,9 +146,12 @@ class OnnxModel:
 
         self.directory = Path(directory)
         og_config = og.Config(str(self.directory))
-        if threads is not None:  # generation.threads: ONNX Runtime's own pool (default: one thread per core)
-            options = {"intra_op_num_threads": threads, "inter_op_num_threads": 1}
-            og_config.overlay(json.dumps({"model": {"decoder": {"session_options": options}}}))
+        # generation.threads sizes ONNX Runtime's own pool; unset, it takes torch's count (one per core, or
+        # OMP_NUM_THREADS): left to itself ONNX Runtime GenAI ran one thread on the 2-core VM, 9.0 ms a token
+        # where two take 6.1
+        threads = threads or torch.get_num_threads()
+        options = {"intra_op_num_threads": threads, "inter_op_num_threads": 1}
+        og_config.overlay(json.dumps({"model": {"decoder": {"session_options": options}}}))
         self.og_model = og.Model(og_config)
         self.threads = threads
         self._caches = threading.local()

@@ -74,7 +74,7 @@ class Generation(Strict):
     threads: int | None = Field(
         None,
         ge=1,
-        description="CPU threads of the model, torch's or ONNX Runtime's (null: their default, one per core); 1 "
+        description="CPU threads of the model, torch's or ONNX Runtime's (null: one per core, torch's count); 1 "
         "when jobs share the cores",
     )
     max_batch_size: int | None = Field(

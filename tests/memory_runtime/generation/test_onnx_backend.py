@@ -59,6 +59,7 @@ def test_a_resume_crops_the_cache_like_a_fresh_turn(exported):
 def test_the_export_is_made_once_and_counts_the_bytes_a_token_reads(exported, tiny_model_dir, tiny_model):
     model, _, cache = exported
     assert onnx_model_dir(str(tiny_model_dir), "full") == model.directory  # cached, not rebuilt
+    assert model.threads == torch.get_num_threads()  # threads unset: one per core, not ONNX Runtime's one
     assert model.directory.parent == cache / "onnx"
     weights = sum(p.numel() * 4 for p in tiny_model.parameters())  # float32
     embeddings = tiny_model.get_input_embeddings().weight
