@@ -67,7 +67,12 @@ def bench_decode(
         raise ValueError("no engine can run these weights: " + "; ".join(refused))
     for line in refused:
         log(f"bench decode: left out {line}")
-    cells = [(label, size) for label in on for size in batch_sizes]
+    # an engine that decodes one turn at a time (onnx) has one cell, batch 1, whatever sizes are asked
+    sizes = {label: list(batch_sizes) if on[label].engine != "onnx" else [1] for label in on}
+    for label in on:
+        if sizes[label] != list(batch_sizes):
+            log(f"bench decode: {label} decodes one turn at a time: batch 1 only")
+    cells = [(label, size) for label in on for size in sizes[label]]
     log(f"bench decode: {len(records)} records, cells {[f'{e}:{b}' for e, b in cells]}, {rounds} round(s)")
     totals = {cell: {"seconds": 0.0, "turns": 0, "tokens": 0} for cell in cells}
     rows_by_cell: dict[tuple[str, int], list[dict]] = {}
@@ -84,7 +89,7 @@ def bench_decode(
         log(f"bench decode: {engine} engine on {device} ({runtime.dtype})")
         evaluate_records(system, records[:4], batch_size=max(batch_sizes))  # warm-up: first steps are slow
         for r in range(rounds):
-            for size in batch_sizes:
+            for size in sizes[engine]:
                 if system.decoder is not None:
                     system.decoder.max_batch_size = size
                 if device.startswith("cuda"):

@@ -379,6 +379,23 @@ def test_bench_decode_puts_int8_weights_beside_full_ones(tiny_data, tiny_model_d
     assert refused.exit_code != 0 and "generation.weights=full" in refused.output
 
 
+def test_bench_decode_runs_a_one_at_a_time_engine_at_batch_1_only(tiny_data, tiny_model_dir, tmp_path, monkeypatch):
+    """onnx decodes one turn at a time: asked for batch sizes 1 and 4 it has one cell, not a second alike."""
+    pytest.importorskip("onnxruntime_genai")
+    from typer.testing import CliRunner
+
+    from memlm.cli import app
+
+    monkeypatch.setenv("MEMLM_CACHE", str(tmp_path))  # the tiny model's export, not the user's cache
+    args = ["bench", "decode", "--model", str(tiny_model_dir), "--data", str(tiny_data), "--turns", "13"]
+    args += ["--batch-sizes", "1,4", "--engines", "hf,onnx", "--weights", "full"]
+    r = CliRunner().invoke(app, [*args, "generation.max_new_tokens=8", "generation.dtype=float32"])
+    assert r.exit_code == 0, r.output
+    result = json.loads(r.stdout.strip().splitlines()[-1])
+    assert set(result["cells"]) == {"hf:1", "hf:4", "onnx:1"} and "onnx decodes one turn at a time" in r.output
+    assert result["agreement"]["hf:4"] == 1.0 and result["agreement"]["onnx:1"] == 1.0  # float32 both ways
+
+
 def test_eval_reads_a_config_with_overrides_and_saves_the_resolved_one(tiny_data, tiny_model_dir, tmp_path):
     """--config FILE, then key=value overrides, then flags; OUT/eval_config.yaml runs it again."""
     import yaml
