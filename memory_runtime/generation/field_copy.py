@@ -16,6 +16,7 @@ generated write that is not, whatever the decoder could do.
 from __future__ import annotations
 
 import bisect
+import functools
 import re
 from collections.abc import Collection
 
@@ -228,16 +229,37 @@ def answer_names_copied(text: str, piece: str) -> bool:
     return any(n.startswith(extended) for n in names)
 
 
+_TRIPLET = re.compile(r"\{([^{}]*?)>>[^{}]*?>>([^{}]*?)\}")  # a returned fact: its subject and object
+
+
+@functools.lru_cache(maxsize=8)  # asked for each top candidate of a step, of the same text
+def returned_common_terms(text: str) -> frozenset[str]:
+    """The subjects and objects in small letters the reads in an assistant `text` returned ("peanuts")."""
+    terms = (t.strip() for results in _RESULTS.findall(text) for pair in _TRIPLET.findall(results) for t in pair)
+    return frozenset(t for t in terms if t and " " not in t and _small(t))
+
+
 def name_head_dropped(text: str, piece: str) -> str | None:
     """The head of a returned name that `piece` leaves out, when it glues the name's rest to the punctuation
-    `text` ends in: "Yes," + "ector" where a read returned "Hector" gives "H"; else None.
+    `text` ends in: "Yes," + "ector" where a read returned "Hector" gives "H"; or the head of a returned term
+    in small letters that `piece`, a word after a space, is inside of: " nuts" for "peanuts" gives " pea".
+    Else None.
 
     Why: the results spell a name after "{" ("{H" + "ector") and the answer after a space (" H" + "ector");
-    a small model copying from the results can skip the head token and write "Yes,ector" (issue 46). Only a
-    word of three letters or more that starts right after punctuation, outside calls, after a read returned
-    something, and sits inside a returned name (not at its start) counts."""
-    if not text or text[-1].isalnum() or text[-1].isspace() or "}:" not in text or open_call(text) is not None:
+    a small model copying from the results can skip the head token and write "Yes,ector" (issue 46), or
+    " nuts" for the "peanuts" a read returned (issue 47's chat). Only a word of three letters or more,
+    outside calls, after a read returned something, counts: right after punctuation, inside a returned name
+    (not at its start); after a space, inside a returned one-word term in small letters, not at its start (a
+    name in capitals holds words of their own: "son" in "Johnson")."""
+    if not text or text[-1].isspace() or "}:" not in text or open_call(text) is not None:
         return None
+    if text[-1].isalnum():
+        spaced = re.fullmatch(r" ([^\W\d_]{3,})\b.*", piece, re.DOTALL)
+        if spaced is None:
+            return None
+        word = spaced.group(1)
+        inside = ((t, t.find(word, 1)) for t in sorted(returned_common_terms(text)) if not t.startswith(word))
+        return next((" " + t[:k] for t, k in inside if k > 0), None)
     match = re.match(r"[^\W\d_]\w*", piece)
     if match is None or len(match.group()) < 3:
         return None

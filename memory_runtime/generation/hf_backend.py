@@ -251,7 +251,7 @@ class TurnDecoder:
         banned = self.banned.get(len(self.ids), set())
         top = torch.topk(logits, min(_COPY_TOP_K, logits.shape[-1])).indices.tolist()
         in_call = open_call(text) is not None
-        if not in_call and text[-1:] and not text[-1].isalnum() and not text[-1].isspace() and "}:" in text:
+        if not in_call and text[-1:] and not text[-1].isspace() and "}:" in text:  # after a read: answer copies
             logits, restored = self._name_heads_restored(logits, text, top)
             if restored:
                 top = torch.topk(logits, min(_COPY_TOP_K, logits.shape[-1])).indices.tolist()
@@ -273,19 +273,21 @@ class TurnDecoder:
         return masked, False
 
     def _name_heads_restored(self, logits: torch.Tensor, text: str, top: list[int]) -> tuple[torch.Tensor, bool]:
-        """A candidate that glues a returned name's rest to punctuation ("Yes," + "ector" for "Hector",
-        field_copy.name_head_dropped) is taken out and its probability given to the token that starts the
-        name (" H"), where the head is one token: the model meant the name, so the name is what it writes."""
+        """A candidate that leaves out a returned name's head ("Yes," + "ector" for "Hector", " nuts" for
+        "peanuts": field_copy.name_head_dropped) is taken out and its probability given to the token that
+        starts the name spelt whole (" H" of " H"+"ector", " peanuts"): the model meant the name, so the name is
+        what it writes."""
         restored = False
         for token in top:
-            head = name_head_dropped(text, self.tokenizer.decode([token]))
+            piece = self.tokenizer.decode([token])
+            head = name_head_dropped(text, piece)
             if head is None:
                 continue
             if not restored:
                 logits, restored = logits.clone(), True
-            spaced = (" " if text[-1] in ",.;:!?" else "") + head
+            spaced = (" " if text[-1] in ",.;:!?" else "") + head + piece.lstrip()
             ids = self.tokenizer(spaced, add_special_tokens=False)["input_ids"]
-            if len(ids) == 1:
+            if ids:
                 logits[ids[0]] = torch.logaddexp(logits[ids[0]], logits[token])
             logits[token] = float("-inf")
         return logits, restored

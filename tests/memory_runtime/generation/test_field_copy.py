@@ -163,6 +163,30 @@ def test_a_name_glued_without_its_head_is_found(before, piece, head):
 
 
 @pytest.mark.parametrize(
+    "before, piece, head",
+    [
+        ("allergic to", " nuts", " pea"),  # issue 47's chat: "nuts" for the returned "peanuts"
+        ("allergic to", " nut", " pea"),  # the word's start is enough
+        ("allergic to", " nuts.", " pea"),
+        ("allergic to", " peanuts", None),  # the term from its start
+        ("allergic to", " pea", None),
+        ("allergic to", " fish", None),  # not inside anything returned
+        ("allergic to", " ut", None),  # too short to tell
+        ("allergic to", "nuts", None),  # inside a word: not a word of its own
+        ("She knows Jonas", " son", None),  # a name in capitals: its words are words of their own
+    ],
+)
+def test_a_returned_common_term_without_its_head_is_found(before, piece, head):
+    from memory_runtime.generation.field_copy import name_head_dropped
+
+    read = "[MEM_READ{Lena Hartmann>>allergic to>>}: {Lena Hartmann>>allergic to>>peanuts}; {Jonas Johnson>>spouse of>>Lena Hartmann}] "
+    assert name_head_dropped(read + before, piece) == head
+    assert name_head_dropped("No read here, allergic to", piece) is None  # nothing returned: free
+    # a relation's words are not returned terms: "married to" holds no "ried"
+    assert name_head_dropped("[MEM_READ{>>married to>>}: {A B>>married to>>C D}] was", " ried") is None
+
+
+@pytest.mark.parametrize(
     "field, ok",
     [
         ("She", False),

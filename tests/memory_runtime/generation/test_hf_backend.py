@@ -398,3 +398,21 @@ def test_an_answer_does_not_drop_the_head_of_a_returned_name(tiny_model, smollm2
     logits[ector], logits[erik], logits[h] = 5.0, 4.5, 4.0  # as the quickstart's adapter ranked them
     backend.turn.step(logits)
     assert backend.turn.assistant_text.endswith("Yes, H" if copy_fields else "Yes,ector")
+
+
+@pytest.mark.parametrize("copy_fields", [True, False])
+def test_an_answer_does_not_drop_the_head_of_a_returned_common_term(tiny_model, smollm2_tokenizer, copy_fields):
+    """Issue 47's chat: the read returned "peanuts" and the answer said "allergic to nuts". A word after a space
+    that is inside a returned term in small letters, not at its start, gives its probability to the token that
+    starts the term spelt whole (" peanuts", one token here)."""
+    tok = smollm2_tokenizer
+    backend = HFBackend(tiny_model, tok, copy_fields=copy_fields)
+    backend.start([{"role": "user", "content": "What is Lena Hartmann allergic to?"}])
+    backend.resume(
+        "[MEM_READ{Lena Hartmann>>allergic to>>}: {Lena Hartmann>>allergic to>>peanuts}] Lena Hartmann is allergic to"
+    )
+    nuts, peanuts, fish = (tok(p, add_special_tokens=False)["input_ids"][0] for p in (" nuts", " peanuts", " fish"))
+    logits = torch.full((len(tok),), -10.0)
+    logits[nuts], logits[fish], logits[peanuts] = 5.0, 4.5, 4.0
+    backend.turn.step(logits)
+    assert backend.turn.assistant_text.endswith("allergic to peanuts" if copy_fields else "allergic to nuts")
