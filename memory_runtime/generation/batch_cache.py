@@ -94,6 +94,18 @@ class BatchCache:
         self.cols.append(list(range(length)))
         self.ids.append(key)
 
+    def join_empty(self, key: Any) -> None:
+        """Add a sequence that holds nothing yet (a batch must hold one already): its first feed is its
+        whole prompt, beside the others' tokens in one forward pass."""
+        if self.cache is None or not self.ids:
+            raise ValueError("join_empty needs a batch to join: the first sequence brings its own cache")
+        for layer in _layers(self.cache):
+            layer.keys = torch.cat([layer.keys, layer.keys.new_zeros((1, *layer.keys.shape[1:]))])
+            layer.values = torch.cat([layer.values, layer.values.new_zeros((1, *layer.values.shape[1:]))])
+        self.mask = torch.cat([self.mask, torch.zeros(1, self.width, dtype=torch.long)])
+        self.cols.append([])
+        self.ids.append(key)
+
     def leave(self, keys: set[Any]) -> None:
         """Drop these sequences from the batch."""
         keep = [i for i, key in enumerate(self.ids) if key not in keys]

@@ -12,7 +12,14 @@ more for eight), and a large model on a GPU is idle at batch one. :class:`BatchD
   appended to its text only and fed at its next step while the others keep decoding; writes are
   stored as each completes;
 - a turn that ends leaves at once and a waiting one joins (continuous batching): its prompt is
-  prefilled alone and its cache stacked under the others.
+  prefilled alone and its cache stacked under the others;
+- on a GPU (``one_forward_per_step``) a joining prompt and a read's results are fed in the step's
+  one forward pass instead, beside the others' tokens: there a forward pass of a small model costs its
+  kernel launches, not its arithmetic, and a row's feed alone held the whole batch up. The block is
+  as wide as the longest feed for every row, so only feeds short enough that the padding stays within
+  about a teraflop a step ride along (~57 tokens a row for the 135M model at batch 64; a 7B model's
+  run alone). On the CPU that padding is arithmetic the cores pay for (80 turns at batch 8 took
+  1.7-1.9x as long on 2 cores, float32), so there such a row runs alone.
 
 Greedy decoding gives the same turns as one at a time (tested on the real embedded model).
 Models whose cache cannot be stacked (sliding-window attention) are run one turn at a time by
@@ -147,6 +154,7 @@ class BatchDecoder(QueuedEngine):
         max_batch_size: int = 8,
         copy_fields: bool = True,
         write_gate: WriteGate | None = None,
+        one_forward_per_step: bool | None = None,
     ) -> None:
         if max_batch_size < 1:
             raise ValueError(f"max_batch_size must be at least 1, got {max_batch_size}")
@@ -159,6 +167,10 @@ class BatchDecoder(QueuedEngine):
         self.context = getattr(getattr(model, "config", None), "max_position_embeddings", None)
         self.end_token_ids = end_token_ids(model, tokenizer)
         self.device = input_device(model)
+        # prompts and read results fed with the step (module docstring); default: on any device but the CPU
+        self.one_forward_per_step = self.device.type != "cpu" if one_forward_per_step is None else one_forward_per_step
+        params = sum(p.numel() for p in model.parameters()) if hasattr(model, "parameters") else 0
+        self.padded_tokens = int(5e11 / max(params, 1))  # a step's tokens at ~1 TFLOP (2 FLOPs a weight a token)
         self.cache = BatchCache()
         self._keys = 0
         self.stats = {"steps": 0, "forward_seconds": 0.0, "rows": 0, "prefills": 0, "prefill_seconds": 0.0}
@@ -192,6 +204,11 @@ class BatchDecoder(QueuedEngine):
         """A single-turn backend over this model, for `request`'s sampling and memory."""
         return HFBackend.for_request(self.model, self.tokenizer, request, self.copy_fields)
 
+    def together_block(self) -> int:
+        """The most tokens a row may feed in the step's shared forward pass: 1 on the CPU; on a GPU as many
+        as keep the padded block (every row as wide as the longest) near a teraflop of arithmetic."""
+        return max(1, self.padded_tokens // self.max_batch_size) if self.one_forward_per_step else 1
+
     # ------------------------------------------------------------------ one step
 
     def step(self) -> list[tuple[TurnRequest, TurnResult]]:
@@ -212,14 +229,15 @@ class BatchDecoder(QueuedEngine):
                 if cached >= len(ids):  # everything cached but no logits kept: re-feed the last token
                     self.cache.crop(turn.key, len(ids) - 1)
                 feeds.append(ids[self.cache.cached(turn.key) :])
-            # several tokens to feed (read results): that row alone; the others share one forward
+            # several tokens to feed (read results): that row alone, unless they ride in the shared forward
             logits: dict[int, torch.Tensor] = {}
             t0 = time.perf_counter()
+            ride = self.together_block()
             for turn, feed in zip(turns, feeds):
-                if len(feed) > 1:
+                if len(feed) > ride:
                     logits[turn.key] = self.cache.extend(self.model, turn.key, feed, self.device)
             extended = time.perf_counter() - t0
-            short = [feed if len(feed) == 1 else [] for feed in feeds]
+            short = [feed if len(feed) <= ride else [] for feed in feeds]
             t0 = time.perf_counter()
             if any(short):
                 rows = self.cache.forward(self.model, short, self.device)
@@ -265,6 +283,10 @@ class BatchDecoder(QueuedEngine):
         prompt = decoder.prompt_ids
         if len(prompt) < 2:
             raise ValueError("a batched turn needs a prompt of at least two tokens")
+        if self.cache.ids and len(prompt) <= self.together_block():  # its prompt goes in with the next step's feeds
+            self.cache.join_empty(turn.key)
+            self.active[turn.key] = turn
+            return turn
         cache = new_cache()  # all of the prompt but its last token, alone; the last is fed with the batch
         t0 = time.perf_counter()
         with torch.inference_mode():

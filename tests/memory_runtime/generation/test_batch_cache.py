@@ -3,6 +3,7 @@ lengths, blocks of different widths, tokens taken back, rows leaving and compact
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from memory_runtime.generation.batch_cache import BatchCache, new_cache, supports
@@ -87,3 +88,10 @@ def test_full_attention_models_are_supported_and_sliding_windows_are_not(tiny_mo
         config = Config()
 
     assert not supports(Windowed())
+
+
+def test_a_sequence_joins_empty_only_a_batch_that_holds_one():
+    """join_empty adds a row with nothing cached (its prompt is fed with the next step); the first row of
+    a batch must bring its own cache, since an empty batch has no layers to give the row."""
+    with pytest.raises(ValueError, match="needs a batch to join"):
+        BatchCache().join_empty("a")
