@@ -88,6 +88,7 @@ class System:
     decoder: TurnEngine | None = None  # the engine of all its turns (the vllm engine's); default: the model's
     temperature: float = 0.0  # eval decodes greedily; self-instruct's probe samples as its config says
     top_p: float = 1.0
+    one_forward_per_step: bool | None = None  # batches: prompts and read results in the step's forward (batching.py)
 
     @classmethod
     def under_test(cls, runtime: Any) -> System:
@@ -104,6 +105,7 @@ class System:
             system_prompt=runtime.system_prompt,
             write_gate=runtime.write_gate,
             decoder=runtime.decoder if runtime.engine != "hf" else None,
+            one_forward_per_step=generation.one_forward_per_step,
         )
 
     @property
@@ -150,6 +152,7 @@ class System:
                 max_batch_size=batch_size,
                 copy_fields=self.copy_fields,
                 write_gate=self.write_gate,
+                one_forward_per_step=self.one_forward_per_step,
             )
         return OneAtATime(self._backend, self.write_gate)
 

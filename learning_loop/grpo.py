@@ -78,7 +78,12 @@ class MemoryRollout:
                 raise KeyError(f"grpo rollout: a prompt that was not loaded: {text[:80]!r}")
             index = seen[text] = seen.get(text, -1) + 1
             cases.append((self.prompts[text], index))
-        decoder = BatchDecoder(model, self.tokenizer, max_batch_size=self.generation.batch_size())
+        decoder = BatchDecoder(
+            model,
+            self.tokenizer,
+            max_batch_size=self.generation.batch_size(),
+            one_forward_per_step=self.generation.one_forward_per_step,
+        )
         try:
             runs = run_cases(
                 cases, decoder, self.generation, self.seed + 1_000_003 * self.rounds, self.memory, self.system_prompt

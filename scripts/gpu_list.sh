@@ -7,8 +7,10 @@
 #                      by side, the second under torch.profiler (bench train --profile): does the fixed cost go?
 #  1 qwen7b            7B-shaped LoRA training throughput and peak memory (random weights of Qwen2.5-7B's shape)
 #  2 gpu-recipe        configs/train/gpu-smollm2.yaml (440 steps x 2 x 4,096 tokens, at most 4 minutes)
-#  3 eval              memlm eval on CUDA of ADAPTER (default: step 2's, else the base): records + episodes,
-#                      --limit 40 (the 560 test turns and 40 episodes of the CPU recipe's figures)
+#  3 eval              memlm eval on CUDA of ADAPTER (default: step 2's, else the base): first 150 record turns
+#                      with generation.one_forward_per_step false and true side by side (joining prompts and
+#                      read results fed alone or in the step's forward: does the new GPU default pay?), then
+#                      records + episodes, --limit 40 (the 560 test turns and 40 episodes of the CPU recipe's figures)
 #  4 serve             memlm bench serve on CUDA of ADAPTER, hf engine, 1 and 32 clients
 #  5 smollm2-batches   the 135M LoRA's tokens/s per batching (bench_gpu.sh's first line)
 #  6 sample            memlm sample on CUDA of step 2's adapter (407 prompts x 4 runs, as the CPU measurement)
@@ -50,7 +52,12 @@ for s in $STEPS; do
            --batches tokens=4096,tokens=8192 model.name="$TOKENIZER" model.local_files_only=true ;;
     2) step gpu-recipe 330 $MEMLM train --config configs/train/gpu-smollm2.yaml --data "$DATA" \
            --output-dir "$OUT/gpu-smollm2" optim.max_minutes=4 ;;
-    3) step eval 180 $(spy eval) $MEMLM eval --model "${ADAPTER:-$(adapter)}" --data "$DATA" --out "$OUT/eval" --systems memlm \
+    3) for together in false true; do
+           step "eval-together-$together" 90 $MEMLM eval --model "${ADAPTER:-$(adapter)}" --data "$DATA" \
+               --out "$OUT/eval-together-$together" --systems memlm --parts records --limit 10 generation.device=cuda \
+               generation.max_batch_size=64 generation.one_forward_per_step=$together
+       done
+       step eval 180 $(spy eval) $MEMLM eval --model "${ADAPTER:-$(adapter)}" --data "$DATA" --out "$OUT/eval" --systems memlm \
            --parts records,episodes --limit 40 generation.device=cuda generation.max_batch_size=64 ;;
     4) step serve 150 $(spy serve) $MEMLM bench serve --model "${ADAPTER:-$(adapter)}" --clients 1,32 --seconds 20 --engines hf \
            generation.device=cuda generation.max_batch_size=32 ;;

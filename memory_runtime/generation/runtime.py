@@ -83,6 +83,12 @@ class Generation(Strict):
         description="turns decoded together (memory_runtime.generation.batching; the same greedy results as 1); "
         "null: 64 on a GPU, 8 on the CPU",
     )
+    one_forward_per_step: bool | None = Field(
+        None,
+        description="the hf engine's batches feed a joining prompt and a read's results in the step's one forward "
+        "pass, beside the other rows' tokens, while the padding stays near a teraflop (null: on any device but "
+        "the CPU, where that padding is arithmetic the cores pay for; docs/decoding.md)",
+    )
     max_new_tokens: int = Field(256, ge=1, description="generated tokens per turn, at most")
     max_calls: int = Field(16, ge=1, description="memory calls per turn, at most (ends a model that loops on calls)")
     temperature: float = Field(0.0, ge=0, le=2, description="sampling temperature (0: greedy, as the model trained)")
@@ -347,7 +353,12 @@ def open_runtime(generation: Generation, hf_because: str | None = None) -> Runti
     loaded, tokenizer = load_model(model, dtype=generation.dtype, device=device, merge=True, weights=generation.weights)
     gate = write_gate(generation.write_gate, loaded, tokenizer)
     decoder = BatchDecoder(
-        loaded, tokenizer, max_batch_size=generation.batch_size(), copy_fields=generation.copy_fields, write_gate=gate
+        loaded,
+        tokenizer,
+        max_batch_size=generation.batch_size(),
+        copy_fields=generation.copy_fields,
+        write_gate=gate,
+        one_forward_per_step=generation.one_forward_per_step,
     )
     dtype = str(loaded.dtype).removeprefix("torch.")
     return Runtime(generation, memory, tokenizer, decoder, loaded, device, dtype, prompt, gate, why)
