@@ -43,7 +43,7 @@ print(f"\n=== done in {(time.time() - float(sys.argv[1])) / 60:.1f} min")
 print(f"training: {train['global_step']} of {budget.get('requested_steps', train['global_step'])} steps in "
       f"{budget.get('spent_minutes', train['train_runtime'] / 60):.1f} min ({dtype['dtype']}); eval loss {train['eval_loss']:.4f}")
 if exact is not None:
-    print(f"bought: {100 * exact:.1f}% exact memory calls on {turns} held-out turns (a smoke test; "
+    print(f"eval: {100 * exact:.1f}% exact memory calls on {turns} held-out turns (a smoke test; "
           "docs/results.md has larger samples)")
 print("report: runs/eval/report.md   adapter: runs/cpu-smollm2   memory: runs/demo.sqlite")
 print("its facts on the memory page: memlm ui --db runs/demo.sqlite, sign in with memlm-demo-key")
