@@ -123,6 +123,11 @@ class Generation(Strict):
                 f"model in this process, engine: hf); with {self.engine} set write_gate.signal=none and "
                 "write_gate.score=false"
             )
+        if self.engine in ("vllm", "onnx") and self.one_forward_per_step is not None:
+            raise ValueError(
+                f"one_forward_per_step: the hf engine's batches feed rows this way; {self.engine} batches its own "
+                "way (set generation.one_forward_per_step=null, or engine hf)"
+            )
         if self.engine == "onnx" and self.device not in ("auto", "cpu"):
             raise ValueError(
                 f"device: the onnx engine runs on the CPU (got {self.device!r}); on a GPU use engine hf or vllm"

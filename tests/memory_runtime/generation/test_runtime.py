@@ -31,6 +31,8 @@ def test_an_engine_that_cannot_honour_the_section_is_refused_before_anything_loa
         Generation.load(None, ["engine=fastest"])  # auto, hf, vllm or onnx
     with pytest.raises(ConfigError, match="vllm engine does not score writes"):
         Generation.load(None, ["engine=vllm", "write_gate.signal=call"])
+    with pytest.raises(ConfigError, match="one_forward_per_step: the hf engine's batches"):
+        Generation.load(None, ["engine=onnx", "one_forward_per_step=true"])  # a setting it would ignore
     from eval.config import EvalConfig
 
     with pytest.raises(ConfigError, match="model: Field required"):
