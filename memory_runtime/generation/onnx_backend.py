@@ -96,12 +96,13 @@ def _exported(source: Path, weights: str) -> Path:
     key = hashlib.sha256(str(source).encode()).hexdigest()[:12]
     cache = cache_root() / "onnx" / f"{source.name}-{key}-{weights}"
     version = importlib.metadata.version("onnxruntime-genai")
-    recipe = f"onnxruntime-genai {version} {weights}"
+    # the builder, the weights and the source's weights file as written (a retrained model's merge is rewritten
+    # at the same size): the cache's stamp, so a changed source is exported again
+    recipe = f"onnxruntime-genai {version} {weights} {stamp_file.stat().st_mtime_ns} {stamp_file.stat().st_size}"
     # a model this builder cannot export fails in the same way every time: the failure is kept beside the
-    # exports (for this source's weights and this builder), so a command does not spend the export again
+    # exports (for this recipe), so a command does not spend the export again
     failed = cache.parent / f"{cache.name}.failed"
-    stamp = f"{recipe} {stamp_file.stat().st_mtime_ns} {stamp_file.stat().st_size}"
-    if failed.is_file() and failed.read_text().startswith(stamp + "\n"):
+    if failed.is_file() and failed.read_text().startswith(recipe + "\n"):
         raise ExportError(failed.read_text().split("\n", 1)[1])
 
     def export(_stamp: Path, out: Path) -> None:
@@ -116,7 +117,7 @@ def _exported(source: Path, weights: str) -> Path:
             last = (done.stderr.strip().splitlines() or ["no message"])[-1]
             message = f"onnxruntime-genai {version} cannot export {source}: {last}"
             failed.parent.mkdir(parents=True, exist_ok=True)
-            failed.write_text(f"{stamp}\n{message}")
+            failed.write_text(f"{recipe}\n{message}")
             raise ExportError(message)
         (out / SOURCE_FILE).write_text(json.dumps({"source": str(source)}) + "\n")
 

@@ -68,6 +68,26 @@ def test_the_export_is_made_once_and_counts_the_bytes_a_token_reads(exported, ti
     assert model.bytes_per_token() == pytest.approx(weights - embeddings.numel() * 4 + one_row, rel=0.02)
 
 
+def test_a_source_rewritten_at_the_same_size_is_exported_again(exported, tiny_model, tmp_path, monkeypatch):
+    """A retrained adapter's merge is rewritten with the same byte count: the export follows the file as
+    written, not its size alone, so it does not serve the old weights."""
+    import os
+
+    _, tokenizer, cache = exported
+    monkeypatch.setenv("MEMLM_CACHE", str(cache))
+    source = tmp_path / "retrained"
+    tiny_model.save_pretrained(source)
+    tokenizer.save_pretrained(source)
+    first = onnx_model_dir(str(source), "full")
+    made = (first / "model.onnx").stat().st_mtime_ns
+    assert onnx_model_dir(str(source), "full") == first and (first / "model.onnx").stat().st_mtime_ns == made
+    weights = next(source.glob("*.safetensors"))
+    stat = weights.stat()
+    os.utime(weights, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))  # rewritten: same size, later
+    again = onnx_model_dir(str(source), "full")
+    assert again == first and (again / "model.onnx").stat().st_mtime_ns != made
+
+
 def test_a_turn_runs_through_the_runtime_with_its_memory(exported, tiny_model_dir, monkeypatch):
     """generation.engine onnx opens the export under the controller: a turn comes back with its text."""
     _, _, cache = exported
