@@ -92,6 +92,7 @@ def load_systems(config: EvalConfig) -> dict[str, System]:
                 generation.max_calls,
                 copy_fields=generation.copy_fields,
                 decoder=base_decoder,
+                one_forward_per_step=generation.one_forward_per_step,
             )
     return systems
 

@@ -45,16 +45,18 @@ def _layers(cache: Any) -> list[Any]:
     return list(cache.layers)
 
 
-class BatchCache:
-    """The stacked cache of the sequences in a batch (rows in the order of ``ids``)."""
+class SequenceColumns:
+    """What a batch's cache knows of its sequences, stacked (BatchCache) or packed (packed_cache): ``ids``
+    (the caller's names, in order), ``cols[b]`` (the columns of sequence b's tokens, in token order) and
+    ``mask[b, c]`` (whether column c holds one of them)."""
+
+    mask_dtype = torch.long
 
     def __init__(self) -> None:
         self.cache: Any = None
-        self.mask = torch.zeros(0, 0, dtype=torch.long)
+        self.mask = torch.zeros(0, 0, dtype=self.mask_dtype)
         self.cols: list[list[int]] = []
-        self.ids: list[Any] = []  # whatever the caller names its sequences by, one per row
-
-    # ------------------------------------------------------------------ shape
+        self.ids: list[Any] = []  # whatever the caller names its sequences by
 
     @property
     def width(self) -> int:
@@ -66,6 +68,32 @@ class BatchCache:
     def cached(self, key: Any) -> int:
         """How many of the sequence's tokens (from its start) the cache holds."""
         return len(self.cols[self.row(key)])
+
+    def crop(self, key: Any, keep: int) -> None:
+        """Forget the sequence's tokens from index `keep` on (their columns are masked out)."""
+        b = self.row(key)
+        self.mask[b, self.cols[b][keep:]] = 0
+        del self.cols[b][keep:]
+
+    def leave(self, keys: set[Any]) -> None:
+        """Drop these sequences from the batch."""
+        keep = [i for i, key in enumerate(self.ids) if key not in keys]
+        if len(keep) == len(self.ids):
+            return
+        if not keep:
+            self.__init__()
+            return
+        self._keep_rows(torch.tensor(keep, dtype=torch.long))
+        self.mask = self.mask[keep]
+        self.cols = [self.cols[i] for i in keep]
+        self.ids = [self.ids[i] for i in keep]
+
+    def _keep_rows(self, index: torch.Tensor) -> None:
+        """Keep only these sequences' rows of the cache's tensors (where a sequence has its own)."""
+
+
+class BatchCache(SequenceColumns):
+    """The stacked cache of the sequences in a batch (rows in the order of ``ids``)."""
 
     # ------------------------------------------------------------------ joining and leaving
 
@@ -106,30 +134,16 @@ class BatchCache:
         self.cols.append([])
         self.ids.append(key)
 
-    def leave(self, keys: set[Any]) -> None:
-        """Drop these sequences from the batch."""
-        keep = [i for i, key in enumerate(self.ids) if key not in keys]
-        if len(keep) == len(self.ids):
-            return
-        if not keep:
-            self.__init__()
-            return
-        index = torch.tensor(keep, dtype=torch.long)
+    def _keep_rows(self, index: torch.Tensor) -> None:
         for layer in _layers(self.cache):
             layer.keys = layer.keys.index_select(0, index.to(layer.keys.device))
             layer.values = layer.values.index_select(0, index.to(layer.values.device))
-        self.mask = self.mask.index_select(0, index)
-        self.cols = [self.cols[i] for i in keep]
-        self.ids = [self.ids[i] for i in keep]
 
-    # ------------------------------------------------------------------ taking tokens back
+    # ------------------------------------------------------------------ dead columns
 
-    def crop(self, key: Any, keep: int) -> None:
-        """Forget the sequence's tokens from index `keep` on (their columns are masked out)."""
-        b = self.row(key)
-        for c in self.cols[b][keep:]:
-            self.mask[b, c] = 0
-        del self.cols[b][keep:]
+    def wasteful(self) -> bool:
+        """Whether masked-out columns make up most of the cache (time to compact)."""
+        return self.width > 2 * max((len(c) for c in self.cols), default=0) + 64
 
     def compact(self) -> None:
         """Squeeze the masked-out columns away (every row's tokens move to the front)."""

@@ -2,7 +2,7 @@
 
 Decoding a turn of a small model is mostly overhead (a forward pass for one token costs little
 more for eight), and a large model on a GPU is idle at batch one. :class:`BatchDecoder` runs up to
-``max_batch_size`` turns at once over one padded KV cache (memory_runtime.generation.batch_cache):
+``max_batch_size`` turns at once over one KV cache (rows packed into one on the CPU, stacked elsewhere):
 
 - every turn has its own :class:`~memory_runtime.generation.hf_backend.TurnDecoder` (tokens, text, the
   field-copy constraint, sampling) and :class:`~memory_runtime.generation.controller.MemoryController`
@@ -11,15 +11,17 @@ more for eight), and a large model on a GPU is idle at batch one. :class:`BatchD
 - a turn that writes ``}:`` pauses alone: its read runs against its own namespace, the results are
   appended to its text only and fed at its next step while the others keep decoding; writes are
   stored as each completes;
-- a turn that ends leaves at once and a waiting one joins (continuous batching): its prompt is
-  prefilled alone and its cache stacked under the others;
-- on a GPU (``one_forward_per_step``) a joining prompt and a read's results are fed in the step's
-  one forward pass instead, beside the others' tokens: there a forward pass of a small model costs its
-  kernel launches, not its arithmetic, and a row's feed alone held the whole batch up. The block is
-  as wide as the longest feed for every row, so only feeds short enough that the padding stays within
-  about a teraflop a step ride along (~57 tokens a row for the 135M model at batch 64; a 7B model's
-  run alone). On the CPU that padding is arithmetic the cores pay for (80 turns at batch 8 took
-  1.7-1.9x as long on 2 cores, float32), so there such a row runs alone.
+- a turn that ends leaves at once and a waiting one joins (continuous batching);
+- a joining prompt and a read's results are fed in the step's one forward pass, beside the others'
+  tokens (``one_forward_per_step``, the default). On the CPU the batch is packed into one row
+  (memory_runtime.generation.packed_cache): the linear layers see only the fed tokens, and a feed no
+  longer costs a pass over every weight of its own (80 turns at batch 8: 35 s against 42 s alone, 2
+  cores, float32). On a GPU the rows are stacked and padded (batch_cache): there a forward pass of a
+  small model costs its kernel launches, not its arithmetic, and packing would score every query
+  against every sequence's keys; a feed rides along only while the padding stays within about a
+  teraflop a step (~57 tokens a row for the 135M model at batch 64; a 7B model's run alone). With
+  ``one_forward_per_step`` false such a row runs alone (its prompt prefilled alone and stacked under
+  the others).
 
 Greedy decoding gives the same turns as one at a time (tested on the real embedded model).
 Models whose cache cannot be stacked (sliding-window attention) are run one turn at a time by
@@ -31,6 +33,7 @@ independent turns (``run``) or sessions (``run_sessions``) the same way.
 from __future__ import annotations
 
 import collections
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -43,6 +46,7 @@ from memory_runtime.generation.batch_cache import BatchCache, new_cache, support
 from memory_runtime.generation.controller import MemoryController
 from memory_runtime.generation.engine import TurnEngine, TurnRequest, TurnResult, drop
 from memory_runtime.generation.hf_backend import HFBackend, QueuedEngine, TurnDecoder, end_token_ids, input_device
+from memory_runtime.generation.packed_cache import PackedCache
 from memory_runtime.generation.write_gate import WriteGate
 
 
@@ -155,6 +159,7 @@ class BatchDecoder(QueuedEngine):
         copy_fields: bool = True,
         write_gate: WriteGate | None = None,
         one_forward_per_step: bool | None = None,
+        packed: bool | None = None,
     ) -> None:
         if max_batch_size < 1:
             raise ValueError(f"max_batch_size must be at least 1, got {max_batch_size}")
@@ -167,11 +172,12 @@ class BatchDecoder(QueuedEngine):
         self.context = getattr(getattr(model, "config", None), "max_position_embeddings", None)
         self.end_token_ids = end_token_ids(model, tokenizer)
         self.device = input_device(model)
-        # prompts and read results fed with the step (module docstring); default: on any device but the CPU
-        self.one_forward_per_step = self.device.type != "cpu" if one_forward_per_step is None else one_forward_per_step
+        # prompts and read results fed with the step (module docstring): packed on the CPU, padded elsewhere
+        self.one_forward_per_step = one_forward_per_step is not False
+        self.packed = self.one_forward_per_step and self.device.type == "cpu" if packed is None else packed
         params = sum(p.numel() for p in model.parameters()) if hasattr(model, "parameters") else 0
         self.padded_tokens = int(5e11 / max(params, 1))  # a step's tokens at ~1 TFLOP (2 FLOPs a weight a token)
-        self.cache = BatchCache()
+        self.cache: BatchCache | PackedCache = PackedCache() if self.packed else BatchCache()
         self._keys = 0
         self.stats = {"steps": 0, "forward_seconds": 0.0, "rows": 0, "prefills": 0, "prefill_seconds": 0.0}
         self._alone = OneAtATime(self.backend_for, write_gate)  # models whose cache cannot be stacked
@@ -205,9 +211,12 @@ class BatchDecoder(QueuedEngine):
         return HFBackend.for_request(self.model, self.tokenizer, request, self.copy_fields)
 
     def together_block(self) -> int:
-        """The most tokens a row may feed in the step's shared forward pass: 1 on the CPU; on a GPU as many
-        as keep the padded block (every row as wide as the longest) near a teraflop of arithmetic."""
-        return max(1, self.padded_tokens // self.max_batch_size) if self.one_forward_per_step else 1
+        """The most tokens a row may feed in the step's shared forward pass: any number packed, 1 without
+        one_forward_per_step; padded, as many as keep the block (every row as wide as the longest) near a
+        teraflop of arithmetic."""
+        if not self.one_forward_per_step:
+            return 1
+        return sys.maxsize if self.packed else max(1, self.padded_tokens // self.max_batch_size)
 
     # ------------------------------------------------------------------ one step
 
@@ -256,7 +265,7 @@ class BatchDecoder(QueuedEngine):
             self.cache.leave({t.key for t in finished})
             for t in finished:
                 self.active.pop(t.key, None)
-            if self.active and self.cache.width > 2 * max(len(c) for c in self.cache.cols) + 64:
+            if self.active and self.cache.wasteful():
                 self.cache.compact()
         return [(t.request, t.result) for t in finished]  # type: ignore[misc]
 
@@ -283,7 +292,7 @@ class BatchDecoder(QueuedEngine):
         prompt = decoder.prompt_ids
         if len(prompt) < 2:
             raise ValueError("a batched turn needs a prompt of at least two tokens")
-        if self.cache.ids and len(prompt) <= self.together_block():  # its prompt goes in with the next step's feeds
+        if (self.packed or self.cache.ids) and len(prompt) <= self.together_block():  # fed with the next step
             self.cache.join_empty(turn.key)
             self.active[turn.key] = turn
             return turn

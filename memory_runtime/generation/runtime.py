@@ -86,8 +86,8 @@ class Generation(Strict):
     one_forward_per_step: bool | None = Field(
         None,
         description="the hf engine's batches feed a joining prompt and a read's results in the step's one forward "
-        "pass, beside the other rows' tokens, while the padding stays near a teraflop (null: on any device but "
-        "the CPU, where that padding is arithmetic the cores pay for; docs/decoding.md)",
+        "pass, beside the other rows' tokens: packed into one row on the CPU, padded on a GPU while the padding "
+        "stays near a teraflop (null: true; false: such a row runs alone; docs/decoding.md)",
     )
     max_new_tokens: int = Field(256, ge=1, description="generated tokens per turn, at most")
     max_calls: int = Field(16, ge=1, description="memory calls per turn, at most (ends a model that loops on calls)")

@@ -82,13 +82,19 @@ def caller(tiny_model, smollm2_tokenizer):
     return model.eval()
 
 
-@pytest.mark.parametrize("one_forward_per_step", [False, True])  # True: the GPU's way, prompts and results fed together
-def test_reads_and_writes_in_a_batch_equal_one_at_a_time(caller, smollm2_tokenizer, one_forward_per_step):
+# how a joining prompt and a read's results are fed: alone (one_forward_per_step false), beside the other rows
+# in the step's forward padded to the longest (the GPU's way), or packed into one row (the CPU's)
+LAYOUTS = {"alone": {"one_forward_per_step": False}, "padded": {"packed": False}, "packed": {}}
+
+
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+def test_reads_and_writes_in_a_batch_equal_one_at_a_time(caller, smollm2_tokenizer, layout):
     users = [f"Who works for {org}?" for org in ORGS] + [f"{p} works for {o}." for p, o in zip(PEOPLE, ORGS)]
     requests = lambda: [TurnRequest(turn_messages(u), memory(), max_new_tokens=40) for u in users]  # noqa: E731
     alone = one_at_a_time(caller, smollm2_tokenizer, requests())
     # 12 turns: rows join and leave
-    decoder = BatchDecoder(caller, smollm2_tokenizer, max_batch_size=4, one_forward_per_step=one_forward_per_step)
+    decoder = BatchDecoder(caller, smollm2_tokenizer, max_batch_size=4, **LAYOUTS[layout])
+    assert decoder.packed is (layout == "packed")
     batched = decoder.run(requests())
     assert all(same(a, b) for a, b in zip(alone, batched)), [(a.text, b.text) for a, b in zip(alone, batched)]
     reads = [r for r in batched if any(c.kind == "read" for c in r.calls)]
@@ -96,21 +102,19 @@ def test_reads_and_writes_in_a_batch_equal_one_at_a_time(caller, smollm2_tokeniz
     assert len(reads) >= 4 and len(writes) >= 4  # the trained caller really pauses and writes
     assert any(c.results for r in reads for c in r.calls)  # results came from each row's own memory
     assert decoder.stats["steps"] < sum(r.generated_tokens for r in batched)  # rows shared forward passes
-    # fed together, only the first prompt is prefilled alone (the batch was empty)
-    assert (decoder.stats["prefills"] == 1) if one_forward_per_step else (decoder.stats["prefills"] == len(users))
+    # prompts prefilled alone: all of them, only the first (padded: the batch was empty), or none (packed)
+    assert decoder.stats["prefills"] == {"alone": len(users), "padded": 1, "packed": 0}[layout]
 
 
-@pytest.mark.parametrize("one_forward_per_step", [False, True])
-def test_limits_end_turns_in_a_batch_as_they_do_alone(caller, smollm2_tokenizer, one_forward_per_step):
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+def test_limits_end_turns_in_a_batch_as_they_do_alone(caller, smollm2_tokenizer, layout):
     users = [f"Who works for {org}?" for org in ORGS[:3]] + [
         f"{p} works for {o}." for p, o in zip(PEOPLE[3:], ORGS[3:])
     ]
     for limits in ({"max_new_tokens": 6}, {"max_new_tokens": 40, "max_calls": 1}, {"max_new_tokens": 12}):
         requests = lambda: [TurnRequest(turn_messages(u), memory(), **limits) for u in users]  # noqa: E731
         alone = one_at_a_time(caller, smollm2_tokenizer, requests())
-        batched = BatchDecoder(
-            caller, smollm2_tokenizer, max_batch_size=3, one_forward_per_step=one_forward_per_step
-        ).run(requests())
+        batched = BatchDecoder(caller, smollm2_tokenizer, max_batch_size=3, **LAYOUTS[layout]).run(requests())
         assert all(same(a, b) for a, b in zip(alone, batched)), limits
     assert {r.status for r in alone} >= {"max_tokens"}
 
@@ -135,8 +139,8 @@ def test_a_session_waits_for_its_previous_turn(caller, smollm2_tokenizer):
             assert (person, "employed by", org) in read.results
 
 
-@pytest.mark.parametrize("one_forward_per_step", [False, True])
-def test_the_real_model_decodes_a_batch_as_it_decodes_alone(one_forward_per_step):
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+def test_the_real_model_decodes_a_batch_as_it_decodes_alone(layout):
     """The real embedded model (real tokenizer, real weights): greedy turns, batched and alone, in float32.
     In bfloat16 a padded batch's sums round differently and a near-tie can flip (docs/decoding.md)."""
     from eval.systems import FEW_SHOT_PROMPT
@@ -156,9 +160,7 @@ def test_the_real_model_decodes_a_batch_as_it_decodes_alone(one_forward_per_step
         for u in users
     ]
     alone = one_at_a_time(model, tokenizer, requests())
-    batched = BatchDecoder(model, tokenizer, max_batch_size=4, one_forward_per_step=one_forward_per_step).run(
-        requests()
-    )
+    batched = BatchDecoder(model, tokenizer, max_batch_size=4, **LAYOUTS[layout]).run(requests())
     assert all(same(a, b) for a, b in zip(alone, batched)), [(a.text, b.text) for a, b in zip(alone, batched)]
     assert any(r.calls for r in batched)
 

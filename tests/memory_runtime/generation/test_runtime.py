@@ -52,15 +52,15 @@ def test_open_runtime_gives_the_model_with_its_memory(tiny_model_dir, tmp_path):
         assert request.max_new_tokens == 4 and request.messages[0]["content"] == runtime.system_prompt
         turn = runtime.decoder.run_turn(request)
         assert turn.generated_tokens <= 4
-    assert runtime.decoder.one_forward_per_step is False  # unset, on the CPU: several-token feeds run alone
+    assert runtime.decoder.one_forward_per_step and runtime.decoder.packed  # unset, on the CPU: fed packed
 
 
 def test_one_forward_per_step_reaches_the_batch_engines_of_a_runtime_and_of_eval(tiny_model_dir):
     from eval.systems import System
 
-    runtime = open_runtime(Generation(model=str(tiny_model_dir), engine="hf", one_forward_per_step=True))
-    assert runtime.decoder.one_forward_per_step is True
-    assert System.under_test(runtime).decoder_for(batch_size=4).one_forward_per_step is True
+    runtime = open_runtime(Generation(model=str(tiny_model_dir), engine="hf", one_forward_per_step=False))
+    assert runtime.decoder.one_forward_per_step is False and not runtime.decoder.packed
+    assert System.under_test(runtime).decoder_for(batch_size=4).one_forward_per_step is False
 
 
 def test_eval_opens_its_systems_on_the_vllm_engine(monkeypatch, smollm2_tokenizer, tiny_model_dir):

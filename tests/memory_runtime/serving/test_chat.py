@@ -84,7 +84,7 @@ def test_chat_runs_on_the_batched_engine_as_it_runs_one_turn_at_a_time(tiny_mode
     alone = OneAtATime(lambda r: HFBackend(tiny_model, smollm2_tokenizer, relations=r.store.config.relation_names))
     text = chat_on(batched)
     assert text == chat_on(alone) and "status max_tokens, 6 tokens" in text  # the random model runs to its limit
-    assert batched.stats["prefills"] == 3 and batched.stats["steps"] >= 6  # both turns and the correction's
+    assert batched.stats["steps"] >= 3 * 6  # both turns and the correction's, 6 tokens each
 
 
 @pytest.fixture

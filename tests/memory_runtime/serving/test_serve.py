@@ -662,9 +662,9 @@ def test_a_prompt_over_the_limit_is_refused_before_any_decoding(store, tiny_mode
         r = say(c, "Ada Lin works for Pfizer. " * 20)
         assert r.status_code == 400 and r.json()["error"]["code"] == "context_length_exceeded"
         assert "takes at most 64" in r.json()["error"]["message"]
-        assert c.get("/metrics").json()["turns"]["count"] == 0 and decoder.stats["prefills"] == 0
+        assert c.get("/metrics").json()["turns"]["count"] == 0 and decoder.stats["steps"] == 0
         ok = say(c, "Ada Lin works for Pfizer.")
-        assert ok.status_code == 200 and decoder.stats["prefills"] == 1
+        assert ok.status_code == 200 and decoder.stats["steps"] >= 1
 
 
 def test_a_prompt_over_the_limit_is_refused_on_the_vllm_engine_too(store, smollm2_tokenizer):
