@@ -29,9 +29,9 @@ QUIET_WARNINGS = (
     ("`is_gradient_checkpointing` is deprecated", FutureWarning),
     ("'pin_memory' argument is set as true but no accelerator", UserWarning),
     # transformers 5.24 renamed the forward's `past_key_values` to `cache` (the old name goes in 5.40),
-    # but the pin (transformers>=5.17) still allows versions without `cache`, so memory_runtime passes
-    # the old name. Remove this line when the pin's floor is 5.24 or later and the forward calls of
-    # memory_runtime (hf_backend, batching, batch_cache) pass `cache=`.
+    # but the pin (transformers>=5.17,<5.40) still allows versions without `cache`, so memory_runtime
+    # passes the old name. Remove this line when the pin's floor is 5.24 or later and the forward calls
+    # of memory_runtime (hf_backend, batching, batch_cache, packed_cache) pass `cache=`.
     ("`past_key_values` is deprecated", FutureWarning),
 )
 

@@ -91,6 +91,32 @@ class SequenceColumns:
     def _keep_rows(self, index: torch.Tensor) -> None:
         """Keep only these sequences' rows of the cache's tensors (where a sequence has its own)."""
 
+    def _own(self, tensor: torch.Tensor, b: int) -> torch.Tensor:
+        """Sequence b's part of a layer's keys or values, as a batch of one (all columns)."""
+        return tensor[b : b + 1]
+
+    def _feed_alone(self, model: Any, key: Any, tokens: list[int], device: torch.device) -> tuple[torch.Tensor, Any]:
+        """Run `tokens` after the sequence's cached ones, in a cache of its own gathered from its columns
+        (the others not in the pass): the float32 logits after the last token, and that cache, whose last
+        ``len(tokens)`` positions are the new keys and values."""
+        b = self.row(key)
+        cols = torch.tensor(self.cols[b], dtype=torch.long)
+        solo = new_cache()
+        for i, layer in enumerate(_layers(self.cache)):
+            index = cols.to(layer.keys.device)
+            keys, values = self._own(layer.keys, b), self._own(layer.values, b)
+            solo.update(keys.index_select(2, index), values.index_select(2, index), i)
+        start = len(self.cols[b])
+        with torch.inference_mode():
+            out = model(
+                input_ids=torch.tensor([tokens], device=device),
+                past_key_values=solo,
+                use_cache=True,
+                position_ids=torch.arange(start, start + len(tokens), device=device)[None],
+                logits_to_keep=1,
+            )
+        return out.logits[0, -1].float(), solo  # the model extended `solo` in place
+
 
 class BatchCache(SequenceColumns):
     """The stacked cache of the sequences in a batch (rows in the order of ``ids``)."""
@@ -178,28 +204,15 @@ class BatchCache(SequenceColumns):
         their keys and values come back as new columns, masked out for the other rows. Returns the
         float32 logits after the last token. Costs the row's tokens, not the batch times them."""
         b = self.row(key)
-        cols = torch.tensor(self.cols[b], dtype=torch.long)
-        solo = new_cache()
-        for i, layer in enumerate(_layers(self.cache)):
-            index = cols.to(layer.keys.device)
-            solo.update(layer.keys[b : b + 1].index_select(2, index), layer.values[b : b + 1].index_select(2, index), i)
-        start = len(self.cols[b])
-        with torch.inference_mode():
-            out = model(
-                input_ids=torch.tensor([tokens], device=device),
-                past_key_values=solo,
-                use_cache=True,
-                position_ids=torch.arange(start, start + len(tokens), device=device)[None],
-                logits_to_keep=1,
-            )
+        logits, solo = self._feed_alone(model, key, tokens, device)
         width = self.width
         self._pad_columns(len(tokens))
-        for mine, theirs in zip(_layers(self.cache), _layers(solo)):  # the model extended `solo` in place
+        for mine, theirs in zip(_layers(self.cache), _layers(solo)):
             mine.keys[b, :, width:] = theirs.keys[0, :, -len(tokens) :]
             mine.values[b, :, width:] = theirs.values[0, :, -len(tokens) :]
         self.mask[b, width:] = 1
         self.cols[b].extend(range(width, width + len(tokens)))
-        return out.logits[0, -1].float()
+        return logits
 
     def forward(self, model: Any, feeds: list[list[int]], device: torch.device) -> torch.Tensor:
         """Append each row's `feeds[b]` and return, per row, the float32 logits after its last fed

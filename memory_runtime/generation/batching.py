@@ -16,12 +16,12 @@ more for eight), and a large model on a GPU is idle at batch one. :class:`BatchD
   tokens (``one_forward_per_step``, the default). On the CPU the batch is packed into one row
   (memory_runtime.generation.packed_cache): the linear layers see only the fed tokens, and a feed no
   longer costs a pass over every weight of its own (80 turns at batch 8: 35 s against 42 s alone, 2
-  cores, float32). On a GPU the rows are stacked and padded (batch_cache): there a forward pass of a
-  small model costs its kernel launches, not its arithmetic, and packing would score every query
-  against every sequence's keys; a feed rides along only while the padding stays within about a
-  teraflop a step (~57 tokens a row for the 135M model at batch 64; a 7B model's run alone). With
-  ``one_forward_per_step`` false such a row runs alone (its prompt prefilled alone and stacked under
-  the others).
+  cores, float32); a feed longer than PACKED_FEED still runs alone, as attention in a packed pass
+  scores it against every sequence's columns. On a GPU the rows are stacked and padded (batch_cache):
+  there a forward pass of a small model costs its kernel launches, not its arithmetic; a feed rides
+  along only while the padding stays within about a teraflop a step (~57 tokens a row for the 135M
+  model at batch 64; a 7B model's run alone). With ``one_forward_per_step`` false such a row runs
+  alone (its prompt prefilled alone and stacked under the others).
 
 Greedy decoding gives the same turns as one at a time (tested on the real embedded model).
 Models whose cache cannot be stacked (sliding-window attention) are run one turn at a time by
@@ -33,7 +33,6 @@ independent turns (``run``) or sessions (``run_sessions``) the same way.
 from __future__ import annotations
 
 import collections
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -48,6 +47,10 @@ from memory_runtime.generation.engine import TurnEngine, TurnRequest, TurnResult
 from memory_runtime.generation.hf_backend import HFBackend, QueuedEngine, TurnDecoder, end_token_ids, input_device
 from memory_runtime.generation.packed_cache import PackedCache
 from memory_runtime.generation.write_gate import WriteGate
+
+# the most tokens a feed packed beside the others' may have: the pass scores each fed token against every
+# sequence's columns, so a long prompt (a few-shot prompt, a passage: hundreds of tokens) is prefilled alone
+PACKED_FEED = 64
 
 
 @dataclass
@@ -211,12 +214,12 @@ class BatchDecoder(QueuedEngine):
         return HFBackend.for_request(self.model, self.tokenizer, request, self.copy_fields)
 
     def together_block(self) -> int:
-        """The most tokens a row may feed in the step's shared forward pass: any number packed, 1 without
-        one_forward_per_step; padded, as many as keep the block (every row as wide as the longest) near a
-        teraflop of arithmetic."""
+        """The most tokens a row may feed in the step's shared forward pass (longer feeds run alone): 1
+        without one_forward_per_step; packed, PACKED_FEED; padded, as many as keep the block (every row as
+        wide as the longest) near a teraflop of arithmetic."""
         if not self.one_forward_per_step:
             return 1
-        return sys.maxsize if self.packed else max(1, self.padded_tokens // self.max_batch_size)
+        return PACKED_FEED if self.packed else max(1, self.padded_tokens // self.max_batch_size)
 
     # ------------------------------------------------------------------ one step
 

@@ -9,7 +9,9 @@ cores, whatever the tokens). Here all sequences share one row of columns: a step
 tokens of every sequence side by side, each at its own position (``position_ids``), and a 4D mask
 lets each token see only its own sequence's columns (the causal order within what it feeds
 included). The linear layers see exactly the fed tokens; attention scores every column of the
-row, which on a CPU at these lengths costs little against the weights.
+row, which costs little beside the weights while sequences are short, but grows with the batch's
+whole context: so a long feed (batching.PACKED_FEED) runs alone (``join`` a prompt prefilled alone,
+``extend`` for a read's results), its keys and values appended as columns of its own.
 
 As in BatchCache, ``mask[b, c]`` says whether column ``c`` holds one of sequence ``b``'s tokens and
 ``cols[b]`` lists them in token order; tokens taken back and sequences that leave are masked out,
@@ -30,6 +32,42 @@ class PackedCache(SequenceColumns):
     """The packed cache of the sequences in a batch (sequences in the order of ``ids``)."""
 
     mask_dtype = torch.bool
+
+    def join(self, key: Any, cache: Any, length: int) -> None:
+        """Add a sequence whose first `length` tokens are in `cache` (a batch-of-one DynamicCache, its
+        prompt prefilled alone): its keys and values become new columns at the end of the row."""
+        width = self.width
+        if self.cache is None:  # no columns yet: the row is this cache
+            self.cache = cache
+        else:
+            for mine, theirs in zip(self.cache.layers, cache.layers):
+                mine.keys = torch.cat([mine.keys, theirs.keys[:, :, :length]], dim=2)
+                mine.values = torch.cat([mine.values, theirs.values[:, :, :length]], dim=2)
+        self._add_columns(length)
+        self.join_empty(key)
+        self.mask[-1, width:] = True
+        self.cols[-1] = list(range(width, width + length))
+
+    def extend(self, model: Any, key: Any, tokens: list[int], device: torch.device) -> torch.Tensor:
+        """Feed several tokens to one sequence alone (a long read result): its columns gathered into a
+        cache of its own, the tokens run there, their keys and values appended to the row. Returns the
+        float32 logits after the last token."""
+        b, width = self.row(key), self.width
+        logits, solo = self._feed_alone(model, key, tokens, device)
+        for mine, theirs in zip(self.cache.layers, solo.layers):
+            mine.keys = torch.cat([mine.keys, theirs.keys[:, :, -len(tokens) :]], dim=2)
+            mine.values = torch.cat([mine.values, theirs.values[:, :, -len(tokens) :]], dim=2)
+        self._add_columns(len(tokens))
+        self.mask[b, width:] = True
+        self.cols[b].extend(range(width, width + len(tokens)))
+        return logits
+
+    def _add_columns(self, n: int) -> None:
+        """n new columns at the end, held by no sequence yet."""
+        self.mask = torch.cat([self.mask, torch.zeros(len(self.ids), n, dtype=torch.bool)], dim=1)
+
+    def _own(self, tensor: torch.Tensor, b: int) -> torch.Tensor:
+        return tensor  # one row holds every sequence
 
     def join_empty(self, key: Any) -> None:
         """Add a sequence that holds nothing yet: its first feed is its whole prompt."""
@@ -74,11 +112,11 @@ class PackedCache(SequenceColumns):
             dtype=torch.long,
         )
         n = len(ids)
+        ends = torch.tensor([len(feed) for feed in feeds], dtype=torch.long).cumsum(0) - 1
+        last = ends.clamp(min=0)  # each sequence's last fed token (one that feeds nothing: any row)
         # a token sees its sequence's cached columns, and its sequence's fed tokens up to itself
         fed = (owner[:, None] == owner[None, :]) & torch.ones(n, n, dtype=torch.bool).tril()
         mask = torch.cat([self.mask[owner], fed], dim=1)
-        ends = torch.tensor([len(feed) for feed in feeds], dtype=torch.long).cumsum(0) - 1
-        last = ends.clamp(min=0)  # each sequence's last fed token (one that feeds nothing: any row)
         with torch.inference_mode():
             out = model(
                 input_ids=ids[None].to(device),

@@ -62,6 +62,36 @@ def test_sequences_of_a_packed_cache_compute_what_they_would_alone(tiny_model):
     check(tiny_model, packed, seqs, {"d": prompts["b"]})
 
 
+def prefill(model, ids: list[int]):
+    from memory_runtime.generation.batch_cache import new_cache
+
+    cache = new_cache()
+    with torch.inference_mode():
+        model(input_ids=torch.tensor([ids]), past_key_values=cache, use_cache=True)
+    return cache
+
+
+def test_long_feeds_run_alone_and_join_the_row_as_columns_of_their_own(tiny_model):
+    """A long prompt prefilled alone joins an empty cache and a busy one; a long read result runs alone."""
+    torch.manual_seed(1)
+    prompts = {key: torch.randint(10, 2000, (n,)).tolist() for key, n in (("a", 30), ("b", 4), ("c", 25))}
+    seqs = {key: list(prompts[key][:-1]) for key in prompts}
+    seqs["b"] = []  # b joins empty: its whole prompt rides
+    packed = PackedCache()
+    packed.join("a", prefill(tiny_model, seqs["a"]), len(seqs["a"]))  # the first: the row is its cache
+    packed.join_empty("b")
+    check(tiny_model, packed, seqs, {"a": prompts["a"][-1:], "b": prompts["b"]})
+    packed.join("c", prefill(tiny_model, seqs["c"]), len(seqs["c"]))  # beside others
+    assert packed.cached("c") == 24 and packed.width == 29 + 1 + 4 + 24
+    check(tiny_model, packed, seqs, {"a": [11], "b": [12], "c": prompts["c"][-1:]})
+    results = torch.randint(10, 2000, (20,)).tolist()
+    seqs["b"] += results
+    torch.testing.assert_close(
+        packed.extend(tiny_model, "b", results, CPU), alone(tiny_model, seqs["b"]), atol=1e-4, rtol=1e-4
+    )
+    check(tiny_model, packed, seqs, {"a": [13], "b": [14], "c": [15]})
+
+
 def test_dead_columns_are_compacted_once_they_are_most_of_the_row(tiny_model):
     packed = PackedCache()
     packed.join_empty("a")
