@@ -34,37 +34,31 @@ class PackedCache(SequenceColumns):
     mask_dtype = torch.bool
 
     def join(self, key: Any, cache: Any, length: int) -> None:
-        """Add a sequence whose first `length` tokens are in `cache` (a batch-of-one DynamicCache, its
-        prompt prefilled alone): its keys and values become new columns at the end of the row."""
-        width = self.width
-        if self.cache is None:  # no columns yet: the row is this cache
-            self.cache = cache
-        else:
-            for mine, theirs in zip(self.cache.layers, cache.layers):
-                mine.keys = torch.cat([mine.keys, theirs.keys[:, :, :length]], dim=2)
-                mine.values = torch.cat([mine.values, theirs.values[:, :, :length]], dim=2)
-        self._add_columns(length)
+        """Add a sequence whose `length` tokens are all of `cache` (a batch-of-one DynamicCache, its prompt
+        prefilled alone): its keys and values become new columns at the end of the row."""
         self.join_empty(key)
-        self.mask[-1, width:] = True
-        self.cols[-1] = list(range(width, width + length))
+        self._append(cache, length, len(self.ids) - 1)
 
     def extend(self, model: Any, key: Any, tokens: list[int], device: torch.device) -> torch.Tensor:
         """Feed several tokens to one sequence alone (a long read result): its columns gathered into a
         cache of its own, the tokens run there, their keys and values appended to the row. Returns the
         float32 logits after the last token."""
-        b, width = self.row(key), self.width
         logits, solo = self._feed_alone(model, key, tokens, device)
-        for mine, theirs in zip(self.cache.layers, solo.layers):
-            mine.keys = torch.cat([mine.keys, theirs.keys[:, :, -len(tokens) :]], dim=2)
-            mine.values = torch.cat([mine.values, theirs.values[:, :, -len(tokens) :]], dim=2)
-        self._add_columns(len(tokens))
-        self.mask[b, width:] = True
-        self.cols[b].extend(range(width, width + len(tokens)))
+        self._append(solo, len(tokens), self.row(key))
         return logits
 
-    def _add_columns(self, n: int) -> None:
-        """n new columns at the end, held by no sequence yet."""
+    def _append(self, source: Any, n: int, b: int) -> None:
+        """The last `n` positions of `source` (a batch-of-one cache) as new columns of sequence b."""
+        width = self.width
+        if self.cache is None:  # no columns yet: the row is this cache
+            self.cache = source
+        else:
+            for mine, theirs in zip(self.cache.layers, source.layers):
+                mine.keys = torch.cat([mine.keys, theirs.keys[:, :, -n:]], dim=2)
+                mine.values = torch.cat([mine.values, theirs.values[:, :, -n:]], dim=2)
         self.mask = torch.cat([self.mask, torch.zeros(len(self.ids), n, dtype=torch.bool)], dim=1)
+        self.mask[b, width:] = True
+        self.cols[b].extend(range(width, width + n))
 
     def _own(self, tensor: torch.Tensor, b: int) -> torch.Tensor:
         return tensor  # one row holds every sequence

@@ -8,14 +8,9 @@ import pytest
 import torch
 
 from memory_runtime.generation.packed_cache import PackedCache
+from tests.memory_runtime.generation.test_batch_cache import alone, prefill
 
 CPU = torch.device("cpu")
-
-
-def alone(model, ids: list[int]) -> torch.Tensor:
-    """Logits after `ids`, computed from scratch without any cache."""
-    with torch.inference_mode():
-        return model(input_ids=torch.tensor([ids])).logits[0, -1].float()
 
 
 def check(model, packed: PackedCache, seqs: dict, feeds: dict) -> None:
@@ -60,15 +55,6 @@ def test_sequences_of_a_packed_cache_compute_what_they_would_alone(tiny_model):
     packed.join_empty("d")
     seqs["d"] = []
     check(tiny_model, packed, seqs, {"d": prompts["b"]})
-
-
-def prefill(model, ids: list[int]):
-    from memory_runtime.generation.batch_cache import new_cache
-
-    cache = new_cache()
-    with torch.inference_mode():
-        model(input_ids=torch.tensor([ids]), past_key_values=cache, use_cache=True)
-    return cache
 
 
 def test_long_feeds_run_alone_and_join_the_row_as_columns_of_their_own(tiny_model):
