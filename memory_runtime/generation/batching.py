@@ -43,7 +43,7 @@ import torch
 from memory_runtime.generation.backend import Backend
 from memory_runtime.generation.batch_cache import BatchCache, new_cache, supports
 from memory_runtime.generation.controller import MemoryController
-from memory_runtime.generation.engine import TurnEngine, TurnRequest, TurnResult, drop
+from memory_runtime.generation.engine import Outcome, TurnEngine, TurnRequest, TurnResult, drop
 from memory_runtime.generation.hf_backend import HFBackend, QueuedEngine, TurnDecoder, end_token_ids, input_device
 from memory_runtime.generation.packed_cache import PackedCache
 from memory_runtime.generation.write_gate import WriteGate
@@ -103,11 +103,14 @@ class OneAtATime(TurnEngine):
         request.check()
         self.waiting.append(request)
 
-    def step(self) -> list[tuple[TurnRequest, TurnResult]]:
+    def step(self) -> list[tuple[TurnRequest, Outcome]]:
         if not self.waiting:
             return []
         request = self.waiting.popleft()
-        return [(request, self._decode(request))]
+        try:
+            return [(request, self._decode(request))]
+        except Exception as err:  # this turn's own failure: the next one goes on
+            return [(request, err)]
 
     def abort(self, request: TurnRequest) -> bool:
         return drop(self.waiting, request)
@@ -223,14 +226,22 @@ class BatchDecoder(QueuedEngine):
 
     # ------------------------------------------------------------------ one step
 
-    def step(self) -> list[tuple[TurnRequest, TurnResult]]:
+    def step(self) -> list[tuple[TurnRequest, Outcome]]:
         """Admit waiting turns, run one forward pass for the batch, advance every turn by a token
-        (or a pause, or its end); returns the turns that finished, with their results."""
+        (or a pause, or its end); returns the turns that finished, with their results. A turn that
+        fails on its own (admitting it, feeding it alone, choosing its token, running its calls) leaves
+        with its exception and the others go on; only the shared forward pass fails them all."""
         if not self.stackable:
             return self._alone.step()
         finished: list[_Turn] = []
+        failed: list[tuple[TurnRequest, Exception]] = []
         while self.waiting and len(self.active) < self.max_batch_size:
-            turn = self._admit(self.waiting.popleft())
+            request = self.waiting.popleft()
+            try:
+                turn = self._admit(request)
+            except Exception as err:
+                failed.append((request, err))
+                continue
             if turn.result is not None:
                 finished.append(turn)
         if self.active:
@@ -247,9 +258,15 @@ class BatchDecoder(QueuedEngine):
             ride = self.together_block()
             for turn, feed in zip(turns, feeds):
                 if len(feed) > ride:
-                    logits[turn.key] = self.cache.extend(self.model, turn.key, feed, self.device)
+                    try:
+                        logits[turn.key] = self.cache.extend(self.model, turn.key, feed, self.device)
+                    except Exception as err:
+                        failed.append((turn.request, err))
+                        self._drop(turn)
             extended = time.perf_counter() - t0
-            short = [feed if len(feed) <= ride else [] for feed in feeds]
+            kept = [(turn, feed) for turn, feed in zip(turns, feeds) if turn.key in self.active]
+            turns = [turn for turn, _ in kept]
+            short = [feed if len(feed) <= ride else [] for _, feed in kept]
             t0 = time.perf_counter()
             if any(short):
                 rows = self.cache.forward(self.model, short, self.device)
@@ -262,7 +279,12 @@ class BatchDecoder(QueuedEngine):
                 turn.model_seconds += seconds
                 turn.decoder.stats["forwards"] += 1
                 turn.decoder.stats["forward_seconds"] += seconds
-                self._advance(turn, logits[turn.key])
+                try:
+                    self._advance(turn, logits[turn.key])
+                except Exception as err:
+                    failed.append((turn.request, err))
+                    self._drop(turn)
+                    continue
                 if turn.result is not None:
                     finished.append(turn)
             self.cache.leave({t.key for t in finished})
@@ -270,7 +292,13 @@ class BatchDecoder(QueuedEngine):
                 self.active.pop(t.key, None)
             if self.active and self.cache.wasteful():
                 self.cache.compact()
-        return [(t.request, t.result) for t in finished]  # type: ignore[misc]
+        return [(t.request, t.result) for t in finished] + failed  # type: ignore[misc]
+
+    def _drop(self, turn: _Turn) -> None:
+        """Take a failed turn out of the batch: its rows of the cache, its place."""
+        self.active.pop(turn.key, None)
+        if turn.key in self.cache.ids:
+            self.cache.leave({turn.key})
 
     def _admit(self, request: TurnRequest) -> _Turn:
         generator = None

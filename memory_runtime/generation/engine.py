@@ -31,6 +31,8 @@ from memory_runtime.protocol import SYSTEM_PROMPT, Triplet
 
 Status = Literal["ok", "max_calls", "max_tokens", "cancelled"]
 
+SEED_RANGE = (-(2**63), 2**63 - 1)  # what every engine's random generator takes (torch, vLLM): a signed 64-bit integer
+
 
 def turn_messages(
     user_text: str, history: Sequence[dict[str, str]] = (), system_prompt: str | None = SYSTEM_PROMPT
@@ -67,10 +69,32 @@ class TurnRequest:
     gate_writes: bool = True  # False: the engine's write gate holds nothing back (a correction: the user said it)
 
     def check(self) -> None:
-        """Raise ValueError for limits or sampling that no engine runs."""
+        """Raise ValueError for limits, sampling or text that no engine runs, before the turn joins a
+        batch: a turn that fails inside one fails alone, but one refused here costs nobody a step."""
         check_sampling(self.temperature, self.top_p)
         if self.max_calls < 1 or self.max_new_tokens < 1:
             raise ValueError("max_calls and max_new_tokens must be at least 1")
+        seed = self.seed
+        if seed is not None and (type(seed) is not int or not SEED_RANGE[0] <= seed <= SEED_RANGE[1]):
+            raise ValueError(f"seed must be an integer from {SEED_RANGE[0]} to {SEED_RANGE[1]}, got {seed!r}")
+        for i, message in enumerate(self.messages):
+            content = message.get("content")
+            if not isinstance(content, str):
+                raise ValueError(f"message {i} has no text content")
+            if not content.isascii():
+                unreadable = unencodable(content)
+                if unreadable is not None:
+                    raise ValueError(f"message {i} {unreadable}")
+
+
+def unencodable(text: str) -> str | None:
+    """What keeps `text` from being UTF-8 (a lone surrogate, which no tokenizer reads), as the end of a
+    sentence; None when it is fine."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as err:
+        return f"holds a lone surrogate ({text[err.start]!r} at character {err.start}), which is no Unicode character"
+    return None
 
 
 @dataclass
@@ -109,6 +133,11 @@ class TurnResult:
         return {**asdict(self), "overhead_seconds": self.overhead_seconds}
 
 
+Outcome = TurnResult | Exception
+"""What an engine's step hands back for a finished turn: its result, or the error that failed that turn
+alone (the engine dropped it and went on with the others)."""
+
+
 def drop(waiting: deque[TurnRequest], request: TurnRequest) -> bool:
     """Take `request` out of an engine's queue (by identity: two turns may ask the same); whether it was there."""
     for i, queued in enumerate(waiting):
@@ -136,9 +165,11 @@ class TurnEngine(ABC):
         this engine cannot run (:meth:`TurnRequest.check`)."""
 
     @abstractmethod
-    def step(self) -> list[tuple[TurnRequest, TurnResult]]:
+    def step(self) -> list[tuple[TurnRequest, Outcome]]:
         """Admit waiting turns and advance every turn by one step of this engine; the turns that
-        finished, with their results."""
+        finished, with their results. A turn that fails on its own (its seed, its text, its memory)
+        finishes with its exception as the outcome and the others go on; an exception raised by
+        step itself is the engine's (a forward pass of the whole batch): every turn in it is lost."""
 
     @abstractmethod
     def abort(self, request: TurnRequest) -> bool:
@@ -220,6 +251,9 @@ class TurnEngine(ABC):
                 continue
             for request, result in self.step():
                 index, session = owner.pop(id(request))
+                if isinstance(result, Exception):  # a caller's own turns: its failure is the caller's
+                    self.abort_all()
+                    raise result
                 advance(index, session, result)
         return [values[i] for i in sorted(values)]
 

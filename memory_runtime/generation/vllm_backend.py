@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from memory_runtime.generation.controller import MemoryController
-from memory_runtime.generation.engine import TurnRequest, TurnResult, drop
+from memory_runtime.generation.engine import Outcome, TurnRequest, TurnResult, drop
 from memory_runtime.generation.field_copy import calls_regex
 from memory_runtime.generation.hf_backend import QueuedEngine, TurnDecoder, end_token_ids, prompt_decoder
 from memory_runtime.protocol import READ_QUERY_CLOSE
@@ -138,15 +138,27 @@ class VLLMDecoder(QueuedEngine):
         request.check()
         self.waiting.append(request)
 
-    def step(self) -> list[tuple[TurnRequest, TurnResult]]:
+    def step(self) -> list[tuple[TurnRequest, Outcome]]:
+        """Admit waiting turns, take one step of vLLM's engine and hand each turn its new output; a turn
+        that fails on its own (its prompt, a submission vLLM refuses, its calls) leaves with its error."""
+        finished: list[tuple[TurnRequest, Outcome]] = []
         while self.waiting and len(self.active) < self.max_batch_size:
-            self._admit(self.waiting.popleft())
-        finished = []
+            request = self.waiting.popleft()
+            try:
+                self._admit(request)
+            except Exception as err:
+                finished.append((request, err))
         for output in self.engine.step():
             turn = self.active.get(output.request_id)
             if turn is None:  # an aborted submission's last words
                 continue
-            result = self._advance(turn, output)
+            try:
+                result = self._advance(turn, output)
+            except Exception as err:
+                if turn.engine_id in self.active:
+                    self._leave(turn)
+                finished.append((turn.request, err))
+                continue
             if result is not None:
                 finished.append((turn.request, result))
         return finished

@@ -4,9 +4,10 @@ Requests wait in one queue per owner (a namespace: one API key's user). Whenever
 free place, the next owner in turn (round robin) gives its oldest request, so a key that sends
 fifty requests delays another key's one by at most one turn per other waiting key, not by fifty.
 One thread steps the engine (any memory_runtime.generation.engine.TurnEngine, through that interface
-only) and hands results back to the event loop; a turn's text is handed over as it grows, for
-streaming. Sessions of turns (a feedback correction) queue their turns like any other; jobs that
-need the model thread outside a turn run on it between steps.
+only) and hands results back to the event loop: a turn that failed alone fails its own request only.
+A turn's text is handed over as it grows, for streaming. Sessions of turns (a feedback correction)
+queue their turns like any other; jobs that need the model thread outside a turn run on it between
+steps.
 """
 
 from __future__ import annotations
@@ -144,12 +145,15 @@ class TurnScheduler:
                 continue
             try:
                 finished = self.engine.step()
-            except Exception as err:  # the batch is lost: every turn in it fails, the server goes on
+            except Exception as err:  # the engine's own failure: every turn in it is lost, the server goes on
                 self._fail_all(err)
                 continue
-            for request, result in finished:
+            for request, outcome in finished:  # a turn that failed alone fails only its own request
                 loop, future = self._futures.pop(id(request))
-                loop.call_soon_threadsafe(_resolve, future, result, None)
+                if isinstance(outcome, Exception):
+                    loop.call_soon_threadsafe(_resolve, future, None, outcome)
+                else:
+                    loop.call_soon_threadsafe(_resolve, future, outcome, None)
         self._fail_all(RuntimeError("the server is shutting down"))
 
     def _settle(self, loop: asyncio.AbstractEventLoop, future: asyncio.Future, job: Callable[[], Any]) -> None:

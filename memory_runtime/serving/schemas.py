@@ -8,7 +8,7 @@ from typing import Any, Literal
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from memory_runtime.generation.engine import turn_messages
+from memory_runtime.generation.engine import SEED_RANGE, turn_messages, unencodable
 
 
 class MemlmOptions(BaseModel):
@@ -37,7 +37,7 @@ class ChatRequest(BaseModel):
     max_completion_tokens: int | None = Field(None, ge=1)
     temperature: float | None = Field(None, ge=0, le=2)
     top_p: float | None = Field(None, gt=0, le=1)
-    seed: int | None = None
+    seed: int | None = Field(None, ge=SEED_RANGE[0], le=SEED_RANGE[1])  # a signed 64-bit integer, as OpenAI's
     n: int = 1
     stream: bool = False
     stream_options: dict[str, Any] | None = None
@@ -69,13 +69,18 @@ class APIError(Exception):
 
 def _text_of(message: ChatMessage, index: int) -> str:
     if message.content is None or isinstance(message.content, str):
-        return message.content or ""
-    parts = []
-    for part in message.content:
-        if part.get("type") != "text" or not isinstance(part.get("text"), str):
-            raise APIError(400, "only text content parts are supported", param=f"messages.{index}.content")
-        parts.append(part["text"])
-    return "".join(parts)
+        text = message.content or ""
+    else:
+        parts = []
+        for part in message.content:
+            if part.get("type") != "text" or not isinstance(part.get("text"), str):
+                raise APIError(400, "only text content parts are supported", param=f"messages.{index}.content")
+            parts.append(part["text"])
+        text = "".join(parts)
+    unreadable = None if text.isascii() else unencodable(text)
+    if unreadable is not None:
+        raise APIError(400, f"messages.{index}.content {unreadable}", param=f"messages.{index}.content")
+    return text
 
 
 def turn_messages_of(messages: list[ChatMessage], system_prompt: str | None) -> list[dict[str, str]]:

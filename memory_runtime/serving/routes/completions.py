@@ -40,6 +40,10 @@ async def chat_completions(request: ChatRequest, http: Request, server: State, n
     completion_id = f"chatcmpl-{uuid.uuid4().hex}"  # also the source of the facts the turn stores
     on_text = reply_into(visible) if request.stream else None
     turn = turn_of(server, request, messages, namespace, source=completion_id, on_text=on_text)
+    try:
+        turn.check()  # refused here, before it joins anyone's batch
+    except ValueError as err:
+        raise APIError(400, str(err)) from None
     fit_context(server, turn)
     future = submit(server, turn, namespace)
     head = {"id": completion_id, "created": int(time.time()), "model": server.model_name, "system_fingerprint": None}

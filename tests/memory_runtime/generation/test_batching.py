@@ -176,10 +176,50 @@ def test_models_whose_cache_cannot_be_stacked_run_one_turn_at_a_time(caller, smo
     assert decoder.stats["steps"] == 0
 
 
+class BrokenStore(TripletStore):
+    """A memory whose disk is gone: every write raises what no controller expects."""
+
+    def write_many(self, *args, **kwargs):
+        raise RuntimeError("the disk is gone")
+
+
+@pytest.mark.parametrize("layout", ["padded", "packed"])
+def test_a_turn_that_fails_in_the_batch_fails_alone(caller, smollm2_tokenizer, layout):
+    """One turn poisoned as it joins (a seed torch cannot take), one failing mid-turn (its memory's
+    write): each ends with its own error, and every other turn of the batch ends as it does alone."""
+    users = [f"Who works for {org}?" for org in ORGS[:3]] + [
+        f"{p} works for {o}." for p, o in zip(PEOPLE[3:5], ORGS[3:5])
+    ]
+    requests = lambda: [TurnRequest(turn_messages(u), memory(), max_new_tokens=40) for u in users]  # noqa: E731
+    alone = one_at_a_time(caller, smollm2_tokenizer, requests())
+    decoder = BatchDecoder(caller, smollm2_tokenizer, max_batch_size=4, **LAYOUTS[layout])
+    good = requests()
+    seeded = TurnRequest(turn_messages("Who works for Pfizer?"), memory(), max_new_tokens=40, seed=1)
+    broken = TurnRequest(turn_messages(f"{PEOPLE[5]} works for {ORGS[5]}."), BrokenStore(), max_new_tokens=40)
+    for request in [good[0], seeded, good[1], broken, *good[2:]]:
+        decoder.submit(request)
+    seeded.seed = 2**64  # as if a door skipped TurnRequest.check: torch's manual_seed overflows as it joins
+    outcomes = {}
+    while decoder.busy:
+        outcomes.update({id(request): outcome for request, outcome in decoder.step()})
+    assert isinstance(outcomes[id(seeded)], ValueError) and "Overflow" in str(outcomes[id(seeded)])
+    assert isinstance(outcomes[id(broken)], RuntimeError) and "disk" in str(outcomes[id(broken)])
+    assert all(same(a, outcomes[id(b)]) for a, b in zip(alone, good)), [outcomes[id(b)] for b in good]
+    assert not decoder.active and decoder.cache.ids == []
+    with pytest.raises(RuntimeError, match="disk"):  # a caller's own turns: run raises the failure
+        decoder.run([TurnRequest(turn_messages(f"{PEOPLE[5]} works for {ORGS[5]}."), BrokenStore())])
+    assert not decoder.busy
+
+
 def test_bad_requests_are_refused_before_decoding(caller, smollm2_tokenizer):
     decoder = BatchDecoder(caller, smollm2_tokenizer)
     with pytest.raises(ValueError, match="temperature"):
         decoder.submit(TurnRequest(turn_messages("hi", system_prompt=SYSTEM_PROMPT), memory(), temperature=-1))
+    for seed in (2**63, -(2**63) - 1, 1.5):
+        with pytest.raises(ValueError, match="seed must be an integer"):
+            decoder.submit(TurnRequest(turn_messages("hi"), memory(), seed=seed))
+    with pytest.raises(ValueError, match="lone surrogate"):
+        decoder.submit(TurnRequest(turn_messages("hi \ud800"), memory()))
     with pytest.raises(ValueError, match="max_batch_size"):
         BatchDecoder(caller, smollm2_tokenizer, max_batch_size=0)
 

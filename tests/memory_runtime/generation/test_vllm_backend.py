@@ -157,3 +157,34 @@ def test_an_aborted_turn_is_aborted_in_the_engine_too(smollm2_tokenizer):
     vllm.abort_all()
     assert sorted(engine.aborted) == sorted(s["id"] for s in engine.submissions) and not vllm.busy
     assert vllm.step() == [] and not engine.live
+
+
+def test_a_turn_that_fails_fails_alone_and_the_others_go_on(smollm2_tokenizer):
+    """A submission vLLM refuses (a seed it cannot take) and a turn whose memory breaks mid-turn each
+    end with their own error; the other turns of the engine finish as they do alone."""
+
+    class BrokenStore(TripletStore):
+        def write_many(self, *args, **kwargs):
+            raise RuntimeError("the disk is gone")
+
+    def params(request, max_tokens, regex):
+        if request.seed is not None and request.seed >= 2**63:
+            raise ValueError("seed out of range")  # as vLLM's SamplingParams refuses it
+        return {"max_tokens": max_tokens, "regex": regex}
+
+    store = TripletStore(":memory:")
+    store.write("Dorothea Altemus", "employed by", "Pfizer")
+    engine = FakeEngine(smollm2_tokenizer, script)
+    vllm = VLLMDecoder(engine, smollm2_tokenizer, adapter=None, params=params, lora=lambda a: a)
+    asks = [TurnRequest(turn_messages("Who works for Pfizer?"), store, max_new_tokens=64) for _ in range(2)]
+    seeded = TurnRequest(turn_messages("Who works for Pfizer?"), store, max_new_tokens=64, seed=1)
+    broken = TurnRequest(turn_messages("Tia Batres works for Pfizer."), BrokenStore(), max_new_tokens=64)
+    for request in (asks[0], seeded, broken, asks[1]):
+        vllm.submit(request)
+    seeded.seed = 2**64  # as if a door skipped TurnRequest.check
+    outcomes = {}
+    while vllm.busy:
+        outcomes.update({id(request): outcome for request, outcome in vllm.step()})
+    assert "seed" in str(outcomes[id(seeded)]) and "disk" in str(outcomes[id(broken)])
+    assert [outcomes[id(r)].reply for r in asks] == ["Dorothea Altemus works for Pfizer."] * 2
+    assert not vllm.active and not engine.live

@@ -19,6 +19,7 @@ class Recorder(TurnEngine):
 
     def __init__(self, places: int = 1, fail_on: str | None = None, gate: threading.Event | None = None) -> None:
         self.max_batch_size, self.fail_on, self.gate = places, fail_on, gate
+        self.fails_alone: str | None = None  # a turn whose step outcome is its own error
         self.waiting: collections.deque = collections.deque()
         self.order: list[str] = []
         self.aborted = 0
@@ -53,7 +54,10 @@ class Recorder(TurnEngine):
                 self.waiting.extend(done)  # still in the engine when its step fails
                 raise RuntimeError("the model broke")
         self.order += [r.tag for r in done]
-        return [(r, f"result of {r.tag}") for r in done]
+        return [
+            (r, ValueError(f"{r.tag} failed alone") if r.tag == self.fails_alone else f"result of {r.tag}")
+            for r in done
+        ]
 
 
 def request(tag: str) -> TurnRequest:
@@ -117,6 +121,25 @@ def test_a_failing_batch_fails_its_turns_and_the_server_goes_on():
 
     assert asyncio.run(asyncio.wait_for(scenario(), timeout=20)) == ("result of good", "a correction")
     assert decoder.aborted == 1  # the failed turn was dropped through the interface, nothing reached into
+
+
+def test_a_turn_that_fails_alone_fails_only_its_own_request():
+    """An engine hands back one turn's error among the others' results: that request fails, the
+    others of the same step get their results."""
+    decoder = Recorder(places=4)
+    decoder.fails_alone = "poisoned"
+
+    async def scenario():
+        scheduler = TurnScheduler(decoder, max_queue=10)
+        tags = [("alice", "a"), ("mallory", "poisoned"), ("bob", "b"), ("carol", "c")]
+        futures = [scheduler.submit(request(tag), owner) for owner, tag in tags]
+        outcomes = await asyncio.gather(*futures, return_exceptions=True)
+        scheduler.close()
+        return outcomes
+
+    a, poisoned, b, c = asyncio.run(asyncio.wait_for(scenario(), timeout=20))
+    assert (a, b, c) == ("result of a", "result of b", "result of c")
+    assert isinstance(poisoned, ValueError) and decoder.aborted == 0
 
 
 def test_a_session_queues_its_turns_for_its_owner():

@@ -589,6 +589,45 @@ def test_concurrent_clients_lose_no_write_and_get_only_their_own_answers(store):
         assert sorted(f.object for f in store.facts(namespace)) == [f"{namespace.title()}-{j}" for j in range(rounds)]
 
 
+def test_a_poisoned_request_fails_alone_while_other_users_turns_finish(store, tiny_model, smollm2_tokenizer):
+    """The batch engine serving several users at once: requests that no engine can run (a seed past
+    64 bits, a lone surrogate) are refused with a 400 sentence before they join the batch, and every
+    other user's turn of the same moment answers 200 (it failed them all with a 500 before)."""
+    from memory_runtime.generation.batching import BatchDecoder
+
+    users = {f"user-key-{i:05d}": f"user{i}" for i in range(4)}
+    decoder = BatchDecoder(tiny_model, smollm2_tokenizer, max_batch_size=4)
+    serve_config = ServeConfig(api_keys=users, api_keys_env=None, generation=Generation(max_new_tokens=12))
+    app = create_app(serve_config, store, None, model_name="tiny", decoder=decoder)
+    poisons = [
+        {"seed": 18446744073709551616},
+        {"seed": -(2**63) - 1},
+        {"messages": [{"role": "user", "content": "\ud800"}]},
+    ]
+    answers: dict[str, list[int]] = {}
+
+    def user(key: str, url: str, poison: dict | None) -> None:
+        with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=60) as http:
+            for j in range(3):
+                body = {"messages": [{"role": "user", "content": f"Dorothea Altemus works for Pfizer {j}."}]}
+                content = json.dumps({**body, **(poison or {})})  # ASCII, as a client escapes a lone surrogate
+                r = http.post("/v1/chat/completions", content=content, headers={"Content-Type": "application/json"})
+                answers.setdefault(key, []).append(r.status_code)
+                if poison is not None:
+                    error = r.json()["error"]
+                    assert error["type"] == "invalid_request_error" and error["message"][0].isalpha(), error
+
+    with background_server(app) as url:
+        threads = [
+            threading.Thread(target=user, args=(key, url, poisons[i - 1] if i else None)) for i, key in enumerate(users)
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=120)
+    assert answers == {key: [200] * 3 if i == 0 else [400] * 3 for i, key in enumerate(users)}
+
+
 def test_the_openai_client_works_unchanged_over_the_real_model(store, tiny_model, smollm2_tokenizer):
     app = create_app(config(max_tokens=6), store, hf_backend_factory(tiny_model, smollm2_tokenizer), model_name="tiny")
     with background_server(app) as url:
