@@ -43,6 +43,14 @@ ALLOW_HOST = typer.Option(
     "a proxy that checks Host). Other names get 400, which stops DNS rebinding.",
     show_default=False,
 )
+FORWARDED_ALLOW_IPS = typer.Option(
+    None,
+    "--forwarded-allow-ips",
+    help="Comma-separated proxies (IP addresses or networks; '*': any) whose X-Forwarded-For names the client, "
+    "added to the serve config's forwarded_allow_ips. Without them a client is its connection's address: what the "
+    "wrong-key limit counts by, so no header can spread guesses over forged addresses or lock another out.",
+    show_default=False,
+)
 ALLOW_DEMO_KEY = typer.Option(
     False,
     "--allow-demo-key",
@@ -52,15 +60,21 @@ ALLOW_DEMO_KEY = typer.Option(
 )
 
 
-def with_hosts(cfg: ServeConfig, allow_host: list[str] | None) -> ServeConfig:
-    """The serve config with the --allow-host names added to its allowed_hosts."""
-    from memory_runtime.serving.config import host_name
+def with_hosts(cfg: ServeConfig, allow_host: list[str] | None, proxies: str | None = None) -> ServeConfig:
+    """The serve config with the --allow-host names added to its allowed_hosts and the
+    --forwarded-allow-ips proxies to its forwarded_allow_ips, each checked as the file's are."""
+    from memory_runtime.serving.config import ServeConfig, host_name
 
     try:
         names = [host_name(name) for name in allow_host or []]
     except ValueError as err:
         raise typer.BadParameter(str(err), param_hint="--allow-host") from None
     cfg.allowed_hosts = [*cfg.allowed_hosts, *names]
+    added = [p.strip() for p in (proxies or "").split(",") if p.strip()]
+    try:
+        cfg.forwarded_allow_ips = ServeConfig._proxy_addresses([*cfg.forwarded_allow_ips, *added])
+    except ValueError as err:
+        raise typer.BadParameter(str(err), param_hint="--forwarded-allow-ips") from None
     return cfg
 
 
@@ -90,6 +104,7 @@ def serve_command(
         "info", "--log-level", help="uvicorn's log level: critical, error, warning, info, debug, trace."
     ),
     allow_host: list[str] | None = ALLOW_HOST,
+    forwarded_allow_ips: str | None = FORWARDED_ALLOW_IPS,
     allow_demo_key: bool = ALLOW_DEMO_KEY,
     overrides: list[str] | None = OVERRIDES,
 ) -> None:
@@ -98,7 +113,7 @@ def serve_command(
     from memory_runtime.serving.config import ServeConfig
     from memory_runtime.serving.launch import serve
 
-    cfg = with_hosts(load(ServeConfig, config, overrides, {"generation.model": model}), allow_host)
+    cfg = with_hosts(load(ServeConfig, config, overrides, {"generation.model": model}), allow_host, forwarded_allow_ips)
     try:
         serve(
             db,
@@ -123,6 +138,7 @@ def ui_command(
         SERVE_CONFIG, "--config", help="Serve config YAML: the API keys the page signs in with (as memlm serve)."
     ),
     allow_host: list[str] | None = ALLOW_HOST,
+    forwarded_allow_ips: str | None = FORWARDED_ALLOW_IPS,
     allow_demo_key: bool = ALLOW_DEMO_KEY,
     overrides: list[str] | None = OVERRIDES,
 ) -> None:
@@ -134,7 +150,7 @@ def ui_command(
 
     if not is_postgres(db) and not Path(db).exists():
         raise typer.BadParameter(f"{db} does not exist", param_hint="--db")
-    cfg = with_hosts(load(ServeConfig, config, overrides), allow_host)
+    cfg = with_hosts(load(ServeConfig, config, overrides), allow_host, forwarded_allow_ips)
     try:
         serve_memory_page(db, cfg, host=host, port=port, allow_demo_key=allow_demo_key, on_ready=log, on_warning=warn)
     except (ValueError, FileNotFoundError) as err:

@@ -11,6 +11,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
 from memory_runtime.generation.backend import Backend
 from memory_runtime.generation.batching import OneAtATime
@@ -71,7 +72,9 @@ def create_app(
     `api_keys` defaults to config.resolve_api_keys() (config, environment variable, file). `host` is
     the address the server listens on: a request's Host must be one of its names or of
     config.allowed_hosts (middleware.AllowedHosts), and a wrong key counts against the client's
-    address (keys.FailedKeys, app.state.server.failed_keys). With neither a decoder nor `backend_factory`
+    address (keys.FailedKeys, app.state.server.failed_keys): the connection's, or the one a proxy of
+    config.forwarded_allow_ips reports. Run it under uvicorn with proxy_headers=False (launch.py
+    does), else uvicorn believes X-Forwarded-For from 127.0.0.1 itself. With neither a decoder nor `backend_factory`
     the server has no model (`memlm ui`): the memory routes and the memory page work, chat answers
     501. `on_shutdown` runs when the server stops.
     """
@@ -108,6 +111,8 @@ def create_app(
     for router in ROUTERS:
         app.include_router(router)
     mount_memory_page(app, chat=has_model, model_name=model_name, max_import_bytes=limits.max_import_bytes)
+    if config.forwarded_allow_ips:  # the client's address as these proxies report it (launch runs uvicorn without)
+        app.add_middleware(ProxyHeadersMiddleware, trusted_hosts=config.forwarded_allow_ips)
     app.add_middleware(HostCheck, allowed=AllowedHosts.listening_on(host, config.allowed_hosts))
     app.add_middleware(  # outermost: refusals of HostCheck are counted too
         Instrumented,

@@ -42,6 +42,9 @@ class ServeConfig(Strict):
     feedback_dir: Path | None = None  # POST /v1/feedback: pending/ per user, reviewed with `memlm feedback`
     allowed_hosts: list[str] = []  # Host names answered beyond the listening address's own (--allow-host); "*": any
     allow_demo_key: bool = False  # with --allow-demo-key: listen beyond loopback although a shipped demo key is in use
+    # proxies whose X-Forwarded-For / X-Forwarded-Proto are believed (IP addresses or networks; "*": any):
+    # a client's address is otherwise its connection's, which is what the wrong-key limit counts by
+    forwarded_allow_ips: list[str] = []
     limits: Limits = Limits()
     generation: Generation = Generation()
 
@@ -49,6 +52,19 @@ class ServeConfig(Strict):
     @classmethod
     def _host_names(cls, names: list[str]) -> list[str]:
         return [host_name(name) for name in names]
+
+    @field_validator("forwarded_allow_ips")
+    @classmethod
+    def _proxy_addresses(cls, addresses: list[str]) -> list[str]:
+        for address in addresses:
+            if address != "*":
+                try:
+                    ipaddress.ip_network(address, strict=False)
+                except ValueError:
+                    raise ValueError(
+                        f"{address!r} is not an IP address or network (e.g. 10.0.0.5, 10.0.0.0/8; '*': any)"
+                    ) from None
+        return addresses
 
     def relative_to(self, folder: Path) -> ServeConfig:
         """Relative paths in the file are relative to the file."""

@@ -1,7 +1,9 @@
 """Authentication: an API key names the caller's namespace, and nothing a request says can, except
 for a key given more namespaces (`[ops, "*"]` in the serve config), which a request may ask to act in
 with the Memlm-Namespace header. A client address that keeps sending wrong keys is slowed to a few
-guesses a minute."""
+guesses a minute, while the keys it has already shown to be right go on working (FailedKeys). The
+address is the connection's own: X-Forwarded-For is believed only from the proxies the operator names
+(serve config `forwarded_allow_ips`)."""
 
 from __future__ import annotations
 
@@ -56,10 +58,10 @@ class KeyRing:
     namespace, or to a list of them: its own first, then the others it may act in ("*": any)."""
 
     def __init__(self, keys: Mapping[str, str | Sequence[str]]) -> None:
-        self._entries = [(hashlib.sha256(k.encode()).digest(), _access(ns)) for k, ns in keys.items()]
+        self._entries = [(key_digest(k), _access(ns)) for k, ns in keys.items()]
 
     def access(self, key: str | None) -> KeyAccess | None:
-        digest = hashlib.sha256((key or "").encode()).digest()
+        digest = key_digest(key or "")
         found = None
         for stored, access in self._entries:
             if hmac.compare_digest(stored, digest) and key:
@@ -72,6 +74,11 @@ class KeyRing:
         return None if access is None else access.namespace
 
 
+def key_digest(key: str) -> bytes:
+    """What is kept of a key: its SHA-256 digest (compared, remembered; never the key itself)."""
+    return hashlib.sha256(key.encode("utf-8", "surrogatepass")).digest()
+
+
 def _access(namespaces: str | Sequence[str]) -> KeyAccess:
     if isinstance(namespaces, str):
         return KeyAccess(namespaces)
@@ -80,44 +87,84 @@ def _access(namespaces: str | Sequence[str]) -> KeyAccess:
 
 
 class FailedKeys:
-    """Wrong API keys per client address in a sliding window: after `limit` of them within `window`
-    seconds, the address gets 429 on every route that takes a key, whatever key it sends (a right
-    one too: else a 200 would tell which guess was right), until the oldest wrong key leaves the
-    window (`retry_after`). A right key does not clear the count: a client holding one key (the
-    public demo key, say) could otherwise guess at the others between its own requests.
+    """Wrong API keys per client address in a sliding window. After `limit` of them within `window`
+    seconds the address is slowed: a key it has already used with success (its last
+    `keys_per_client`) still works at once, so a flood of wrong keys locks out no one who was signed
+    in; any other key is checked at most once every `window / limit` seconds (a right one then works
+    and is remembered) and otherwise gets 429 with Retry-After, unchecked, so a guesser learns
+    nothing from it and gets at most two guesses per `window / limit` seconds.
 
     In this process only (each server of a shared PostgreSQL memory counts its own). IPv6 clients
-    count per /64, the block one host usually gets. Addresses whose wrong keys have all left the
-    window are forgotten once more than `max_clients` are tracked."""
+    count per /64, the block one host usually gets. Bounded: at most `max_clients` addresses are
+    tracked (those idle longest go first), each with at most `limit` + 1 times and `keys_per_client`
+    digests of keys."""
 
     def __init__(
-        self, limit: int, window: float, *, clock: Callable[[], float] = time.monotonic, max_clients: int = 10_000
+        self,
+        limit: int,
+        window: float,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        max_clients: int = 10_000,
+        keys_per_client: int = 8,
     ) -> None:
         self.limit, self.window, self.clock, self.max_clients = limit, window, clock, max_clients
+        self.keys_per_client = keys_per_client
         self._failures: dict[str, deque[float]] = {}
+        self._proven: dict[str, deque[bytes]] = {}  # address -> digests of keys it used with success
+        self._checked: dict[str, float] = {}  # address over its limit -> when its last key was checked
         self._lock = threading.Lock()
 
-    def retry_after(self, client: str) -> float | None:
-        """Seconds until `client` may send a key again, or None if it may now."""
+    @property
+    def spacing(self) -> float:
+        """Seconds between two checks of an unknown key from an address over its limit."""
+        return self.window / self.limit
+
+    def retry_after(self, client: str, digest: bytes | None = None) -> float | None:
+        """None when a key (of `digest`) from `client` may be checked now; else the seconds until one may.
+        A None for an address over its limit takes that address's one check of the moment."""
+        key = client_key(client)
         with self._lock:
-            times = self._recent(client_key(client))
+            times = self._recent(key)
             if times is None or len(times) < self.limit:
                 return None
-            return times[0] + self.window - self.clock()
+            if digest is not None and digest in self._proven.get(key, ()):
+                return None
+            now = self.clock()
+            last = self._checked.get(key)
+            if last is None or now - last >= self.spacing:
+                self._checked[key] = now
+                return None
+            return max(0.0, min(times[0] + self.window, last + self.spacing) - now)
 
     def record(self, client: str) -> None:
         """One wrong key from `client`."""
         key = client_key(client)
         with self._lock:
-            times = self._recent(key) or deque()
+            times = self._recent(key) or deque(maxlen=self.limit + 1)
             times.append(self.clock())
             self._failures.pop(key, None)
             self._failures[key] = times  # the most recent last: the first to go when there are too many
             if len(self._failures) > self.max_clients:
                 for stale in [k for k in self._failures if not self._recent(k)]:
-                    del self._failures[stale]
+                    self._forget(stale)
                 while len(self._failures) > self.max_clients:
-                    del self._failures[next(iter(self._failures))]
+                    self._forget(next(iter(self._failures)))
+
+    def succeeded(self, client: str, digest: bytes) -> None:
+        """A right key from `client`: it keeps working there however many wrong keys follow."""
+        key = client_key(client)
+        with self._lock:
+            proven = self._proven.pop(key, None) or deque(maxlen=self.keys_per_client)
+            if digest not in proven:
+                proven.append(digest)
+            self._proven[key] = proven  # the most recent last
+            while len(self._proven) > self.max_clients:
+                del self._proven[next(iter(self._proven))]
+
+    def _forget(self, key: str) -> None:
+        del self._failures[key]
+        self._checked.pop(key, None)
 
     def _recent(self, key: str) -> deque[float] | None:
         times = self._failures.get(key)
@@ -154,24 +201,26 @@ def caller_dependency(keyring: KeyRing, failed: FailedKeys) -> Callable[..., Awa
     bearer = HTTPBearer(auto_error=False)
 
     async def caller(request: Request, credentials: HTTPAuthorizationCredentials | None = Depends(bearer)) -> Caller:
-        client = request.client.host if request.client else "unknown"
-        wait = failed.retry_after(client)
+        if credentials is None:
+            raise APIError(401, "missing API key (send Authorization: Bearer KEY)", code="invalid_api_key")
+        client = request.client.host if request.client else "unknown"  # the connection's (keys module docstring)
+        digest = key_digest(credentials.credentials)
+        wait = failed.retry_after(client, digest)
         if wait is not None:
             seconds = max(1, math.ceil(wait))
             raise APIError(
                 429,
-                f"too many wrong API keys from this address ({failed.limit} in {failed.window:g} s): "
-                f"retry in {seconds} s",
+                f"too many wrong API keys from this address ({failed.limit} in {failed.window:g} s): a key not yet "
+                f"used from here is checked once every {failed.spacing:g} s; retry in {seconds} s",
                 type="rate_limit_error",
                 code="too_many_failed_keys",
                 headers={"Retry-After": str(seconds)},
             )
-        access = keyring.access(credentials.credentials if credentials else None)
+        access = keyring.access(credentials.credentials)
         if access is None:
-            if credentials is None:
-                raise APIError(401, "missing API key (send Authorization: Bearer KEY)", code="invalid_api_key")
             failed.record(client)
             raise APIError(401, "invalid API key", code="invalid_api_key")
+        failed.succeeded(client, digest)
         asked = request.headers.get(NAMESPACE_HEADER)
         if asked is None:
             return Caller(access, access.namespace)

@@ -23,7 +23,8 @@ def background_server(app: Any, host: str = "127.0.0.1", port: int = 0, timeout:
     """Run `app` under uvicorn on a thread of this process; yields its base URL (port 0 = a free one)."""
     import uvicorn
 
-    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on"))
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on", proxy_headers=False)
+    server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, name="memlm-server", daemon=True)
     thread.start()
     deadline = time.monotonic() + timeout
@@ -80,7 +81,7 @@ def serve(
                 f"serving {runtime.describe()} on http://{host}:{port} (memory {db}; {keys_line(access)});"
                 f" the memory page: http://{host}:{port}/ui"
             )
-        uvicorn.run(app, host=host, port=port, log_level=log_level)
+        uvicorn.run(app, host=host, port=port, log_level=log_level, proxy_headers=False)  # see create_app
 
 
 def serve_memory_page(
@@ -106,7 +107,7 @@ def serve_memory_page(
             on_warning(warning)
         if on_ready is not None:
             on_ready(f"the memory page of {db}: http://{host}:{port}/ui (sign in with an API key: {keys_line(access)})")
-        uvicorn.run(app, host=host, port=port, log_level=log_level)
+        uvicorn.run(app, host=host, port=port, log_level=log_level, proxy_headers=False)  # see create_app
 
 
 def _opens(namespaces: str | Sequence[str]) -> str:

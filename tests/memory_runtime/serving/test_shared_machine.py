@@ -135,43 +135,99 @@ def test_a_change_from_a_page_of_another_origin_is_refused(store):
 # --------------------------------------------------------------------------- guessing keys
 
 
-def test_wrong_keys_from_one_address_meet_429_with_retry_after(store):
-    app = create_app(config(limits=Limits(max_failed_keys=3)), store, None, model_name="none")
+OTHER_KEY = "other-key-0001"  # a right key never used from the flooded address
+
+
+def test_wrong_keys_slow_an_address_and_lock_out_no_right_key(store):
+    keys = {**DEMO_KEYS, OTHER_KEY: "other"}
+    app = create_app(config(limits=Limits(max_failed_keys=3)), store, None, model_name="none", api_keys=keys)
     now = [1000.0]
     app.state.server.failed_keys.clock = lambda: now[0]
     with client(app) as c, client(app, ip="10.0.0.2") as other:
+        assert c.get("/v1/memory/facts", headers=auth()).status_code == 200  # signed in before the flood
         assert all(c.get("/v1/memory/facts").status_code == 401 for _ in range(5))  # no key: no guess
         statuses = [c.get("/v1/memory/facts", headers=auth(f"guess-{i:06d}")).status_code for i in range(500)]
-        assert statuses[:3] == [401] * 3 and set(statuses[3:]) == {429}
-        r = c.get("/v1/memory/facts", headers=auth())  # the right key too: else a 200 would tell a right guess
-        assert r.status_code == 429 and r.headers["retry-after"] == "60"
+        # three wrong keys, then one key checked every 60/3 = 20 s: the fourth, then none
+        assert statuses[:4] == [401] * 4 and set(statuses[4:]) == {429}
+        assert c.get("/v1/memory/facts", headers=auth()).status_code == 200  # the key used from here works on
+        r = c.get("/v1/memory/facts", headers=auth(OTHER_KEY))  # not yet used from here: unchecked, so no oracle
+        assert r.status_code == 429 and r.headers["retry-after"] == "20"
         error = r.json()["error"]
         assert error["code"] == "too_many_failed_keys" and error["type"] == "rate_limit_error"
-        assert error["message"] == "too many wrong API keys from this address (3 in 60 s): retry in 60 s"
-        assert other.get("/v1/memory/facts", headers=auth()).status_code == 200  # per address
-        now[0] += 45
-        assert c.get("/v1/memory/facts", headers=auth()).headers["retry-after"] == "15"
-        now[0] += 15  # the three wrong keys have left the window
-        assert c.get("/v1/memory/facts", headers=auth()).status_code == 200
-        statuses = [c.get("/v1/memory/facts", headers=auth(f"guess-again{i}")).status_code for i in range(4)]
-        assert statuses == [401, 401, 401, 429]  # a right key cleared nothing: three guesses a window
+        assert error["message"] == (
+            "too many wrong API keys from this address (3 in 60 s): a key not yet used from here is checked once "
+            "every 20 s; retry in 20 s"
+        )
+        assert other.get("/v1/memory/facts", headers=auth(OTHER_KEY)).status_code == 200  # per address
+        now[0] += 20  # the next check: a right key gets it, and works on from then
+        assert c.get("/v1/memory/facts", headers=auth(OTHER_KEY)).status_code == 200
+        assert c.get("/v1/memory/facts", headers=auth("guess-again0")).status_code == 429  # that check is taken
+        assert c.get("/v1/memory/facts", headers=auth(OTHER_KEY)).status_code == 200
+        now[0] += 61  # every wrong key has left the window: three guesses again, then one per 20 s
+        statuses = [c.get("/v1/memory/facts", headers=auth(f"guess-again{i}")).status_code for i in range(6)]
+        assert statuses == [401, 401, 401, 401, 429, 429]
 
 
-def test_failed_keys_count_in_a_sliding_window_and_a_right_key_clears_nothing():
+def test_failed_keys_count_in_a_sliding_window_and_stay_bounded():
     now = [0.0]
     failed = FailedKeys(2, 10.0, clock=lambda: now[0], max_clients=3)
+    right, guess = b"right-digest", b"guess-digest"
+    failed.succeeded("1.2.3.4", right)
     failed.record("1.2.3.4")
     now[0] = 4.0
     failed.record("1.2.3.4")
-    assert failed.retry_after("1.2.3.4") == 6.0 and failed.retry_after("1.2.3.5") is None
+    assert failed.retry_after("1.2.3.4", right) is None  # proven here: never slowed
+    assert failed.retry_after("1.2.3.4", guess) is None  # the one check of the moment
+    assert failed.retry_after("1.2.3.4", guess) == 5.0  # the next: in spacing (10 / 2) seconds
+    assert failed.retry_after("1.2.3.5", guess) is None
     now[0] = 10.0
-    assert failed.retry_after("1.2.3.4") is None  # the first has left: one more guess
+    assert failed.retry_after("1.2.3.4", guess) is None  # the first has left the window
     failed.record("2001:db8::1")
     failed.record("2001:db8::ffff")  # the same /64: one host
-    assert failed.retry_after("2001:db8::abcd") is not None and failed.retry_after("2001:db8:0:1::1") is None
-    for i in range(10):  # many addresses: the memory stays bounded
-        failed.record(f"10.0.0.{i}")
-    assert len(failed._failures) <= 3
+    assert failed.retry_after("2001:db8::abcd", guess) is None and failed.retry_after("2001:db8::abcd", guess) > 0
+    assert failed.retry_after("2001:db8:0:1::1", guess) is None
+    for i in range(100):  # many addresses, many wrong keys and right ones: the memory stays bounded
+        for _ in range(50):
+            failed.record(f"10.0.{i}.1")
+        failed.succeeded(f"10.0.{i}.1", bytes([i]))
+    assert len(failed._failures) <= 3 and len(failed._proven) <= 3 and len(failed._checked) <= 3
+    assert all(len(times) <= 3 for times in failed._failures.values())
+
+
+def test_a_forged_forwarded_address_spreads_no_guess_and_locks_out_no_one(store):
+    """uvicorn believes X-Forwarded-For from 127.0.0.1 by default: the server runs it without, so a
+    client is its connection's address whatever it claims; the operator names the proxies to believe."""
+    import httpx
+
+    keys = {**DEMO_KEYS, OTHER_KEY: "other"}
+    app = create_app(config(limits=Limits(max_failed_keys=3)), store, None, model_name="none", api_keys=keys)
+    with background_server(app) as url, httpx.Client(base_url=url) as http:
+        statuses = [
+            http.get(
+                "/v1/memory/facts", headers={**auth(f"guess-{i:06d}"), "X-Forwarded-For": f"10.1.{i // 250}.{i % 250}"}
+            )
+            for i in range(200)
+        ]
+        assert sum(r.status_code == 401 for r in statuses) == 4  # 0 bypasses: 3 guesses and one checked later
+        forged = {**auth(OTHER_KEY), "X-Forwarded-For": "10.9.9.9"}  # "10.9.9.9" did nothing wrong, nor is it here
+        assert http.get("/v1/memory/facts", headers=forged).status_code == 429
+    trusted = config(limits=Limits(max_failed_keys=3), forwarded_allow_ips=["127.0.0.1"])
+    app = create_app(trusted, store, None, model_name="none", api_keys=keys)
+    with background_server(app) as url, httpx.Client(base_url=url) as http:  # behind a proxy on 127.0.0.1
+        for i in range(5):
+            http.get("/v1/memory/facts", headers={**auth(f"guess-{i}"), "X-Forwarded-For": "10.2.0.1"})
+        assert (
+            http.get("/v1/memory/facts", headers={**auth(OTHER_KEY), "X-Forwarded-For": "10.2.0.1"}).status_code == 429
+        )
+        assert (
+            http.get("/v1/memory/facts", headers={**auth(OTHER_KEY), "X-Forwarded-For": "10.2.0.2"}).status_code == 200
+        )
+
+
+def test_the_proxies_to_believe_are_checked_addresses():
+    with pytest.raises(ValueError, match="not an IP address or network"):
+        ServeConfig(api_keys=DEMO_KEYS, forwarded_allow_ips=["proxy.example.com"])
+    assert ServeConfig(api_keys=DEMO_KEYS, forwarded_allow_ips=["10.0.0.0/8", "::1", "*"]).forwarded_allow_ips
 
 
 # --------------------------------------------------------------------------- the demo key beyond loopback
@@ -213,7 +269,8 @@ def test_memlm_ui_and_serve_refuse_the_demo_key_on_every_interface(tmp_path, mon
 
     seen = {}
 
-    def run(app, host, port, log_level):  # instead of serving: look at the app memlm ui built
+    def run(app, host, port, log_level, proxy_headers):  # instead of serving: look at the app memlm ui built
+        assert proxy_headers is False  # uvicorn believes no X-Forwarded-For: the app decides (forwarded_allow_ips)
         with TestClient(app, base_url="http://192.168.1.20:8123") as c:
             seen["ip"] = c.get("/health").status_code
             seen["named"] = c.get("/health", headers={"Host": "memlm.lan:8123"}).status_code
@@ -280,6 +337,11 @@ def test_guessing_keys_in_the_page_meets_the_limit(browser, store):
 
     app = create_app(config(limits=Limits(max_failed_keys=3)), store, None, model_name="none")
     with background_server(app) as url:
+        signed_in = browser.new_page()  # a user of this machine, signed in before anyone guesses
+        signed_in.goto(f"{url}/ui")
+        signed_in.fill("#key", DEMO_KEY)
+        signed_in.click("#sign-in-form button")
+        expect(signed_in.locator("#app")).to_be_visible()
         page = browser.new_page()
         page.goto(f"{url}/ui")
         for guess in ("guess-000001", "guess-000002"):
@@ -297,14 +359,21 @@ def test_guessing_keys_in_the_page_meets_the_limit(browser, store):
                 return statuses;
             }"""
         )
-        assert flood == [401] + [429] * 49
-        page.fill("#key", DEMO_KEY)  # the right key, from the same address: refused until the window passes
+        assert flood == [401, 401] + [429] * 48  # the third wrong key, the one check of the moment, then none
+        page.fill("#key", "guess-000003")
         page.click("#sign-in-form button")
         expect(page.locator("#sign-in-error")).to_have_text(
-            "too many wrong API keys from this address (3 in 60 s): retry in 60 s"
+            "too many wrong API keys from this address (3 in 60 s): a key not yet used from here is checked once "
+            "every 20 s; retry in 20 s"
         )
-        expect(page.locator("#app")).to_be_hidden()
+        page.fill("#key", DEMO_KEY)  # the key this address signed in with: not locked out by the flood
+        page.click("#sign-in-form button")
+        expect(page.locator("#app")).to_be_visible()
+        signed_in.reload()  # it signs in again with its key, and reads its facts
+        expect(signed_in.locator("#app")).to_be_visible()
+        expect(signed_in.locator("#sign-in-error")).to_have_text("")
         page.close()
+        signed_in.close()
 
 
 def test_a_cross_site_form_is_refused_and_the_page_writes_from_its_own_origin(browser, store):
