@@ -19,7 +19,8 @@ from __future__ import annotations
 import functools
 
 from memory_runtime.memory.fuzzy import jaccard, shingles
-from memory_runtime.memory.store import MemoryConfig, TripletStore, normalize_term
+from memory_runtime.memory.store import MemoryConfig, TripletStore
+from memory_runtime.memory.terms import normalize_term
 from memory_runtime.protocol import Triplet
 
 _norm = functools.lru_cache(maxsize=1 << 16)(normalize_term)  # our own bookkeeping only; the store normalises itself

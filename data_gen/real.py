@@ -505,7 +505,7 @@ def is_mentioned(record: Record, triplet: Triplet) -> bool:
 
 def names_occur(text: str, names) -> bool:
     """Whether every name occurs in `text` as whole words, after the memory's normalisation."""
-    from memory_runtime.memory.store import normalize_term
+    from memory_runtime.memory.terms import normalize_term
 
     text = normalize_term(text)  # a possessive "ASEAN's" normalises to "aseans"
     return all(re.search(rf"(?<!\w){re.escape(normalize_term(name))}s?(?!\w)", text) for name in names)
@@ -610,7 +610,7 @@ def load_corpus(
     elif format == "conll04":
         read = partial(_conll04_sentence, relations={**CONLL04_RELATIONS, **extra}, skipped=skipped)
     else:
-        from memory_runtime.memory.store import normalize_term
+        from memory_runtime.memory.terms import normalize_term
 
         relations = {**canonical, **{normalize_term(k): v for k, v in extra.items()}}
         read = partial(_jsonl_row, relations=relations, schema=mapping.name)
@@ -698,7 +698,7 @@ def _caller_relations(
 ) -> tuple[dict[str, str], dict[str, str]]:
     """The schema's relation table (normalised name or alias -> canonical) and the caller's mapping with
     canonical values (an alias value is written as its canonical name; anything else is an error)."""
-    from memory_runtime.memory.store import normalize_term
+    from memory_runtime.memory.terms import normalize_term
 
     canonical = mapping.canonical_names
     extra = {}
@@ -936,7 +936,7 @@ def _conll04_sentence(row: dict, where: str, relations: dict[str, str], skipped:
 
 def _jsonl_row(row: dict, where: str, relations: dict[str, str], schema: str) -> list[Passage]:
     """`relations`: normalised relation name -> canonical (the schema's table's names and aliases, and the caller's)."""
-    from memory_runtime.memory.store import normalize_term
+    from memory_runtime.memory.terms import normalize_term
 
     text = row["text"]
     if not isinstance(text, str) or not text.strip():

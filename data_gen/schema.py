@@ -42,7 +42,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field, field_validator
 
 from data_gen.text import check_templates, placeholders
-from memory_runtime.memory.store import normalize_term
+from memory_runtime.memory.terms import normalize_term
 from memory_runtime.shipped import shipped
 from memory_runtime.yaml_config import ConfigError, Strict, read_mapping, validate
 

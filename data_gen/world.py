@@ -27,7 +27,7 @@ from faker import Faker
 
 from data_gen.config import SPLITS, DataConfig, TypeNames
 from data_gen.schema import RESERVED, NameSource
-from memory_runtime.memory.store import normalize_term
+from memory_runtime.memory.terms import normalize_term
 
 
 def derive_seed(*parts: object) -> int:

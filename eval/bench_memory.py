@@ -22,7 +22,8 @@ import numpy as np
 
 from memory_runtime.memory.databases import is_postgres, redacted
 from memory_runtime.memory.fuzzy import jaccard, shingles, signatures
-from memory_runtime.memory.store import MemoryConfig, TripletStore, normalize_term
+from memory_runtime.memory.store import MemoryConfig, TripletStore
+from memory_runtime.memory.terms import normalize_term
 from memory_runtime.protocol import Triplet
 from memory_runtime.stats import percentile
 

@@ -27,7 +27,8 @@ from dataclasses import dataclass
 from eval.parts import Part
 from eval.systems import Session, System, run_sessions
 from memory_runtime.memory.injection import REFUSED
-from memory_runtime.memory.store import MemoryConfig, TripletStore, normalize_term
+from memory_runtime.memory.store import MemoryConfig, TripletStore
+from memory_runtime.memory.terms import normalize_term
 from memory_runtime.protocol import render_write
 
 PLACES = ("message", "history", "passage", "correction", "import")

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from math import sqrt
 
-from memory_runtime.memory.store import normalize_term
+from memory_runtime.memory.terms import normalize_term
 from memory_runtime.protocol import Triplet
 
 _ABSTAIN = re.compile(

@@ -158,23 +158,37 @@ def memory_forget(
 def memory_check(
     db: str = DB,
     fix: bool = typer.Option(
-        False, "--fix", help="Remove the broken links (the facts stay, ended as they were), not only list them."
+        False,
+        "--fix",
+        help="Remove the broken links and break the cycles of successors (the facts stay, ended as they were), "
+        "not only list them.",
     ),
 ) -> None:
-    """Check that every fact's superseded_by points at a fact of its own namespace; exit 1 if one does not."""
+    """Check every fact's history: its superseded_by points at a fact of its own namespace, its successors
+    do not lead back to it, it is current or ended with an end after its start; exit 1 if one is not."""
     with _store(db, None) as store:
-        broken = store.broken_links()
-        for link in broken:
-            typer.echo(str(link))
-        if not broken:
+        broken, impossible = store.broken_links(), store.history_problems()
+        for problem in [*broken, *impossible]:
+            typer.echo(str(problem))
+        if not broken and not impossible:
             namespaces = len(store.namespaces())
-            console.print(f"ok: every superseded_by link of {namespaces} namespace(s) points at a fact of its own")
+            console.print(
+                f"ok: every superseded_by link of {namespaces} namespace(s) points at a fact of its own, "
+                "and every history could have happened"
+            )
             return
         if fix:
-            console.print(f"unlinked {store.unlink_broken()} fact(s): they stay, ended as they were")
-            return
+            unlinked = store.unlink_broken() + store.unlink_cycles()
+            console.print(f"unlinked {unlinked} fact(s): they stay, ended as they were")
+            left = [problem for problem in store.history_problems() if "lead back" not in problem.reason]
+            if not left:
+                return
+            console.print(f"{len(left)} fact(s) with an impossible history remain: `memlm memory forget --purge`")
+            raise typer.Exit(1)
+    cycles = sum("lead back" in problem.reason for problem in impossible)
     console.print(
-        f"{len(broken)} broken link(s): `memlm memory check --fix` removes them (the facts stay), "
+        f"{len(broken)} broken link(s), {cycles} fact(s) in cycles of successors, {len(impossible) - cycles} other "
+        "impossible history(ies): `memlm memory check --fix` removes the links (the facts stay), "
         "`memlm memory forget --purge` erases a fact",
         markup=False,
     )

@@ -26,7 +26,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from memory_runtime.memory.store import normalize_term
+from memory_runtime.memory.terms import normalize_term
 
 _TRIPLET_SPAN = re.compile(r"([^\[\]{}\n]*?)>>([^\n]*?)>>([^\[\]{}\n]*)")
 _VERB_SPAN = re.compile(r"MEM_(?:WRITE|READ)\W?([^\n\]\)]{0,300})", re.IGNORECASE)

@@ -16,10 +16,9 @@ so 10,000 users cost neither 10,000 indexes nor a slow start.
 
 from __future__ import annotations
 
-import re
+import math
 import threading
 import time
-import unicodedata
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
@@ -33,6 +32,7 @@ from pydantic import Field, model_validator
 
 from memory_runtime.memory.databases import Cursor, open_database
 from memory_runtime.memory.fuzzy import FuzzyConfig, FuzzyIndex, FuzzyMatch
+from memory_runtime.memory.terms import checked_namespace, checked_term, normalize_term, relation_words
 from memory_runtime.protocol import Triplet
 from memory_runtime.yaml_config import Strict, read_mapping
 
@@ -223,6 +223,39 @@ class BrokenLink:
 
 
 @dataclass(frozen=True)
+class HistoryProblem:
+    """A fact whose history cannot have happened (TripletStore.history_problems), with why."""
+
+    fact: Fact
+    reason: str
+
+    def __str__(self) -> str:
+        f = self.fact
+        return f"namespace {f.namespace!r}: fact {f.id} ({f.subject} >> {f.relation} >> {f.object}): {self.reason}"
+
+
+def superseding_cycles(successors: dict[int, int]) -> list[list[int]]:
+    """The chains of `successors` (a fact's id -> the id of the fact that superseded it) that come back
+    to where they started, each once, from its smallest id: no history can have happened so."""
+    state: dict[int, int] = {}  # 1: on the path being walked, 2: done
+    cycles = []
+    for start in successors:
+        path = []
+        node: int | None = start
+        while node is not None and node not in state:
+            state[node] = 1
+            path.append(node)
+            node = successors.get(node)
+        if node is not None and state[node] == 1:  # the walk met itself: the path from `node` on is a cycle
+            cycle = path[path.index(node) :]
+            first = cycle.index(min(cycle))
+            cycles.append(cycle[first:] + cycle[:first])
+        for seen in path:
+            state[seen] = 2
+    return cycles
+
+
+@dataclass(frozen=True)
 class WriteResult:
     fact: Fact
     status: Literal["stored", "duplicate"]
@@ -248,86 +281,23 @@ class RestoreRefused(ValueError):
         self.missing = missing
 
 
-# --------------------------------------------------------------------------- normalisation
-
-
-class _NormalisingTable(dict):
-    """str.translate table of normalize_term, filled lazily: punctuation is dropped, hyphens,
-    slashes, underscores and whitespace become spaces, everything else is kept."""
-
-    def __missing__(self, codepoint: int) -> str | None:
-        ch = chr(codepoint)
-        value = " " if ch in "-_/" or ch.isspace() else None if unicodedata.category(ch).startswith("P") else ch
-        self[codepoint] = value
-        return value
-
-
-_NORMALISING_TABLE = _NormalisingTable()
-
-
-def normalize_term(term: str) -> str:
-    """The matching key of a term: NFKC, case-folded, punctuation dropped, whitespace collapsed.
-
-    Hyphens, slashes and underscores separate words ("Smith-Jones" ~ "Smith Jones"); other
-    punctuation is removed ("Pfizer Inc." ~ "pfizer inc", "O'Brien" ~ "OBrien").
-    """
-    return " ".join(unicodedata.normalize("NFKC", term).casefold().translate(_NORMALISING_TABLE).split())
-
-
-_RELATION_FILLER = frozenset("a an the is are was were be been being as of at in on for by to with its their".split())
-
-
-def _stem(word: str) -> str:
-    """A crude English stem, enough to meet "coaches", "coach" and "coached" at "coach"."""
-    for suffix in ("ing", "es", "ed", "s"):
-        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
-            return word[: -len(suffix)]
-    return word
-
-
-def relation_words(norm: str) -> frozenset[str]:
-    """The content words of a normalised relation, stemmed: "is the coach of" and "coaches" both
-    give {"coach"}. Reads meet relations the table does not know through these (MinHash, tuned to
-    names, does not see that "coach of" is "coaches")."""
-    words = [w for w in norm.split() if w not in _RELATION_FILLER] or norm.split()
-    return frozenset(_stem(w) for w in words)
-
-
-# no call can be written without braces and ">>": a term holds neither, nor a call verb
-_CALL_SYNTAX = re.compile(r"[{}]|>>|MEM_(?:WRITE|READ)", re.IGNORECASE)
-
-
-def _checked_term(value: object, what: str) -> tuple[str, str]:
-    if not isinstance(value, str):
-        raise TypeError(f"{what} must be a string, got {type(value).__name__}")
-    display = " ".join(value.split())
-    if not display:
-        raise ValueError(f"{what} is empty")
-    norm = normalize_term(display)
-    if not norm:
-        raise ValueError(f"{what} {value!r} has no letters or digits")
-    if _CALL_SYNTAX.search(display):
-        raise ValueError(
-            f"{what} {value!r} holds call syntax ({{ }} >> or a MEM_ verb): a memory keeps none, "
-            "so no read result can carry a call for the model to copy"
-        )
-    return display, norm
-
-
 def _timestamp(value: float | datetime | None, what: str) -> float:
     if value is None:
         return time.time()
     if isinstance(value, datetime):
         return value.timestamp()
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
+        try:
+            seconds = float(value)
+        except OverflowError:
+            seconds = math.inf
+        if not math.isfinite(seconds):
+            raise ValueError(f"{what} must be a finite unix time, got {value!r}")
+        return seconds
     raise TypeError(f"{what} must be a unix time or a datetime, got {type(value).__name__}")
 
 
-def _checked_namespace(namespace: object) -> str:
-    if not isinstance(namespace, str) or not namespace.strip():
-        raise ValueError(f"namespace must be a non-empty string, got {namespace!r}")
-    return namespace
+MAX_ROW_NUMBER = 2**63 - 1  # the largest id, offset or limit a database takes (a signed 64-bit integer)
 
 
 # --------------------------------------------------------------------------- the store
@@ -386,7 +356,7 @@ class TripletStore:
         """(display, norm) of a relation after alias resolution; cached, relations are few."""
         cached = self._relation_cache.get(relation) if isinstance(relation, str) else None
         if cached is None:
-            display, norm = _checked_term(relation, "relation")
+            display, norm = checked_term(relation, "relation")
             display = self._canonical.get(norm) or self._canonical_words.get(relation_words(norm)) or display
             cached = (display, normalize_term(display))
             if len(self._relation_cache) < 10_000:
@@ -394,7 +364,7 @@ class TripletStore:
         return cached
 
     def _terms(self, subject: object, relation: object, object_: object) -> tuple[tuple[str, str], ...]:
-        return _checked_term(subject, "subject"), self._relation_terms(relation), _checked_term(object_, "object")
+        return checked_term(subject, "subject"), self._relation_terms(relation), checked_term(object_, "object")
 
     # ------------------------------------------------------------------ writing
 
@@ -421,7 +391,7 @@ class TripletStore:
     ) -> list[WriteResult]:
         """Store a batch in one transaction: all of it is validated first, so bad input stores nothing.
         `source` says what wrote it (kept with each stored fact; a duplicate keeps the first one's)."""
-        namespace = _checked_namespace(namespace)
+        namespace = checked_namespace(namespace)
         when = _timestamp(at, "at")
         checked = []
         for i, item in enumerate(triplets):
@@ -516,7 +486,7 @@ class TripletStore:
         meet the namespace's current facts as writes do, in time order: of a functional relation, or
         of one that ends another's, the older is ended, superseded by the newer, whichever is new.
         """
-        namespace = _checked_namespace(namespace)
+        namespace = checked_namespace(namespace)
         checked = []
         for i, fact in enumerate(versions):
             terms = self._terms(fact.subject, fact.relation, fact.object)
@@ -659,7 +629,7 @@ class TripletStore:
         """Facts matching every given field: current ones, or those valid at `as_of`. Of a symmetric
         relation (MemoryConfig.symmetric), also the facts with the given names the other way round; asked
         for one name alone (``X>>>>``), also the symmetric facts that name it on the other side."""
-        namespace = _checked_namespace(namespace)
+        namespace = checked_namespace(namespace)
         given = {name: value for name, value in zip(FIELDS, (subject, relation, object)) if value is not None}
         if not given:
             raise ValueError("query needs at least one of subject, relation, object (use facts() to list all)")
@@ -690,7 +660,7 @@ class TripletStore:
         where, params, matches = ["namespace = ?"], [namespace], {}
         with self._lock:
             for name, value in given.items():
-                norm = self._relation_terms(value)[1] if name == "relation" else _checked_term(value, name)[1]
+                norm = self._relation_terms(value)[1] if name == "relation" else checked_term(value, name)[1]
                 if not self._has_term(namespace, name, norm):
                     match = None
                     if fuzzy and name == "relation":
@@ -725,8 +695,10 @@ class TripletStore:
         """The namespace's current facts (or those valid at `as_of`; of one `relation`, matched
         exactly after its aliases), oldest first (or newest first); `limit` and `offset` page
         through them in SQL (a large memory is never loaded to be sliced)."""
-        if (limit is not None and limit < 1) or offset < 0:
-            raise ValueError(f"limit must be >= 1 and offset >= 0, got {limit} and {offset}")
+        if (limit is not None and not 1 <= limit <= MAX_ROW_NUMBER) or not 0 <= offset <= MAX_ROW_NUMBER:
+            raise ValueError(
+                f"limit must be >= 1 and offset >= 0, both at most {MAX_ROW_NUMBER}, got {limit} and {offset}"
+            )
         where, params = self._listing_where(namespace, as_of, relation)
         page = ""
         if limit is not None or offset:
@@ -753,7 +725,7 @@ class TripletStore:
 
     def relations(self, namespace: str = "default", *, limit: int = 1000) -> list[tuple[str, int]]:
         """The relations of the namespace's current facts with how many facts each has, most used first."""
-        namespace = _checked_namespace(namespace)
+        namespace = checked_namespace(namespace)
         with self._lock:
             rows = self._db.rows(
                 "SELECT MAX(relation), COUNT(*) AS n FROM triplets WHERE namespace = ? AND valid_to IS NULL "
@@ -765,7 +737,7 @@ class TripletStore:
     def iter_facts(self, namespace: str = "default", *, current: bool = True, page: int = 1000) -> Iterator[Fact]:
         """The namespace's facts (current ones, or every version) in id order, `page` rows per lock
         hold: an export streams a memory of any size without holding it, or the lock, whole."""
-        namespace = _checked_namespace(namespace)
+        namespace = checked_namespace(namespace)
         clause = " AND valid_to IS NULL" if current else ""
         last = 0
         while True:
@@ -853,9 +825,11 @@ class TripletStore:
         a current fact (a functional relation's value that took its place). A restore brings one
         fact back and changes nothing else: a restored employer does not end the roles held since
         (`ends`), as they were not ended when they were written beside it."""
-        namespace = _checked_namespace(namespace)
+        namespace = checked_namespace(namespace)
         if not isinstance(fact_id, int) or isinstance(fact_id, bool):
             raise TypeError(f"fact_id must be an integer, got {type(fact_id).__name__}")
+        if not 1 <= fact_id <= MAX_ROW_NUMBER:
+            raise RestoreRefused(f"fact {fact_id} is not in namespace {namespace!r}: no fact has that id", missing=True)
         when = _timestamp(at, "at")
         with self._lock, self._db.transaction(namespace) as cur:
             row = cur.row(f"SELECT {_COLUMNS} FROM triplets WHERE namespace = ? AND id = ?", (namespace, fact_id))
@@ -918,6 +892,45 @@ class TripletStore:
             )
         return [BrokenLink(_fact(row[:-1]), row[-1]) for row in rows]
 
+    def history_problems(self) -> list[HistoryProblem]:
+        """Every fact, of any namespace, whose history cannot have happened (`memlm memory check`): its
+        superseded_by links lead back to it, it is current yet names a successor, it ended before it
+        began, or it has an end without how it ended (or the other way round). None in a memory this
+        memlm wrote; an import refuses such a history (memory_runtime/memory/transfer.py)."""
+        problems: list[HistoryProblem] = []
+        with self._lock:
+            for row in self._db.rows(
+                f"SELECT {_COLUMNS} FROM triplets WHERE (valid_to IS NULL AND superseded_by IS NOT NULL)"
+                " OR valid_to < valid_from OR (valid_to IS NULL) <> (ended_by IS NULL) ORDER BY namespace, id"
+            ):
+                fact = _fact(row)
+                if fact.current and fact.superseded_by is not None:
+                    reason = f"it is current, yet says fact {fact.superseded_by} superseded it"
+                elif fact.valid_to is not None and fact.valid_to < fact.valid_from:
+                    reason = f"it ended ({local_time(fact.valid_to)}) before it began ({local_time(fact.valid_from)})"
+                else:
+                    reason = "it has an end without how it ended, or how it ended without an end"
+                problems.append(HistoryProblem(fact, reason))
+            links = dict(self._db.rows("SELECT id, superseded_by FROM triplets WHERE superseded_by IS NOT NULL"))
+            for cycle in superseding_cycles(links):
+                marks = ", ".join("?" * len(cycle))
+                rows = self._db.rows(f"SELECT {_COLUMNS} FROM triplets WHERE id IN ({marks}) ORDER BY id", cycle)
+                chain = " -> ".join(map(str, [*cycle, cycle[0]]))
+                problems += [HistoryProblem(_fact(row), f"its successors lead back to it ({chain})") for row in rows]
+        return problems
+
+    def unlink_cycles(self) -> int:
+        """Break the cycles history_problems() finds: each fact of one keeps its end, without a successor
+        (as when its successor is purged); how many links it removed."""
+        removed = 0
+        with self._lock:
+            links = dict(self._db.rows("SELECT id, superseded_by FROM triplets WHERE superseded_by IS NOT NULL"))
+        for cycle in superseding_cycles(links):
+            marks = ", ".join("?" * len(cycle))
+            with self._lock, self._db.transaction("memlm check") as cur:
+                removed += cur.execute(f"UPDATE triplets SET superseded_by = NULL WHERE id IN ({marks})", cycle)
+        return removed
+
     def unlink_broken(self) -> int:
         """Remove the broken links broken_links() finds (the facts stay, ended as they were); how many."""
         removed = 0
@@ -932,12 +945,12 @@ class TripletStore:
     # ------------------------------------------------------------------ helpers
 
     def _exact_where(self, namespace, subject, relation, object_, *, require: bool) -> tuple[str, list]:
-        namespace = _checked_namespace(namespace)
+        namespace = checked_namespace(namespace)
         where, params = ["namespace = ?"], [namespace]
         for name, value in zip(FIELDS, (subject, relation, object_)):
             if value is None:
                 continue
-            norm = self._relation_terms(value)[1] if name == "relation" else _checked_term(value, name)[1]
+            norm = self._relation_terms(value)[1] if name == "relation" else checked_term(value, name)[1]
             where.append(f"{name}_norm = ?")
             params.append(norm)
         if require and len(params) == 1:
@@ -946,7 +959,7 @@ class TripletStore:
 
     def _listing_where(self, namespace, as_of, relation, *, every_version: bool = False) -> tuple[str, list]:
         """The WHERE clause of a listing: a namespace, a time (None: now) or every version, maybe one relation."""
-        params: list = [_checked_namespace(namespace)]
+        params: list = [checked_namespace(namespace)]
         where = "namespace = ?"
         if relation is not None:
             where += " AND relation_norm = ?"
@@ -989,7 +1002,7 @@ class TripletStore:
         """Make the namespace's fuzzy indexes resident now (a page about to search calls this when
         it opens, so its first search with a typo does not wait for a build); seconds it took."""
         start = time.perf_counter()
-        namespace = _checked_namespace(namespace)
+        namespace = checked_namespace(namespace)
         for name in FIELDS:
             self.fuzzy_index(namespace, name)
         return time.perf_counter() - start

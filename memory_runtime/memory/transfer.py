@@ -14,7 +14,8 @@ held whole.
 
 An import reads a whole file and checks all of it before it stores anything, then stores it in one
 transaction (TripletStore.import_versions): all of it, or nothing. It takes
-- an export: every version of `history` comes back with its dates, how it ended and its source,
+- an export: every version of `history` comes back with its dates, how it ended and its source
+  (after "import: ": a file cannot say that this server wrote a fact),
   under new ids, its links following (a fact of `facts` not in `history` is one more version);
 - `{"facts": [...]}`, or a bare list, of {subject, relation, object}: a fact without `valid_from` is
   new, valid from now, and they are written in order as writes are (a later fact of a functional
@@ -30,17 +31,21 @@ from __future__ import annotations
 
 import json
 import math
+import re
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timezone
 from typing import Any, TextIO
 
-from memory_runtime.memory.store import Fact, TripletStore, normalize_term
+from memory_runtime.memory.store import Fact, TripletStore, superseding_cycles
+from memory_runtime.memory.terms import control_character, normalize_term
 
 MAX_PROBLEMS = 10  # named in one error; more are counted
 FUTURE_SLACK_S = 86_400  # a time later than now by more than a day is no unix time in seconds (milliseconds?)
 MAX_SOURCE_CHARS = 200
+IMPORT_SOURCE = "import"  # the source of every imported fact (the file's own, if any, follows it: imported_source)
 ENDINGS = ("superseded", "forgotten")
 FORMAT_HINT = 'a memlm export ({"facts": [...], "history": [...]}) or a list of {"subject", "relation", "object"}'
 
@@ -153,22 +158,66 @@ class _Problems:
 
 def _load(data: bytes | str) -> Any:
     if isinstance(data, bytes):
-        try:
-            data = data.decode(json.detect_encoding(data))
-        except UnicodeDecodeError:
-            data = "\0"  # told apart below
+        data = _text(data)
     if not data.strip():
         raise BadImport([(None, "the file is empty: nothing to import")])
-    if any(ch < " " and ch not in "\t\n\r" for ch in data[:65_536]):  # JSON holds no control characters
-        raise BadImport([(None, f"the file is binary, not JSON text: expected {FORMAT_HINT}")])
+    control = next((i for i, ch in enumerate(data[:65_536]) if ch < " " and ch not in "\t\n\r"), None)
+    if control is not None:  # JSON holds no control characters
+        raise BadImport(
+            [
+                (
+                    _place(data, control),
+                    f"the file is binary, not JSON text (character {ord(data[control]):#04x}): expected {FORMAT_HINT}",
+                )
+            ]
+        )
     try:
         return json.loads(data, parse_constant=_no_constant)
     except json.JSONDecodeError as err:
-        raise BadImport([(None, f"the file is not JSON: {err.msg} at line {err.lineno}, column {err.colno}")]) from None
+        raise BadImport([(_place(data, err.pos), f"the file is not JSON: {err.msg}")]) from None
     except ValueError as err:
+        too_long = r"\d{" + str(sys.get_int_max_str_digits() + 1) + ",}"
+        digits = re.search(too_long, data) if "digits" in str(err) else None
+        if digits is not None:
+            raise BadImport(
+                [
+                    (
+                        _place(data, digits.start()),
+                        f"the file holds a number of {len(digits.group()):,} digits: no field of a fact takes one",
+                    )
+                ]
+            ) from None
         raise BadImport([(None, f"the file is not JSON: {err}")]) from None
     except RecursionError:
         raise BadImport([(None, "the file is not a memlm export: it is nested too deeply")]) from None
+
+
+def _text(data: bytes) -> str:
+    """The file's bytes as text (UTF-8, or the UTF-16/32 that JSON allows); BadImport saying where a
+    byte starts no character."""
+    encoding = json.detect_encoding(data)
+    try:
+        return data.decode(encoding)
+    except UnicodeDecodeError as err:
+        binary = any(byte < 0x20 and byte not in b"\t\n\r" for byte in data[:65_536])
+        if encoding != "utf-8" or binary:  # control bytes (NULs where UTF-16 or UTF-32 would have them)
+            raise BadImport([(None, f"the file is binary, not JSON text: expected {FORMAT_HINT}")]) from None
+        before = data[: err.start].decode(encoding, errors="replace")
+        raise BadImport(
+            [
+                (
+                    _place(before, len(before)),
+                    f"the file is not {encoding.upper()} text: byte {data[err.start]:#04x} "
+                    f"(byte {err.start:,} of the file) starts no character; save it as UTF-8",
+                )
+            ]
+        ) from None
+
+
+def _place(text: str, position: int) -> str:
+    """A place in a file's text as people find it: line and column (both from 1)."""
+    line, column = text.count("\n", 0, position) + 1, position - text.rfind("\n", 0, position)
+    return f"line {line}, column {column}"
 
 
 def _no_constant(name: str) -> Any:
@@ -216,6 +265,8 @@ def _version(position: str, item: Any, store: TripletStore, now: float, problems
             raise TypeError(f"source must be a string, got {_kind(source)}")
         if source is not None and len(source) > MAX_SOURCE_CHARS:
             raise ValueError(f"source is longer than {MAX_SOURCE_CHARS} characters")
+        if source is not None and control_character(source) is not None:
+            raise ValueError(f"source holds a control character ({control_character(source)})")
         if valid_to is not None:
             if valid_from is None:
                 raise ValueError("valid_to without valid_from: an ended fact has both dates")
@@ -241,9 +292,17 @@ def _version(position: str, item: Any, store: TripletStore, now: float, problems
         valid_to,
         ended_by,
         successor,
-        source or None,
+        imported_source(source),
     )
     return _Version(position, fact, valid_from is not None, id_ is not None)
+
+
+def imported_source(source: str | None) -> str:
+    """An imported fact's source: "import", or what the file says after "import: ", so that no file can
+    make a fact claim that this server wrote it (a chat turn's id, "correction", "page")."""
+    if not source or source == IMPORT_SOURCE or source.startswith(f"{IMPORT_SOURCE}: "):
+        return source or IMPORT_SOURCE
+    return f"{IMPORT_SOURCE}: {source}"
 
 
 def _merged(parsed: dict[str, list[_Version]], problems: _Problems) -> list[_Version]:
@@ -272,7 +331,8 @@ def _merged(parsed: dict[str, list[_Version]], problems: _Problems) -> list[_Ver
 
 def _check_history(versions: list[_Version], store: TripletStore, problems: _Problems) -> None:
     """A history that contradicts itself: a link to no fact of the file, a superseded version still
-    valid after its successor began (or ended before it), two current versions of a functional fact."""
+    valid after its successor began (or ended before it), successors that lead back to where they
+    started, two current versions of a functional fact."""
     by_id = {v.fact.id: v for v in versions if v.has_id}
     for v in versions:
         fact = v.fact
@@ -292,6 +352,10 @@ def _check_history(versions: list[_Version], store: TripletStore, problems: _Pro
                 f"{when} {_date(fact.valid_to)}, {order} its successor {successor.position} began at {_date(began)}:"
                 " a superseded fact ends when its successor begins",
             )
+    successors = {v.fact.id: v.fact.superseded_by for v in versions if v.has_id and v.fact.superseded_by is not None}
+    for cycle in superseding_cycles(successors):
+        chain = " -> ".join(by_id[id_].position for id_ in [*cycle, cycle[0]])
+        problems.add(by_id[cycle[0]].position, f"its successors lead back to it ({chain}): no history goes round")
     functional = {spec.name: spec.functional for spec in store.config.relations if spec.functional}
     holders: dict[tuple, _Version] = {}
     for v in versions:

@@ -3,6 +3,7 @@ serving/routes/, mounts the memory page and wraps it all in the middleware."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
@@ -149,17 +150,45 @@ async def api_error(_: Request, err: APIError) -> JSONResponse:
 
 
 async def invalid_request(_: Request, err: RequestValidationError) -> JSONResponse:
-    """A body or query FastAPI refused: 400 naming the first field at fault."""
+    """A body or query FastAPI refused: 400 naming the first field at fault, in a sentence."""
     first = err.errors()[0]
+    if first["type"] == "json_invalid":  # loc: ("body", the character where reading stopped)
+        return APIError(400, _json_problem(err.body, first["loc"][-1], first["ctx"]["error"])).response()
+    if first["type"] == "missing" and tuple(first["loc"]) == ("body",):
+        return APIError(400, "the request has no body: send a JSON object", param="body").response()
     loc = [str(p) for p in first["loc"] if p != "body"]
     param = ".".join(loc) or None
     message = f"{param}: {first['msg']}" if param else first["msg"]
     return APIError(400, message, param=param).response()
 
 
+def _json_problem(doc: Any, position: int, reason: str) -> str:
+    """Where and why a body is not JSON: line, column and character (FastAPI gives the character)."""
+    where = f"character {position}"
+    if isinstance(doc, str):
+        line, column = doc.count("\n", 0, position) + 1, position - doc.rfind("\n", 0, position)
+        where = f"line {line}, column {column} ({where})"
+    return f"the body is not valid JSON: {reason[:1].lower() + reason[1:]} at {where}"
+
+
+def _body_problem(cause: BaseException | None) -> str | None:
+    """Why a body could not be read, as a sentence (FastAPI says only "There was an error parsing the body")."""
+    if isinstance(cause, UnicodeDecodeError):
+        byte = cause.object[cause.start]
+        return f"the body is not UTF-8 text: byte 0x{byte:02x} at position {cause.start} starts no character"
+    if isinstance(cause, RecursionError):
+        return "the body is nested too deeply to read"
+    if isinstance(cause, ValueError) and "digits" in str(cause):  # Python's limit on integer digits
+        return (
+            f"the body holds an integer of more than {sys.get_int_max_str_digits()} digits, more than any field takes"
+        )
+    return None
+
+
 async def http_error(_: Request, err: StarletteHTTPException) -> JSONResponse:
     code = {404: "not_found", 405: "method_not_allowed"}.get(err.status_code)
-    return APIError(err.status_code, str(err.detail), code=code).response()
+    message = (_body_problem(err.__cause__) if err.status_code == 400 else None) or str(err.detail)
+    return APIError(err.status_code, message, code=code).response()
 
 
 async def crash(_: Request, err: Exception) -> JSONResponse:

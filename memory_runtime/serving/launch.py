@@ -15,7 +15,52 @@ from memory_runtime.serving.app import create_app
 from memory_runtime.serving.config import ServeConfig
 from memory_runtime.serving.keys import SHIPPED_CONFIGS, shipped_demo_keys
 from memory_runtime.serving.middleware import is_loopback
+from memory_runtime.serving.schemas import APIError
 from memory_runtime.yaml_config import ConfigError
+
+
+def http_protocol() -> type:
+    """uvicorn's HTTP/1.1 protocol (h11), answering a request that is not HTTP (two Host headers, a
+    header line that is no header) with the server's JSON error saying why, where uvicorn answers
+    plain text "Invalid HTTP request received." (uvicorn's `http=`; the import is deferred as uvicorn's)."""
+    import h11
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class JSONErrorsH11Protocol(H11Protocol):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self.why: str | None = None
+            next_event = self.conn.next_event
+
+            def reading() -> Any:
+                try:
+                    return next_event()
+                except h11.RemoteProtocolError as err:
+                    self.why = str(err)
+                    raise
+
+            self.conn.next_event = reading
+
+        def send_400_response(self, msg: str) -> None:
+            why = f": {self.why[:1].lower() + self.why[1:]}" if self.why else ""
+            error = APIError(400, f"the request is not valid HTTP{why}", code="invalid_http").response()
+            headers = [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(error.body)).encode()),
+                (b"connection", b"close"),
+            ]
+            self.transport.write(self.conn.send(h11.Response(status_code=400, headers=headers, reason=b"Bad Request")))
+            self.transport.write(self.conn.send(h11.Data(data=error.body)))
+            self.transport.write(self.conn.send(h11.EndOfMessage()))
+            self.transport.close()
+
+    return JSONErrorsH11Protocol
+
+
+def uvicorn_settings() -> dict[str, Any]:
+    """How every memlm server runs uvicorn: no proxy headers (the app believes the proxies of
+    forwarded_allow_ips itself: create_app) and JSON errors for requests that are not HTTP."""
+    return {"proxy_headers": False, "http": http_protocol()}
 
 
 @contextmanager
@@ -23,7 +68,7 @@ def background_server(app: Any, host: str = "127.0.0.1", port: int = 0, timeout:
     """Run `app` under uvicorn on a thread of this process; yields its base URL (port 0 = a free one)."""
     import uvicorn
 
-    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on", proxy_headers=False)
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on", **uvicorn_settings())
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, name="memlm-server", daemon=True)
     thread.start()
@@ -81,7 +126,7 @@ def serve(
                 f"serving {runtime.describe()} on http://{host}:{port} (memory {db}; {keys_line(access)});"
                 f" the memory page: http://{host}:{port}/ui"
             )
-        uvicorn.run(app, host=host, port=port, log_level=log_level, proxy_headers=False)  # see create_app
+        uvicorn.run(app, host=host, port=port, log_level=log_level, **uvicorn_settings())
 
 
 def serve_memory_page(
@@ -107,7 +152,7 @@ def serve_memory_page(
             on_warning(warning)
         if on_ready is not None:
             on_ready(f"the memory page of {db}: http://{host}:{port}/ui (sign in with an API key: {keys_line(access)})")
-        uvicorn.run(app, host=host, port=port, log_level=log_level, proxy_headers=False)  # see create_app
+        uvicorn.run(app, host=host, port=port, log_level=log_level, **uvicorn_settings())
 
 
 def _opens(namespaces: str | Sequence[str]) -> str:

@@ -9,6 +9,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from memory_runtime.generation.engine import SEED_RANGE, turn_messages, unencodable
+from memory_runtime.memory.store import MAX_ROW_NUMBER
 
 
 class MemlmOptions(BaseModel):
@@ -110,7 +111,7 @@ class FactQuery(BaseModel):
 
 
 class SearchQuery(FactQuery):
-    as_of: float | None = None  # unix time: the facts valid then (superseded ones included)
+    as_of: float | None = Field(None, allow_inf_nan=False)  # unix time: the facts valid then (superseded included)
 
 
 class ForgetQuery(FactQuery):
@@ -137,7 +138,7 @@ class RestoreRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    id: int = Field(ge=1)
+    id: int = Field(ge=1, le=MAX_ROW_NUMBER)
 
 
 class FeedbackRequest(BaseModel):

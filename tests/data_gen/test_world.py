@@ -1,5 +1,5 @@
 from data_gen.world import build_world, real_companies
-from memory_runtime.memory.store import normalize_term
+from memory_runtime.memory.terms import normalize_term
 
 
 def test_real_company_list_is_shipped():

@@ -76,6 +76,33 @@ def test_memory_check_finds_links_to_a_missing_or_foreign_fact(memory_location):
     assert r.exit_code == 0, r.output
 
 
+def test_memory_check_finds_successors_that_go_round_and_fix_breaks_them(memory_location):
+    from memory_runtime.memory.store import TripletStore
+
+    with TripletStore(memory_location) as store:
+        a, b = (
+            store.write(name, "employed by", "Pfizer", namespace="alice", at=1.0).fact for name in ("Ann Lee", "Bo Day")
+        )
+        for fact, successor in ((a, b), (b, a)):
+            store._db.execute(
+                "UPDATE triplets SET valid_to = 2.0, ended_by = 'superseded', superseded_by = ? WHERE id = ?",
+                (successor.id, fact.id),
+            )
+    r = runner.invoke(app, ["memory", "check", "--db", memory_location])
+    assert r.exit_code == 1, r.output
+    assert r.stdout.splitlines()[:2] == [
+        f"namespace 'alice': fact {a.id} (Ann Lee >> employed by >> Pfizer): its successors lead back to it"
+        f" ({a.id} -> {b.id} -> {a.id})",
+        f"namespace 'alice': fact {b.id} (Bo Day >> employed by >> Pfizer): its successors lead back to it"
+        f" ({a.id} -> {b.id} -> {a.id})",
+    ]
+    assert "0 broken link(s), 2 fact(s) in cycles of successors" in r.output
+    r = runner.invoke(app, ["memory", "check", "--db", memory_location, "--fix"])
+    assert r.exit_code == 0 and "unlinked 2 fact(s)" in r.output, r.output
+    r = runner.invoke(app, ["memory", "check", "--db", memory_location])
+    assert r.exit_code == 0 and "every history could have happened" in r.output, r.output
+
+
 def test_export_then_import_restores_the_history_and_refuses_a_bad_file(tmp_path, memory_location):
     """`memlm memory export` and `memlm memory import` share the page's format and code path
     (memory_runtime/memory/transfer.py): every version comes back with its dates; a bad file stores nothing."""

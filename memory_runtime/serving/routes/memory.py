@@ -11,7 +11,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
-from memory_runtime.memory.store import RestoreRefused
+from memory_runtime.memory.store import MAX_ROW_NUMBER, RestoreRefused
 from memory_runtime.memory.transfer import BadImport, export_chunks, import_file
 from memory_runtime.serving.feedback import FactGone
 from memory_runtime.serving.keys import Caller
@@ -43,9 +43,9 @@ def list_facts(
     server: State,
     namespace: Namespace,
     limit: int = Query(1000, ge=1, le=100_000),
-    offset: int = Query(0, ge=0),
+    offset: int = Query(0, ge=0, le=MAX_ROW_NUMBER),
     relation: str | None = None,
-    as_of: float | None = None,
+    as_of: float | None = Query(None, allow_inf_nan=False),
     order: Literal["oldest", "newest"] = "oldest",
 ) -> dict[str, Any]:
     """The caller's current facts (or those valid at `as_of`, a unix time; of one `relation`),

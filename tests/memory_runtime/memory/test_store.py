@@ -7,7 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memory_runtime.memory.databases import InvalidDatabaseError
-from memory_runtime.memory.store import MemoryConfig, RestoreRefused, TripletStore, normalize_term
+from memory_runtime.memory.store import MemoryConfig, RestoreRefused, TripletStore
+from memory_runtime.memory.terms import normalize_term
 
 
 @pytest.fixture
@@ -493,6 +494,78 @@ def test_bad_terms_are_rejected_clearly(store, args, error, message):
         store.write(*args)
 
 
+@pytest.mark.parametrize(
+    "looks_the_same",
+    [
+        "Dorothea\u200b Altemus",  # a zero-width space
+        "Dorothea Alte\u00admus",  # a soft hyphen
+        "\ufeffDorothea Altemus",  # a byte-order mark
+        "Dorothea \u202aAltemus\u202c",  # bidirectional embedding
+        "Dorothea\u00a0Altemus",  # a no-break space
+    ],
+)
+def test_names_that_look_the_same_are_one_name(store, looks_the_same):
+    """Invisible characters are dropped before the store compares names: the same Dorothea, whose one
+    current employer (a functional relation) the second write supersedes, and a read finds her exactly."""
+    store.write("Dorothea Altemus", "employed by", "Pfizer", namespace="alice", at=1.0)
+    written = store.write(looks_the_same, "employed by", "BMW", namespace="alice", at=2.0)
+    assert written.fact.subject == "Dorothea Altemus" and [f.object for f in written.superseded] == ["Pfizer"]
+    result = store.query(looks_the_same, "employed by", namespace="alice")
+    assert [f.object for f in result] == ["BMW"] and result.fuzzy == {}
+    assert [f.subject for f in store.facts("alice")] == ["Dorothea Altemus"]
+
+
+def test_names_are_kept_in_nfc_and_refused_with_control_characters_or_over_the_limit(store):
+    decomposed = "Jose\u0301 Nun\u0303ez"  # combining accents, as a Mac may type them
+    assert store.write(decomposed, "employed by", "Pfizer").fact.subject == "Jos\u00e9 Nu\u00f1ez"  # NFC
+    assert [f.object for f in store.query("Jos\u00e9 Nu\u00f1ez", "employed by")] == ["Pfizer"]
+    for bad, message in [
+        ("Dora\x00", "subject holds a control character \\(U\\+0000\\)"),
+        ("Dora\x1b[31m", "subject holds a control character \\(U\\+001B\\)"),
+        ("D" * 60_000, "subject is 60,000 characters long: a term has at most 200"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            store.write(bad, "employed by", "Pfizer")
+    assert store.write("D" * 200, "employed by", "Pfizer").status == "stored"
+    with pytest.raises(ValueError, match="not a namespace name"):
+        store.write("Tia Batres", "employed by", "Pfizer", namespace="alice\x00")
+    for time in (float("inf"), float("nan"), 10**400):
+        with pytest.raises(ValueError, match="finite unix time"):
+            store.facts(as_of=time)
+    with pytest.raises(ValueError, match="both at most"):
+        store.facts(offset=2**63)
+    with pytest.raises(RestoreRefused, match="no fact has that id"):
+        store.restore(2**63)
+
+
+def test_impossible_histories_are_found_and_cycles_broken(store):
+    """What no memlm writes but a file or a hand could leave: successors that lead back, a current fact
+    that names a successor, an end before a start (history_problems, `memlm memory check`)."""
+    a, b, c = (
+        store.write(name, "employed by", "Pfizer", namespace="alice", at=1.0).fact
+        for name in ("Ann Lee", "Bo Day", "Cy Po")
+    )
+    store.write("Dorothea Altemus", "employed by", "Pfizer", namespace="bob", at=1.0)
+    store.write("Dorothea Altemus", "employed by", "BMW", namespace="bob", at=2.0)
+    assert store.history_problems() == []
+    for fact, successor in ((a, b), (b, a)):
+        store._db.execute(
+            "UPDATE triplets SET valid_to = 5.0, ended_by = 'superseded', superseded_by = ? WHERE id = ?",
+            (successor.id, fact.id),
+        )
+    store._db.execute("UPDATE triplets SET superseded_by = ? WHERE id = ?", (a.id, c.id))  # current, yet superseded
+    problems = store.history_problems()
+    assert [(p.fact.id, p.reason) for p in problems] == [
+        (c.id, f"it is current, yet says fact {a.id} superseded it"),
+        (a.id, f"its successors lead back to it ({a.id} -> {b.id} -> {a.id})"),
+        (b.id, f"its successors lead back to it ({a.id} -> {b.id} -> {a.id})"),
+    ]
+    assert str(problems[1]).startswith(f"namespace 'alice': fact {a.id} (Ann Lee >> employed by >> Pfizer): its")
+    assert store.unlink_cycles() == 2
+    assert [p.fact.id for p in store.history_problems()] == [c.id]
+    assert [f.ended_by for f in store.history("Ann Lee", namespace="alice")] == ["superseded"]  # kept its end
+
+
 def test_a_bad_triplet_in_a_batch_stores_nothing(store):
     store.write("Dorothea Altemus", "employed by", "Pfizer")
     with pytest.raises(ValueError, match="object is empty"):
@@ -581,7 +654,9 @@ def test_normalisation_follows_the_documented_rule(term):
     import unicodedata
 
     reference = "".join(
-        " " if ch in "-_/" or ch.isspace() else ("" if unicodedata.category(ch).startswith("P") else ch)
+        " "
+        if ch in "-_/" or ch.isspace()
+        else ("" if unicodedata.category(ch)[0] == "P" or unicodedata.category(ch) == "Cf" else ch)
         for ch in unicodedata.normalize("NFKC", term).casefold()
     )
     assert normalize_term(term) == " ".join(reference.split())

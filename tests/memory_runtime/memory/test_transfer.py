@@ -8,7 +8,7 @@ import json
 import pytest
 
 from memory_runtime.memory.store import TripletStore
-from memory_runtime.memory.transfer import BadImport, import_file, write_export
+from memory_runtime.memory.transfer import BadImport, import_file, imported_source, write_export
 
 DAY = 86_400.0
 T0 = 1_700_000_000.0  # 2023-11-14
@@ -22,7 +22,7 @@ def exported(store: TripletStore, namespace: str) -> str:
 
 def shape(store: TripletStore, namespace: str, imported: bool = False) -> list[tuple]:
     """Every version of a namespace with its dates, ending, source and the fact its link points at
-    (`imported`: as an import restores it, "import" the source of a fact that had none)."""
+    (`imported`: as an import restores it, its source after "import: ", "import" where it had none)."""
     versions = list(store.iter_facts(namespace, current=False))
     by_id = {f.id: f for f in versions}
     return sorted(
@@ -31,7 +31,7 @@ def shape(store: TripletStore, namespace: str, imported: bool = False) -> list[t
             f.valid_from,
             f.valid_to,
             f.ended_by,
-            f.source or ("import" if imported else None),
+            imported_source(f.source) if imported else f.source,
             by_id[f.superseded_by].triplet if f.superseded_by else None,
         )
         for f in versions
@@ -65,7 +65,12 @@ def test_an_export_restores_every_version_with_its_dates_and_links(alice, memory
     done = import_file(memory, text.encode(), namespace="restored")
     assert done.message == "5 stored (2 current, 3 in history), 0 already there, 0 superseded"
     assert shape(memory, "restored") == shape(alice, "alice", imported=True)
-    assert {f.source for f in memory.iter_facts("restored", current=False)} == {"chatcmpl-1", "page", "import"}
+    # what wrote each fact, kept apart from what this server records: no file can claim a chat turn
+    assert {f.source for f in memory.iter_facts("restored", current=False)} == {
+        "import: chatcmpl-1",
+        "import: page",
+        "import",
+    }
     for t in (T0 + DAY / 2, T0 + 1.5 * DAY, T0 + 3.5 * DAY, T0 + 4.5 * DAY, None):  # time travel answers alike
         assert {f.triplet for f in memory.facts("restored", as_of=t)} == {
             f.triplet for f in alice.facts("alice", as_of=t)
@@ -173,6 +178,11 @@ def version(id_, obj, start, end=None, ended_by=None, successor=None, relation="
             [version(1, "Pfizer", T0), version(1, "BMW", T0 + DAY, relation="knows")],
             "history[1]: id 1 is history[0]'s too",
         ),
+        (  # each ended when the other began, so the dates hold; the links go round (it passed before)
+            [version(1, "Pfizer", T0, T0, "superseded", 2), version(2, "BMW", T0, T0, "superseded", 1)],
+            "history[0]: its successors lead back to it (history[0] -> history[1] -> history[0]): no history"
+            " goes round",
+        ),
     ],
 )
 def test_a_history_that_contradicts_itself_is_refused(memory, history, message):
@@ -202,12 +212,24 @@ def test_300_facts_in_a_non_latin_script_round_trip(memory):
         (bytes(range(256)) * 4, "the file is binary, not JSON text"),
         ('{"facts": [{"subject": "Ann Lee"}]}'.encode("utf-16"), "facts[0]: relation and object are missing"),
         (b'[{"subject": "A", "relation": "knows", "object": NaN}]', "the file is not JSON: NaN is no JSON number"),
-        (b"not json", "the file is not JSON: Expecting value at line 1, column 1"),
+        (b"not json", "line 1, column 1: the file is not JSON: Expecting value"),
+        (
+            '[\n{"subject": "Ren\u00e9 Lee", "relation": "knows", "object": "Bo"}]'.encode("latin-1"),
+            "line 2, column 17: the file is not UTF-8 text: byte 0xe9 (byte 18 of the file) starts no character",
+        ),
+        (
+            b'[{"subject": "A", "relation": "knows", "object": "B", "id": ' + b"7" * 5000 + b"}]",
+            "line 1, column 61: the file holds a number of 5,000 digits: no field of a fact takes one",
+        ),
+        (
+            b'[{"subject": "A", "relation": "knows", "object": "B", "source": "chat\\u0000"}]',
+            "[0]: source holds a control character (U+0000)",
+        ),
         (b"[" * 100_000 + b"]" * 100_000, "the file is not a memlm export: it is nested too deeply"),
         (b'"facts"', "the file holds a string, not facts"),
         (b'[{"subject": "Ann Lee", "relation": "knows", "object": "ann lee"}]', "[0]: it relates 'Ann Lee' to itself"),
     ],
-    ids=["{}", "[]", "binary", "utf-16", "NaN", "not-json", "nested", "string", "itself"],
+    ids=["{}", "[]", "binary", "utf-16", "NaN", "not-json", "latin-1", "digits", "nul", "nested", "string", "itself"],
 )
 def test_what_is_not_an_export_gets_a_sentence(data, message):
     with TripletStore() as store:

@@ -205,7 +205,7 @@ def test_memlm_ui_takes_a_key_of_several_namespaces_from_its_config(tmp_path, mo
     )
     seen = {}
 
-    def run(app, host, port, log_level):  # instead of serving: ask the app memlm ui built
+    def run(app, host, port, log_level, **_):  # instead of serving: ask the app memlm ui built
         with TestClient(app) as c:
             seen["ops"] = c.get("/v1/memory/facts", headers=acting_in("alice", OPS)).json()
             seen["alice"] = c.get("/v1/memory/facts", headers=acting_in("ops", ALICE)).status_code

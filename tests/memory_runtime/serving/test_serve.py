@@ -366,8 +366,8 @@ def test_list_search_history_forget_export_import(client, store):
         ("BMW", None),
     ]
     assert [(f.valid_from, f.source) for f in store.history(namespace="bob")] == [
-        (f["valid_from"], f["source"]) for f in exported["history"]
-    ]  # dates and sources (the chat turns) kept
+        (f["valid_from"], f"import: {f['source']}") for f in exported["history"]
+    ]  # dates and sources (the chat turns) kept, marked as imported: a file cannot claim this server wrote them
     bad = {
         "facts": [{"subject": "A", "relation": "knows", "object": "B"}, {"subject": "", "relation": "r", "object": "o"}]
     }
@@ -393,7 +393,7 @@ def test_an_import_is_one_file_checked_whole_and_stored_whole_or_not_at_all(clie
     r = client.post("/v1/memory/import", content=body, headers={**BOB, "content-type": "application/json"})
     assert r.status_code == 200 and r.json()["message"] == "300 stored, 0 already there, 0 superseded"
     assert [(f.triplet, f.valid_from, f.source) for f in store.facts("bob")] == [
-        (f.triplet, 1_700_000_000.0, "page") for f in store.facts("alice")
+        (f.triplet, 1_700_000_000.0, "import: page") for f in store.facts("alice")
     ]
 
     facts = [{"subject": f"Person {i}", "relation": "employed by", "object": f"Org {i}"} for i in range(1000)]
@@ -417,7 +417,7 @@ def test_an_import_is_one_file_checked_whole_and_stored_whole_or_not_at_all(clie
         b"{}": 'the file has no facts: it has no "facts" list',
         b'{"facts": [], "history": []}': "the file has no facts",
         b"": "the file is empty",
-        b'{"facts": [{"subject": "A B"}': "the file is not JSON: Expecting ',' delimiter at line 1, column 30",
+        b'{"facts": [{"subject": "A B"}': "line 1, column 30: the file is not JSON: Expecting ',' delimiter",
         b'{"facts": {"subject": "A"}}': "facts: an object, not a list of facts",
         b'{"facts": [{"subject": "A", "relation": "knows", "object": "B"}, 7]}': "facts[1]: a number, not a fact",
     }
@@ -478,6 +478,71 @@ def test_limits_and_bad_requests_get_openai_style_errors(store):
     with TestClient(create_app(config(max_calls=2), store, many_calls, model_name="m")) as c:
         body = say(c, "hi", memlm={"trace": True}).json()
         assert body["memlm"]["status"] == "max_calls" and len(body["memlm"]["calls"]) == 2
+
+
+def test_what_overflowed_or_was_unreadable_is_a_400_sentence(client, store):
+    """Inputs that reached a 500 or a message that was no sentence: a 64-bit overflow in a listing's
+    offset and a restore's id, a lone surrogate, JSON that stops, a number past Python's digit limit,
+    bytes that are not UTF-8, a missing body, names with a NUL or 60 KB long; nothing is stored."""
+    json_headers = {**ALICE, "content-type": "application/json"}
+
+    def error(r) -> str:
+        assert r.status_code == 400, (r.status_code, r.text)
+        message = r.json()["error"]["message"]
+        assert message[0].isalpha() and ": JSON decode error" not in message and "sys." not in message, message
+        return message
+
+    assert "less than or equal to 9223372036854775807" in error(
+        client.get("/v1/memory/facts", params={"offset": 2**63}, headers=ALICE)
+    )
+    assert "less than or equal to" in error(client.post("/v1/memory/facts/restore", json={"id": 2**63}, headers=ALICE))
+    assert "finite" in error(client.get("/v1/memory/search", params={"subject": "A", "as_of": "inf"}, headers=ALICE))
+    body = json.dumps({"messages": [{"role": "user", "content": "hi \ud800"}]})
+    assert error(client.post("/v1/chat/completions", content=body, headers=json_headers)) == (
+        "messages.0.content holds a lone surrogate ('\\ud800' at character 3), which is no Unicode character"
+    )
+    assert error(client.post("/v1/memory/facts", content=b'{"subject": \n x', headers=json_headers)) == (
+        "the body is not valid JSON: expecting value at line 2, column 2 (character 14)"
+    )
+    digits = b'{"messages": [{"role": "user", "content": "hi"}], "seed": ' + b"9" * 5000 + b"}"
+    assert "integer of more than 4300 digits" in error(
+        client.post("/v1/chat/completions", content=digits, headers=json_headers)
+    )
+    assert error(client.post("/v1/memory/facts", content=b"\xff{}", headers=json_headers)) == (
+        "the body is not UTF-8 text: byte 0xff at position 0 starts no character"
+    )
+    assert error(client.post("/v1/memory/facts", headers=json_headers)) == "the request has no body: send a JSON object"
+    for subject, message in [
+        ("Dora\x00", "subject holds a control character (U+0000): a name is text a person can read"),
+        ("D" * 60_000, "subject is 60,000 characters long: a term has at most 200"),
+    ]:
+        fact = {"subject": subject, "relation": "employed by", "object": "Pfizer"}
+        assert error(client.post("/v1/memory/facts", json=fact, headers=ALICE)) == message
+    assert store.count("alice", current=False) == 0
+
+
+def test_a_request_that_is_not_http_gets_the_servers_json_error(store):
+    """Two Host headers (which might disagree) or a header line that is no header: uvicorn answered
+    plain text "Invalid HTTP request received."; memlm's servers answer their JSON error shape."""
+    import socket
+
+    app = create_app(config(), store, MemoryEchoBackend, model_name="echo")
+    with background_server(app) as url:
+        port = int(url.rsplit(":", 1)[1])
+        for request, why in [
+            (b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nHost: evil.test\r\n\r\n", "found multiple Host"),
+            (b"GET /health HTTP/1.1\r\nHost 127.0.0.1\r\n\r\n", "illegal header line"),
+        ]:
+            with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:
+                raw.sendall(request)
+                answer = b""
+                while chunk := raw.recv(4096):
+                    answer += chunk
+            head, _, body = answer.partition(b"\r\n\r\n")
+            assert head.startswith(b"HTTP/1.1 400") and b"content-type: application/json" in head.lower(), head
+            error = json.loads(body)["error"]
+            assert error["code"] == "invalid_http" and error["message"].startswith("the request is not valid HTTP: ")
+            assert why in error["message"], error
 
 
 def test_a_full_queue_answers_503(store):

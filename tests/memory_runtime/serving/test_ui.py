@@ -154,7 +154,7 @@ def test_memlm_ui_runs_the_app_without_a_model_on_a_memory_file(tmp_path, monkey
     )
     seen = {}
 
-    def run(app, host, port, log_level):  # instead of serving: look at the app memlm ui built
+    def run(app, host, port, log_level, **_):  # instead of serving: look at the app memlm ui built
         with TestClient(app) as c:
             seen["page"] = c.get("/ui").text
             seen["facts"] = c.get("/v1/memory/facts", headers={"Authorization": f"Bearer {key('alice')}"}).json()
