@@ -191,7 +191,7 @@ def main() -> None:
     parser.add_argument("--db", type=Path, help="the memory file (kept; reused when it holds the facts already)")
     args = parser.parse_args()
     if shutil.which("chromium") is None:
-        sys.exit("bench_ui.py: no chromium on PATH (apt-get install chromium; scripts/install.sh does)")
+        sys.exit("bench_ui.py: no chromium on PATH (apt-get install chromium; scripts/install.sh --tests does)")
     db = args.db or Path(tempfile.mkdtemp(prefix="memlm-ui-bench-")) / "memory.sqlite"
     config = ServeConfig(api_keys={KEY: NAMESPACE}, api_keys_env=None)
     with TripletStore(db) as store:

@@ -2,7 +2,7 @@
 # A throwaway PostgreSQL cluster on a unix socket, for tests and benchmarks (no TCP port, no password):
 #   bash scripts/postgres.sh start DIR   # initdb in DIR/data, start it; prints its URL (postgresql://...)
 #   bash scripts/postgres.sh stop DIR
-# Uses Debian's postgresql package (scripts/install.sh installs it where apt-get can); as root, the
+# Uses Debian's postgresql package (scripts/install.sh --tests installs it where apt-get can); as root, the
 # server runs as the `postgres` user, which must be able to enter DIR. fsync is off (tests); benchmarks
 # that report write speed set MEMLM_PG_FSYNC=on.
 set -euo pipefail

@@ -10,7 +10,7 @@ alone through the engine a user gets (`generation` as configured, batch 1) again
 the record's facts, under `py-spy record` (100 samples a second, native frames off), and prints one
 JSON line per kind: turns, wall seconds per turn (p50, p95), generated tokens per turn, and each
 part's share of the samples taken inside the turns (model loading and set-up are not counted).
-py-spy comes with the dev extra (scripts/install.sh). `--inside` is the child py-spy runs;
+py-spy comes with the dev extra (scripts/install.sh --tests). `--inside` is the child py-spy runs;
 `--folded FILE` re-reads a profile.
 """
 

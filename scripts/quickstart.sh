@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The main job on the embedded default model (SmolLM2-135M-Instruct), on any x86 CPU:
 # install -> generate a dataset -> train a LoRA adapter -> evaluate it against baselines -> a short chat.
+# The install (scripts/install.sh: what the job needs, no test tools) goes into the Python that `python3`
+# names, an active virtual environment's or the system's (PYTHON=... picks another), and every step runs on it.
 # At most ~30 minutes on 2 cores: training has a wall-clock budget (optim.max_minutes in
 # configs/train/cpu-smollm2.yaml), so a CPU that emulates bfloat16 or runs slower trains fewer steps
 # instead of for hours; the summary at the end says what the run reached.
@@ -12,11 +14,13 @@ START=$(date +%s)
 stage() { printf '\n=== [%s] %s (at %s)\n' "$1" "$2" "$(date -u -d "@$(($(date +%s) - START))" +%M:%S)" >&2; }
 CONFIG=configs/train/cpu-smollm2.yaml
 LIMIT=${MEMLM_EVAL_LIMIT:-3}
+PY=${PYTHON:-python3}
+memlm() { "$PY" -m memlm "$@"; }  # the install's own interpreter, whatever PATH holds
 
-stage 1/5 "install memlm and the embedded model (a minute or less when already installed)"
+stage 1/5 "install memlm and the embedded model (~2 min; under a minute when already installed)"
 bash scripts/install.sh
-MINUTES=$(python3 -c "import yaml; print(yaml.safe_load(open('$CONFIG'))['optim']['max_minutes'])")
-python3 -m memlm env --json | python3 -c "import json,sys; e=json.load(sys.stdin); c=e['dtype_auto']['cpu']; \
+MINUTES=$("$PY" -c "import yaml; print(yaml.safe_load(open('$CONFIG'))['optim']['max_minutes'])")
+memlm env --json | "$PY" -c "import json,sys; e=json.load(sys.stdin); c=e['dtype_auto']['cpu']; \
 print(f\"this machine: {e['cpu']['model']}, {e['cpu']['cores']} cores; training in {c['dtype']} ({c['reason']})\")" >&2
 
 stage 2/5 "generate 100k synthetic training records (~30 s)"
@@ -32,7 +36,7 @@ stage 5/5 "chat with the adapter and its memory from a script, calls shown (~1 m
 rm -f runs/demo.sqlite*
 memlm chat --model runs/cpu-smollm2 --db runs/demo.sqlite --show-calls < scripts/demo_chat.txt
 
-python3 - "$START" <<'EOF' >&2
+"$PY" - "$START" <<'EOF' >&2
 import json, sys, time
 train = json.load(open("runs/cpu-smollm2/metrics.json"))
 evaluation = json.load(open("runs/eval/metrics.json"))

@@ -2,9 +2,10 @@
 directory that is not the checkout and finds everything it ships (configs, real text, relation table, phrase
 bank, the memory page) through importlib.resources; a shipped file that is missing is named, in one line.
 
-The environment sees this machine's packages (--system-site-packages: torch, TRL, the embedded model) and
-takes memlm from the wheel alone. The fast tests build, install and generate (~20 s); the slow one trains,
-evaluates and serves from the wheel (a few minutes on 2 cores; .ci/run runs it).
+The environment sees, behind its own, the packages of the Python that runs the tests (torch, TRL, the embedded
+model; a virtual environment's too) and takes memlm from the wheel alone. The fast tests build, install and
+generate (~20 s); the slow one trains, evaluates and serves from the wheel (a few minutes on 2 cores; .ci/run
+runs it).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import json
 import os
 import shutil
 import signal
+import site
 import socket
 import subprocess
 import sys
@@ -53,12 +55,24 @@ def wheel_env(tmp_path_factory):
         capture_output=True,
     )
     (wheel,) = root.glob("memlm-*.whl")
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", root / "venv"], check=True)
+    subprocess.run([sys.executable, "-m", "venv", root / "venv"], check=True)
     python = root / "venv" / "bin" / "python"
     subprocess.run([python, "-m", "pip", "install", "--no-deps", "-q", wheel], check=True, capture_output=True)
+    _sees_this_python(python)
     work = root / "work"
     work.mkdir()
     return root / "venv" / "bin" / "memlm", python, work
+
+
+def _sees_this_python(python: Path) -> None:
+    """A .pth file in the new environment that adds this interpreter's site directories after its own and runs
+    their .pth files, so the wheel's memlm in its own comes first, before the checkout's editable install.
+    (--system-site-packages would see the base interpreter's packages, not those of a virtual environment
+    the tests run in.) Written after the wheel's install, whose pip must not take memlm as installed."""
+    where = [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]
+    own = Path(subprocess.run(where, check=True, capture_output=True, text=True).stdout.strip())
+    dirs = site.getsitepackages() + ([site.getusersitepackages()] if site.ENABLE_USER_SITE else [])
+    (own / "memlm-tests-env.pth").write_text("import site; " + "; ".join(f"site.addsitedir({d!r})" for d in dirs))
 
 
 def _env() -> dict[str, str]:
