@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import sys
 from pathlib import Path
 
@@ -234,11 +235,11 @@ def memory_import(
     nothing (the database is created if it does not exist)."""
     from memory_runtime.memory.transfer import BadImport, import_file
 
-    try:
-        data = sys.stdin.buffer.read() if str(file) == "-" else file.read_bytes()
+    try:  # a file is read as a stream (a file of any size); stdin is read whole
+        data = io.BytesIO(sys.stdin.buffer.read()) if str(file) == "-" else file.open("rb")
     except OSError as err:
         fail(err)
-    with _store(db, config, must_exist=False) as store:
+    with data, _store(db, config, must_exist=False) as store:
         try:
             done = import_file(store, data, namespace=namespace)
         except BadImport as err:

@@ -30,7 +30,7 @@ from typing import Literal
 import yaml
 from pydantic import Field, model_validator
 
-from memory_runtime.memory.databases import Cursor, open_database
+from memory_runtime.memory.databases import Cursor, Database, open_database
 from memory_runtime.memory.fuzzy import FuzzyConfig, FuzzyIndex, FuzzyMatch
 from memory_runtime.memory.terms import checked_namespace, checked_term, normalize_term, relation_words
 from memory_runtime.protocol import Triplet
@@ -306,13 +306,15 @@ MAX_ROW_NUMBER = 2**63 - 1  # the largest id, offset or limit a database takes (
 class TripletStore:
     """A namespaced, persistent triplet memory with exact-then-fuzzy lookup.
 
-    Thread-safe: one connection guarded by a lock, so a server may share one store.
+    Thread-safe, so a server shares one store: listings read what was last committed without waiting
+    for any write (databases.py), writes take turns in the database's transactions, and `_lock` guards
+    the resident fuzzy indexes, which a write updates once its transaction has committed.
     """
 
     def __init__(self, path: str | Path = ":memory:", config: MemoryConfig | None = None) -> None:
         self.config = config or MemoryConfig.load()
         self.path = str(path)  # an SQLite file (":memory:" included) or a postgresql:// URL
-        self._lock = threading.RLock()
+        self._lock = threading.RLock()  # the fuzzy indexes' state (never held while waiting for a write)
         self._db = open_database(self.path)
         self._seen: dict[tuple[str, str], int] = {}  # (namespace, field) -> last row id its resident index has
         self._indexes: OrderedDict[tuple[str, str], FuzzyIndex] = OrderedDict()
@@ -405,14 +407,19 @@ class TripletStore:
                     f"triplet #{i} relates {terms[0][0]!r} to itself: a fact is between two different things"
                 )
             checked.append(terms)
+        with self._db.transaction(namespace) as cur:
+            results = [self._write_one(cur, namespace, terms, when, source) for terms in checked]
+        self._index_terms(namespace, checked)
+        return results
+
+    def _index_terms(self, namespace: str, checked: Sequence[tuple[tuple[str, str], ...]]) -> None:
+        """Add committed terms to the namespace's resident fuzzy indexes (after the transaction: a
+        writer never waits for the lock that readers hold while it holds the database)."""
         with self._lock:
-            with self._db.transaction(namespace) as cur:
-                results = [self._write_one(cur, namespace, terms, when, source) for terms in checked]
             for i, name in enumerate(FIELDS):
                 index = self._indexes.get((namespace, name))
                 if index is not None:
                     index.add(terms[i][1] for terms in checked)
-        return results
 
     def _write_one(
         self, cur: Cursor, namespace: str, terms, when: float, source: str | None, *, end_roles: bool = True
@@ -506,45 +513,40 @@ class TripletStore:
         new_ids: dict[int, int] = {}  # the file's id -> the id it has here (a duplicate's: the namespace's)
         superseded: dict[int, Fact] = {}
         duplicate = 0
-        with self._lock:
-            with self._db.transaction(namespace) as cur:
-                known, current = self._met_by(cur, namespace, checked)
-                for fact, terms in sorted(checked, key=lambda item: item[0].valid_from):  # stable: file order
-                    (s, s_norm), (r, r_norm), (o, o_norm) = terms
-                    here = known.setdefault((s_norm, r_norm, o_norm), [])
-                    there = next((id_ for id_, start in here if start == fact.valid_from), None)
-                    if there is None and fact.valid_to is None:
-                        there = next((id_ for id_, _ in here if id_ in current.facts), None)
-                    if there is not None:
-                        new_ids[fact.id] = there
-                        duplicate += 1
-                        continue
-                    dates = (fact.valid_from, fact.valid_to, fact.ended_by)
-                    new = Fact(s, r, o, 0, namespace, *dates, None, fact.source or source)
-                    (new_id,) = cur.row(
-                        "INSERT INTO triplets (namespace, subject, relation, object, subject_norm, relation_norm,"
-                        " object_norm, valid_from, valid_to, ended_by, source) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-                        " RETURNING id",
-                        (namespace, s, r, o, s_norm, r_norm, o_norm, *dates, new.source),
-                    )
-                    new_ids[fact.id] = new_id
-                    stored[new_id] = replace(new, id=new_id)
-                    here.append((new_id, fact.valid_from))
-                    if fact.valid_to is None:
-                        current.add(stored[new_id], (s_norm, r_norm, o_norm))
-                        self._settle(cur, current, stored, superseded, new_id)
-                links = [  # now that every version has its id here
-                    (new_ids[fact.superseded_by], new_ids[fact.id])
-                    for fact in versions
-                    if fact.superseded_by is not None and new_ids[fact.id] in stored
-                ]
-                cur.many("UPDATE triplets SET superseded_by = ? WHERE id = ?", links)
-                for target, new_id in links:
-                    stored[new_id] = replace(stored[new_id], superseded_by=target)
-            for i, name in enumerate(FIELDS):
-                index = self._indexes.get((namespace, name))
-                if index is not None:
-                    index.add(terms[i][1] for _, terms in checked)
+        with self._db.transaction(namespace) as cur:
+            known, current = self._met_by(cur, namespace, checked)
+            for fact, terms in sorted(checked, key=lambda item: item[0].valid_from):  # stable: file order
+                (s, s_norm), (r, r_norm), (o, o_norm) = terms
+                here = known.setdefault((s_norm, r_norm, o_norm), [])
+                there = next((id_ for id_, start in here if start == fact.valid_from), None)
+                if there is None and fact.valid_to is None:
+                    there = next((id_ for id_, _ in here if id_ in current.facts), None)
+                if there is not None:
+                    new_ids[fact.id] = there
+                    duplicate += 1
+                    continue
+                dates = (fact.valid_from, fact.valid_to, fact.ended_by)
+                (new_id,) = cur.row(
+                    "INSERT INTO triplets (namespace, subject, relation, object, subject_norm, relation_norm,"
+                    " object_norm, valid_from, valid_to, ended_by, source) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+                    " RETURNING id",
+                    (namespace, s, r, o, s_norm, r_norm, o_norm, *dates, fact.source or source),
+                )
+                new_ids[fact.id] = new_id
+                stored[new_id] = Fact(s, r, o, new_id, namespace, *dates, None, fact.source or source)
+                here.append((new_id, fact.valid_from))
+                if fact.valid_to is None:
+                    current.add(stored[new_id], (s_norm, r_norm, o_norm))
+                    self._settle(cur, current, stored, superseded, new_id)
+            links = [  # now that every version has its id here
+                (new_ids[fact.superseded_by], new_ids[fact.id])
+                for fact in versions
+                if fact.superseded_by is not None and new_ids[fact.id] in stored
+            ]
+            cur.many("UPDATE triplets SET superseded_by = ? WHERE id = ?", links)
+            for target, new_id in links:
+                stored[new_id] = replace(stored[new_id], superseded_by=target)
+        self._index_terms(namespace, [terms for _, terms in checked])
         return ImportResult(list(stored.values()), duplicate, list(superseded.values()))
 
     def _met_by(self, cur: Cursor, namespace: str, checked: list) -> tuple[dict, _Current]:
@@ -705,8 +707,7 @@ class TripletStore:
             page = " LIMIT ? OFFSET ?"
             params += [-1 if limit is None else limit, offset]
         order = "valid_from DESC, id DESC" if newest_first else "valid_from, id"
-        with self._lock:
-            rows = self._db.rows(f"SELECT {_COLUMNS} FROM triplets WHERE {where} ORDER BY {order}{page}", params)
+        rows = self._db.rows(f"SELECT {_COLUMNS} FROM triplets WHERE {where} ORDER BY {order}{page}", params)
         return [_fact(row) for row in rows]
 
     def count(
@@ -720,36 +721,33 @@ class TripletStore:
         """How many facts the namespace holds: current ones, those valid at `as_of`, or every
         version (current=False); of one `relation` when it is given."""
         where, params = self._listing_where(namespace, as_of, relation, every_version=not current and as_of is None)
-        with self._lock:
-            return self._db.row(f"SELECT COUNT(*) FROM triplets WHERE {where}", params)[0]
+        return self._db.row(f"SELECT COUNT(*) FROM triplets WHERE {where}", params)[0]
 
     def relations(self, namespace: str = "default", *, limit: int = 1000) -> list[tuple[str, int]]:
         """The relations of the namespace's current facts with how many facts each has, most used first."""
         namespace = checked_namespace(namespace)
-        with self._lock:
-            rows = self._db.rows(
-                "SELECT MAX(relation), COUNT(*) AS n FROM triplets WHERE namespace = ? AND valid_to IS NULL "
-                "GROUP BY relation_norm ORDER BY n DESC, 1 LIMIT ?",
-                (namespace, limit),
-            )
+        rows = self._db.rows(
+            "SELECT MAX(relation), COUNT(*) AS n FROM triplets WHERE namespace = ? AND valid_to IS NULL "
+            "GROUP BY relation_norm ORDER BY n DESC, 1 LIMIT ?",
+            (namespace, limit),
+        )
         return [(row[0], row[1]) for row in rows]
 
     def iter_facts(self, namespace: str = "default", *, current: bool = True, page: int = 1000) -> Iterator[Fact]:
-        """The namespace's facts (current ones, or every version) in id order, `page` rows per lock
-        hold: an export streams a memory of any size without holding it, or the lock, whole."""
+        """The namespace's facts (current ones, or every version) in id order, `page` rows per
+        statement: a memory of any size, never held whole (each page as it is when read: an export
+        reads snapshot_facts)."""
         namespace = checked_namespace(namespace)
-        clause = " AND valid_to IS NULL" if current else ""
-        last = 0
-        while True:
-            with self._lock:
-                rows = self._db.rows(
-                    f"SELECT {_COLUMNS} FROM triplets WHERE namespace = ? AND id > ?{clause} ORDER BY id LIMIT ?",
-                    (namespace, last, page),
-                )
-            if not rows:
-                return
-            yield from (_fact(row) for row in rows)
-            last = rows[-1][0]
+        yield from _paged(self._db, namespace, current, page)
+
+    def snapshot_facts(self, namespace: str = "default", *, page: int = 1000) -> Iterator[tuple[bool, Fact]]:
+        """The namespace as one moment saw it, for an export: (True, fact) for each current fact, then
+        (False, version) for every version, each in id order, `page` rows per statement, all from one
+        read snapshot of the database (what is written meanwhile is not seen, and waits for nothing)."""
+        namespace = checked_namespace(namespace)
+        with self._db.snapshot() as cur:
+            for current in (True, False):
+                yield from ((current, fact) for fact in _paged(cur, namespace, current, page))
 
     def history(
         self,
@@ -761,13 +759,26 @@ class TripletStore:
     ) -> list[Fact]:
         """Every version of the matching facts (exact match), oldest first, superseded and forgotten included."""
         where, params = self._exact_where(namespace, subject, relation, object, require=False)
-        with self._lock:
-            rows = self._db.rows(f"SELECT {_COLUMNS} FROM triplets WHERE {where} ORDER BY valid_from, id", params)
+        rows = self._db.rows(f"SELECT {_COLUMNS} FROM triplets WHERE {where} ORDER BY valid_from, id", params)
         return [_fact(row) for row in rows]
 
-    def namespaces(self) -> list[str]:
-        with self._lock:
-            return [row[0] for row in self._db.rows("SELECT DISTINCT namespace FROM triplets ORDER BY 1")]
+    def namespaces(self, *, after: str | None = None, limit: int | None = None) -> list[str]:
+        """The namespaces that hold facts, in order: all of them, or a page of `limit` after `after`
+        (read through the (namespace, id) index, one namespace at a time: no DISTINCT over every row)."""
+        if limit is not None and not 1 <= limit <= MAX_ROW_NUMBER:
+            raise ValueError(f"limit must be from 1 to {MAX_ROW_NUMBER}, got {limit}")
+        names: list[str] = []
+        last = after
+        while limit is None or len(names) < limit:
+            row = self._db.row(
+                "SELECT MIN(namespace) FROM triplets" + (" WHERE namespace > ?" if last is not None else ""),
+                () if last is None else (last,),
+            )
+            if row is None or row[0] is None:
+                break
+            last = row[0]
+            names.append(last)
+        return names
 
     # ------------------------------------------------------------------ forgetting
 
@@ -792,7 +803,7 @@ class TripletStore:
         """
         where, params = self._exact_where(namespace, subject, relation, object, require=True)
         namespace = params[0]
-        with self._lock, self._db.transaction(namespace) as cur:
+        with self._db.transaction(namespace) as cur:
             if not purge:
                 return cur.execute(
                     f"UPDATE triplets SET valid_to = ?, ended_by = 'forgotten' WHERE {where} AND valid_to IS NULL",
@@ -806,15 +817,16 @@ class TripletStore:
                     f"UPDATE triplets SET superseded_by = NULL WHERE namespace = ? AND superseded_by IN ({marks})",
                     (namespace, *ids),
                 )
+        with self._lock:  # committed: the resident indexes let go of the terms no fact has any more
             self._purges[namespace] = self._purges.get(namespace, 0) + 1  # an index being built is stale
             for i, name in enumerate(FIELDS):
                 index = self._indexes.get((namespace, name))
                 if index is None:
                     continue
                 for norm in {row[i + 2] for row in doomed.values()}:
-                    if not self._has_term(namespace, name, norm, cur):  # (in the transaction: it sees the delete)
+                    if not self._has_term(namespace, name, norm):  # (a write since may have brought it back)
                         index.remove(norm)
-            return len(doomed)
+        return len(doomed)
 
     def restore(self, fact_id: int, *, namespace: str = "default", at: float | datetime | None = None) -> Fact:
         """Undo a forget: the forgotten fact `fact_id` is current again as a new version (valid from
@@ -831,7 +843,7 @@ class TripletStore:
         if not 1 <= fact_id <= MAX_ROW_NUMBER:
             raise RestoreRefused(f"fact {fact_id} is not in namespace {namespace!r}: no fact has that id", missing=True)
         when = _timestamp(at, "at")
-        with self._lock, self._db.transaction(namespace) as cur:
+        with self._db.transaction(namespace) as cur:  # the restored terms are the forgotten fact's: indexed already
             row = cur.row(f"SELECT {_COLUMNS} FROM triplets WHERE namespace = ? AND id = ?", (namespace, fact_id))
             if row is None:
                 raise RestoreRefused(
@@ -884,12 +896,11 @@ class TripletStore:
         """Every fact, of any namespace, whose `superseded_by` points at no fact or at a fact of
         another namespace (`memlm memory check`); none in a memory this memlm wrote."""
         columns = ", ".join(f"a.{name}" for name in _COLUMNS.split(", "))
-        with self._lock:
-            rows = self._db.rows(
-                f"SELECT {columns}, b.namespace FROM triplets a LEFT JOIN triplets b ON b.id = a.superseded_by"
-                " WHERE a.superseded_by IS NOT NULL AND (b.id IS NULL OR b.namespace <> a.namespace)"
-                " ORDER BY a.namespace, a.id"
-            )
+        rows = self._db.rows(
+            f"SELECT {columns}, b.namespace FROM triplets a LEFT JOIN triplets b ON b.id = a.superseded_by"
+            " WHERE a.superseded_by IS NOT NULL AND (b.id IS NULL OR b.namespace <> a.namespace)"
+            " ORDER BY a.namespace, a.id"
+        )
         return [BrokenLink(_fact(row[:-1]), row[-1]) for row in rows]
 
     def history_problems(self) -> list[HistoryProblem]:
@@ -898,8 +909,8 @@ class TripletStore:
         began, or it has an end without how it ended (or the other way round). None in a memory this
         memlm wrote; an import refuses such a history (memory_runtime/memory/transfer.py)."""
         problems: list[HistoryProblem] = []
-        with self._lock:
-            for row in self._db.rows(
+        with self._db.snapshot() as cur:  # one view across its statements
+            for row in cur.rows(
                 f"SELECT {_COLUMNS} FROM triplets WHERE (valid_to IS NULL AND superseded_by IS NOT NULL)"
                 " OR valid_to < valid_from OR (valid_to IS NULL) <> (ended_by IS NULL) ORDER BY namespace, id"
             ):
@@ -911,10 +922,10 @@ class TripletStore:
                 else:
                     reason = "it has an end without how it ended, or how it ended without an end"
                 problems.append(HistoryProblem(fact, reason))
-            links = dict(self._db.rows("SELECT id, superseded_by FROM triplets WHERE superseded_by IS NOT NULL"))
+            links = dict(cur.rows("SELECT id, superseded_by FROM triplets WHERE superseded_by IS NOT NULL"))
             for cycle in superseding_cycles(links):
                 marks = ", ".join("?" * len(cycle))
-                rows = self._db.rows(f"SELECT {_COLUMNS} FROM triplets WHERE id IN ({marks}) ORDER BY id", cycle)
+                rows = cur.rows(f"SELECT {_COLUMNS} FROM triplets WHERE id IN ({marks}) ORDER BY id", cycle)
                 chain = " -> ".join(map(str, [*cycle, cycle[0]]))
                 problems += [HistoryProblem(_fact(row), f"its successors lead back to it ({chain})") for row in rows]
         return problems
@@ -923,11 +934,10 @@ class TripletStore:
         """Break the cycles history_problems() finds: each fact of one keeps its end, without a successor
         (as when its successor is purged); how many links it removed."""
         removed = 0
-        with self._lock:
-            links = dict(self._db.rows("SELECT id, superseded_by FROM triplets WHERE superseded_by IS NOT NULL"))
+        links = dict(self._db.rows("SELECT id, superseded_by FROM triplets WHERE superseded_by IS NOT NULL"))
         for cycle in superseding_cycles(links):
             marks = ", ".join("?" * len(cycle))
-            with self._lock, self._db.transaction("memlm check") as cur:
+            with self._db.transaction("memlm check") as cur:
                 removed += cur.execute(f"UPDATE triplets SET superseded_by = NULL WHERE id IN ({marks})", cycle)
         return removed
 
@@ -935,7 +945,7 @@ class TripletStore:
         """Remove the broken links broken_links() finds (the facts stay, ended as they were); how many."""
         removed = 0
         for link in self.broken_links():
-            with self._lock, self._db.transaction(link.fact.namespace) as cur:
+            with self._db.transaction(link.fact.namespace) as cur:
                 removed += cur.execute(
                     "UPDATE triplets SET superseded_by = NULL WHERE id = ? AND superseded_by = ?",
                     (link.fact.id, link.fact.superseded_by),
@@ -1110,6 +1120,21 @@ class _Current:
         _, (s_norm, _, o_norm) = self.facts.pop(fact_id)
         self.by_subject[s_norm].discard(fact_id)
         self.by_object[o_norm].discard(fact_id)
+
+
+def _paged(db: Database | Cursor, namespace: str, current: bool, page: int) -> Iterator[Fact]:
+    """A namespace's facts (current ones, or every version) in id order, `page` rows per statement."""
+    clause = " AND valid_to IS NULL" if current else ""
+    last = 0
+    while True:
+        rows = db.rows(
+            f"SELECT {_COLUMNS} FROM triplets WHERE namespace = ? AND id > ?{clause} ORDER BY id LIMIT ?",
+            (namespace, last, page),
+        )
+        if not rows:
+            return
+        yield from (_fact(row) for row in rows)
+        last = rows[-1][0]
 
 
 def _chunks(ids: list[int], size: int = 500) -> Iterator[list[int]]:

@@ -40,7 +40,9 @@ def normalize_term(term: str) -> str:
     Hyphens, slashes and underscores separate words ("Smith-Jones" ~ "Smith Jones"); other
     punctuation is removed ("Pfizer Inc." ~ "pfizer inc", "O'Brien" ~ "OBrien").
     """
-    return " ".join(unicodedata.normalize("NFKC", term).casefold().translate(_NORMALISING_TABLE).split())
+    if not term.isascii():
+        term = unicodedata.normalize("NFKC", term)
+    return " ".join(term.casefold().translate(_NORMALISING_TABLE).split())
 
 
 _RELATION_FILLER = frozenset("a an the is are was were be been being as of at in on for by to with its their".split())
@@ -79,16 +81,20 @@ class _InvisibleTable(dict):
 _INVISIBLE = _InvisibleTable()
 
 
+# control characters (Unicode category Cc) that are not whitespace, and lone surrogates (Cs)
+_CONTROL = re.compile("[\x00-\x08\x0e-\x1b\x7f-\x84\x86-\x9f\ud800-\udfff]")
+
+
 def control_character(text: str) -> str | None:
     """The first control character of `text` other than whitespace (NUL, escape, ...), as U+XXXX."""
-    for ch in text:
-        if unicodedata.category(ch) in ("Cc", "Cs") and not ch.isspace():
-            return f"U+{ord(ch):04X}"
-    return None
+    found = _CONTROL.search(text)
+    return None if found is None else f"U+{ord(found.group()):04X}"
 
 
 def clean_term(value: str) -> str:
     """A term as the memory keeps it: NFC, invisible format characters removed, whitespace collapsed."""
+    if value.isascii():  # most names: nothing to compose, nothing invisible
+        return " ".join(value.split())
     return " ".join(unicodedata.normalize("NFC", value).translate(_INVISIBLE).split())
 
 

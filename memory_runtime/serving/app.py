@@ -3,6 +3,7 @@ serving/routes/, mounts the memory page and wraps it all in the middleware."""
 
 from __future__ import annotations
 
+import functools
 import sys
 from collections.abc import Callable, Sequence
 from contextlib import asynccontextmanager
@@ -10,6 +11,7 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
@@ -27,7 +29,7 @@ from memory_runtime.serving.middleware import AllowedHosts, HostCheck, Instrumen
 from memory_runtime.serving.routes import completions, feedback, memory, service
 from memory_runtime.serving.routes.state import BackendFactory, ServerState
 from memory_runtime.serving.scheduler import TurnScheduler
-from memory_runtime.serving.schemas import APIError
+from memory_runtime.serving.schemas import APIError, ErrorResponse
 from memory_runtime.serving.ui import mount_memory_page
 
 ROUTERS = (service.router, completions.router, memory.router, feedback.router)  # in the order of the docs
@@ -111,6 +113,7 @@ def create_app(
     app.state.server = server
     for router in ROUTERS:
         app.include_router(router)
+    app.openapi = functools.partial(documented_openapi, app)
     mount_memory_page(app, chat=has_model, model_name=model_name, max_import_bytes=limits.max_import_bytes)
     if config.forwarded_allow_ips:  # the client's address as these proxies report it (launch runs uvicorn without)
         app.add_middleware(ProxyHeadersMiddleware, trusted_hosts=config.forwarded_allow_ips)
@@ -123,6 +126,43 @@ def create_app(
         own_body=frozenset({memory.IMPORT_PATH}),  # read by the route, once the key is checked
     )
     return app
+
+
+ERRORS_OF_EVERY_ROUTE = {
+    400: "A request the server does not take, in a sentence: a Host that is not one of its names, a body that "
+    "is no JSON, a field out of range",
+    413: "A body over the server's limit (limits.max_request_bytes; an import's: limits.max_import_bytes)",
+}
+ERRORS_OF_A_KEY = {
+    401: "No API key, or one the server does not know",
+    403: "A namespace (Memlm-Namespace) the key may not act in, or a change sent by another site's page",
+    429: "Too many wrong keys from this address (Retry-After), or too many turns of this key at once",
+}
+
+
+def documented_openapi(app: FastAPI) -> dict[str, Any]:
+    """FastAPI's OpenAPI document, saying what the server really answers: every operation's errors in
+    the ErrorResponse shape (every one may get 400 and 413; one that takes a key 401, 403 and 429), and
+    no 422, which the server never sends (a request it refuses is a 400 with a sentence)."""
+    if app.openapi_schema is not None:
+        return app.openapi_schema
+    schema = get_openapi(title=app.title, version=app.version, summary=app.summary, routes=app.routes)
+    components = schema.setdefault("components", {}).setdefault("schemas", {})
+    for name in ("HTTPValidationError", "ValidationError"):
+        components.pop(name, None)
+    components.update(ErrorResponse.model_json_schema(ref_template="#/components/schemas/{model}")["$defs"])
+    components["ErrorResponse"] = ErrorResponse.model_json_schema(ref_template="#/components/schemas/{model}")
+    components["ErrorResponse"].pop("$defs", None)
+    body = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorResponse"}}}
+    for item in schema["paths"].values():
+        for operation in item.values():
+            responses = operation.setdefault("responses", {})
+            responses.pop("422", None)
+            errors = {**ERRORS_OF_EVERY_ROUTE, **(ERRORS_OF_A_KEY if operation.get("security") else {})}
+            for status, why in errors.items():
+                responses.setdefault(str(status), {"description": why, "content": body})
+    app.openapi_schema = schema
+    return schema
 
 
 def route_paths(app: FastAPI) -> set[str]:
@@ -158,7 +198,8 @@ async def invalid_request(_: Request, err: RequestValidationError) -> JSONRespon
         return APIError(400, "the request has no body: send a JSON object", param="body").response()
     loc = [str(p) for p in first["loc"] if p != "body"]
     param = ".".join(loc) or None
-    message = f"{param}: {first['msg']}" if param else first["msg"]
+    said = first["msg"].removeprefix("Value error, ")  # a validator's own sentence, without pydantic's label
+    message = f"{param}: {said}" if param else said
     return APIError(400, message, param=param).response()
 
 

@@ -19,7 +19,9 @@ class Limits(Strict):
     tokens and calls: `generation.max_new_tokens`, `generation.max_calls`)."""
 
     max_request_bytes: int = Field(65_536, ge=1024)  # request bodies, larger ones get 413
-    max_import_bytes: int = Field(8_388_608, ge=1024)  # a file sent to POST /v1/memory/import; larger ones get 413
+    # a file sent to POST /v1/memory/import (the page's Import), streamed to a temporary file and read fact by fact;
+    # larger ones get 413 (memlm memory import takes a file of any size): 64 MB holds an export of ~140,000 facts
+    max_import_bytes: int = Field(67_108_864, ge=1024)
     max_messages: int = Field(64, ge=1)  # messages in one chat request (history included)
     max_queue: int = Field(32, ge=1)  # turns waiting for the model; more get 503 "overloaded"
     max_turns_per_key: int = Field(8, ge=1)  # turns one API key may have waiting or running; more get 429

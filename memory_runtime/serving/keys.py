@@ -22,6 +22,7 @@ import yaml
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
+from memory_runtime.memory.terms import checked_namespace
 from memory_runtime.serving.schemas import APIError
 from memory_runtime.shipped import shipped
 
@@ -226,6 +227,10 @@ def caller_dependency(keyring: KeyRing, failed: FailedKeys) -> Callable[..., Awa
             return Caller(access, access.namespace)
         if not asked.strip() or asked == "*":
             raise APIError(400, f"{NAMESPACE_HEADER} must name a namespace", param=NAMESPACE_HEADER)
+        try:
+            checked_namespace(asked)
+        except ValueError as err:
+            raise APIError(400, f"{NAMESPACE_HEADER}: {err}", param=NAMESPACE_HEADER) from None
         if not access.may_act_in(asked):
             raise APIError(
                 403,

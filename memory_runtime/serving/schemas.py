@@ -46,6 +46,19 @@ class ChatRequest(BaseModel):
     memlm: MemlmOptions = MemlmOptions()
 
 
+class ErrorDetail(BaseModel):
+    message: str  # a sentence a person can act on
+    type: str  # invalid_request_error, permission_error, rate_limit_error, server_error, ...
+    param: str | None = None  # the field at fault, where one is
+    code: str | None = None  # a stable name of the error, where it has one
+
+
+class ErrorResponse(BaseModel):
+    """Every error the server answers (4xx and 5xx), in OpenAI's JSON shape."""
+
+    error: ErrorDetail
+
+
 class APIError(Exception):
     """An error answered in OpenAI's JSON shape: {"error": {message, type, param, code}}."""
 

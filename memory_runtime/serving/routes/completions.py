@@ -17,10 +17,11 @@ from fastapi.responses import StreamingResponse
 from memory_runtime.generation.engine import TurnRequest, TurnResult
 from memory_runtime.protocol import streamed_reply
 from memory_runtime.serving.feedback import Exchange
+from memory_runtime.serving.keys import Caller
 from memory_runtime.serving.metrics import Metrics
-from memory_runtime.serving.routes.state import Namespace, ServerState, State
+from memory_runtime.serving.routes.state import ServerState, State, Who
 from memory_runtime.serving.scheduler import Overloaded, OwnerBusy
-from memory_runtime.serving.schemas import APIError, ChatRequest, turn_messages_of
+from memory_runtime.serving.schemas import APIError, ChatRequest, ErrorResponse, turn_messages_of
 from memory_runtime.serving.sse import chat_chunks
 
 router = APIRouter()
@@ -30,9 +31,20 @@ DISCONNECT_POLL_SECONDS = 0.25  # how often a waiting non-streamed request check
 Finished = Callable[[TurnResult], tuple[str, dict[str, Any], dict[str, Any] | None]]  # finish reason, usage, trace
 
 
-@router.post("/v1/chat/completions")
-async def chat_completions(request: ChatRequest, http: Request, server: State, namespace: Namespace) -> Any:
+@router.post(
+    "/v1/chat/completions",
+    responses={
+        200: {
+            "description": "A chat.completion, or with `stream` a stream of chat.completion.chunk events",
+            "content": {"text/event-stream": {"schema": {"type": "string"}}},
+        },
+        501: {"model": ErrorResponse, "description": "This server has no model (memlm ui)"},
+        503: {"model": ErrorResponse, "description": "The server's queue of turns is full: retry later"},
+    },
+)
+async def chat_completions(request: ChatRequest, http: Request, server: State, who: Who) -> Any:
     """One user turn: the model answers, its memory calls run against the caller's namespace."""
+    namespace = who.namespace
     check_request(server, request)
     messages = turn_messages_of(request.messages, server.system_prompt)
     user_text = messages[-1]["content"]
@@ -47,7 +59,7 @@ async def chat_completions(request: ChatRequest, http: Request, server: State, n
     fit_context(server, turn)
     future = submit(server, turn, namespace)
     head = {"id": completion_id, "created": int(time.time()), "model": server.model_name, "system_fingerprint": None}
-    finished = functools.partial(finish, server, request, namespace, user_text)
+    finished = functools.partial(finish, server, request, who, user_text)
     if request.stream:
         return streamed_answer(request, turn, future, visible, head, finished, server.metrics)
     return await plain_answer(http, turn, future, head, finished, server.metrics)
@@ -145,12 +157,13 @@ def submit(server: ServerState, turn: TurnRequest, namespace: str) -> asyncio.Fu
 
 
 def finish(
-    server: ServerState, request: ChatRequest, namespace: str, user_text: str, result: TurnResult
+    server: ServerState, request: ChatRequest, who: Caller, user_text: str, result: TurnResult
 ) -> tuple[str, dict[str, Any], dict[str, Any] | None]:
     """What a finished turn leaves: its metrics, the caller's last exchange (what POST /v1/feedback is
     about), and the answer's finish reason, usage and trace (when asked)."""
+    namespace = who.namespace
     server.metrics.record_turn(result)
-    server.last_turns[namespace] = Exchange(user_text, result)
+    server.remember_turn(who, Exchange(user_text, result))
     repeated = server.feedback.repeated_wrong(namespace, user_text, result.reply)
     usage = {
         "prompt_tokens": result.prompt_tokens,

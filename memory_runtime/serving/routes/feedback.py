@@ -8,18 +8,26 @@ from typing import Any
 from fastapi import APIRouter
 
 from memory_runtime.serving.feedback import Correction, Exchange
-from memory_runtime.serving.routes.state import Namespace, ServerState, State
+from memory_runtime.serving.routes.state import ServerState, State, Who
 from memory_runtime.serving.scheduler import Overloaded, OwnerBusy
-from memory_runtime.serving.schemas import APIError, FeedbackRequest
+from memory_runtime.serving.schemas import APIError, ErrorResponse, FeedbackRequest
 
 router = APIRouter()
 
 
-@router.post("/v1/feedback")
-async def post_feedback(request: FeedbackRequest, server: State, namespace: Namespace) -> dict[str, Any]:
-    """Feedback on the caller's last reply: a rating (good / bad) and/or a correction in words,
-    which the model turns into memory writes (superseding the wrong fact, kept in history)."""
-    last = server.last_turns.get(namespace)
+@router.post(
+    "/v1/feedback",
+    responses={
+        501: {"model": ErrorResponse, "description": "This server has no model to make a correction's writes"},
+        503: {"model": ErrorResponse, "description": "The server's queue of turns is full: retry later"},
+    },
+)
+async def post_feedback(request: FeedbackRequest, server: State, who: Who) -> dict[str, Any]:
+    """Feedback on the caller's last reply (its own, in the namespace it acts in): a rating (good / bad)
+    and/or a correction in words, which the model turns into memory writes (superseding the wrong fact,
+    kept in history)."""
+    namespace = who.namespace
+    last = server.last_turn(who)
     # kept: whether trajectories reach feedback_dir/pending/ for review (feedback_dir null: not kept)
     out: dict[str, Any] = {
         "rating": request.rating,

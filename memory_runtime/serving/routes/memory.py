@@ -3,9 +3,10 @@ anyone else's: list, search, history, write or correct, forget, restore, export 
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Callable
 from dataclasses import asdict
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, BinaryIO, Literal
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import StreamingResponse
@@ -18,6 +19,7 @@ from memory_runtime.serving.keys import Caller
 from memory_runtime.serving.routes.state import Namespace, State, key_caller
 from memory_runtime.serving.schemas import (
     APIError,
+    ErrorResponse,
     FactQuery,
     ForgetQuery,
     RestoreRequest,
@@ -62,7 +64,10 @@ def list_facts(
     return _guarded(page)
 
 
-@router.post("/v1/memory/facts")
+@router.post(
+    "/v1/memory/facts",
+    responses={409: {"model": ErrorResponse, "description": "The fact `replaces` names is no longer current"}},
+)
 def write_fact(request: WriteFactRequest, server: State, namespace: Namespace) -> dict[str, Any]:
     """Add a fact, or correct one (`replaces`: ended, kept in history) through the same path as
     the model's corrections (Feedback.correct_fact), so the store's checks apply alike."""
@@ -81,13 +86,29 @@ def write_fact(request: WriteFactRequest, server: State, namespace: Namespace) -
 
 
 @router.get("/v1/memory/namespaces")
-def list_namespaces(server: State, who: Caller = Depends(key_caller)) -> dict[str, Any]:
+def list_namespaces(
+    server: State,
+    who: Caller = Depends(key_caller),
+    limit: int = Query(1000, ge=1, le=10_000),
+    after: str | None = Query(None, max_length=200),
+) -> dict[str, Any]:
     """The namespaces the caller's key may act in (Memlm-Namespace), its own first; a key of
-    "*" sees every namespace the memory holds. `namespace`: the one this request acts in."""
+    "*" sees every namespace the memory holds, a page of `limit` at a time in order (`after`: the
+    last of the page before; `next`: what to pass for the next page, null at the end).
+    `namespace`: the one this request acts in."""
     named = sorted(ns for ns in who.key.others if ns != "*")
-    held = server.store.namespaces() if who.key.any else []
-    data = list(dict.fromkeys([who.key.namespace, *sorted({*named, *held})]))
-    return {"object": "list", "namespace": who.namespace, "any": who.key.any, "data": data}
+    held = _guarded(lambda: server.store.namespaces(after=after, limit=limit + 1)) if who.key.any else []
+    more = len(held) > limit
+    held = held[:limit]
+    first = [who.key.namespace] if after is None else []
+    data = list(dict.fromkeys([*first, *sorted({*(named if after is None else []), *held})]))
+    return {
+        "object": "list",
+        "namespace": who.namespace,
+        "any": who.key.any,
+        "data": data,
+        "next": held[-1] if more else None,
+    }
 
 
 @router.get("/v1/memory/relations")
@@ -133,7 +154,13 @@ def forget_facts(query: Annotated[ForgetQuery, Query()], server: State, namespac
     return {"forgotten": n, "purged": query.purge}
 
 
-@router.post("/v1/memory/facts/restore")
+@router.post(
+    "/v1/memory/facts/restore",
+    responses={
+        404: {"model": ErrorResponse, "description": "No fact of the caller's has that id (purged, or never there)"},
+        409: {"model": ErrorResponse, "description": "The store will not restore it, and says why"},
+    },
+)
 def restore_fact(request: RestoreRequest, server: State, namespace: Namespace) -> dict[str, Any]:
     """Undo a forget: the forgotten fact `id` current again as a new version (source "restore"),
     the forget kept in history; 404 for a fact purged (or not the caller's), 409 with the
@@ -155,22 +182,26 @@ def export_memory(server: State, namespace: Namespace) -> StreamingResponse:
 
 @router.post(IMPORT_PATH)
 async def import_memory(http: Request, server: State, namespace: Namespace) -> dict[str, Any]:
-    """The body is the file as it is (an export, or a list of facts), read in chunks up to
-    limits.max_import_bytes (413 beyond): all of it checked, then stored in one transaction,
-    history and dates included, or nothing (memory_runtime.memory.transfer). `message` says what
-    was stored in a sentence; a 400 names the place in the file of each problem."""
-    data = await read_import_body(http, server.limits.max_import_bytes)
-    try:
-        done = await run_in_threadpool(import_file, server.store, data, namespace=namespace)
-    except BadImport as err:
-        raise APIError(400, str(err), param=err.position, code="invalid_import") from None
+    """The body is the file as it is (an export, or a list of facts), streamed to a temporary file up
+    to limits.max_import_bytes (413 beyond) and read from it fact by fact: all of it checked, then
+    stored in one transaction, history and dates included, or nothing (memory_runtime.memory.transfer).
+    `message` says what was stored in a sentence; a 400 names the place in the file of each problem."""
+    with tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES) as body:
+        await read_import_body(http, server.limits.max_import_bytes, body)
+        try:
+            done = await run_in_threadpool(import_file, server.store, body, namespace=namespace)
+        except BadImport as err:
+            raise APIError(400, str(err), param=err.position, code="invalid_import") from None
     return {**asdict(done), "message": done.message}
 
 
-async def read_import_body(http: Request, limit: int) -> bytes:
-    """An import's file, read in the chunks it arrives in, after the caller's key was checked (the
-    middleware leaves this body alone): 413 with what to do instead beyond `limit` bytes, declared
-    or sent, before more is buffered."""
+SPOOL_BYTES = 4 * 2**20  # an import's body is kept in memory up to this, on disk beyond
+
+
+async def read_import_body(http: Request, limit: int, into: BinaryIO) -> None:
+    """An import's file, written to `into` in the chunks it arrives in, after the caller's key was
+    checked (the middleware leaves this body alone): 413 with what to do instead beyond `limit`
+    bytes, declared or sent, before more is read."""
     too_large = APIError(
         413,
         f"the file is larger than {limit / 2**20:.4g} MB ({limit:,} bytes), this server's limit for an import"
@@ -181,10 +212,10 @@ async def read_import_body(http: Request, limit: int) -> bytes:
     declared = http.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > limit:
         raise too_large
-    chunks, size = [], 0
+    size = 0
     async for chunk in http.stream():
         size += len(chunk)
         if size > limit:
             raise too_large
-        chunks.append(chunk)
-    return b"".join(chunks)
+        into.write(chunk)
+    into.seek(0)

@@ -3,6 +3,7 @@ read it: routes are module-level functions (routes/*.py), so nothing a request n
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Annotated, Protocol
@@ -18,6 +19,8 @@ from memory_runtime.serving.feedback import Exchange, Feedback
 from memory_runtime.serving.keys import Caller, FailedKeys
 from memory_runtime.serving.metrics import Metrics
 from memory_runtime.serving.scheduler import TurnScheduler
+
+MAX_LAST_TURNS = 100_000  # callers whose last exchange is kept for feedback
 
 
 class BackendFactory(Protocol):
@@ -42,7 +45,20 @@ class ServerState:
     failed_keys: FailedKeys  # wrong keys per client address
     caller: Callable[..., Awaitable[Caller]]  # keys.caller_dependency over the server's KeyRing
     on_shutdown: Callable[[], None] | None = None
-    last_turns: dict[str, Exchange] = field(default_factory=dict)  # namespace -> what POST /v1/feedback is about
+    # (who acted, where) -> the exchange POST /v1/feedback is about: an operator acting in alice's namespace
+    # has a last turn of its own there, not alice's (who: the key's own namespace); the oldest go past 100,000
+    last_turns: OrderedDict[tuple[str, str], Exchange] = field(default_factory=OrderedDict)
+
+    def remember_turn(self, who: Caller, exchange: Exchange) -> None:
+        """`exchange` is what `who`'s feedback in its namespace is about from now on."""
+        key = (who.key.namespace, who.namespace)
+        self.last_turns.pop(key, None)
+        self.last_turns[key] = exchange
+        while len(self.last_turns) > MAX_LAST_TURNS:
+            self.last_turns.popitem(last=False)
+
+    def last_turn(self, who: Caller) -> Exchange | None:
+        return self.last_turns.get((who.key.namespace, who.namespace))
 
     @property
     def limits(self) -> Limits:
@@ -69,3 +85,4 @@ async def user_namespace(who: Caller = Depends(key_caller)) -> str:
 
 State = Annotated[ServerState, Depends(server_state)]
 Namespace = Annotated[str, Depends(user_namespace)]
+Who = Annotated[Caller, Depends(key_caller)]  # the caller: its key and the namespace it acts in

@@ -1,5 +1,6 @@
 import sqlite3
 import threading
+import time
 from datetime import datetime, timezone
 
 import pytest
@@ -846,15 +847,17 @@ def test_sqlite_lookups_by_a_value_use_that_fields_index(tmp_path):
     value is planned on that field's index: none walks the namespace (O(facts) per call)."""
     with TripletStore(str(tmp_path / "m.sqlite")) as store:
         store.write_many([(f"Person {i}", "employed by", f"Org {i % 50}") for i in range(500)], namespace="u")
-        conn = store._db._conn
+        conn, reader = store._db._conn, store._db._reader()  # writes on one connection, this thread's reads
         statements = []
-        conn.set_trace_callback(statements.append)
+        for traced in (conn, reader):
+            traced.set_trace_callback(statements.append)
         store.write("Person 7", "employed by", "Org 3", namespace="u")  # supersedes Org 7
         store.write("Person 8", "CEO of", "Org 3", namespace="u")
         store.query(subject="Person 9", namespace="u")
         store.query(subject="Persno 11", namespace="u")  # fuzzy: candidate, then its display spelling
         store.query(object="Org 4", namespace="u")
-        conn.set_trace_callback(None)
+        for traced in (conn, reader):
+            traced.set_trace_callback(None)
         by_value = [s for s in statements if "_norm = " in s or "_norm=" in s]
         assert len(by_value) >= 5
         for sql in by_value:
@@ -890,3 +893,44 @@ def test_a_symmetric_relation_is_found_with_its_names_either_way_round():
         assert [f.triplet for f in store.query(None, None, "Ute Hartmann")] == [
             ("Lena Hartmann", "child of", "Ute Hartmann")
         ]
+
+
+def test_a_listing_does_not_wait_for_a_long_write_transaction(memory_location):
+    """Reads see what was last committed, at once, while a write transaction (a 60,000-fact import, say)
+    is open: they waited for its end before (8.5 s behind an import)."""
+    import threading
+
+    with TripletStore(memory_location) as store:
+        store.write("Dorothea Altemus", "employed by", "Pfizer", namespace="bob")
+        inside, release = threading.Event(), threading.Event()
+
+        def long_import() -> None:
+            with store._db.transaction("alice") as cur:
+                cur.execute(
+                    "INSERT INTO triplets (namespace, subject, relation, object, subject_norm, relation_norm,"
+                    " object_norm, valid_from) VALUES ('alice', 'A', 'r', 'B', 'a', 'r', 'b', 1.0)"
+                )
+                inside.set()
+                release.wait(30)
+
+        importer = threading.Thread(target=long_import)
+        importer.start()
+        try:
+            assert inside.wait(10)
+            start = time.perf_counter()
+            assert [f.object for f in store.facts("bob")] == ["Pfizer"] and store.count("alice") == 0
+            assert store.namespaces() == ["bob"]  # nothing uncommitted is seen
+            assert time.perf_counter() - start < 5
+        finally:
+            release.set()
+            importer.join()
+        assert store.count("alice") == 1
+
+
+def test_namespaces_are_listed_in_pages(store):
+    for name in ("carol", "alice", "bob", "dave"):
+        store.write("Dorothea Altemus", "employed by", "Pfizer", namespace=name)
+    assert store.namespaces() == ["alice", "bob", "carol", "dave"]
+    assert store.namespaces(limit=2) == ["alice", "bob"]
+    assert store.namespaces(after="bob", limit=2) == ["carol", "dave"]
+    assert store.namespaces(after="dave") == []

@@ -237,3 +237,36 @@ def test_what_is_not_an_export_gets_a_sentence(data, message):
             import_file(store, data, namespace="n")
         assert str(refused.value).startswith(message)
         assert store.count("n", current=False) == 0
+
+
+def test_exports_made_while_facts_change_each_import_cleanly(memory_location, monkeypatch):
+    """An export reads one snapshot: 100 exports made while another thread keeps replacing employers
+    (each write ending the one before) all import, though their pages are 7 facts each (read page by
+    page as the facts stood then, a file could hold a fact current and its successor current too)."""
+    import threading
+
+    from memory_runtime.memory import transfer
+
+    monkeypatch.setattr(transfer, "EXPORT_PAGE", 7)
+    with TripletStore(memory_location) as store:
+        people = [f"Person {i}" for i in range(30)]
+        store.write_many([(p, "employed by", "Org 0") for p in people], namespace="alice")
+        stop = threading.Event()
+
+        def churn() -> None:
+            for n in range(1, 3000):  # a history of at most a few thousand versions: the exports stay small
+                if stop.wait(0.002):
+                    return
+                store.write(people[n % len(people)], "employed by", f"Org {n}", namespace="alice")
+
+        writer = threading.Thread(target=churn)
+        writer.start()
+        try:
+            for i in range(100):
+                exported = "".join(transfer.export_chunks(store, "alice"))
+                assert len(json.loads(exported)["facts"]) == len(people), i
+                import_file(store, exported, namespace=f"copy{i % 3}")
+        finally:
+            stop.set()
+            writer.join()
+        assert store.count("alice", current=False) > 100  # the writer really wrote meanwhile

@@ -263,6 +263,29 @@ def test_serve_feedback_endpoint(tmp_path):
     ]
 
 
+def test_an_operator_in_a_users_namespace_has_a_last_turn_of_its_own(tmp_path):
+    """Feedback is about the caller's own last reply where it acts: an operator's key acting in alice's
+    namespace (Memlm-Namespace) neither rates alice's last turn nor has its own rated by her."""
+    from fastapi.testclient import TestClient
+
+    from memory_runtime.serving.app import create_app
+    from memory_runtime.serving.config import ServeConfig
+    from tests.memory_runtime.serving.test_serve import ALICE, KEYS, MemoryEchoBackend, say
+
+    keys = {**KEYS, "ops-key-000001": ["ops", "*"]}
+    config = ServeConfig(api_keys=keys, api_keys_env=None, feedback_dir=tmp_path, allowed_hosts=["testserver"])
+    ops = {"Authorization": "Bearer ops-key-000001", "Memlm-Namespace": "alice"}
+    with TripletStore() as store, TestClient(create_app(config, store, MemoryEchoBackend, model_name="echo")) as c:
+        say(c, "remember Tia Batres / works for / BMW")  # alice's turn
+        assert c.post("/v1/feedback", json={"rating": "bad"}, headers=ops).status_code == 400  # not the operator's
+        assert say(c, "recall Tia Batres", headers=ops).status_code == 200  # the operator's turn in alice's namespace
+        rated = c.post("/v1/feedback", json={"rating": "good"}, headers=ops).json()
+        mine = c.post("/v1/feedback", json={"rating": "bad"}, headers=ALICE).json()
+    trajectories = {t.record.id: t for t in read_pending(tmp_path)}
+    assert "recall" in str(trajectories[rated["record"]].record.segments[0].text)
+    assert "remember" in str(trajectories[mine["record"]].record.segments[0].text)
+
+
 def test_the_wrong_answers_remembered_are_bounded(store):
     feedback = Feedback(store, max_questions=3, max_replies=2)
     result = scripted("x").run_turn(TurnRequest(turn_messages("q"), store))

@@ -109,6 +109,7 @@ def test_a_key_acts_in_its_own_namespace_and_any_other_is_refused_on_every_route
         "namespace": "alice",
         "any": False,
         "data": ["alice"],
+        "next": None,
     }
     assert c.get("/v1/memory/facts", headers=acting_in("alice", ALICE)).json()["namespace"] == "alice"
     probe = acting_in("bob", ALICE)
@@ -149,7 +150,16 @@ def test_a_key_of_several_namespaces_lists_them_and_acts_in_the_one_asked(served
         "namespace": "ops",
         "any": True,
         "data": ["ops", "alice", "bob"],  # its own first, then every namespace the memory holds
+        "next": None,
     }
+    for name in ("carol", "dave", "erin"):
+        store.write(**PFIZER, namespace=name)
+    first = c.get("/v1/memory/namespaces", params={"limit": 2}, headers=OPS).json()  # paged, in order
+    assert (first["data"], first["next"]) == (["ops", "alice", "bob"], "bob")
+    second = c.get("/v1/memory/namespaces", params={"limit": 2, "after": "bob"}, headers=OPS).json()
+    assert (second["data"], second["next"]) == (["carol", "dave"], "dave")
+    last = c.get("/v1/memory/namespaces", params={"limit": 2, "after": "dave"}, headers=OPS).json()
+    assert (last["data"], last["next"]) == (["erin"], None)
     assert c.get("/v1/memory/facts", headers=OPS).json()["total"] == 0  # its own by default
     in_bob = acting_in("bob", OPS)
     page = c.get("/v1/memory/facts", headers=in_bob).json()

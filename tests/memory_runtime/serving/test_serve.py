@@ -382,7 +382,7 @@ def test_list_search_history_forget_export_import(client, store):
 
 
 def test_an_import_is_one_file_checked_whole_and_stored_whole_or_not_at_all(client, store):
-    """POST /v1/memory/import takes the file as it is, up to limits.max_import_bytes (8 MB), in one
+    """POST /v1/memory/import takes the file as it is, up to limits.max_import_bytes (64 MB), in one
     request: a file of 300 facts in a non-Latin script (the page sent batches sized in characters,
     so this failed at the 64 KB request limit), the 700th fact named when it is bad, and every
     refusal a sentence with nothing stored."""
@@ -402,13 +402,14 @@ def test_an_import_is_one_file_checked_whole_and_stored_whole_or_not_at_all(clie
     assert r.status_code == 400 and r.json()["error"]["message"] == "facts[699]: subject is empty"
     assert store.count("alice", current=False) == 300  # not the 699 before it either
 
-    ten_mb = b'{"facts": [' + b" " * (10 * 2**20) + b"]}"
-    r = client.post("/v1/memory/import", content=ten_mb, headers=BOB)
-    assert r.status_code == 413 and r.json()["error"]["code"] == "request_too_large"
-    assert r.json()["error"]["message"].startswith("the file is larger than 8 MB (8,388,608 bytes)")
-    chunked = client.post("/v1/memory/import", content=iter([ten_mb[: 2**20]] * 10), headers=BOB)  # no length
-    assert chunked.status_code == 413
-    assert client.post("/v1/memory/import", content=ten_mb).status_code == 401  # the key first, then the body
+    with TestClient(create_app(config(max_import_bytes=2**20), store, MemoryEchoBackend, model_name="e")) as small:
+        two_mb = b'{"facts": [' + b" " * (2 * 2**20) + b"]}"
+        r = small.post("/v1/memory/import", content=two_mb, headers=BOB)
+        assert r.status_code == 413 and r.json()["error"]["code"] == "request_too_large"
+        assert r.json()["error"]["message"].startswith("the file is larger than 1 MB (1,048,576 bytes)")
+        chunked = small.post("/v1/memory/import", content=iter([two_mb[: 2**18]] * 10), headers=BOB)  # no length
+        assert chunked.status_code == 413
+        assert small.post("/v1/memory/import", content=two_mb).status_code == 401  # the key first, then the body
     r = client.post("/v1/memory/facts", content=b'{"subject": "' + b"x" * 70_000 + b'"}', headers=BOB)
     assert r.status_code == 413  # other routes keep max_request_bytes
 
