@@ -83,6 +83,27 @@ def test_one_at_a_time_drops_a_waiting_turn_and_runs_the_others():
     assert engine.prompt_tokens(first) is None  # a streaming backend does not say
 
 
+def test_one_at_a_time_fails_a_turn_alone_and_goes_on():
+    """The onnx engine's way (one turn after another over a streaming backend): a turn whose backend
+    breaks ends with its own error, the next turn runs; run() raises a caller's own failure."""
+
+    def backend(request):
+        if "poison" in request.messages[-1]["content"]:
+            raise RuntimeError("the backend broke on this turn")
+        return ScriptedBackend([request.messages[-1]["content"].upper()])
+
+    engine = OneAtATime(backend)
+    store = TripletStore()
+    requests = [TurnRequest(turn_messages(t), store) for t in ("one", "poison", "three")]
+    for request in requests:
+        engine.submit(request)
+    outcomes = [outcome for _ in requests for _, outcome in engine.step()]
+    assert outcomes[0].reply == "ONE" and outcomes[2].reply == "THREE"
+    assert isinstance(outcomes[1], RuntimeError) and not engine.busy
+    with pytest.raises(RuntimeError, match="broke"):
+        engine.run([TurnRequest(turn_messages("poison"), store)])
+
+
 def test_a_request_no_engine_can_run_is_refused_when_submitted():
     engine = OneAtATime(lambda request: ScriptedBackend(["ok"]))
     for bad, why in (({"top_p": 0}, "top_p"), ({"max_new_tokens": 0}, "max_new_tokens"), ({"temperature": -1}, "temp")):
