@@ -94,7 +94,12 @@ def environment() -> dict[str, Any]:
             "read_gb_per_s": memory_bandwidth().gb_per_s,  # bounds decoding: every weight is read per token
         },
         "dtype_auto": dtypes,
-        "engine_auto": {"engine": engine, "reason": why, "one_at_a_time": {"engine": one_engine, "reason": one_why}},
+        "engine_auto": {
+            "engine": engine,
+            "reason": why,
+            "one_at_a_time": {"engine": one_engine, "reason": one_why},
+            "server": _server_engine(),
+        },
         "cuda": {"available": bool(cuda), "torch_cuda": torch.version.cuda, "devices": cuda},
         "packages": {name: _version(name) for name in PACKAGES},
         "paths": {
@@ -106,6 +111,13 @@ def environment() -> dict[str, Any]:
         },
         "embedded_models": _embedded_models(),
     }
+
+
+def _server_engine() -> dict[str, Any]:
+    """What `memlm serve` measured on this machine (engine_choice.py): the figures per model and settings."""
+    from memory_runtime.generation.engine_choice import cache_file, kept
+
+    return {"file": str(cache_file()), "measured": kept()}
 
 
 def render(env: dict[str, Any]) -> list[tuple[str, str]]:
@@ -131,6 +143,18 @@ def render(env: dict[str, Any]) -> list[tuple[str, str]]:
     rows.append(("engine auto", f"{env['engine_auto']['engine']}: {env['engine_auto']['reason']}"))
     one = env["engine_auto"]["one_at_a_time"]
     rows.append(("engine auto, one turn at a time (chat)", f"{one['engine']}: {one['reason']}"))
+    server = env["engine_auto"]["server"]
+    for key, m in server["measured"].items():
+        model = key.split("|")[3]
+        rows.append(
+            (
+                f"engine auto, a server of {model}",
+                f"{m['engine']}: hf batches of {m['batch']} {m['hf_tokens_per_s']} tokens/s, onnx one turn after "
+                f"another {m['onnx_tokens_per_s']} (measured {m['measured_at']})",
+            )
+        )
+    if not server["measured"]:
+        rows.append(("engine auto, a server", f"measured at its first start on this machine ({server['file']})"))
     gpus = env["cuda"]["devices"]
     rows.append(
         (

@@ -310,15 +310,31 @@ def _embedded() -> str:
     return EMBEDDED_MODEL
 
 
-def open_runtime(generation: Generation, hf_because: str | None = None) -> Runtime:
+def open_runtime(
+    generation: Generation, hf_because: str | None = None, *, serving: bool = False, log: Any = None
+) -> Runtime:
     """Open `generation`'s model with its memory on its engine (:func:`choose_engine`; `hf_because`:
     why this command needs the model in this process): an adapter is merged into its base (hf) or
-    applied per request (vllm); up to `generation.batch_size()` turns decode at once."""
+    applied per request (vllm); up to `generation.batch_size()` turns decode at once. `serving`: for a
+    server, where engine auto on the CPU takes hf's batches or onnx's turns one after another, whichever
+    was measured to serve more on this machine (engine_choice.py; `log` says when it measures)."""
     from memory_runtime.models.hardware import resolve_device, resolve_dtype
     from memory_runtime.models.loading import trained_system_prompt
 
     asked = generation
     generation, why = generation.on_engine(hf_because)
+    if serving and _either_serves(asked, generation):
+        from memory_runtime.generation.engine_choice import measured_server_engine
+        from memory_runtime.generation.onnx_backend import ExportError
+
+        try:
+            measured = measured_server_engine(asked, log)
+        except ExportError as err:
+            why = f"auto: onnx cannot export this model ({err})"
+        else:
+            engine = measured.engine
+            generation = asked.model_copy(update={"engine": engine, "weights": resolved_weights(asked.weights, engine)})
+            why = measured.reason
 
     if generation.threads is not None:
         import torch
@@ -367,6 +383,22 @@ def open_runtime(generation: Generation, hf_because: str | None = None) -> Runti
     )
     dtype = str(loaded.dtype).removeprefix("torch.")
     return Runtime(generation, memory, tokenizer, decoder, loaded, device, dtype, prompt, gate, why)
+
+
+def _either_serves(asked: Generation, chosen: Generation) -> bool:
+    """Whether a server of `asked` (engine auto) could run hf or onnx alike: auto took hf on the CPU for
+    batches, ONNX Runtime GenAI is installed, and no write gate needs the model in this process."""
+    from memory_runtime.generation.onnx_backend import onnx_installed
+    from memory_runtime.models.hardware import resolve_device
+
+    return (
+        asked.engine == "auto"
+        and chosen.engine == "hf"
+        and chosen.batch_size() > 1
+        and not asked.write_gate.active
+        and resolve_device(asked.device) == "cpu"
+        and onnx_installed()
+    )
 
 
 def _onnx_runtime(

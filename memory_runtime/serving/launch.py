@@ -107,7 +107,7 @@ def serve(
     keys, access = config.resolve_api_keys(), config.resolve_key_access()
     warning = check_demo_keys(host, keys, config, allow_demo_key=allow_demo_key)
     with TripletStore(db, config.generation.memory()) as store:
-        runtime = open_runtime(config.generation)
+        runtime = open_runtime(config.generation, serving=True, log=on_ready)
         app = create_app(
             config,
             store,

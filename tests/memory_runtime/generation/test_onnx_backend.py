@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 
@@ -216,3 +218,35 @@ def test_a_model_the_builder_cannot_export_falls_back_to_hf_under_auto_and_is_re
     assert len(calls) == 1  # the kept failure: not exported again
     with pytest.raises(ValueError, match="generation.engine=onnx: onnxruntime-genai .* cannot export .*set generation"):
         open_runtime(chat_like.model_copy(update={"engine": "onnx"}))
+
+
+def test_a_server_measures_once_which_engine_serves_more_here_and_keeps_it(exported, tiny_model_dir, monkeypatch):
+    """engine auto for a server on the CPU: hf's batches or onnx's turns one after another, whichever decoded
+    more tokens a second on this machine, measured the first time (both engines really run) and read from
+    $MEMLM_CACHE/serve_engine.json after; chat (one turn at a time) and an explicit engine never measure."""
+    from memory_runtime.generation import engine_choice
+
+    _, _, cache = exported
+    monkeypatch.setenv("MEMLM_CACHE", str(cache))
+    served = Generation(model=str(tiny_model_dir), weights="full", dtype="float32", max_batch_size=4, threads=1)
+    runtime = open_runtime(served, serving=True)
+    kept = json.loads((cache / "serve_engine.json").read_text())
+    (figures,) = kept.values()
+    assert figures["hf_tokens_per_s"] > 0 and figures["onnx_tokens_per_s"] > 0 and figures["batch"] == 4
+    assert runtime.engine == figures["engine"] and runtime.engine_reason.startswith("auto: measured on this machine")
+
+    def never(*args):
+        raise AssertionError("measured again")
+
+    monkeypatch.setattr(engine_choice, "_hf_tokens_per_s", never)
+    monkeypatch.setattr(engine_choice, "_onnx_tokens_per_s", never)
+    assert open_runtime(served, serving=True).engine == figures["engine"]  # kept: not measured again
+    assert open_runtime(served.model_copy(update={"engine": "hf"}), serving=True).engine == "hf"
+    assert open_runtime(served.model_copy(update={"max_batch_size": 1}), serving=True).engine == "onnx"  # chat's rule
+    for hf, onnx, engine, said in ((10.0, 20.0, "onnx", "onnx, 2.00x"), (30.0, 20.0, "hf", "hf, 1.50x")):
+        (cache / "serve_engine.json").unlink()
+        monkeypatch.setattr(engine_choice, "_hf_tokens_per_s", lambda generation, batch, hf=hf: hf)
+        monkeypatch.setattr(engine_choice, "_onnx_tokens_per_s", lambda generation, onnx=onnx: onnx)
+        runtime = open_runtime(served, serving=True)
+        assert runtime.engine == engine and said in runtime.engine_reason, runtime.engine_reason
+        assert runtime.generation.weights == "full"  # as asked (auto: int8 on onnx, full on hf)
