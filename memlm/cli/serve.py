@@ -1,5 +1,5 @@
 """`memlm serve` (a model with its memory behind an OpenAI-compatible API), `memlm ui` (the memory
-page, no model) and `memlm bench serve` (memory_runtime.serving)."""
+page, no model), `memlm bench serve` and `memlm bench soak` (memory_runtime.serving)."""
 
 from __future__ import annotations
 
@@ -189,5 +189,91 @@ def bench_serve_command(
             max_tokens=max_tokens,
         )
     except (ValueError, FileNotFoundError) as err:
+        fail(err)
+    print_json(result)
+
+
+@bench_app.command("soak")
+def bench_soak_command(
+    minutes: float = typer.Option(30.0, "--minutes", min=0.05, help="How long the clients keep sending requests."),
+    db: str | None = typer.Option(
+        None,
+        "--db",
+        help="The memory the server runs over: an SQLite file or a postgresql:// URL (default: a temporary "
+        "SQLite file). It is written to: give an empty one.",
+    ),
+    model: str | None = typer.Option(
+        None,
+        "--model",
+        "-m",
+        help="Serve this model (as memlm serve opens it; overrides: generation.KEY=VALUE) instead of the "
+        "scripted stand-in, which writes and reads the memory as a trained model does, without weights.",
+        show_default=False,
+    ),
+    clients: int = typer.Option(64, "--clients", min=1, max=1024, help="Concurrent clients (one process, asyncio)."),
+    namespaces: int = typer.Option(
+        1000, "--namespaces", min=1, max=100_000, help="Namespaces, each its own API key; clients act in random ones."
+    ),
+    think_ms: float = typer.Option(
+        1000.0,
+        "--think-ms",
+        min=0.0,
+        help="A client's mean pause between its requests (exponential): 64 clients are 64 users. 0: none (the "
+        "server saturates, and latency is mostly queueing).",
+    ),
+    mix: str | None = typer.Option(
+        None,
+        "--mix",
+        help="Weights of the kinds of request: chat (turns), read (search), write (a fact), list (a page of 50), "
+        "export, import (a small file); a kind not named gets 0. Default: "
+        "chat=25,read=30,write=15,list=15,export=8,import=7.",
+        show_default=False,
+    ),
+    bulk_facts: int = typer.Option(
+        60_000, "--bulk-facts", min=0, help="Facts of the one large import beside the clients (0: none)."
+    ),
+    bulk_at: float | None = typer.Option(
+        None,
+        "--bulk-at",
+        min=0.0,
+        help="When it starts, in seconds into the run (default: 120, or a third of a shorter run).",
+    ),
+    interval: float = typer.Option(
+        60.0, "--interval", min=1.0, help="The time series' step in seconds (latency per kind; --out rewritten)."
+    ),
+    max_tokens: int = typer.Option(64, "--max-tokens", min=1, help="max_tokens of every chat turn."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the clients' choices."),
+    out: Path | None = typer.Option(
+        None,
+        "--out",
+        help="Also write the report (indented) here, rewritten every --interval: an interrupted run keeps it.",
+    ),
+    overrides: list[str] | None = OVERRIDES,
+) -> None:
+    """The server in a process of its own under a long mixed load: chat turns, reads, writes, page listings,
+    exports and small imports by concurrent clients in random namespaces, one large import beside them.
+    Prints one JSON line: requests/s, p50/p99 per kind and interval, errors, the server's RSS over time,
+    acknowledged writes looked for afterwards (lost), the memory check, the large import's duration with the
+    read and listing p99 meanwhile, and each figure against its target (pass/fail)."""
+    from memory_runtime.serving.bench_soak import DEFAULT_MIX, SoakSettings, parse_mix, run_soak
+
+    if overrides and model is None:
+        fail(ValueError("generation overrides are for a real model: give --model too"))
+    generation = load_generation(overrides, {"generation.model": model}) if model is not None else None
+    try:
+        settings = SoakSettings(
+            seconds=minutes * 60,
+            clients=clients,
+            namespaces=namespaces,
+            think_ms=think_ms,
+            mix=parse_mix(mix) if mix else dict(DEFAULT_MIX),
+            bulk_facts=bulk_facts,
+            bulk_at=bulk_at,
+            interval=interval,
+            max_tokens=max_tokens,
+            seed=seed,
+        )
+        result = run_soak(settings, db=db, generation=generation, out=out, log=log)
+    except (ValueError, FileNotFoundError, RuntimeError) as err:
         fail(err)
     print_json(result)

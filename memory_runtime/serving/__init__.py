@@ -32,6 +32,8 @@ thread-safe, is shared by every request.
                    background_server (tests, benches), check_demo_keys (public keys stay on loopback)
     scheduler.py   the model thread: users' turns share batches, fairly across API keys
     bench_serve.py memlm bench serve: the server under N concurrent clients on loopback
+    bench_soak.py  memlm bench soak: the server in its own process under a long mixed load, checked
+                   for errors, lost writes, slow minutes and memory growth
 
 Beside the server, for people at a terminal and for what they teach the model:
 
