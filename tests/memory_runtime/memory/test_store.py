@@ -934,3 +934,39 @@ def test_namespaces_are_listed_in_pages(store):
     assert store.namespaces(limit=2) == ["alice", "bob"]
     assert store.namespaces(after="bob", limit=2) == ["carol", "dave"]
     assert store.namespaces(after="dave") == []
+
+
+@pytest.mark.parametrize("held", ["a write transaction", "a read snapshot"])
+def test_opening_a_store_waits_for_no_other_transaction(memory_location, held):
+    """Opening a memory writes nothing that is there already: a second server or a CLI command opened
+    during a long import (a write transaction) or an export (a read snapshot) opens at once, and others'
+    reads go on (on PostgreSQL its no-op DDL locked the table, and every session queued behind it)."""
+    import threading
+
+    with TripletStore(memory_location) as store:
+        store.write("Dorothea Altemus", "employed by", "Pfizer", namespace="a")
+        inside, release = threading.Event(), threading.Event()
+
+        def hold() -> None:
+            with store._db.transaction("b") if held == "a write transaction" else store._db.snapshot() as cur:
+                cur.rows("SELECT count(*) FROM triplets")
+                if held == "a write transaction":
+                    cur.execute(
+                        "INSERT INTO triplets (namespace, subject, relation, object, subject_norm, relation_norm,"
+                        " object_norm, valid_from) VALUES ('b', 'A', 'r', 'B', 'a', 'r', 'b', 1.0)"
+                    )
+                inside.set()
+                release.wait(30)
+
+        holder = threading.Thread(target=hold)
+        holder.start()
+        try:
+            assert inside.wait(10)
+            start = time.perf_counter()
+            with TripletStore(memory_location) as second:
+                assert second.count("a") == 1 and second.count("b") == 0
+            assert store.count("a") == 1
+            assert time.perf_counter() - start < 5
+        finally:
+            release.set()
+            holder.join()
