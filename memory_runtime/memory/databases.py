@@ -137,6 +137,11 @@ class Database(Protocol):
         transaction; never lowers the counter): for rows copied in with their ids."""
         ...
 
+    def new_ids(self, cur: Cursor, n: int) -> Sequence[int]:
+        """`n` ids no fact has had, for rows inserted with their ids in `cur`'s write transaction (an
+        import's, written in one statement); the counter then stays above them."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -316,6 +321,15 @@ class SqliteDatabase:
         if not cur.execute("UPDATE sqlite_sequence SET seq = MAX(seq, ?) WHERE name = 'triplets'", (last,)):
             cur.execute("INSERT INTO sqlite_sequence (name, seq) VALUES ('triplets', ?)", (last,))
 
+    def new_ids(self, cur: Cursor, n: int) -> Sequence[int]:
+        """The next `n` ids (the write transaction is the file's only writer); AUTOINCREMENT's counter
+        follows the largest id inserted, and is raised here for the ids drawn but left unused."""
+        seq = cur.row("SELECT seq FROM sqlite_sequence WHERE name = 'triplets'")
+        first = max(0 if seq is None else seq[0], cur.row(_HIGHEST_ID.format(greatest="MAX"))[0]) + 1
+        if n:
+            self.reserve_ids(cur, first + n - 1)
+        return range(first, first + n)
+
     def close(self) -> None:
         with self._readers_lock:
             for conn in self._readers:
@@ -440,6 +454,11 @@ class PostgresDatabase:
         (sequence,) = self.row(self._SEQUENCE)
         given, called = self.row(f"SELECT last_value, is_called FROM {sequence}")
         return max(given if called else given - 1, self.row(_HIGHEST_ID.format(greatest="GREATEST"))[0])
+
+    def new_ids(self, cur: Cursor, n: int) -> Sequence[int]:
+        """`n` values of the identity's sequence (other sessions draw theirs meanwhile: not consecutive)."""
+        (sequence,) = cur.row(self._SEQUENCE)
+        return [row[0] for row in cur.rows("SELECT nextval(?::regclass) FROM generate_series(1, ?)", (sequence, n))]
 
     def reserve_ids(self, cur: Cursor, last: int = 0) -> None:
         (sequence,) = cur.row(self._SEQUENCE)

@@ -4,6 +4,7 @@ serving/routes/, mounts the memory page and wraps it all in the middleware."""
 from __future__ import annotations
 
 import functools
+import gc
 import sys
 from collections.abc import Callable, Sequence
 from contextlib import asynccontextmanager
@@ -174,7 +175,11 @@ def route_paths(app: FastAPI) -> set[str]:
 
 @asynccontextmanager
 async def lifespan(app: FastAPI):
-    """Stop the model thread when the server stops, then run the server's on_shutdown."""
+    """Before serving, move what is loaded (torch, the model, the app: ~240,000 objects) out of the garbage
+    collector's view: each full collection walked them all, 200-280 ms during which no request moved (the
+    p99 of every route in a soak). Stop the model thread when the server stops, then run on_shutdown."""
+    gc.collect()
+    gc.freeze()
     yield
     server: ServerState = app.state.server
     server.scheduler.close()

@@ -124,12 +124,11 @@ def parse_mix(text: str) -> dict[str, float]:
 
 def serve_main() -> None:
     """The server process: `python -c "...serve_main()" SPEC.json` (what run_soak starts)."""
-    import uvicorn
 
     from memory_runtime.generation.scripted_model import ScriptedMemoryModel
     from memory_runtime.serving.app import create_app
     from memory_runtime.serving.config import Limits, ServeConfig
-    from memory_runtime.serving.launch import serve, uvicorn_settings
+    from memory_runtime.serving.launch import run_server, serve
 
     spec = json.loads(Path(sys.argv[1]).read_text())
     config = ServeConfig(
@@ -141,7 +140,7 @@ def serve_main() -> None:
     if spec["scripted"]:
         with TripletStore(spec["db"], config.generation.memory()) as store:
             app = create_app(config, store, ScriptedMemoryModel, model_name="scripted")
-            uvicorn.run(app, host="127.0.0.1", port=spec["port"], log_level="warning", **uvicorn_settings())
+            run_server(app, "127.0.0.1", spec["port"], "warning")
     else:
         serve(spec["db"], config, port=spec["port"], log_level="warning")
 

@@ -290,7 +290,7 @@ def test_no_key_or_an_unknown_key_is_401(client, method, path, headers):
     assert error["code"] == "invalid_api_key" and error["type"] == "invalid_request_error"
 
 
-def test_keys_are_looked_up_by_comparing_every_key():
+def test_keys_are_looked_up_by_their_digest():
     ring = KeyRing(KEYS)
     assert ring.namespace("alice-key-0001") == "alice" and ring.namespace("bob-key-000002") == "bob"
     assert ring.namespace("alice-key-000") is None and ring.namespace("") is None and ring.namespace(None) is None
