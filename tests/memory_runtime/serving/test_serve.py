@@ -851,3 +851,24 @@ def test_a_client_that_leaves_mid_stream_ends_its_turn(store):
     assert len(pieces) < 60  # of the ~130 pieces of the whole turn
     assert store.facts("alice") == []  # the write at its end never came
     assert cancelled == 1
+
+
+@pytest.mark.slow  # ~1 min on 2 cores: 60,000 facts out and in again through the API
+def test_an_export_of_60000_facts_imports_again_through_the_api(store):
+    """The page's own export of a big namespace is one request's import again (it was 27 MB against an
+    8 MB limit): streamed out from one snapshot, streamed in to a temporary file and read fact by fact."""
+    facts = [(f"Employee {i:05d} Namesake", "employed by", f"Company {i % 5000} Holdings") for i in range(60_000)]
+    store.write_many(facts, namespace="alice", at=1_700_000_000.0)
+    store.write_many(facts[:1000], namespace="alice", at=1_700_000_100.0)  # duplicates: nothing new
+    store.write_many([(s, "employed by", "Pfizer") for s, _, _ in facts[:500]], namespace="alice", at=1_700_000_200.0)
+    with TestClient(create_app(config(), store, MemoryEchoBackend, model_name="e")) as client:
+        exported = client.get("/v1/memory/export", headers=ALICE)
+        assert exported.status_code == 200 and len(exported.content) > 8 * 2**20
+        r = client.post(
+            "/v1/memory/import", content=exported.content, headers={**BOB, "content-type": "application/json"}
+        )
+        assert r.status_code == 200, r.text
+        assert r.json()["message"] == "60,500 stored (60,000 current, 500 in history), 0 already there, 0 superseded"
+    assert store.count("bob") == store.count("alice") == 60_000
+    assert store.count("bob", current=False) == store.count("alice", current=False) == 60_500
+    assert store.broken_links() == [] and store.history_problems() == []
