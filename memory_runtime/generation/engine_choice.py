@@ -81,9 +81,10 @@ def machine_key(generation: Any) -> str:
     return "|".join(parts)
 
 
-def measured_server_engine(generation: Any, log: Any = None) -> Measured:
-    """hf or onnx for a server of `generation` (engine auto, on the CPU) on this machine: the figures kept
-    for this machine and model, else measured now (a minute or two, once; the onnx export included)."""
+def measured_server_engine(generation: Any, onnx_weights: str, log: Any = None) -> Measured:
+    """hf or onnx for a server of `generation` (engine auto, on the CPU) on this machine, onnx with
+    `onnx_weights`: the figures kept for this machine and model, else measured now (a minute or two,
+    once; the onnx export included)."""
     key = machine_key(generation)
     measured = kept()
     if key in measured:
@@ -92,7 +93,7 @@ def measured_server_engine(generation: Any, log: Any = None) -> Measured:
         log("measuring which engine serves more on this machine (once; a minute or two)")
     batch = generation.batch_size()
     hf = _hf_tokens_per_s(generation, batch)
-    onnx = _onnx_tokens_per_s(generation)
+    onnx = _onnx_tokens_per_s(generation, onnx_weights)
     choice = Measured(
         "onnx" if onnx > hf else "hf", round(hf, 2), round(onnx, 2), batch, time.strftime("%Y-%m-%d %H:%M")
     )
@@ -133,13 +134,11 @@ def _hf_tokens_per_s(generation: Any, batch: int) -> float:
     return _tokens_per_s(engine, _requests(batch))
 
 
-def _onnx_tokens_per_s(generation: Any) -> float:
+def _onnx_tokens_per_s(generation: Any, weights: str) -> float:
     from memory_runtime.generation.batching import OneAtATime
     from memory_runtime.generation.onnx_backend import OnnxBackend, load_onnx_model
-    from memory_runtime.generation.runtime import resolved_weights
     from memory_runtime.models.loading import EMBEDDED_MODEL
 
-    weights = resolved_weights(generation.weights, "onnx")
     exported, tokenizer = load_onnx_model(generation.model or EMBEDDED_MODEL, weights, generation.threads)
     engine = OneAtATime(lambda request: OnnxBackend.for_request(exported, tokenizer, request, True))
     return _tokens_per_s(engine, _requests(2))

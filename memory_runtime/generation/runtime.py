@@ -328,7 +328,7 @@ def open_runtime(
         from memory_runtime.generation.onnx_backend import ExportError
 
         try:
-            measured = measured_server_engine(asked, log)
+            measured = measured_server_engine(asked, resolved_weights(asked.weights, "onnx"), log)
         except ExportError as err:
             why = f"auto: onnx cannot export this model ({err})"
         else:

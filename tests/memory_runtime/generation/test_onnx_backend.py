@@ -246,7 +246,7 @@ def test_a_server_measures_once_which_engine_serves_more_here_and_keeps_it(expor
     for hf, onnx, engine, said in ((10.0, 20.0, "onnx", "onnx, 2.00x"), (30.0, 20.0, "hf", "hf, 1.50x")):
         (cache / "serve_engine.json").unlink()
         monkeypatch.setattr(engine_choice, "_hf_tokens_per_s", lambda generation, batch, hf=hf: hf)
-        monkeypatch.setattr(engine_choice, "_onnx_tokens_per_s", lambda generation, onnx=onnx: onnx)
+        monkeypatch.setattr(engine_choice, "_onnx_tokens_per_s", lambda generation, weights, onnx=onnx: onnx)
         runtime = open_runtime(served, serving=True)
         assert runtime.engine == engine and said in runtime.engine_reason, runtime.engine_reason
         assert runtime.generation.weights == "full"  # as asked (auto: int8 on onnx, full on hf)

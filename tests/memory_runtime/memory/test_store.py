@@ -530,9 +530,9 @@ def test_names_are_kept_in_nfc_and_refused_with_control_characters_or_over_the_l
     assert store.write("D" * 200, "employed by", "Pfizer").status == "stored"
     with pytest.raises(ValueError, match="not a namespace name"):
         store.write("Tia Batres", "employed by", "Pfizer", namespace="alice\x00")
-    for time in (float("inf"), float("nan"), 10**400):
+    for moment in (float("inf"), float("nan"), 10**400):
         with pytest.raises(ValueError, match="finite unix time"):
-            store.facts(as_of=time)
+            store.facts(as_of=moment)
     with pytest.raises(ValueError, match="both at most"):
         store.facts(offset=2**63)
     with pytest.raises(RestoreRefused, match="no fact has that id"):
