@@ -20,8 +20,10 @@ recorded and, once the server has stopped, looked for in the memory: it must be 
 Errors are every other non-2xx and every connection error. At the end the memory is checked
 (TripletStore.broken_links() and history_problems(): both empty). Latencies are what the client sees,
 queueing included, summarised per kind for each `interval` seconds (by when a request finished); the
-server process's RSS is sampled every `rss_every` seconds. The report (one dict, see `report`) is
-written to `out` every interval, so a long run that is interrupted keeps what it measured.
+server process's RSS is sampled every `rss_every` seconds, and with it the machine's CPU times: the share
+stolen by the hypervisor says whether a slow minute was the server's or a shared host's. The report (one
+dict, see `report`) is written to `out` every interval, so a long run that is interrupted keeps what it
+measured.
 """
 
 from __future__ import annotations
@@ -44,12 +46,14 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import psutil
 
 from memory_runtime.generation.runtime import Generation
 from memory_runtime.generation.scripted_model import SENTENCES
 from memory_runtime.memory.databases import is_postgres
 from memory_runtime.memory.store import MemoryConfig, TripletStore
 from memory_runtime.memory.terms import normalize_term
+from memory_runtime.models.hardware import cpu_info
 
 KINDS = ("chat", "read", "write", "list", "export", "import")
 DEFAULT_MIX = {"chat": 25, "read": 30, "write": 15, "list": 15, "export": 8, "import": 7}
@@ -194,9 +198,12 @@ def _tail(path: Path, lines: int = 20) -> str:
         return ""
 
 
-def _rss_mb(pid: int) -> float | None:
-    import psutil
+def _machine() -> dict[str, Any]:
+    info = cpu_info()
+    return {"cpu_model": info.model, "cores": info.cores}
 
+
+def _rss_mb(pid: int) -> float | None:
     try:
         return round(psutil.Process(pid).memory_info().rss / 2**20, 1)
     except psutil.Error:
@@ -265,6 +272,7 @@ class Recorder:
         self.acked_at: dict[str, list[tuple[float, tuple[str, str, str]]]] = {}  # for the exports' check
         self.n_acknowledged = 0
         self.rss: list[tuple[float, float]] = []
+        self.cpu: list[tuple[float, Any]] = []  # (seconds, psutil.cpu_times()) with each RSS sample
         self.bulk: dict[str, Any] | None = None
         self._canonical = TripletStore(":memory:", memory)  # relation names as the server's store keeps them
 
@@ -328,7 +336,13 @@ class Recorder:
                     "p50_ms": _ms(_rank(ordered, 50)),
                     "p99_ms": _ms(_rank(ordered, 99)),
                 }
-        summary = {"interval": slot + 1, "from_s": round(slot * step, 1), "seconds": round(span, 1), "kinds": kinds}
+        summary = {
+            "interval": slot + 1,
+            "from_s": round(slot * step, 1),
+            "seconds": round(span, 1),
+            "kinds": kinds,
+            "cpu": self._cpu_shares(slot * step, (slot + 1) * step),
+        }
         if final or (slot < self.slots - 1 and self.now() > (slot + 1) * step):  # over: nothing more finishes in it
             series.summary, series.latencies = summary, {}
         return summary
@@ -358,6 +372,7 @@ class Recorder:
             "errors": {"count": self.errors, "first": self.first_errors, "provoked": self.provoked},
             "exports_checked": self.export_checks,
             "rss": self._rss_figures(),
+            "machine": {**_machine(), "cpu": self._cpu_shares(0.0, math.inf)},
             "bulk_import": self._bulk_figures(),
             "acknowledged_writes": {"acknowledged": self.n_acknowledged, "checked": None, "lost": None},
             "memory_check": None,
@@ -398,6 +413,21 @@ class Recorder:
                 growth_pct=round(100 * (samples[-1][1] - base) / base, 2),
             )
         return out
+
+    def _cpu_shares(self, start: float, end: float) -> dict[str, float] | None:
+        """The machine's CPU time between two moments of the run, in % of all its cores' time: busy
+        (user, system and the rest) and stolen (taken by the hypervisor for other guests: not the server's)."""
+        inside = [times for t, times in self.cpu if start - self.settings.rss_every / 2 <= t <= end]
+        if len(inside) < 2:
+            return None
+        first, last = inside[0], inside[-1]
+        spent = {name: getattr(last, name) - getattr(first, name) for name in first._fields}
+        total = sum(spent.values())
+        if total <= 0:
+            return None
+        idle = spent.get("idle", 0.0) + spent.get("iowait", 0.0)
+        steal = spent.get("steal", 0.0)
+        return {"busy_pct": round(100 * (total - idle - steal) / total, 1), "steal_pct": round(100 * steal / total, 1)}
 
     def _targets(self, out: dict[str, Any]) -> dict[str, dict[str, Any]]:
         def worst(kind: str) -> float | None:
@@ -465,6 +495,7 @@ class _Clients:
         await asyncio.gather(*background, return_exceptions=True)
         if (mb := _rss_mb(server_pid)) is not None:
             self.rec.rss.append((self.rec.now(), mb))
+        self.rec.cpu.append((self.rec.now(), psutil.cpu_times()))
 
     def _connection(self) -> httpx.AsyncClient:
         """A client's own connection: one pool of many is slow to share (httpx scans every connection of a
@@ -480,6 +511,7 @@ class _Clients:
             mb = _rss_mb(pid)
             if mb is not None:
                 self.rec.rss.append((self.rec.now(), mb))
+            self.rec.cpu.append((self.rec.now(), psutil.cpu_times()))
             await asyncio.sleep(self.settings.rss_every)
 
     async def _every_interval(self, on_interval: Callable[[], None]) -> None:
@@ -777,7 +809,8 @@ def run_soak(
             p99 = {k: v["p99_ms"] for k, v in last["kinds"].items()}
             say(
                 f"soak {report['elapsed_s']:.0f} s: {report['requests_per_s']} requests/s, p99 ms of interval"
-                f" {last['interval']} {p99}, errors {report['errors']['count']}, RSS {report['rss']['last_mb']} MB"
+                f" {last['interval']} {p99}, errors {report['errors']['count']}, RSS {report['rss']['last_mb']} MB,"
+                f" CPU stolen {(last['cpu'] or {}).get('steal_pct')} %"
             )
 
         try:

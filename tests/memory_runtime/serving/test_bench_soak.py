@@ -85,6 +85,9 @@ def test_a_short_soak_reports_every_figure_with_no_error_and_no_lost_write(tmp_p
     assert report["exports_checked"]["exports"] > 0
     rss = report["rss"]
     assert len(rss["samples"]) >= 2 and rss["peak_mb"] >= rss["first_mb"] > 0 and "growth_pct" in rss
+    machine = report["machine"]  # the CPU time the hypervisor took says whether a slow minute was the server's
+    assert machine["cores"] >= 1 and machine["cpu_model"]
+    assert 0 <= machine["cpu"]["steal_pct"] <= 100 and 0 < machine["cpu"]["busy_pct"] <= 100
     targets = report["targets"]
     assert set(targets) == {"errors", "lost_writes", "read_p99_ms", "list_p99_ms", "rss_growth_pct"}
     assert targets["errors"]["pass"] and targets["lost_writes"]["pass"]
