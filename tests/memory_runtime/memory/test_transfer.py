@@ -239,8 +239,9 @@ def test_what_is_not_an_export_gets_a_sentence(data, message):
         assert store.count("n", current=False) == 0
 
 
-def test_exports_made_while_facts_change_each_import_cleanly(memory_location, monkeypatch):
-    """An export reads one snapshot: 40 exports made while another thread keeps replacing employers
+@pytest.mark.parametrize("exports", [40, pytest.param(100, marks=pytest.mark.slow)])  # 100: ~10 s a backend
+def test_exports_made_while_facts_change_each_import_cleanly(memory_location, monkeypatch, exports):
+    """An export reads one snapshot: `exports` exports made while another thread keeps replacing employers
     (each write ending the one before) all import, though their pages are 7 facts each (read page by
     page as the facts stood then, a file could hold a fact current and its successor current too)."""
     import threading
@@ -262,7 +263,7 @@ def test_exports_made_while_facts_change_each_import_cleanly(memory_location, mo
         writer = threading.Thread(target=churn)
         writer.start()
         try:
-            for i in range(40):  # page by page, the first or second export already held a fact and its successor
+            for i in range(exports):  # page by page, the first or second export already held a fact and its successor
                 exported = "".join(transfer.export_chunks(store, "alice"))
                 assert len(json.loads(exported)["facts"]) == len(people), i
                 import_file(store, exported, namespace=f"copy{i % 3}")

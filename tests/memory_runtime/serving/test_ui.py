@@ -193,10 +193,12 @@ def chromium(*args: str):
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
-        pytest.skip("Playwright for Python is not installed (pip install playwright; scripts/install.sh does)")
+        pytest.skip(
+            "Playwright for Python is not installed (pip install playwright; bash scripts/install.sh --tests does)"
+        )
     executable = shutil.which("chromium")
     if executable is None:
-        pytest.skip("no chromium on PATH (Debian: apt-get install chromium; scripts/install.sh does)")
+        pytest.skip("no chromium on PATH (Debian: apt-get install chromium; bash scripts/install.sh --tests does)")
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=executable, args=list(args))
         yield browser
