@@ -4,6 +4,7 @@ anyone else's: list, search, history, write or correct, forget, restore, export 
 from __future__ import annotations
 
 import gc
+import shutil
 import tempfile
 import threading
 from collections.abc import Callable
@@ -15,7 +16,14 @@ from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
 from memory_runtime.memory.store import MAX_ROW_NUMBER, RestoreRefused, TripletStore
-from memory_runtime.memory.transfer import BadImport, Imported, export_chunks, import_file
+from memory_runtime.memory.transfer import (
+    BadImport,
+    Imported,
+    export_chunks,
+    import_file,
+    import_in_a_process,
+    in_a_process_of_its_own,
+)
 from memory_runtime.serving.feedback import FactGone
 from memory_runtime.serving.keys import Caller
 from memory_runtime.serving.routes.state import Namespace, State, key_caller
@@ -190,15 +198,30 @@ async def import_memory(http: Request, server: State, namespace: Namespace) -> d
     stored in one transaction, history and dates included, or nothing (memory_runtime.memory.transfer).
     `message` says what was stored in a sentence; a 400 names the place in the file of each problem."""
     with tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES) as body:
-        await read_import_body(http, server.limits.max_import_bytes, body)
+        size = await read_import_body(http, server.limits.max_import_bytes, body)
         try:
-            done = await run_in_threadpool(_import_without_full_collections, server.store, body, namespace)
+            if size >= PROCESS_IMPORT_BYTES and in_a_process_of_its_own(server.store):
+                done = await run_in_threadpool(_import_by_a_process, server.store, body, namespace)
+            else:
+                done = await run_in_threadpool(_import_without_full_collections, server.store, body, namespace)
         except BadImport as err:
             raise APIError(400, str(err), param=err.position, code="invalid_import") from None
     return {**asdict(done), "message": done.message}
 
 
 SPOOL_BYTES = 4 * 2**20  # an import's body is kept in memory up to this, on disk beyond
+# An import this large (~13,000 facts) is read, checked and stored by a process of its own, whose Python
+# work then takes no turn of this process's GIL from the other requests (transfer.import_in_a_process);
+# smaller ones run on a thread here, where a process's start (~1 s) would cost more than it saves.
+PROCESS_IMPORT_BYTES = 2**20
+
+
+def _import_by_a_process(store: TripletStore, body: BinaryIO, namespace: str) -> Imported:
+    with tempfile.NamedTemporaryFile(prefix="memlm-import-", suffix=".json") as named:
+        shutil.copyfileobj(body, named)
+        named.flush()
+        return import_in_a_process(store, named.name, namespace=namespace)
+
 
 _collector_held = 0  # imports running that hold the garbage collector's full passes back
 _collector_lock = threading.Lock()
@@ -224,10 +247,10 @@ def _import_without_full_collections(store: TripletStore, body: BinaryIO, namesp
                 gc.set_threshold(threshold[0], threshold[1], DEFAULT_GEN2_THRESHOLD)
 
 
-async def read_import_body(http: Request, limit: int, into: BinaryIO) -> None:
+async def read_import_body(http: Request, limit: int, into: BinaryIO) -> int:
     """An import's file, written to `into` in the chunks it arrives in, after the caller's key was
-    checked (the middleware leaves this body alone): 413 with what to do instead beyond `limit`
-    bytes, declared or sent, before more is read."""
+    checked (the middleware leaves this body alone), and its size: 413 with what to do instead beyond
+    `limit` bytes, declared or sent, before more is read."""
     too_large = APIError(
         413,
         f"the file is larger than {limit / 2**20:.4g} MB ({limit:,} bytes), this server's limit for an import"
@@ -245,3 +268,4 @@ async def read_import_body(http: Request, limit: int, into: BinaryIO) -> None:
             raise too_large
         into.write(chunk)
     into.seek(0)
+    return size

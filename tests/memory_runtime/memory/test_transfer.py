@@ -8,7 +8,7 @@ import json
 import pytest
 
 from memory_runtime.memory.store import TripletStore
-from memory_runtime.memory.transfer import BadImport, import_file, imported_source, write_export
+from memory_runtime.memory.transfer import BadImport, export_chunks, import_file, imported_source, write_export
 
 DAY = 86_400.0
 T0 = 1_700_000_000.0  # 2023-11-14
@@ -271,3 +271,35 @@ def test_exports_made_while_facts_change_each_import_cleanly(memory_location, mo
             stop.set()
             writer.join()
         assert store.count("alice", current=False) > 100  # the writer really wrote meanwhile
+
+
+def test_an_import_in_a_process_of_its_own_stores_what_import_file_would(alice, memory, tmp_path):
+    """A server's large imports run in a process of their own (their Python work then holds no GIL of the
+    server's): the same versions, dates and links as import_file's, the same refusals with their places,
+    and the server's resident fuzzy index sees the facts that process wrote."""
+    from memory_runtime.memory.transfer import import_in_a_process, in_a_process_of_its_own
+
+    assert in_a_process_of_its_own(memory) and not in_a_process_of_its_own(alice)
+    exported = tmp_path / "alice.json"
+    exported.write_text("".join(export_chunks(alice, "alice")))
+    memory.query("Dorotea Altemus", None, None, namespace="bob")  # an index resident before the import
+    done = import_in_a_process(memory, exported, namespace="bob")
+    expected = import_file(alice, exported.read_bytes(), namespace="copy")
+    assert done == expected and done.stored == len(alice.history(namespace="alice")) == 5
+    assert [_shape(f) for f in memory.history(namespace="bob")] == [_shape(f) for f in alice.history(namespace="copy")]
+    assert memory.broken_links() == [] and memory.history_problems() == []
+    found = memory.query("Dorotea Altemus", None, None, namespace="bob")  # a typo: the fuzzy index caught up
+    assert {f.object for f in found.facts} == {"BMW"}
+
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"facts": [{"subject": "A", "relation": "employed by", "object": "B"}] * 3 + [{}]}))
+    with pytest.raises(BadImport) as refused:
+        import_in_a_process(memory, bad, namespace="carol")
+    assert refused.value.position == "facts[3]" and str(refused.value).startswith("facts[3]: ")
+    assert memory.count("carol", current=False) == 0
+    with pytest.raises(RuntimeError, match="the import's process failed"):
+        import_in_a_process(memory, tmp_path / "missing.json", namespace="carol")
+
+
+def _shape(fact):
+    return fact.triplet, fact.valid_from, fact.valid_to, fact.ended_by, fact.superseded_by is not None, fact.source

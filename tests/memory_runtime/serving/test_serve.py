@@ -853,22 +853,64 @@ def test_a_client_that_leaves_mid_stream_ends_its_turn(store):
     assert cancelled == 1
 
 
+def test_a_large_import_runs_in_a_process_of_its_own(tmp_path, monkeypatch):
+    """An import of PROCESS_IMPORT_BYTES or more is read, checked and stored by a process of its own
+    (its Python work takes no turn of the server's GIL from other requests); a smaller one, or a memory
+    no other process can reach, on a thread. The answers are the same."""
+    from memory_runtime.memory import transfer
+    from memory_runtime.serving.routes import memory as memory_routes
+
+    calls = []
+
+    def spy(store, path, *, namespace):
+        calls.append(namespace)
+        return transfer.import_in_a_process(store, path, namespace=namespace)
+
+    monkeypatch.setattr(memory_routes, "import_in_a_process", spy)
+    monkeypatch.setattr(memory_routes, "PROCESS_IMPORT_BYTES", 1000)
+    facts = [{"subject": f"Person {i}", "relation": "employed by", "object": f"Org {i}"} for i in range(40)]
+    with TripletStore(str(tmp_path / "memory.sqlite")) as store:
+        with TestClient(create_app(config(), store, MemoryEchoBackend, model_name="e")) as client:
+            assert client.get("/v1/memory/search?subject=Persn%201", headers=ALICE).status_code == 200
+            r = client.post("/v1/memory/import", json={"facts": facts}, headers=ALICE)
+            assert r.status_code == 200 and r.json()["message"] == "40 stored, 0 already there, 0 superseded"
+            found = client.get("/v1/memory/search?subject=Persn%2039", headers=ALICE).json()  # fuzzy: caught up
+            assert [f["object"] for f in found["data"]] == ["Org 39"] and found["fuzzy"]
+            r = client.post("/v1/memory/import", json={"facts": [*facts, {"subject": "x"}]}, headers=BOB)
+            assert r.status_code == 400 and r.json()["error"]["param"] == "facts[40]"
+            small = client.post("/v1/memory/import", json={"facts": facts[:2]}, headers=BOB)
+            assert small.status_code == 200
+        assert calls == ["alice", "bob"] and store.count("bob") == 2
+    with (
+        TripletStore() as memory_only,
+        TestClient(create_app(config(), memory_only, MemoryEchoBackend, model_name="e")) as c,
+    ):
+        assert c.post("/v1/memory/import", json={"facts": facts}, headers=ALICE).status_code == 200
+    assert calls == ["alice", "bob"]
+
+
 @pytest.mark.slow  # ~1 min on 2 cores: 60,000 facts out and in again through the API
-def test_an_export_of_60000_facts_imports_again_through_the_api(store):
+def test_an_export_of_60000_facts_imports_again_through_the_api(tmp_path):
     """The page's own export of a big namespace is one request's import again (it was 27 MB against an
-    8 MB limit): streamed out from one snapshot, streamed in to a temporary file and read fact by fact."""
-    facts = [(f"Employee {i:05d} Namesake", "employed by", f"Company {i % 5000} Holdings") for i in range(60_000)]
-    store.write_many(facts, namespace="alice", at=1_700_000_000.0)
-    store.write_many(facts[:1000], namespace="alice", at=1_700_000_100.0)  # duplicates: nothing new
-    store.write_many([(s, "employed by", "Pfizer") for s, _, _ in facts[:500]], namespace="alice", at=1_700_000_200.0)
-    with TestClient(create_app(config(), store, MemoryEchoBackend, model_name="e")) as client:
-        exported = client.get("/v1/memory/export", headers=ALICE)
-        assert exported.status_code == 200 and len(exported.content) > 8 * 2**20
-        r = client.post(
-            "/v1/memory/import", content=exported.content, headers={**BOB, "content-type": "application/json"}
+    8 MB limit): streamed out from one snapshot, streamed in to a temporary file and read fact by fact,
+    by a process of its own (a file's memory)."""
+    with TripletStore(str(tmp_path / "memory.sqlite")) as store:
+        facts = [(f"Employee {i:05d} Namesake", "employed by", f"Company {i % 5000} Holdings") for i in range(60_000)]
+        store.write_many(facts, namespace="alice", at=1_700_000_000.0)
+        store.write_many(facts[:1000], namespace="alice", at=1_700_000_100.0)  # duplicates: nothing new
+        store.write_many(
+            [(s, "employed by", "Pfizer") for s, _, _ in facts[:500]], namespace="alice", at=1_700_000_200.0
         )
-        assert r.status_code == 200, r.text
-        assert r.json()["message"] == "60,500 stored (60,000 current, 500 in history), 0 already there, 0 superseded"
-    assert store.count("bob") == store.count("alice") == 60_000
-    assert store.count("bob", current=False) == store.count("alice", current=False) == 60_500
-    assert store.broken_links() == [] and store.history_problems() == []
+        with TestClient(create_app(config(), store, MemoryEchoBackend, model_name="e")) as client:
+            exported = client.get("/v1/memory/export", headers=ALICE)
+            assert exported.status_code == 200 and len(exported.content) > 8 * 2**20
+            r = client.post(
+                "/v1/memory/import", content=exported.content, headers={**BOB, "content-type": "application/json"}
+            )
+            assert r.status_code == 200, r.text
+            assert (
+                r.json()["message"] == "60,500 stored (60,000 current, 500 in history), 0 already there, 0 superseded"
+            )
+        assert store.count("bob") == store.count("alice") == 60_000
+        assert store.count("bob", current=False) == store.count("alice", current=False) == 60_500
+        assert store.broken_links() == [] and store.history_problems() == []
