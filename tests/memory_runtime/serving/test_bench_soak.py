@@ -93,6 +93,9 @@ def test_a_short_soak_reports_every_figure_with_no_error_and_no_lost_write(tmp_p
     assert targets["errors"]["pass"] and targets["lost_writes"]["pass"]
     assert targets["read_p99_ms"]["at_most"] == 50 and targets["list_p99_ms"]["at_most"] == 200
     assert isinstance(report["pass"], bool) and report["server"]["alive_at_end"]
+    seen_by_server = report["server"]["latency_ms"]  # the server's own /metrics, beside the clients' figures
+    assert {"/v1/chat/completions", "/v1/memory/search"} <= set(seen_by_server)
+    assert all(0 < f["p50"] <= f["p99"] and f["of_last"] > 0 for f in seen_by_server.values())
 
 
 def test_overrides_without_a_model_are_refused():
