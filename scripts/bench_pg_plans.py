@@ -1,12 +1,13 @@
-"""Bulk writes on PostgreSQL with the server's plan setting and without it, side by side in one run.
+"""Bulk writes on PostgreSQL with PostgreSQL's default plans and with every statement planned for its
+values (plan_cache_mode=force_custom_plan), side by side in one run.
 
-psycopg prepares a statement that runs five times on a connection; PostgreSQL then plans it once for any
-values (a generic plan), which chose badly for the store's lookups by value: `write_many` ran several
-times slower from its sixth run on. memlm's connections set plan_cache_mode=force_custom_plan
-(memory_runtime/memory/databases.py: CONNECTION_SETTINGS). This script writes `--runs` batches of
-`--facts` new facts into one namespace (each batch superseding the previous employers of half of its
-subjects), once with the setting and once with PostgreSQL's default (auto), each in a database of its
-own, and prints one JSON line: every run's seconds for both, and the ratio of the runs after the fifth.
+psycopg prepares a statement that runs five times on a connection; PostgreSQL may then plan it once for
+any values (a generic plan). Before the store's partial indexes of current facts, that plan read every
+version of a subject and `write_many` ran 2-5x slower from its sixth run on; memlm's connections then
+forced custom plans. This script writes `--runs` batches of `--facts` facts into one namespace (each batch
+superseding the previous employers of half of its subjects) under both settings, each in a database of
+its own, run by run in turns, and prints one JSON line: every run's seconds for both, and the ratio of
+the medians after the fifth run (memory_runtime/memory/databases.py: CONNECTION_SETTINGS says which won).
 
     bash scripts/postgres.sh start /tmp/pg     # prints the URL
     python3 scripts/bench_pg_plans.py --url "postgresql://memlm@/postgres?host=/tmp/pg"
@@ -33,19 +34,22 @@ def fresh_database(url: str, name: str) -> str:
     return f"{base.rsplit('/', 1)[0]}/{name}" + (f"?{query}" if query else "")
 
 
-def runs(url: str, settings: dict, n_runs: int, facts: int) -> list[float]:
+def batch(run: int, facts: int) -> list[tuple[str, str, str]]:
+    return [
+        (f"Person {i:06d}", "employed by", f"Company {run}-{i % 97}")
+        for i in range(run * facts // 2, run * facts // 2 + facts)
+    ]
+
+
+def timed_write(store: TripletStore, facts: list[tuple[str, str, str]]) -> float:
+    start = time.perf_counter()
+    store.write_many(facts, namespace="bench")
+    return round(time.perf_counter() - start, 3)
+
+
+def open_store(url: str, settings: dict) -> TripletStore:
     databases.CONNECTION_SETTINGS = settings  # read when the store opens its pool
-    seconds = []
-    with TripletStore(url) as store:
-        for run in range(n_runs):
-            batch = [
-                (f"Person {i:06d}", "employed by", f"Company {run}-{i % 97}")
-                for i in range(run * facts // 2, run * facts // 2 + facts)
-            ]
-            start = time.perf_counter()
-            store.write_many(batch, namespace="bench")
-            seconds.append(round(time.perf_counter() - start, 3))
-    return seconds
+    return TripletStore(url)
 
 
 def main() -> None:
@@ -54,11 +58,18 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--facts", type=int, default=2000, help="facts a run (half of them new subjects)")
     args = parser.parse_args()
-    shipped = dict(databases.CONNECTION_SETTINGS)
-    default = {k: v for k, v in shipped.items() if k != "options"}
+    default = {"autocommit": True}
+    custom = {**default, "options": "-c plan_cache_mode=force_custom_plan"}
     out: dict = {"bench": "pg_plans", "runs": args.runs, "facts_per_run": args.facts}
-    for label, settings in (("force_custom_plan", shipped), ("default_plans", default)):
-        out[label] = runs(fresh_database(args.url, f"memlm_plans_{label}"), settings, args.runs, args.facts)
+    settings = {"force_custom_plan": custom, "default_plans": default}
+    stores = {label: open_store(fresh_database(args.url, f"memlm_plans_{label}"), s) for label, s in settings.items()}
+    out.update({label: [] for label in settings})
+    labels = list(settings)
+    for run in range(args.runs):  # the two side by side, taking turns to go first: the machine's drift hits both
+        for label in labels if run % 2 == 0 else labels[::-1]:
+            out[label].append(timed_write(stores[label], batch(run, args.facts)))
+    for store in stores.values():
+        store.close()
     late = slice(5, None)  # from the sixth run: psycopg has prepared the statements by then
     out["median_after_5_s"] = {k: statistics.median(out[k][late]) for k in ("force_custom_plan", "default_plans")}
     out["default_vs_custom_after_5"] = round(

@@ -376,10 +376,12 @@ class _PostgresCursor:
 
 
 # Every statement autocommits (a write transaction opens its own). psycopg prepares a statement run five
-# times on a connection, and PostgreSQL then plans it once for any values (a generic plan), which chose
-# badly for the store's lookups by value: bulk write_many ran 2-5x slower after five runs. Planned for its
-# values each time instead (the statements are short: planning is cheap next to a bad plan).
-CONNECTION_SETTINGS = {"autocommit": True, "options": "-c plan_cache_mode=force_custom_plan"}
+# times on a connection, and PostgreSQL may then plan it once for any values (a generic plan): before the
+# partial indexes of current facts, that plan read every version of a subject and bulk write_many ran
+# 2-5x slower after five runs. With them the generic plans are good, and planning each statement for its
+# values (plan_cache_mode=force_custom_plan) cost more: 18.0 s against 7.9 s for 8,000 facts a run
+# (scripts/bench_pg_plans.py), so PostgreSQL's default stays.
+CONNECTION_SETTINGS = {"autocommit": True}
 
 
 class PostgresDatabase:
