@@ -769,6 +769,15 @@ def _server_latencies(url: str) -> dict[str, Any] | None:
     }
 
 
+def _write_keys(namespaces: int, path: Path) -> tuple[list[str], str]:
+    """An API key per namespace and one for the bulk import's, in an api_keys_file at `path`."""
+    keys = [f"soak-key-{i:04d}-{os.urandom(4).hex()}" for i in range(namespaces)]
+    bulk_key = f"soak-key-bulk-{os.urandom(4).hex()}"
+    access = {key: f"soak-{i:04d}" for i, key in enumerate(keys)} | {bulk_key: BULK_NAMESPACE}
+    path.write_text(json.dumps(access))
+    return keys, bulk_key
+
+
 def _describe_db(db: str) -> str:
     if is_postgres(db):
         return "postgresql"
@@ -794,10 +803,7 @@ def run_soak(
     with tempfile.TemporaryDirectory(prefix="memlm-soak-") as tmp:
         folder = Path(tmp)
         db = db or str(folder / "soak.sqlite")
-        keys = [f"soak-key-{i:04d}-{os.urandom(4).hex()}" for i in range(settings.namespaces)]
-        bulk_key = f"soak-key-bulk-{os.urandom(4).hex()}"
-        access = {key: f"soak-{i:04d}" for i, key in enumerate(keys)} | {bulk_key: BULK_NAMESPACE}
-        (folder / "keys.json").write_text(json.dumps(access))
+        keys, bulk_key = _write_keys(settings.namespaces, folder / "keys.json")
         spec = {
             "db": db,
             "port": _free_port(),
