@@ -28,6 +28,14 @@ router = APIRouter()
 
 DISCONNECT_POLL_SECONDS = 0.25  # how often a waiting non-streamed request checks that its client is still there
 
+# One server-sent event of a stream (OpenAPI 3.2's itemSchema): its `data` is a chat.completion.chunk as
+# JSON, or `[DONE]` last
+SSE_EVENT = {
+    "type": "object",
+    "properties": {"data": {"type": "string"}, "event": {"type": "string"}, "id": {"type": "string"}},
+    "required": ["data"],
+}
+
 Finished = Callable[[TurnResult], tuple[str, dict[str, Any], dict[str, Any] | None]]  # finish reason, usage, trace
 
 
@@ -36,7 +44,7 @@ Finished = Callable[[TurnResult], tuple[str, dict[str, Any], dict[str, Any] | No
     responses={
         200: {
             "description": "A chat.completion, or with `stream` a stream of chat.completion.chunk events",
-            "content": {"text/event-stream": {"schema": {"type": "string"}}},
+            "content": {"text/event-stream": {"itemSchema": SSE_EVENT}},
         },
         501: {"model": ErrorResponse, "description": "This server has no model (memlm ui)"},
         503: {"model": ErrorResponse, "description": "The server's queue of turns is full: retry later"},
