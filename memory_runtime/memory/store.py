@@ -520,8 +520,8 @@ class TripletStore:
         with self._db.transaction(namespace) as cur:
             if self._namespace_signature(cur, namespace) != signature:
                 plan = self._import_plan(cur, namespace, checked, versions, source)
-            ids = self._db.new_ids(cur, len(plan.stored))
-            inserts, updates = plan.rows(ids)
+            real = dict(zip(plan.stored, self._db.new_ids(cur, len(plan.stored))))  # provisional id -> its id
+            inserts, updates = plan.rows(real)
             cur.many(
                 "INSERT INTO triplets (id, namespace, subject, relation, object, subject_norm, relation_norm,"
                 " object_norm, valid_from, valid_to, ended_by, superseded_by, source)"
@@ -529,7 +529,7 @@ class TripletStore:
                 inserts,
             )
             cur.many("UPDATE triplets SET valid_to = ?, ended_by = ?, superseded_by = ? WHERE id = ?", updates)
-        plan.renumber(ids)  # the result's facts, once the database holds them
+        plan.renumber(real)  # the result's facts, once the database holds them
         self._index_terms(namespace, [terms for _, terms in checked])
         return ImportResult(list(plan.stored.values()), plan.duplicate, list(plan.superseded.values()))
 
@@ -1162,11 +1162,9 @@ class _ImportPlan:
     new_ids: dict[int, int] = field(default_factory=dict)  # the file's id -> its id here (a duplicate's: held)
     duplicate: int = 0
 
-    def rows(self, ids: Sequence[int]) -> tuple[list[tuple], list[tuple]]:
+    def rows(self, real: dict[int, int]) -> tuple[list[tuple], list[tuple]]:
         """The rows to insert and the (valid_to, ended_by, superseded_by, id) updates of the namespace's
-        facts, with `ids` for the provisional ones in the order the versions were planned (tuples only:
-        this runs in the write transaction)."""
-        real = dict(zip(self.stored, ids))
+        facts, `real` giving each provisional id its id (tuples only: this runs in the write transaction)."""
         inserts = [
             (
                 real[k],
@@ -1188,19 +1186,16 @@ class _ImportPlan:
         ]
         return inserts, updates
 
-    def renumber(self, ids: Sequence[int]) -> None:
-        """The provisional ids replaced by `ids` (as rows gave them), links included."""
-        real = dict(zip(self.stored, ids))
+    def renumber(self, real: dict[int, int]) -> None:
+        """The provisional ids of what import_versions returns (stored, superseded) replaced by `real`'s,
+        links included."""
 
         def mapped(fact: Fact) -> Fact:
             link = real.get(fact.superseded_by, fact.superseded_by) if fact.superseded_by is not None else None
             return replace(fact, id=real.get(fact.id, fact.id), superseded_by=link)
 
         self.stored = {real[k]: mapped(f) for k, f in self.stored.items()}
-        self.norms = {real[k]: n for k, n in self.norms.items()}
-        self.ended_here = {k: mapped(f) for k, f in self.ended_here.items()}
         self.superseded = {real.get(k, k): mapped(f) for k, f in self.superseded.items()}
-        self.new_ids = {k: real.get(v, v) for k, v in self.new_ids.items()}
 
 
 def _chunks(ids: list[int], size: int = 500) -> Iterator[list[int]]:
