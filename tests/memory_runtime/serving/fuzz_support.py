@@ -14,7 +14,7 @@ import json
 import os
 import re
 import unicodedata
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -153,22 +153,36 @@ WORD = re.compile(r"[^\W\d_]{2,}")
 QUOTED = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"")  # a value the message quotes (its repr)
 
 
-def sentence_problem(message: object) -> str | None:
+def client_strings(*values: Any) -> list[str]:
+    """Every string in what a client sent (JSON bodies, query and header values, nested)."""
+    found: list[str] = []
+    for value in values:
+        if isinstance(value, str):
+            found.append(value)
+        elif isinstance(value, dict):
+            found += client_strings(*value.keys(), *value.values())
+        elif isinstance(value, (list, tuple)):
+            found += client_strings(*value)
+    return found
+
+
+def sentence_problem(message: object, said: Sequence[str] = ()) -> str | None:
     """Why `message` is no sentence a person can read, or None: it must be text with words (two at
     least), none of Python's or pydantic's own texts, no bare exception name. What it quotes (the
-    client's own input, as repr writes it) is not read."""
+    client's own input, as repr writes it) is not read, nor what it echoes of `said` (the client's
+    own strings: a fact whose object is "ValidationError" is named as the client wrote it)."""
     if not isinstance(message, str) or not message.strip():
         return "is empty or no string"
     own = QUOTED.sub("''", message)
     for pattern, why in NOT_FOR_PEOPLE:
-        if pattern.search(own):
+        if any(not any(match.group(0) in text for text in said) for match in pattern.finditer(own)):
             return why
     if len(WORD.findall(own)) < 2:
         return "has fewer than two words"
     return None
 
 
-def error_problems(status: int, content_type: str | None, body: bytes) -> list[str]:
+def error_problems(status: int, content_type: str | None, body: bytes, said: Sequence[str] = ()) -> list[str]:
     """What is wrong with an error response (status >= 400): it must be JSON, exactly
     {"error": {message, type, param, code}}, message and type text, param and code text or null,
     and the message a sentence (sentence_problem)."""
@@ -189,18 +203,18 @@ def error_problems(status: int, content_type: str | None, body: bytes) -> list[s
     for name in ("param", "code"):
         if not (error.get(name) is None or isinstance(error.get(name), str)):
             problems.append(f"has a {name} that is neither text nor null")
-    why = sentence_problem(error.get("message"))
+    why = sentence_problem(error.get("message"), said)
     if why is not None:
         problems.append(f"has a message that {why}")
     return problems
 
 
-def response_problems(status: int, content_type: str | None, body: bytes) -> list[str]:
+def response_problems(status: int, content_type: str | None, body: bytes, said: Sequence[str] = ()) -> list[str]:
     """Every check a response of the server must pass, whatever was asked: no 5xx, errors as
-    error_problems says."""
+    error_problems says (`said`: the client's own strings, which a message may echo)."""
     problems = [f"is a server error ({status})"] if status >= 500 else []
     if status >= 400:
-        problems += [f"error {status} {p}" for p in error_problems(status, content_type, body)]
+        problems += [f"error {status} {p}" for p in error_problems(status, content_type, body, said)]
     return problems
 
 

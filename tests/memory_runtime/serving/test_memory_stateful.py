@@ -41,7 +41,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from memory_runtime.memory.store import MemoryConfig, TripletStore
 from memory_runtime.serving.keys import NAMESPACE_HEADER
 
-from .fuzz_support import OPS_KEY, WRONG_KEY, fuzz_size, make_app, response_problems, shown, visible
+from .fuzz_support import OPS_KEY, WRONG_KEY, client_strings, fuzz_size, make_app, response_problems, shown, visible
 
 OWN_KEYS = {"alice": "alice-key-0001", "bob": "bob-key-000002"}
 KEYS: dict[str, str | list[str]] = {key: ns for ns, key in OWN_KEYS.items()} | {OPS_KEY: ["ops", "*"]}
@@ -193,7 +193,8 @@ class Api:
     def call(self, method: str, path: str, headers: dict[str, str], **kwargs: Any) -> Any:
         Api.sent += 1
         response = self.client.request(method, path, headers=headers, **kwargs)
-        problems = response_problems(response.status_code, response.headers.get("content-type"), response.content)
+        said = client_strings(kwargs.get("params"), kwargs.get("json"), headers)
+        problems = response_problems(response.status_code, response.headers.get("content-type"), response.content, said)
         what = f"{method} {path} {kwargs.get('params') or ''} {kwargs.get('json') or ''} {headers}"
         assert not problems, f"{visible(what)} -> {shown(response.status_code, response.content)}: {problems}"
         return response
