@@ -243,6 +243,13 @@ def bench_soak_command(
     ),
     max_tokens: int = typer.Option(64, "--max-tokens", min=1, help="max_tokens of every chat turn."),
     seed: int = typer.Option(0, "--seed", help="Seed of the clients' choices."),
+    client_cpus: str | None = typer.Option(
+        None,
+        "--client-cpus",
+        help="Run the clients on these CPUs (e.g. 12-15) and the server on the others it may use, so that the "
+        "server's latency is its own (default: all share every CPU).",
+        show_default=False,
+    ),
     out: Path | None = typer.Option(
         None,
         "--out",
@@ -255,7 +262,7 @@ def bench_soak_command(
     Prints one JSON line: requests/s, p50/p99 per kind and interval, errors, the server's RSS over time,
     acknowledged writes looked for afterwards (lost), the memory check, the large import's duration with the
     read and listing p99 meanwhile, and each figure against its target (pass/fail)."""
-    from memory_runtime.serving.bench_soak import DEFAULT_MIX, SoakSettings, parse_mix, run_soak
+    from memory_runtime.serving.bench_soak import DEFAULT_MIX, SoakSettings, parse_cpus, parse_mix, run_soak
 
     if overrides and model is None:
         fail(ValueError("generation overrides are for a real model: give --model too"))
@@ -272,6 +279,7 @@ def bench_soak_command(
             interval=interval,
             max_tokens=max_tokens,
             seed=seed,
+            client_cpus=parse_cpus(client_cpus) if client_cpus else None,
         )
         result = run_soak(settings, db=db, generation=generation, out=out, log=log)
     except (ValueError, FileNotFoundError, RuntimeError) as err:

@@ -40,7 +40,8 @@ import sys
 import tempfile
 import time
 from array import array
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -96,12 +97,60 @@ class SoakSettings:
     max_tokens: int = 64
     request_timeout: float = 60.0
     seed: int = 0
+    client_cpus: list[int] | None = None  # the clients' process on these CPUs (the server keeps the rest)
 
     def bulk_start(self) -> float | None:
         if self.bulk_facts <= 0:
             return None
         at = min(120.0, self.seconds / 3) if self.bulk_at is None else self.bulk_at
         return at if at < self.seconds else None
+
+
+def parse_cpus(text: str) -> list[int]:
+    """`12-15` or `0,2,4-5` -> those CPU numbers, each one this process may run on; ValueError otherwise."""
+    cpus: set[int] = set()
+    try:
+        for item in filter(None, (p.strip() for p in text.split(","))):
+            first, _, last = item.partition("-")
+            cpus.update(range(int(first), int(last or first) + 1))
+    except ValueError:
+        raise ValueError(f"--client-cpus {text!r}: give CPU numbers and ranges, e.g. 12-15 or 0,2,4-5") from None
+    allowed = os.sched_getaffinity(0)
+    if not cpus or not cpus <= allowed or cpus == allowed:
+        raise ValueError(
+            f"--client-cpus {text!r}: give some of the CPUs this process may use ({_ranges(allowed)}), not all of them"
+        )
+    return sorted(cpus)
+
+
+def _save_report(report: dict[str, Any], out: Path | None) -> None:
+    """`out` replaced by the report whole (written beside it first): an interrupted run leaves a full file."""
+    if out is not None:
+        partial = out.with_name(out.name + ".part")
+        partial.write_text(json.dumps(report, indent=1))
+        partial.replace(out)
+
+
+@contextmanager
+def _cpus_apart(client_cpus: list[int] | None, server_pid: int, context: dict[str, Any]) -> Iterator[None]:
+    """The clients (this process) on `client_cpus`, the server on the other CPUs it may use, while the
+    clients run; this process's CPUs as they were afterwards. Recorded in `context["cpus"]`."""
+    if not client_cpus:
+        yield
+        return
+    before = os.sched_getaffinity(0)
+    server_cpus = sorted(os.sched_getaffinity(server_pid) - set(client_cpus))
+    os.sched_setaffinity(server_pid, server_cpus)
+    os.sched_setaffinity(0, client_cpus)
+    context["cpus"] = {"clients": client_cpus, "server": server_cpus}
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, before)
+
+
+def _ranges(cpus: set[int]) -> str:
+    return ",".join(str(c) for c in sorted(cpus))
 
 
 def parse_mix(text: str) -> dict[str, float]:
@@ -826,10 +875,7 @@ def run_soak(
         recorder = Recorder(settings, memory)
 
         def save(report: dict[str, Any]) -> None:
-            if out is not None:
-                partial = out.with_name(out.name + ".part")
-                partial.write_text(json.dumps(report, indent=1))
-                partial.replace(out)
+            _save_report(report, out)
 
         def on_interval() -> None:
             report = recorder.report(final=False, context=context)
@@ -845,7 +891,8 @@ def run_soak(
 
         try:
             clients = _Clients(url, keys, bulk_key, settings, recorder, lambda: process.poll() is None)
-            asyncio.run(clients.run(process.pid, on_interval))
+            with _cpus_apart(settings.client_cpus, process.pid, context):
+                asyncio.run(clients.run(process.pid, on_interval))
             alive = process.poll() is None
             seen_by_server = _server_latencies(url) if alive else None
         finally:

@@ -2,7 +2,9 @@
 scripted stand-in model it serves by default."""
 
 import json
+import os
 
+import pytest
 from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
@@ -10,7 +12,7 @@ from memlm.cli import app
 from memory_runtime.generation.scripted_model import SENTENCES, ScriptedMemoryModel, script
 from memory_runtime.memory.store import TripletStore
 from memory_runtime.serving.app import create_app
-from memory_runtime.serving.bench_soak import DEFAULT_MIX, KINDS, parse_mix
+from memory_runtime.serving.bench_soak import DEFAULT_MIX, KINDS, parse_cpus, parse_mix
 from memory_runtime.serving.config import ServeConfig
 
 KEY = {"Authorization": "Bearer alice-key-0001"}
@@ -61,8 +63,11 @@ def test_a_short_soak_reports_every_figure_with_no_error_and_no_lost_write(tmp_p
     args = ["bench", "soak", "--minutes", "0.05", "--clients", "6", "--namespaces", "12", "--think-ms", "20"]
     args += ["--mix", ",".join(f"{kind}=1" for kind in KINDS), "--bulk-facts", "2000", "--bulk-at", "0.5"]
     args += ["--interval", "1", "--out", str(out)]  # 3 s: most of the test's time is the server starting
-    r = CliRunner().invoke(app, args)
+    cpus = sorted(os.sched_getaffinity(0))
+    apart = len(cpus) > 1  # the clients on the last CPU, the server on the others
+    r = CliRunner().invoke(app, args + (["--client-cpus", str(cpus[-1])] if apart else []))
     assert r.exit_code == 0, r.output
+    assert sorted(os.sched_getaffinity(0)) == cpus  # this process's CPUs as they were
     report = json.loads(r.stdout.strip().splitlines()[-1])
     assert json.loads(out.read_text()) == report  # --out holds the same figures
     assert report["complete"] and report["model"] == "scripted" and report["db"].startswith("sqlite")
@@ -96,6 +101,17 @@ def test_a_short_soak_reports_every_figure_with_no_error_and_no_lost_write(tmp_p
     seen_by_server = report["server"]["latency_ms"]  # the server's own /metrics, beside the clients' figures
     assert {"/v1/chat/completions", "/v1/memory/search"} <= set(seen_by_server)
     assert all(0 < f["p50"] <= f["p99"] and f["of_last"] > 0 for f in seen_by_server.values())
+    if apart:
+        assert report["cpus"] == {"clients": cpus[-1:], "server": cpus[:-1]}
+
+
+def test_client_cpus_are_some_of_this_process_cpus():
+    cpus = sorted(os.sched_getaffinity(0))
+    for bad in ("x", "3-", "", ",".join(map(str, cpus)), str(max(cpus) + 1)):
+        with pytest.raises(ValueError, match="--client-cpus"):
+            parse_cpus(bad)
+    if len(cpus) > 1:
+        assert parse_cpus(f"{cpus[0]}-{cpus[0]}") == [cpus[0]]
 
 
 def test_overrides_without_a_model_are_refused():
