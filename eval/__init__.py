@@ -2,7 +2,8 @@
 
     config.py     EvalConfig: what one run measures (configs/eval/default.yaml)
     parts.py      Part: one measurement, and how run and report find each by its name (MODULES below)
-    records.py, typos.py, episodes.py, real_probe.py, injection.py: the parts, one module each
+    records.py, typos.py, episodes.py, real_probe.py, injection.py, locomo_qa.py: the parts, one module each
+    locomo.py     LoCoMo's conversations read, and answers scored as LoCoMo scores them
     systems.py    the model under test and its baselines, run on cases a batch at a time
     report.py     metrics.json, report.md and the plots; the targets of the verdict
     run.py        run_eval: every part for every system, then the report
@@ -21,7 +22,10 @@ MODULES: dict[str, str] = {
     "episodes": "eval.episodes",
     "real": "eval.real_probe",
     "injection": "eval.injection",
+    "locomo": "eval.locomo_qa",
 }
 """Every part, by name, in the order they run and are reported; the module that gives its PART."""
 
 NAMES: tuple[str, ...] = tuple(MODULES)
+DEFAULT_PARTS: tuple[str, ...] = tuple(name for name in NAMES if name != "locomo")
+"""What an eval runs unless `parts` says: LoCoMo's long conversations cost tens of minutes on a CPU."""

@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from eval import NAMES
+from eval import DEFAULT_PARTS, NAMES
 from eval.systems import SYSTEMS
 from memory_runtime.generation.runtime import Generation, with_defaults
 from memory_runtime.yaml_config import Strict
@@ -17,6 +17,18 @@ PartName = Literal[NAMES]  # what `parts` accepts: the names in eval/__init__.py
 
 # eval decodes shorter turns with fewer calls than chat and serve, and batches by device (null)
 EVAL_GENERATION: dict[str, Any] = {"max_new_tokens": 128, "max_calls": 8, "max_batch_size": None}
+
+
+class LocomoSettings(Strict):
+    """Part locomo: which conversations, and the structures answered over them (eval/locomo_qa.py)."""
+
+    what = "eval config's locomo"
+
+    file: str | None = Field(None, description="LoCoMo's JSON (null: benchmarks/locomo/locomo_dev.json)")
+    structures: list[Literal["full_context", "chunks"]] = ["full_context", "chunks"]
+    top_k: int = Field(10, ge=1, description="chunks: the turns BM25 puts in the prompt")
+    window: int | None = Field(None, ge=512, description="full_context: tokens the model reads (null: its window)")
+    answer_tokens: int = Field(32, ge=4, description="tokens an answer may take")
 
 
 class EvalConfig(Strict):
@@ -37,7 +49,7 @@ class EvalConfig(Strict):
         description="a real-text JSONL file or directory (default: the data/real/ memlm ships, or $MEMLM_REAL_DIR)",
     )
     systems: list[Literal["memlm", "few_shot", "zero_shot"]] = list(SYSTEMS)
-    parts: list[PartName] = list(NAMES)
+    parts: list[PartName] = list(DEFAULT_PARTS)
     limit: int | None = Field(
         None,
         ge=1,
@@ -45,6 +57,7 @@ class EvalConfig(Strict):
         "per place (null: all; injection 12)",
     )
     seed: int = Field(0, description="case sampling (decoding is greedy)")
+    locomo: LocomoSettings = Field(default_factory=lambda: LocomoSettings(), description="part locomo")
     baseline_max_new_tokens: int = Field(
         64, ge=8, description="the base model rambles on past its answer: a shorter cap keeps baselines affordable"
     )

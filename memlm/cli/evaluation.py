@@ -6,6 +6,7 @@ from pathlib import Path
 
 import typer
 
+from eval import DEFAULT_PARTS
 from eval import NAMES as EVAL_PARTS
 from memlm.cli.common import (
     MODEL,
@@ -47,7 +48,9 @@ def eval_command(
         None, "--systems", help="Sets systems, comma-separated (default: memlm,few_shot,zero_shot)."
     ),
     parts: str | None = typer.Option(
-        None, "--parts", help=f"Sets parts, comma-separated subset of {','.join(EVAL_PARTS)} (default: all)."
+        None,
+        "--parts",
+        help=f"Sets parts, comma-separated subset of {','.join(EVAL_PARTS)} (default: {','.join(DEFAULT_PARTS)}).",
     ),
     limit: int | None = typer.Option(
         None, "--limit", min=1, help="Sets limit: at most N cases per category, episodes, passages per source."

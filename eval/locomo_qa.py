@@ -1,0 +1,312 @@
+"""`memlm eval` part `locomo`: LoCoMo's questions answered by one model over the memory structures of the
+design, side by side, so that a memory is measured against what a user would do without one.
+
+    full_context  as much of the conversation as the model's window holds, newest kept (LoCoMo's truncated
+                  baseline); prefilled once per conversation, its cache reused by every question
+    chunks        the conversation's turns with their dates, retrieved by BM25 (bm25s), the top k in the
+                  prompt in the order they were said
+
+Each structure runs on the model of each system the part is given (the base for zero_shot, the model under
+test for memlm), with the same answer prompt, greedily. A row is one question under one structure: its
+answer, LoCoMo's score (eval/locomo.py), the share of its evidence turns the context held, the context's
+tokens and the seconds it took. The conversations come from `locomo.file` (LoCoMo's own JSON; default the
+two dev conversations in benchmarks/locomo/, which are never trained on).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from eval.locomo import CATEGORY_NAMES, LocomoConversation, LocomoTurn, evidence_recall, load_locomo, score_answer
+from eval.locomo import summarize as summarize_scores
+from eval.parts import Part
+from eval.render import markdown_table, num
+
+if TYPE_CHECKING:
+    from eval.config import EvalConfig
+    from eval.systems import System
+
+STRUCTURES = ("full_context", "chunks")
+ANSWER_PROMPT = (
+    "You remember a conversation between two friends. Answer the question about it in a few words; give dates"
+    " as the conversation's dates say them. If the conversation does not say, answer: Not mentioned."
+)
+DEV_FILE = Path(__file__).resolve().parents[1] / "benchmarks" / "locomo" / "locomo_dev.json"
+
+
+def locomo_file(config: EvalConfig) -> Path:
+    """The LoCoMo file of the run: `locomo.file`, else the dev conversations of the checkout."""
+    path = Path(config.locomo.file) if config.locomo.file else DEV_FILE
+    if not path.is_file():
+        raise FileNotFoundError(f"locomo.file: {path} is no file (LoCoMo's JSON: benchmarks/locomo/ in a checkout)")
+    return path
+
+
+def load_conversations(config: EvalConfig) -> list[LocomoConversation]:
+    """Every conversation of the file, each with at most `limit` questions (its first ones)."""
+    conversations = load_locomo(locomo_file(config))
+    if config.limit is None:
+        return conversations
+    return [LocomoConversation(c.sample_id, c.speakers, c.sessions, c.questions[: config.limit]) for c in conversations]
+
+
+def turn_line(turn: LocomoTurn) -> str:
+    """One turn as the model reads it: who said it, and the photo they shared (LoCoMo's caption)."""
+    photo = f" [shares a photo: {turn.caption}]" if turn.caption else ""
+    return f"{turn.speaker}: {turn.text}{photo}"
+
+
+def when(turn_or_session: Any) -> str:
+    return turn_or_session.date.strftime("%-I:%M %p on %-d %B %Y")
+
+
+@dataclass
+class Answerer:
+    """Greedy answers from one causal LM (its hf model and tokenizer) to a chat of a system prompt holding the
+    context and a user question; a context shared by many questions is prefilled once (`prefill`)."""
+
+    model: Any
+    tokenizer: Any
+    max_new_tokens: int = 32
+
+    def ids(self, text: str) -> list[int]:
+        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
+
+    def prompt_parts(self, context: str, question: str) -> tuple[list[int], list[int]]:
+        """The chat's token ids split where the question begins (a special token: the split joins cleanly)."""
+        system = [{"role": "system", "content": f"{ANSWER_PROMPT}\n\n{context}"}]
+        head = self.tokenizer.apply_chat_template(system, tokenize=False)
+        whole = self.tokenizer.apply_chat_template(
+            [*system, {"role": "user", "content": question}], tokenize=False, add_generation_prompt=True
+        )
+        if not whole.startswith(head):
+            raise ValueError("the chat template does not extend a system message with the question")
+        return self.ids(head), self.ids(whole[len(head) :])
+
+    def prefill(self, ids: Sequence[int]) -> Any:
+        """The cache of `ids` (a shared context), to answer several questions after it."""
+        import torch
+
+        with torch.inference_mode():
+            out = self.model(torch.tensor([list(ids)], device=self.model.device), use_cache=True, logits_to_keep=1)
+        return out.past_key_values
+
+    def answer(self, ids: Sequence[int], cache: Any = None) -> str:
+        """The greedy continuation of `ids` (after what `cache` holds, which is cropped back afterwards)."""
+        import torch
+
+        kept = cache.get_seq_length() if cache is not None else 0
+        stop = {self.tokenizer.eos_token_id, *self._end_ids()}
+        new: list[int] = []
+        step = torch.tensor([list(ids)], device=self.model.device)
+        with torch.inference_mode():
+            for _ in range(self.max_new_tokens):
+                out = self.model(step, past_key_values=cache, use_cache=True, logits_to_keep=1)
+                cache = out.past_key_values
+                token = int(out.logits[0, -1].argmax())
+                if token in stop:
+                    break
+                new.append(token)
+                step = torch.tensor([[token]], device=self.model.device)
+        if kept:
+            cache.crop(kept - cache.get_seq_length())  # negative: tokens removed (transformers 4.5x and 5)
+        return self.tokenizer.decode(new, skip_special_tokens=True).strip()
+
+    def _end_ids(self) -> list[int]:
+        end = self.tokenizer.convert_tokens_to_ids("<|im_end|>")
+        return [end] if isinstance(end, int) and end != self.tokenizer.unk_token_id else []
+
+
+def window_of(model: Any, tokenizer: Any) -> int:
+    """The tokens the model attends over (its config's max_position_embeddings, else the tokenizer's)."""
+    return int(getattr(model.config, "max_position_embeddings", None) or tokenizer.model_max_length)
+
+
+def full_context(conversation: LocomoConversation, answerer: Answerer, budget: int) -> tuple[str, set[str]]:
+    """The conversation, session by session with its date, newest kept within `budget` tokens; and the
+    dia_ids it holds."""
+    blocks: list[tuple[str, list[str]]] = []
+    for session in conversation.sessions:
+        blocks.append((f"Session {session.index} ({when(session)}):", []))
+        blocks.extend((turn_line(t), [t.dia_id]) for t in session.turns)
+    kept: list[tuple[str, list[str]]] = []
+    used = 0
+    for line, ids in reversed(blocks):
+        cost = len(answerer.ids(line + "\n"))
+        if used + cost > budget:
+            break
+        kept.append((line, ids))
+        used += cost
+    kept.reverse()
+    return "Conversation:\n" + "\n".join(line for line, _ in kept), {i for _, ids in kept for i in ids}
+
+
+class ChunkIndex:
+    """A conversation's turns, each with its date, under BM25 (bm25s, stemmed, English stop words)."""
+
+    def __init__(self, conversation: LocomoConversation) -> None:
+        import bm25s
+        import Stemmer
+
+        self.turns = conversation.turns()
+        self.lines = [f"({when(t)}) {turn_line(t)}" for t in self.turns]
+        self.stemmer = Stemmer.Stemmer("english")
+        self.retriever = bm25s.BM25()
+        self.retriever.index(
+            bm25s.tokenize(self.lines, stopwords="en", stemmer=self.stemmer, show_progress=False), show_progress=False
+        )
+
+    def top(self, question: str, k: int) -> list[int]:
+        """The positions of the k turns that match `question` best, in the order they were said."""
+        import bm25s
+
+        query = bm25s.tokenize([question], stopwords="en", stemmer=self.stemmer, show_progress=False)
+        found, _ = self.retriever.retrieve(query, k=min(k, len(self.lines)), show_progress=False)
+        return sorted(int(i) for i in found[0])
+
+
+def evaluate_locomo(
+    system: System,
+    conversations: list[LocomoConversation],
+    config: EvalConfig,
+    progress: Callable[[], None] | None = None,
+) -> list[dict]:
+    """Every question of every conversation under each structure of `config.locomo`, on `system`'s model."""
+    if system.model is None:
+        raise ValueError("locomo: runs on the hf engine (generation.engine=hf)")
+    answerer = Answerer(system.model, system.tokenizer, config.locomo.answer_tokens)
+    settings = config.locomo
+    window = settings.window or window_of(system.model, system.tokenizer)
+    rows: list[dict] = []
+    for conversation in conversations:
+        if "full_context" in settings.structures:
+            rows += _full_context_rows(conversation, answerer, window)
+        if "chunks" in settings.structures:
+            rows += _chunk_rows(conversation, answerer, settings.top_k)
+        if progress:
+            progress()
+    return rows
+
+
+def _full_context_rows(conversation: LocomoConversation, answerer: Answerer, window: int) -> list[dict]:
+    reserve = 256  # the prompt's own words, the question and the answer
+    context, held = full_context(conversation, answerer, window - reserve - len(answerer.ids(ANSWER_PROMPT)))
+    started = time.perf_counter()
+    head, _ = answerer.prompt_parts(context, "")
+    cache = answerer.prefill(head)
+    prefill_s = time.perf_counter() - started
+    rows = []
+    for question in conversation.questions:
+        started = time.perf_counter()
+        _, tail = answerer.prompt_parts(context, question.question)
+        prediction = answerer.answer(tail, cache)
+        seconds = time.perf_counter() - started
+        rows.append(_row("full_context", conversation, question, prediction, held, len(head) + len(tail), seconds))
+    rows[0]["prefill_s"] = prefill_s if rows else None
+    return rows
+
+
+def _chunk_rows(conversation: LocomoConversation, answerer: Answerer, k: int) -> list[dict]:
+    index = ChunkIndex(conversation)
+    rows = []
+    for question in conversation.questions:
+        started = time.perf_counter()
+        found = index.top(question.question, k)
+        context = "Parts of the conversation:\n" + "\n".join(index.lines[i] for i in found)
+        head, tail = answerer.prompt_parts(context, question.question)
+        prediction = answerer.answer(head + tail)
+        seconds = time.perf_counter() - started
+        held = {index.turns[i].dia_id for i in found}
+        rows.append(_row("chunks", conversation, question, prediction, held, len(head) + len(tail), seconds))
+    return rows
+
+
+def _row(
+    structure: str,
+    conversation: LocomoConversation,
+    question: Any,
+    prediction: str,
+    held: set[str],
+    tokens: int,
+    seconds: float,
+) -> dict:
+    return {
+        "structure": structure,
+        "conversation": conversation.sample_id,
+        "question": question.question,
+        "category": question.category,
+        "gold": question.answer,
+        "prediction": prediction,
+        "f1": score_answer(question, prediction),
+        "evidence_recall": evidence_recall(question.evidence, held),
+        "context_tokens": tokens,
+        "seconds": seconds,
+    }
+
+
+def summarise_locomo(rows: list[dict]) -> dict:
+    """Per structure: LoCoMo's F1 per category and overall (1-4), adversarial refused, evidence recall,
+    tokens a question, questions a second."""
+    summary: dict[str, Any] = {}
+    for structure in dict.fromkeys(r["structure"] for r in rows):
+        mine = [r for r in rows if r["structure"] == structure]
+        recalls = [r["evidence_recall"] for r in mine if r["evidence_recall"] is not None]
+        seconds = sum(r["seconds"] for r in mine) + sum(r.get("prefill_s") or 0 for r in mine)
+        summary[structure] = {
+            **summarize_scores((r["category"], r["f1"]) for r in mine),
+            "questions": len(mine),
+            "evidence_recall_pct": round(100 * sum(recalls) / len(recalls), 1) if recalls else None,
+            "tokens_per_question": round(sum(r["context_tokens"] for r in mine) / len(mine)),
+            "questions_per_s": round(len(mine) / seconds, 3) if seconds else None,
+            "seconds_per_question_p50": round(sorted(r["seconds"] for r in mine)[len(mine) // 2], 3),
+        }
+    return summary
+
+
+def sample_groups(summary: dict) -> list[tuple[str, int]]:
+    return [
+        (f"{structure}, {CATEGORY_NAMES[int(c)]}", figures["questions"])
+        for structure, s in summary.items()
+        for c, figures in s["categories"].items()
+    ]
+
+
+def locomo_section(summary: dict, meta: dict) -> list[str]:
+    """report.md: every system's structures, overall and per-category F1 with the questions they rest on."""
+    rows = [["system", "structure", "overall F1 (1-4)", *CATEGORY_NAMES.values(), "evidence held", "tokens", "q/s"]]
+    for system, s in summary.items():
+        for structure, f in s.get("locomo", {}).items():
+            per = [f["categories"].get(c) or f["categories"].get(str(c)) for c in CATEGORY_NAMES]
+            rows.append(
+                [system, structure, num(f["overall_f1"], "{:.1f}")]
+                + [f"{p['f1']} (n={p['questions']})" if p else "–" for p in per]
+                + [num(f["evidence_recall_pct"], "{:.1f}%"), str(f["tokens_per_question"]), num(f["questions_per_s"])]
+            )
+    if len(rows) == 1:
+        return []
+    return [
+        "## LoCoMo",
+        "",
+        "LoCoMo's F1 (eval/locomo.py) per category; overall over categories 1-4 as the published tables; for"
+        " adversarial questions the share of answers that refuse. Evidence held: the share of each question's"
+        " evidence turns in its context. Tokens: the context's, a question.",
+        "",
+        markdown_table(rows),
+        "",
+    ]
+
+
+PART = Part(
+    name="locomo",
+    systems=("memlm", "zero_shot"),
+    load=load_conversations,
+    cases_file=locomo_file,
+    evaluate=lambda system, cases, config, memory, progress, batch: evaluate_locomo(system, cases, config, progress),
+    summarise=lambda rows, uses_memory: summarise_locomo(rows),
+    sample_groups=sample_groups,
+    sections=locomo_section,
+)

@@ -1,0 +1,114 @@
+"""eval/locomo_qa.py: LoCoMo's questions over full context and BM25 chunks, on a tiny random Llama with the
+real SmolLM2 tokenizer and chat template; the part in a real `memlm eval` run."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+
+import pytest
+
+from eval.config import EvalConfig
+from eval.locomo import LocomoConversation, LocomoQuestion, LocomoSession, LocomoTurn
+from eval.locomo_qa import (
+    DEV_FILE,
+    Answerer,
+    ChunkIndex,
+    evaluate_locomo,
+    full_context,
+    load_conversations,
+    locomo_section,
+    summarise_locomo,
+)
+from eval.systems import System
+
+
+def conversation() -> LocomoConversation:
+    day = datetime(2023, 5, 8, 13, 56)
+    lines = [
+        ("Caroline", "I went to a LGBTQ support group yesterday and it was so powerful."),
+        ("Melanie", "Yeah, I painted that lake sunrise last year!"),
+        ("Caroline", "We adopted a dog named Oscar."),
+        ("Melanie", "I am training for a marathon in Boston."),
+    ]
+    turns = tuple(LocomoTurn(f"D1:{i + 1}", who, text, 1, day, None) for i, (who, text) in enumerate(lines))
+    questions = (
+        LocomoQuestion("What is the name of the dog they adopted?", "Oscar", 4, ("D1:3",)),
+        LocomoQuestion("What is Melanie training for?", "a marathon", 4, ("D1:4",)),
+        LocomoQuestion("What did Caroline paint?", "Not mentioned", 5, ()),
+    )
+    return LocomoConversation("conv-test", ("Caroline", "Melanie"), (LocomoSession(1, day, turns),), questions)
+
+
+def test_bm25_finds_the_turn_a_question_asks_about_and_keeps_the_order_said():
+    index = ChunkIndex(conversation())
+    assert index.top("What is the name of the dog they adopted?", 1) == [2]
+    assert index.top("marathon training", 1) == [3]
+    assert index.top("dog marathon", 2) == [2, 3]  # in the order said, not by score
+    assert index.lines[0].startswith("(1:56 PM on 8 May 2023) Caroline: I went")
+
+
+def test_full_context_keeps_the_newest_turns_within_its_budget(smollm2_tokenizer):
+    answerer = Answerer(None, smollm2_tokenizer)
+    whole, held = full_context(conversation(), answerer, 10_000)
+    assert held == {"D1:1", "D1:2", "D1:3", "D1:4"} and "Session 1 (1:56 PM on 8 May 2023):" in whole
+    short, held = full_context(conversation(), answerer, 30)
+    assert held == {"D1:3", "D1:4"} and "Oscar" in short and "LGBTQ" not in short  # the newest kept
+    assert len(smollm2_tokenizer(short)["input_ids"]) <= 30 + 5
+
+
+def test_a_cached_context_answers_as_the_whole_prompt_does(tiny_model, smollm2_tokenizer):
+    """Prefilled once and cropped back after each question: every answer equals the one from the whole prompt."""
+    answerer = Answerer(tiny_model, smollm2_tokenizer, max_new_tokens=6)
+    context, _ = full_context(conversation(), answerer, 10_000)
+    head, _ = answerer.prompt_parts(context, "")
+    cache = answerer.prefill(head)
+    for question in conversation().questions:
+        whole_head, tail = answerer.prompt_parts(context, question.question)
+        assert whole_head == head
+        assert answerer.answer(tail, cache) == answerer.answer(head + tail)
+        assert cache.get_seq_length() == len(head)
+
+
+def test_every_question_is_answered_under_each_structure(tiny_model, smollm2_tokenizer):
+    config = EvalConfig(generation={"model": "x"}, parts=["locomo"], locomo={"answer_tokens": 4, "top_k": 2})
+    system = System("zero_shot", tiny_model, smollm2_tokenizer)
+    ticks = []
+    rows = evaluate_locomo(system, [conversation()], config, lambda: ticks.append(1))
+    assert ticks == [1] and [r["structure"] for r in rows] == ["full_context"] * 3 + ["chunks"] * 3
+    chunks = [r for r in rows if r["structure"] == "chunks"]
+    assert chunks[0]["evidence_recall"] == 1.0 and chunks[2]["evidence_recall"] is None
+    summary = summarise_locomo(rows)
+    assert set(summary) == {"full_context", "chunks"}
+    for figures in summary.values():
+        assert figures["questions"] == 3 and figures["categories"][4]["questions"] == 2
+        assert figures["tokens_per_question"] > 0 and figures["questions_per_s"] > 0
+    assert summary["full_context"]["evidence_recall_pct"] == 100.0
+    lines = locomo_section({"zero_shot": {"locomo": summary}}, {})
+    assert lines[0] == "## LoCoMo" and any("| zero_shot | chunks |" in line for line in lines)
+
+
+def test_limit_takes_each_conversations_first_questions():
+    config = EvalConfig(generation={"model": "x"}, limit=2)
+    conversations = load_conversations(config)
+    assert [c.sample_id for c in conversations] == ["conv-26", "conv-30"]
+    assert all(len(c.questions) == 2 for c in conversations)
+    with pytest.raises(FileNotFoundError, match="locomo.file"):
+        load_conversations(EvalConfig(generation={"model": "x"}, locomo={"file": "/nonexistent.json"}))
+
+
+def test_the_part_runs_in_memlm_eval(tiny_model_dir, tmp_path):
+    from typer.testing import CliRunner
+
+    from memlm.cli import app
+
+    out = tmp_path / "eval"
+    args = ["eval", "--model", str(tiny_model_dir), "--parts", "locomo", "--systems", "zero_shot", "--limit", "1"]
+    args += ["--out", str(out), "generation.engine=hf", "locomo.answer_tokens=4", "locomo.window=1024"]
+    r = CliRunner().invoke(app, args)
+    assert r.exit_code == 0, r.output
+    metrics = json.loads((out / "metrics.json").read_text())
+    figures = metrics["systems"]["zero_shot"]["locomo"]
+    assert figures["full_context"]["questions"] == figures["chunks"]["questions"] == 2  # 2 conversations x 1
+    assert figures["full_context"]["tokens_per_question"] <= 1024
+    assert "## LoCoMo" in (out / "report.md").read_text() and DEV_FILE.is_file()
