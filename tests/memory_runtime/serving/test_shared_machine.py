@@ -270,7 +270,9 @@ def test_memlm_ui_and_serve_refuse_the_demo_key_on_every_interface(tmp_path, mon
 
     seen = {}
 
-    def run(app, host, port, log_level, proxy_headers, http, loop):  # instead of serving: look at the app memlm ui built
+    def run(
+        app, host, port, log_level, proxy_headers, http, loop
+    ):  # instead of serving: look at the app memlm ui built
         assert proxy_headers is False  # uvicorn believes no X-Forwarded-For: the app decides (forwarded_allow_ips)
         with TestClient(app, base_url="http://192.168.1.20:8123") as c:
             seen["ip"] = c.get("/health").status_code
