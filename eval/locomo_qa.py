@@ -206,7 +206,8 @@ def _full_context_rows(conversation: LocomoConversation, answerer: Answerer, win
         prediction = answerer.answer(tail, cache)
         seconds = time.perf_counter() - started
         rows.append(_row("full_context", conversation, question, prediction, held, len(head) + len(tail), seconds))
-    rows[0]["prefill_s"] = prefill_s if rows else None
+    if rows:  # the shared prefill counts once, in the conversation's first row
+        rows[0]["prefill_s"] = prefill_s
     return rows
 
 
