@@ -874,12 +874,9 @@ def run_soak(
         )
         recorder = Recorder(settings, memory)
 
-        def save(report: dict[str, Any]) -> None:
-            _save_report(report, out)
-
         def on_interval() -> None:
             report = recorder.report(final=False, context=context)
-            save(report)
+            _save_report(report, out)
             done = max(0, min(len(report["intervals"]), int(report["elapsed_s"] // settings.interval)) - 1)
             last = report["intervals"][done]  # the interval that just ended
             p99 = {k: v["p99_ms"] for k, v in last["kinds"].items()}
@@ -904,10 +901,10 @@ def run_soak(
             "latency_ms": seen_by_server,
         }
         report = recorder.report(final=False, context=context)
-        save(report)
+        _save_report(report, out)
         say("soak: the clients are done; looking for every acknowledged write and checking the memory")
         checks = _checks(db, memory, recorder)
         recorder.close()
         report = recorder.report(final=True, checks=checks, context=context)
-        save(report)
+        _save_report(report, out)
     return report
