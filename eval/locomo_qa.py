@@ -25,6 +25,7 @@ from eval.locomo import CATEGORY_NAMES, LocomoConversation, LocomoTurn, evidence
 from eval.locomo import summarize as summarize_scores
 from eval.parts import Part
 from eval.render import markdown_table, num
+from memory_runtime.memory.dates import format_day
 
 if TYPE_CHECKING:
     from eval.config import EvalConfig
@@ -61,7 +62,9 @@ def turn_line(turn: LocomoTurn) -> str:
 
 
 def when(turn_or_session: Any) -> str:
-    return turn_or_session.date.strftime("%-I:%M %p on %-d %B %Y")
+    """A turn's or session's date as the model reads it: "1:56 PM on 8 May 2023" (the day as dates.py writes it)."""
+    said = turn_or_session.date
+    return f"{said:%-I:%M %p} on {format_day(said)}"
 
 
 @dataclass
@@ -86,6 +89,11 @@ class Answerer:
         if not whole.startswith(head):
             raise ValueError("the chat template does not extend a system message with the question")
         return self.ids(head), self.ids(whole[len(head) :])
+
+    def question_ids(self, question: str) -> list[int]:
+        """The ids that follow any context's head: the question's turn and the answer's start (the chat
+        splits at a special token, so they do not depend on the context, which is not tokenised again)."""
+        return self.prompt_parts("", question)[1]
 
     def prefill(self, ids: Sequence[int]) -> Any:
         """The cache of `ids` (a shared context), to answer several questions after it."""
@@ -202,7 +210,7 @@ def _full_context_rows(conversation: LocomoConversation, answerer: Answerer, win
     rows = []
     for question in conversation.questions:
         started = time.perf_counter()
-        _, tail = answerer.prompt_parts(context, question.question)
+        tail = answerer.question_ids(question.question)
         prediction = answerer.answer(tail, cache)
         seconds = time.perf_counter() - started
         rows.append(_row("full_context", conversation, question, prediction, held, len(head) + len(tail), seconds))

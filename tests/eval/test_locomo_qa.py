@@ -65,7 +65,7 @@ def test_a_cached_context_answers_as_the_whole_prompt_does(tiny_model, smollm2_t
     cache = answerer.prefill(head)
     for question in conversation().questions:
         whole_head, tail = answerer.prompt_parts(context, question.question)
-        assert whole_head == head
+        assert whole_head == head and answerer.question_ids(question.question) == tail  # the context's part alone
         assert answerer.answer(tail, cache) == answerer.answer(head + tail)
         assert cache.get_seq_length() == len(head)
 
