@@ -204,7 +204,10 @@ async def invalid_request(_: Request, err: RequestValidationError) -> JSONRespon
     loc = [str(p) for p in first["loc"] if p != "body"]
     param = ".".join(loc) or None
     said = first["msg"].removeprefix("Value error, ")  # a validator's own sentence, without pydantic's label
-    message = f"{param}: {said}" if param else said
+    if first["type"] == "extra_forbidden":  # the field is the client's own word (may be "4"): quoted, named
+        message = f"the field {param!r} is not one this endpoint takes"
+    else:
+        message = f"{param}: {said}" if param else said
     return APIError(400, message, param=param).response()
 
 

@@ -246,6 +246,9 @@ def test_serve_feedback_endpoint(tmp_path):
     with TripletStore() as store, TestClient(create_app(config, store, MemoryEchoBackend, model_name="echo")) as c:
         assert c.post("/v1/feedback", json={"rating": "bad"}, headers=ALICE).status_code == 400  # nothing to rate
         assert c.post("/v1/feedback", json={}, headers=ALICE).status_code == 400
+        unknown = c.post("/v1/feedback", json={"4": None}, headers=ALICE)  # the client's own word, named as such
+        assert unknown.status_code == 400 and unknown.json()["error"]["param"] == "4"
+        assert unknown.json()["error"]["message"] == "the field '4' is not one this endpoint takes"
         say(c, "remember Tia Batres / works for / BMW")
         assert say(c, "recall Tia Batres").json()["choices"][0]["message"]["content"] == "You told me: BMW."
         bad = c.post("/v1/feedback", json={"rating": "bad"}, headers=ALICE).json()
