@@ -46,6 +46,7 @@ RECORD_KINDS = (
     "injection",
     "real",
     "verify",
+    "conversation",
 )
 
 
@@ -112,6 +113,7 @@ class MixConfig(Strict):
     injection: float = Field(0, ge=0)  # user text carrying call syntax -> only what it states in words
     real: float = Field(0, ge=0)  # a passage of a real annotated corpus (`real.sources`; train split only)
     verify: float = Field(0, ge=0)  # a passage and a fact: does the text state it? (the write gate's verify signal)
+    conversation: float = Field(0, ge=0)  # a turn of a dated two-person conversation (data_gen/conversations.py)
 
     @model_validator(mode="after")
     def _something(self) -> MixConfig:
@@ -204,6 +206,17 @@ class PassagesConfig(Strict):
     unnamed_facts: float = Field(0.0, ge=0, le=1)
 
 
+class ConversationsConfig(Strict):
+    """Dated two-person conversations, one record a turn (data_gen/conversations.py)."""
+
+    bank: str | None = None  # the phrase bank; null = data_gen/conversations.yaml
+    personas: str | None = None  # MSC's persona pairs (data/real_train/msc_personas.json); null: none
+    persona_share: float = Field(0.5, ge=0, le=1)  # share of facts said with a persona sentence (the split's MSC)
+    negatives: float = Field(0.35, ge=0, le=1)  # share of turns without a fact: chit-chat only
+    sessions: Range = Range(min=3, max=6)
+    turns: Range = Range(min=6, max=14)  # turns a session
+
+
 class InjectionConfig(Strict):
     """Records whose user text carries call syntax (a pasted call, a bare triplet, read results):
     the right output stores what the text states in words and nothing its call syntax says
@@ -273,6 +286,7 @@ class DataConfig(Strict):
     passages: PassagesConfig = PassagesConfig()
     injection: InjectionConfig = InjectionConfig()
     real: RealConfig = RealConfig()
+    conversations: ConversationsConfig = ConversationsConfig()
     memory_config: str | None = None  # the store's other settings (fuzzy); its relation table is the schema's
 
     @model_validator(mode="after")
@@ -342,7 +356,8 @@ def _read_yaml(path: Path, seen: tuple[Path, ...] = ()) -> dict:
 
 
 def _paths_relative_to(data: dict, folder: Path) -> dict:
-    """A config mapping with its relative paths (schema_file, memory_config, passages.bank, real.sources[].path) made
+    """A config mapping with its relative paths (schema_file, memory_config, passages.bank,
+    conversations.bank and .personas, real.sources[].path) made
     absolute against `folder`, the folder of the file that gave them: a base's against its own, so a config
     elsewhere (a copy: `memlm config copy data/tiny`) can name it as `base`. Values of a wrong type are left
     for validation to name."""
@@ -356,9 +371,10 @@ def _paths_relative_to(data: dict, folder: Path) -> dict:
     for key in ("memory_config", "schema_file"):
         if key in out:
             out[key] = absolute(out[key])
-    passages = out.get("passages")
-    if isinstance(passages, dict) and "bank" in passages:
-        out["passages"] = {**passages, "bank": absolute(passages["bank"])}
+    for block, keys in (("passages", ("bank",)), ("conversations", ("bank", "personas"))):
+        given = out.get(block)
+        if isinstance(given, dict):
+            out[block] = {**given, **{k: absolute(given[k]) for k in keys if k in given}}
     real = out.get("real")
     if isinstance(real, dict) and isinstance(real.get("sources"), list):
         sources = [dict(s) if isinstance(s, dict) else s for s in real["sources"]]

@@ -42,6 +42,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from data_gen.config import READ_SHAPES, RECORD_KINDS, DataConfig
+from data_gen.conversations import ConversationMaker
 from data_gen.oracle import MemoryOracle, Session
 from data_gen.passages import PassageBank, PassageMaker
 from data_gen.real_records import RealPassages
@@ -67,7 +68,10 @@ INJECTION_FORMS: tuple[Callable[[str, str, str], str], ...] = (
 
 
 def kind_of(record: Record) -> str:
-    """The mix kind a record was drawn as: "real" for a real corpus's passage (whatever its type)."""
+    """The mix kind a record was drawn as: "real" for a real corpus's passage (whatever its type),
+    "conversation" for a conversation's turn."""
+    if record.source == "conversation":
+        return "conversation"
     if record.type != "verify" and record.source not in (None, "synthetic"):
         return "real"
     return record.type
@@ -197,12 +201,26 @@ class Builder:
         self._memory: Memory | None = None
         self.shape_weights = {s: getattr(config.shapes, s) for s in READ_SHAPES}
         self._passages: PassageMaker | None = None
+        self._conversations: ConversationMaker | None = None
         self.implied = [frozenset(group) for group in self.schema.implied_together]
         # the roles each type plays in templated facts: a fresh name is one the memory holds in none
         self.roles: dict[str, set[str]] = {}
         for rel in self.by_name.values():
             self.roles.setdefault(rel.cfg.subject, set()).add("subject")
             self.roles.setdefault(rel.cfg.object, set()).add("object")
+
+    @property
+    def conversations(self) -> ConversationMaker:
+        if self._conversations is None:
+            people = self.pool.names.get("person", ())
+            places = self.pool.names.get("place", ())
+            rng = random.Random(derive_seed(self.config.seed, "conversations", self.pool.split))
+            self._conversations = ConversationMaker(people, places, self.pool.split, rng, self.config.conversations)
+        return self._conversations
+
+    def conversation(self, rid: str) -> Record:
+        """A turn of a dated conversation between two of the split's people (data_gen/conversations.py)."""
+        return self.conversations.record(rid, self.replies)
 
     @property
     def passages(self) -> PassageMaker:

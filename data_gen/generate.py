@@ -344,7 +344,9 @@ def write_outputs(
     (out_dir / "schema.yaml").write_text(config.data_schema.to_yaml(), encoding="utf-8")
     # the memory's relation table of this schema: runs trained on this data keep it (training), and a
     # trained model's memory is opened with it (MemoryConfig.of_model)
-    table = yaml.safe_dump({"relations": config.data_schema.table()}, sort_keys=False, allow_unicode=True)
+    schema = config.data_schema
+    entries = {"relations": schema.table(), **({"open_relations": True} if schema.open_relations else {})}
+    table = yaml.safe_dump(entries, sort_keys=False, allow_unicode=True)
     (out_dir / RELATION_TABLE_FILE).write_text(table, encoding="utf-8")
     (out_dir / "README.md").write_text(dataset_card(config, world, splits, episodes, real), encoding="utf-8")
 

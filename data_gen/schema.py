@@ -304,6 +304,9 @@ class Schema(Strict):
     questions: GeneralQuestions
     negatives: list[str] = []  # statements of no fact; slots: type names ("{person} enjoys hiking.")
     implied_together: list[list[str]] = []
+    # open: the memory is mostly about relations as stated ("went to", "painted"), outside the relations
+    # listed here (the memory config's open_relations: kept as written, decoded freely)
+    open_relations: bool = False
     # the file stem of its Re-DocRED rows (data/real/redocred_dev_<stem>.jsonl); default: its name, "_" for "-"
     redocred_stem: str | None = None
 

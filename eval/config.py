@@ -25,8 +25,15 @@ class LocomoSettings(Strict):
     what = "eval config's locomo"
 
     file: str | None = Field(None, description="LoCoMo's JSON (null: benchmarks/locomo/locomo_dev.json)")
-    structures: list[Literal["full_context", "chunks"]] = ["full_context", "chunks"]
-    top_k: int = Field(10, ge=1, description="chunks: the turns BM25 puts in the prompt")
+    structures: list[Literal["full_context", "chunks", "triples", "iterative", "mixed"]] = [
+        "full_context",
+        "chunks",
+        "triples",
+        "iterative",
+        "mixed",
+    ]
+    top_k: int = Field(10, ge=1, description="chunks: the turns BM25 puts in the prompt; triples: the facts")
+    rounds: int = Field(2, ge=2, le=3, description="iterative: rounds of reads, each from what the last returned")
     window: int | None = Field(None, ge=512, description="full_context: tokens the model reads (null: its window)")
     answer_tokens: int = Field(32, ge=4, description="tokens an answer may take")
 

@@ -5,6 +5,17 @@ design, side by side, so that a memory is measured against what a user would do 
                   baseline); prefilled once per conversation, its cache reused by every question
     chunks        the conversation's turns with their dates, retrieved by BM25 (bm25s), the top k in the
                   prompt in the order they were said
+    triples       the facts the model under test wrote as it read the conversation turn by turn (each turn its
+                  speaker's message, its facts dated with the session, "yesterday" resolved), the top k by
+                  BM25 in the prompt, each with its date
+    iterative     triples, read in `rounds` rounds: each round's query is the question and the facts the last
+                  round returned (the recursive retrieval of the design), the new facts added
+    mixed         triples and the turns they were written from
+
+The memory structures (triples, iterative, mixed) run on systems with a memory (memlm: the model under test
+writes them, its adapter on), full_context and chunks on the system without one (zero_shot, the base), and
+every structure answers with the same reader, the base model (an adapter is switched off to answer): the
+structures differ in what the prompt holds and nothing else.
 
 Each structure runs on the model of each system the part is given (the base for zero_shot, the model under
 test for memlm), with the same answer prompt, greedily. A row is one question under one structure: its
@@ -25,13 +36,16 @@ from eval.locomo import CATEGORY_NAMES, LocomoConversation, LocomoTurn, evidence
 from eval.locomo import summarize as summarize_scores
 from eval.parts import Part
 from eval.render import markdown_table, num
+from memory_runtime.conversation import dated_fact, turn_message
 from memory_runtime.memory.dates import format_day
+from memory_runtime.memory.store import Fact, TripletStore
 
 if TYPE_CHECKING:
     from eval.config import EvalConfig
     from eval.systems import System
 
-STRUCTURES = ("full_context", "chunks")
+STRUCTURES = ("full_context", "chunks", "triples", "iterative", "mixed")
+MEMORY_STRUCTURES = ("triples", "iterative", "mixed")
 ANSWER_PROMPT = (
     "You remember a conversation between two friends. Answer the question about it in a few words; give dates"
     " as the conversation's dates say them. If the conversation does not say, answer: Not mentioned."
@@ -57,8 +71,7 @@ def load_conversations(config: EvalConfig) -> list[LocomoConversation]:
 
 def turn_line(turn: LocomoTurn) -> str:
     """One turn as the model reads it: who said it, and the photo they shared (LoCoMo's caption)."""
-    photo = f" [shares a photo: {turn.caption}]" if turn.caption else ""
-    return f"{turn.speaker}: {turn.text}{photo}"
+    return turn_message(turn.speaker, turn.text, turn.caption)
 
 
 def when(turn_or_session: Any) -> str:
@@ -177,26 +190,114 @@ class ChunkIndex:
         return sorted(int(i) for i in found[0])
 
 
+class FactIndex:
+    """The facts a memory holds for one conversation, each as `dated_fact` writes it, under BM25."""
+
+    def __init__(self, facts: Sequence[Fact]) -> None:
+        import bm25s
+        import Stemmer
+
+        self.facts = sorted(facts, key=lambda f: (f.valid_from, f.id))
+        self.lines = [dated_fact(f) for f in self.facts]
+        self.stemmer = Stemmer.Stemmer("english")
+        self.retriever = bm25s.BM25()
+        if self.lines:
+            tokens = bm25s.tokenize(self.lines, stopwords="en", stemmer=self.stemmer, show_progress=False)
+            self.retriever.index(tokens, show_progress=False)
+
+    def top(self, query: str, k: int, without: set[int] = frozenset()) -> list[int]:
+        """The positions of the k facts that match `query` best, leaving out those in `without`."""
+        import bm25s
+
+        free = len(self.lines) - len(without)
+        if free <= 0 or k <= 0:
+            return []
+        tokens = bm25s.tokenize([query], stopwords="en", stemmer=self.stemmer, show_progress=False)
+        if not tokens.vocab:  # a query of stop words only matches nothing
+            return []
+        found, scores = self.retriever.retrieve(tokens, k=len(self.lines), show_progress=False)
+        ranked = [int(i) for i, s in zip(found[0], scores[0]) if s > 0 and int(i) not in without]
+        return ranked[:k]
+
+
+@dataclass
+class Ingestion:
+    """What writing one conversation into a memory took: the facts per namespace, the seconds per turn."""
+
+    store: TripletStore
+    turn_seconds: list[float]
+    turns: int
+
+
+def ingest(system: System, conversations: list[LocomoConversation], memory: Any, batch: int) -> Ingestion:
+    """Every turn of every conversation fed to `system` as its speaker's message, dated with its session: the
+    model writes what it takes from it into one memory, a namespace per conversation (turns in batches)."""
+    from eval.systems import run_sessions
+
+    store = TripletStore(":memory:", memory)
+
+    def one_turn(conversation: LocomoConversation, turn: LocomoTurn):
+        result = yield system.request(
+            turn_line(turn), store, namespace=conversation.sample_id, said_at=turn.date, source=turn.dia_id
+        )
+        return result.wall_seconds
+
+    turns = [(c, t) for c in conversations for t in c.turns()]
+    seconds = run_sessions(system, (one_turn(c, t) for c, t in turns), batch)
+    return Ingestion(store, seconds, len(turns))
+
+
+def reading(model: Any):
+    """The reader: the base model (an adapter switched off while answering), so that every structure is read
+    by the same model."""
+    from contextlib import nullcontext
+
+    disable = getattr(model, "disable_adapter", None)
+    return disable() if callable(disable) and hasattr(model, "peft_config") else nullcontext()
+
+
 def evaluate_locomo(
     system: System,
     conversations: list[LocomoConversation],
     config: EvalConfig,
     progress: Callable[[], None] | None = None,
+    memory: Any = None,
+    batch: int = 1,
 ) -> list[dict]:
-    """Every question of every conversation under each structure of `config.locomo`, on `system`'s model."""
+    """Every question of every conversation under each structure of `config.locomo` that applies to `system`
+    (the memory structures to systems with a memory, written by its model), answered by the base model."""
     if system.model is None:
         raise ValueError("locomo: runs on the hf engine (generation.engine=hf)")
     answerer = Answerer(system.model, system.tokenizer, config.locomo.answer_tokens)
     settings = config.locomo
+    # the memory structures on a system with a memory, the others on one without (the base: zero_shot), so
+    # that each is run once with the same reader
+    structures = [s for s in settings.structures if (s in MEMORY_STRUCTURES) == system.uses_memory]
     window = settings.window or window_of(system.model, system.tokenizer)
+    ingestion = None
+    if any(s in MEMORY_STRUCTURES for s in structures):
+        ingestion = ingest(system, conversations, memory, batch)
     rows: list[dict] = []
     for conversation in conversations:
-        if "full_context" in settings.structures:
-            rows += _full_context_rows(conversation, answerer, window)
-        if "chunks" in settings.structures:
-            rows += _chunk_rows(conversation, answerer, settings.top_k)
+        with reading(system.model):
+            if "full_context" in structures:
+                rows += _full_context_rows(conversation, answerer, window)
+            if "chunks" in structures:
+                rows += _chunk_rows(conversation, answerer, settings.top_k)
+            if ingestion is not None:
+                facts = ingestion.store.facts(namespace=conversation.sample_id)
+                index = FactIndex(facts)
+                for structure in (s for s in structures if s in MEMORY_STRUCTURES):
+                    rows += _memory_rows(structure, conversation, index, answerer, settings)
         if progress:
             progress()
+    if ingestion is not None and rows:
+        rows[0]["ingestion"] = {
+            "turns": ingestion.turns,
+            "seconds_per_turn_p50": round(sorted(ingestion.turn_seconds)[len(ingestion.turn_seconds) // 2], 3),
+            "seconds": round(sum(ingestion.turn_seconds), 1),
+            "facts": {c.sample_id: len(ingestion.store.facts(namespace=c.sample_id)) for c in conversations},
+        }
     return rows
 
 
@@ -234,6 +335,42 @@ def _chunk_rows(conversation: LocomoConversation, answerer: Answerer, k: int) ->
     return rows
 
 
+def _memory_rows(
+    structure: str, conversation: LocomoConversation, index: FactIndex, answerer: Answerer, settings: Any
+) -> list[dict]:
+    """A memory structure's rows: the facts BM25 finds for the question (in `rounds` rounds for iterative),
+    with their source turns for mixed."""
+    by_id = {t.dia_id: t for t in conversation.turns()}
+    rows = []
+    for question in conversation.questions:
+        started = time.perf_counter()
+        found = index.top(question.question, settings.top_k)
+        rounds = settings.rounds if structure == "iterative" else 1
+        last = found
+        for _ in range(rounds - 1):
+            query = " ".join([question.question, *(index.lines[i] for i in last)])
+            last = index.top(query, max(1, settings.top_k // 2), without=set(found))
+            found += last
+        found.sort()
+        lines = [index.lines[i] for i in found]
+        sources = [index.facts[i].source for i in found if index.facts[i].source]
+        if structure == "mixed":
+            said = [by_id[s] for s in dict.fromkeys(sources) if s in by_id]
+            turns = sorted(said, key=lambda t: (t.date, t.dia_id))
+            context = "Facts remembered:\n" + "\n".join(lines) + "\n\nWhere they were said:\n"
+            context += "\n".join(f"({when(t)}) {turn_line(t)}" for t in turns)
+        else:
+            context = "Facts remembered (the date each was said, then the fact):\n" + "\n".join(lines)
+        if not found:
+            context = "Facts remembered: none."
+        head, tail = answerer.prompt_parts(context, question.question)
+        prediction = answerer.answer(head + tail)
+        seconds = time.perf_counter() - started
+        row = _row(structure, conversation, question, prediction, set(sources), len(head) + len(tail), seconds)
+        rows.append({**row, "facts": len(found)})
+    return rows
+
+
 def _row(
     structure: str,
     conversation: LocomoConversation,
@@ -261,6 +398,7 @@ def summarise_locomo(rows: list[dict]) -> dict:
     """Per structure: LoCoMo's F1 per category and overall (1-4), adversarial refused, evidence recall,
     tokens a question, questions a second."""
     summary: dict[str, Any] = {}
+    ingestion = next((r["ingestion"] for r in rows if r.get("ingestion")), None)
     for structure in dict.fromkeys(r["structure"] for r in rows):
         mine = [r for r in rows if r["structure"] == structure]
         recalls = [r["evidence_recall"] for r in mine if r["evidence_recall"] is not None]
@@ -273,6 +411,8 @@ def summarise_locomo(rows: list[dict]) -> dict:
             "questions_per_s": round(len(mine) / seconds, 3) if seconds else None,
             "seconds_per_question_p50": round(sorted(r["seconds"] for r in mine)[len(mine) // 2], 3),
         }
+        if structure in MEMORY_STRUCTURES and ingestion is not None:
+            summary[structure]["ingestion"] = ingestion
     return summary
 
 
@@ -297,15 +437,26 @@ def locomo_section(summary: dict, meta: dict) -> list[str]:
             )
     if len(rows) == 1:
         return []
+    written = []
+    for system, s in summary.items():
+        ingestion = next((f["ingestion"] for f in s.get("locomo", {}).values() if f.get("ingestion")), None)
+        if ingestion:
+            facts = ", ".join(f"{c} {n}" for c, n in ingestion["facts"].items())
+            written.append(
+                f"- {system} wrote its memory from {ingestion['turns']} turns: {facts} facts;"
+                f" {ingestion['seconds_per_turn_p50']} s a turn (p50), {ingestion['seconds']} s in all."
+            )
     return [
         "## LoCoMo",
         "",
         "LoCoMo's F1 (eval/locomo.py) per category; overall over categories 1-4 as the published tables; for"
         " adversarial questions the share of answers that refuse. Evidence held: the share of each question's"
-        " evidence turns in its context. Tokens: the context's, a question.",
+        " evidence turns in its context (for the memory: the turns its facts were written from). Tokens: the"
+        " context's, a question. Every structure is answered by the same reader, the base model.",
         "",
         markdown_table(rows),
         "",
+        *([*written, ""] if written else []),
     ]
 
 
@@ -314,7 +465,9 @@ PART = Part(
     systems=("memlm", "zero_shot"),
     load=load_conversations,
     cases_file=locomo_file,
-    evaluate=lambda system, cases, config, memory, progress, batch: evaluate_locomo(system, cases, config, progress),
+    evaluate=lambda system, cases, config, memory, progress, batch: evaluate_locomo(
+        system, cases, config, progress, memory, batch
+    ),
     summarise=lambda rows, uses_memory: summarise_locomo(rows),
     sample_groups=sample_groups,
     sections=locomo_section,

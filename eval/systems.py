@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from memory_runtime.generation.backend import Backend
@@ -120,9 +121,12 @@ class System:
         history: Sequence[dict] = (),
         context: str | None = None,
         namespace: str = "default",
+        said_at: datetime | None = None,
+        source: str | None = None,
     ) -> TurnRequest:
         """One user turn as this system asks it. `context` (zero-shot only) is prepended to the
-        user's text: the statements or facts the memory would otherwise hold."""
+        user's text: the statements or facts the memory would otherwise hold. `said_at` dates the facts
+        it writes, `source` is kept with them (a conversation's turn id)."""
         if self.name == "zero_shot":
             store = TripletStore(":memory:", store.config)
             user = f"Facts: {context}\n\nQuestion: {user}" if context else user
@@ -137,6 +141,8 @@ class System:
             max_calls=self.max_calls,
             temperature=self.temperature,
             top_p=self.top_p,
+            said_at=said_at,
+            source=source,
         )
 
     def decoder_for(self, batch_size: int = 1) -> TurnEngine:

@@ -23,8 +23,9 @@ import time
 from typing import Literal, Protocol
 
 from memory_runtime.generation.engine import CallRecord, Status, TurnRequest, TurnResult
-from memory_runtime.generation.field_copy import names_nobody
+from memory_runtime.generation.field_copy import common_object, names_nobody
 from memory_runtime.generation.write_gate import WriteGate
+from memory_runtime.memory.dates import resolve_relative_times
 from memory_runtime.memory.injection import REFUSED, InjectionGuard
 from memory_runtime.protocol import (
     ACK,
@@ -64,6 +65,7 @@ class MemoryController:
         self.max_new_tokens = request.max_new_tokens
         self.cancelled = request.cancel.is_set  # asked before every piece: the client went away, the turn ends
         self.source = request.source  # kept with every fact the turn stores (the served turn's id)
+        self.said_at = request.said_at  # the facts' date; relative time in an object is resolved against it
         self.messages = list(request.messages)
         self.write_gate = write_gate if request.gate_writes else None
         self.on_text = request.on_text  # called with the turn's text (calls included) after every piece: streaming
@@ -170,7 +172,9 @@ class MemoryController:
         if self.guard.copied(subject or "", object_ or ""):
             return CallRecord("error", text, call.fields, status=REFUSED)
         relation = self.store.canonical_relation(call.fields[1] or "")
-        for term, common in ((subject, False), (object_, relation in self.store.config.common_objects)):
+        config = self.store.config
+        object_common = common_object(relation, config.relation_names, config.common_objects)
+        for term, common in ((subject, False), (object_, object_common)):
             if term and names_nobody(term, closed=True, common=common):
                 return CallRecord("error", text, call.fields, status=f"refused: {term!r} names nobody, not stored")
         scores: dict[str, float] = {}
@@ -180,7 +184,12 @@ class MemoryController:
             if decision.held:
                 return CallRecord("error", text, call.fields, status=decision.reason, scores=scores)
         try:
-            result = self.store.write(*call.fields, namespace=self.namespace, source=self.source)  # type: ignore[arg-type]
+            subject, relation, object_ = call.fields
+            if self.said_at is not None:  # "support group yesterday" said on 8 May 2023 -> "... on 7 May 2023"
+                object_ = resolve_relative_times(object_ or "", self.said_at)
+            result = self.store.write(
+                subject, relation, object_, namespace=self.namespace, source=self.source, at=self.said_at
+            )  # type: ignore[arg-type]
         except (TypeError, ValueError) as err:
             return CallRecord("error", text, call.fields, status=str(err), scores=scores)
         return CallRecord(

@@ -24,6 +24,7 @@ from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Callable, Generator, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
+from datetime import datetime
 from typing import Any, Literal
 
 from memory_runtime.memory.store import FieldMatch, TripletStore
@@ -67,6 +68,7 @@ class TurnRequest:
     source: str | None = None  # kept with each fact the turn stores (the server: the completion's id)
     cancel: threading.Event = field(default_factory=threading.Event)  # set: the turn ends at its next piece
     gate_writes: bool = True  # False: the engine's write gate holds nothing back (a correction: the user said it)
+    said_at: datetime | None = None  # when the user said it: its facts are dated so, "yesterday" resolved against it
 
     def check(self) -> None:
         """Raise ValueError for limits, sampling or text that no engine runs, before the turn joins a

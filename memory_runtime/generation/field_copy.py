@@ -300,12 +300,17 @@ def _regex_literal(text: str) -> str:
 
 
 def calls_regex(
-    context: str, relations: Collection[str], *, max_words: int = 8, common_objects: Collection[str] = frozenset()
+    context: str,
+    relations: Collection[str] | None,
+    *,
+    max_words: int = 8,
+    common_objects: Collection[str] = frozenset(),
 ) -> str:
     """The copy rule as one regular expression over a model's output, for engines that constrain
     decoding with a regex (vLLM's structured outputs): free text without "[", write calls whose
     subject and object are word-aligned copies of `context` and whose relation is one of
-    `relations` or a copy of up to four words, and at most one read call at the end (generation
+    `relations` or a copy of up to four words (any words when `relations` is None: open relations), and at
+    most one read call at the end (generation
     stops at its "}:"). With `common_objects`, an object may be a common noun in small letters (for any
     relation: one regex does not tie the object to the relation before it)."""
 
@@ -317,7 +322,10 @@ def calls_regex(
     obj = name
     if common_objects:
         obj = alternatives({s for s in spans if not names_nobody(s, closed=True, common=True)})
-    relation = alternatives(set(relations) | {s for s in spans if len(s.split()) <= 4})
+    if relations is None:
+        relation = r"[^\[\]{}>\\]{1,64}"
+    else:
+        relation = alternatives(set(relations) | {s for s in spans if len(s.split()) <= 4})
     sep = _regex_literal(SEPARATOR)
     write = _regex_literal(WRITE_OPEN) + f"{name}{sep}{relation}{sep}{obj}" + r"\}\]"
     read = _regex_literal(READ_OPEN) + f"{name}?{sep}{relation}?{sep}{obj}?" + r"\}:"

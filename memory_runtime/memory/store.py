@@ -72,6 +72,7 @@ class RelationSpec(Strict):
 # The relation table a dataset was generated with (`memlm generate` writes it from the schema), kept in
 # every run trained on it: the memory of a trained model is opened with the relations it learned.
 RELATION_TABLE_FILE = "relations.yaml"
+ANY_RELATION = "*"  # in MemoryConfig.common_objects: every relation outside the table (open relations)
 
 
 class MemoryConfig(Strict):
@@ -80,6 +81,11 @@ class MemoryConfig(Strict):
     what = "memory config"
 
     relations: list[RelationSpec] = []
+    open_relations: bool = Field(
+        False,
+        description="relations outside the table are what the memory is mostly about (a conversation's 'went to',"
+        " 'painted', 'adopted'): kept as written, decoded freely, their objects may be common nouns",
+    )
     fuzzy: FuzzyConfig = FuzzyConfig()
     max_indexes: int = Field(256, ge=1)
 
@@ -112,12 +118,16 @@ class MemoryConfig(Strict):
 
     @property
     def common_objects(self) -> frozenset[str]:
-        """The relations whose objects are common nouns (RelationSpec.common_object)."""
-        return frozenset(spec.name for spec in self.relations if spec.common_object)
+        """The relations whose objects are common nouns (RelationSpec.common_object); with open relations also
+        ANY_RELATION, which stands for every relation outside the table ("went to": "pottery class")."""
+        named = frozenset(spec.name for spec in self.relations if spec.common_object)
+        return named | {ANY_RELATION} if self.open_relations else named
 
     @property
     def relation_names(self) -> list[str] | None:
-        """The canonical relation names (None for an empty table: relations are then free)."""
+        """The canonical relation names (None for an empty table or open relations: relations are then free)."""
+        if self.open_relations:
+            return None
         return [spec.name for spec in self.relations] or None
 
     @classmethod
@@ -127,9 +137,11 @@ class MemoryConfig(Strict):
         table = Path(str(model)).expanduser() / RELATION_TABLE_FILE if model else None
         if table is None or not table.is_file():
             return cls.load(path)
-        learned = read_mapping(table, cls.what).get("relations")
+        learned = read_mapping(table, cls.what)
         settings = read_mapping(Path(path), cls.what) if path is not None else {}
-        merged = {**cls.read_yaml(None), **settings, "relations": settings.get("relations", learned)}
+        merged = {**cls.read_yaml(None), **settings, "relations": settings.get("relations", learned.get("relations"))}
+        if "open_relations" in learned and "open_relations" not in settings:
+            merged["open_relations"] = learned["open_relations"]
         return cls.from_dict(merged, source=f"{path or 'defaults'} with the relation table {table}")
 
     @classmethod

@@ -14,6 +14,7 @@ from eval.locomo_qa import (
     DEV_FILE,
     Answerer,
     ChunkIndex,
+    FactIndex,
     evaluate_locomo,
     full_context,
     load_conversations,
@@ -21,6 +22,9 @@ from eval.locomo_qa import (
     summarise_locomo,
 )
 from eval.systems import System
+from memory_runtime.generation.backend import ScriptedBackend
+from memory_runtime.memory.store import MemoryConfig, TripletStore
+from memory_runtime.protocol import render_write
 
 
 def conversation() -> LocomoConversation:
@@ -75,6 +79,7 @@ def test_every_question_is_answered_under_each_structure(tiny_model, smollm2_tok
     system = System("zero_shot", tiny_model, smollm2_tokenizer)
     ticks = []
     rows = evaluate_locomo(system, [conversation()], config, lambda: ticks.append(1))
+    # the base (no memory) runs the structures without one; the memory structures are the model under test's
     assert ticks == [1] and [r["structure"] for r in rows] == ["full_context"] * 3 + ["chunks"] * 3
     chunks = [r for r in rows if r["structure"] == "chunks"]
     assert chunks[0]["evidence_recall"] == 1.0 and chunks[2]["evidence_recall"] is None
@@ -112,3 +117,49 @@ def test_the_part_runs_in_memlm_eval(tiny_model_dir, tmp_path):
     assert figures["full_context"]["questions"] == figures["chunks"]["questions"] == 2  # 2 conversations x 1
     assert figures["full_context"]["tokens_per_question"] <= 1024
     assert "## LoCoMo" in (out / "report.md").read_text() and DEV_FILE.is_file()
+
+
+WRITES = [
+    render_write("Caroline", "went to", "LGBTQ support group yesterday") + " Noted.",
+    "Nothing to store.",
+    render_write("Caroline", "adopted", "dog named Oscar") + " Noted.",
+    render_write("Melanie", "is training for", "marathon in Boston") + " Noted.",
+]
+
+
+def test_the_model_under_test_writes_a_dated_memory_that_each_memory_structure_reads(tiny_model, smollm2_tokenizer):
+    """Turn by turn, each the speaker's message dated with its session; facts dated, "yesterday" resolved, each
+    kept with its turn's id; then triples, iterative and mixed answer every question from them."""
+    backend = ScriptedBackend(WRITES)
+    system = System("memlm", tiny_model, smollm2_tokenizer, backend_factory=lambda: backend)
+    config = EvalConfig(
+        generation={"model": "x"}, parts=["locomo"], locomo={"answer_tokens": 4, "top_k": 2, "rounds": 2}
+    )
+    memory = MemoryConfig(open_relations=True)
+    rows = evaluate_locomo(system, [conversation()], config, None, memory, batch=1)
+    assert [m[-1]["content"] for m in backend.seen][:2] == [
+        "Caroline: I went to a LGBTQ support group yesterday and it was so powerful.",
+        "Melanie: Yeah, I painted that lake sunrise last year!",
+    ]
+    assert [r["structure"] for r in rows] == ["triples"] * 3 + ["iterative"] * 3 + ["mixed"] * 3
+    ingestion = rows[0]["ingestion"]
+    assert ingestion["turns"] == 4 and ingestion["facts"] == {"conv-test": 3}
+    triples = [r for r in rows if r["structure"] == "triples"]
+    assert triples[0]["evidence_recall"] == 1.0 and triples[1]["evidence_recall"] == 1.0  # the dog, the marathon
+    summary = summarise_locomo(rows)
+    assert summary["triples"]["ingestion"]["facts"] == {"conv-test": 3}
+    assert summary["triples"]["tokens_per_question"] < summary["mixed"]["tokens_per_question"]
+
+
+def test_facts_are_read_with_their_dates_and_found_by_their_words():
+    with TripletStore(":memory:", MemoryConfig(open_relations=True)) as store:
+        day = datetime(2023, 5, 8, 13, 56)
+        store.write("Caroline", "went to", "LGBTQ support group on 7 May 2023", at=day, source="D1:1")
+        store.write("Melanie", "painted", "lake sunrise in 2022", at=day, source="D1:2")
+        store.write("Caroline", "adopted", "dog named Oscar", at=day, source="D1:3")
+        index = FactIndex(store.facts())
+    assert index.lines[0] == "(8 May 2023) Caroline went to LGBTQ support group on 7 May 2023"
+    assert index.top("What did Melanie paint?", 1) == [1]
+    assert index.top("adopted dog", 5, without={2}) == []  # only the dog's fact matches, and it is left out
+    assert index.top("the a an", 3) == []  # stop words only
+    assert FactIndex([]).top("anything", 3) == []

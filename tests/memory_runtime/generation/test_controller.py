@@ -210,3 +210,24 @@ def test_a_turns_writes_commit_as_they_are_generated():
     # three characters a token: cut inside the second call
     result = one_turn(cut, store, "Ada Lin works for Pfizer and Bo Ek for BMW.", max_new_tokens=len(write) // 3 + 2)
     assert result.status == "max_tokens" and [f.subject for f in store.facts()] == ["Ada Lin"]
+
+
+def test_a_dated_turn_dates_its_facts_and_resolves_their_relative_time():
+    """A conversation's turn (TurnRequest.said_at): its facts carry its date, "yesterday" in an object is said
+    as the day it was; relations as stated, objects in small letters, kept where the relations are open."""
+    from datetime import datetime
+
+    from memory_runtime.memory.store import MemoryConfig
+
+    said = datetime(2023, 5, 8, 13, 56)
+    text = "[MEM_WRITE{Caroline>>went to>>pottery class yesterday}] [MEM_WRITE{Caroline>>lives in>>Denver}] Noted."
+    user = "Caroline: I went to a pottery class yesterday. I live in Denver."
+    with TripletStore(":memory:", MemoryConfig(open_relations=True)) as open_store:
+        result, _ = run(open_store, [text], user=user, said_at=said, source="D1:3")
+        assert [c.status for c in result.calls] == ["stored", "stored"]
+        facts = open_store.facts()
+        assert [f.triplet for f in facts][0] == ("Caroline", "went to", "pottery class on 7 May 2023")
+        assert {f.valid_from for f in facts} == {said.timestamp()} and {f.source for f in facts} == {"D1:3"}
+    with TripletStore() as closed_store:  # the shipped table's relations, closed: a common noun names nobody
+        result, _ = run(closed_store, [text], user=user)
+        assert result.calls[0].status == "refused: 'pottery class yesterday' names nobody, not stored"

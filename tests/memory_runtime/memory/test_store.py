@@ -990,3 +990,17 @@ def test_opening_a_store_waits_for_no_other_transaction(memory_location, held):
         finally:
             release.set()
             holder.join()
+
+
+def test_open_relations_come_with_a_trained_models_relation_table(tmp_path):
+    """A run trained on a schema with open relations opens its memory with them: relations free in decoding,
+    objects of relations outside the table may be common nouns."""
+    from memory_runtime.memory.store import ANY_RELATION, RELATION_TABLE_FILE, MemoryConfig
+
+    (tmp_path / RELATION_TABLE_FILE).write_text(
+        "relations:\n- name: lives in\n  functional: subject\nopen_relations: true\n"
+    )
+    config = MemoryConfig.of_model(tmp_path)
+    assert config.open_relations and config.relation_names is None and ANY_RELATION in config.common_objects
+    closed = MemoryConfig.from_dict({"relations": [{"name": "lives in"}]})
+    assert closed.relation_names == ["lives in"] and not closed.common_objects

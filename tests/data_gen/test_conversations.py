@@ -1,0 +1,123 @@
+"""Dated conversations with gold writes (data_gen/conversations.py): what each turn writes, and that no LoCoMo
+sentence is in any of it."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from data_gen.config import DataConfig
+from data_gen.conversations import PERSONAS_FILE, persona_fact, persona_pairs, phrase_bank, third_person
+from data_gen.generate import generate_records
+from eval.locomo import load_locomo
+from memory_runtime.protocol import parse_calls
+
+REPO = Path(__file__).resolve().parents[2]
+CONFIG = REPO / "configs" / "data" / "conversations.yaml"
+
+
+@pytest.mark.parametrize(
+    ("sentence", "fact"),
+    [
+        ("I have two dogs.", ("has", "two dogs")),
+        ("I work at a bank.", ("works at", "bank")),
+        ("I am a nurse.", ("is", "nurse")),
+        ("I'm training for a marathon.", ("is training for", "marathon")),
+        ("My favorite color is blue.", ("favorite color is", "blue")),
+        ("I do not drink alcohol.", ("does not drink", "alcohol")),
+        ("I used to work for cisco.", ("used to work for", "cisco")),
+        ("I just went to a concert.", ("went to", "concert")),
+        ("I love to cook.", ("loves to", "cook")),
+        ("I write romance novels.", ("writes", "romance novels")),
+        ("I watch movies with my family.", None),  # the object is still in the first person
+        ("Do you like dogs?", None),
+        ("I like pizza, pasta and wine.", None),  # a list: not plain
+        ("He has red hair.", None),
+    ],
+)
+def test_a_persona_sentence_is_read_as_a_fact_about_its_speaker_where_its_shape_is_plain(sentence, fact):
+    assert persona_fact(sentence) == fact
+
+
+def test_verbs_are_said_of_someone_else():
+    assert [third_person(v) for v in ["have", "go", "watch", "try", "play", "went", "painted", "can"]] == [
+        "has",
+        "goes",
+        "watches",
+        "tries",
+        "plays",
+        "went",
+        "painted",
+        "can",
+    ]
+
+
+@pytest.fixture(scope="module")
+def generated():
+    config = DataConfig.load(CONFIG, ["splits.train=1500", "splits.validation=300", "splits.test=300"])
+    _, splits, episodes = generate_records(config)
+    return config, splits, episodes
+
+
+def test_every_turn_writes_the_speakers_facts_copied_from_what_they_said(generated):
+    _, splits, episodes = generated
+    assert not episodes
+    for records in splits.values():
+        kinds = {r.type for r in records}
+        assert kinds == {"write", "negative"} and all(r.source == "conversation" for r in records)
+        for record in records:
+            user, answer = record.segments
+            speaker, said = user.text.split(": ", 1)
+            calls = parse_calls(answer.text)
+            assert [c.fields for c in calls] == [tuple(t) for t in record.gold_triplets]
+            if record.type == "negative":
+                assert answer.text == "Nothing to store." and not record.gold_triplets
+                continue
+            assert answer.text.endswith(" Noted.")
+            for subject, _, obj in record.gold_triplets:
+                assert subject == speaker  # "I" is written as the speaker's name
+                assert obj.lower() in said.lower(), (obj, said)  # the object as the turn says it
+    writes = sum(r.type == "write" for r in splits["train"]) / len(splits["train"])
+    assert 0.5 < writes < 0.8  # about a third of the turns are chit-chat
+
+
+def test_relative_times_follow_the_objects_they_date_and_the_personas_are_real(generated):
+    _, splits, _ = generated
+    objects = [t[2] for r in splits["train"] for t in r.gold_triplets]
+    times = [o for o in objects if re.search(r"\b(?:yesterday|last \w+|ago|next \w+|tomorrow)$", o)]
+    assert len(times) > 0.1 * len(objects)
+    persona_sentences = {s for pair in persona_pairs(str(PERSONAS_FILE), "train") for side in pair for s in side}
+    said = [r.segments[0].text.split(": ", 1)[1] for r in splits["train"]]
+    from_personas = sum(any(s in text for s in persona_sentences if len(s) > 25) for text in said[:300])
+    assert from_personas > 30  # real phrasings, not only the bank's
+
+
+def test_each_split_reads_its_own_published_persona_split(generated):
+    _, splits, _ = generated
+    train = {s for pair in persona_pairs(str(PERSONAS_FILE), "train") for side in pair for s in side}
+    test = {s for pair in persona_pairs(str(PERSONAS_FILE), "test") for side in pair for s in side}
+    only_test = {s for s in test - train if len(s.split()) >= 6}
+    said_in_train = " ".join(r.segments[0].text for r in splits["train"])
+    assert only_test and not [s for s in only_test if s in said_in_train]
+
+
+def test_no_locomo_sentence_is_in_what_is_generated_or_its_sources(generated):
+    """LoCoMo is measured, never trained on: none of its sentences (6+ words) in the generated records, the
+    persona file or the phrase bank."""
+    _, splits, _ = generated
+    sentences = set()
+    for conversation in load_locomo(REPO / "benchmarks" / "locomo" / "locomo_dev.json"):
+        for turn in conversation.turns():
+            sentences |= {s.lower() for s in re.split(r"(?<=[.!?])\s+", turn.text) if len(s.split()) >= 6}
+    assert len(sentences) > 1000
+    texts = [PERSONAS_FILE.read_text().lower(), (REPO / "data_gen" / "conversations.yaml").read_text().lower()]
+    texts += [" ".join(s.text for r in records for s in r.segments).lower() for records in splits.values()]
+    assert not [s for s in sentences if any(s in text for text in texts)]
+
+
+def test_the_bank_and_the_personas_load():
+    bank = phrase_bank()
+    assert bank["events"] and bank["closed"] and bank["times"]["past"] and bank["chit_chat"]["questions"]
+    assert len(persona_pairs(str(PERSONAS_FILE), "train")) == 4000
