@@ -12,7 +12,7 @@ own facts, in the first person:
               "I have two dogs.", "I work at a bank."), read as a triplet by `persona_fact` where its shape
               is plain enough; each split reads its own published split (train / valid / test)
 
-A turn is one record: the user message is `memory_runtime.conversation.turn_message` ("Caroline: ..."), the
+A turn is one record: the user message is `memory_runtime.memory.conversation.turn_message` ("Caroline: ..."), the
 model writes one call per fact, subject the speaker's name, object copied from the turn with its time
 phrase, then the acknowledgement; a turn with no fact is a negative ("Nothing to store."). The memory dates
 each fact with the turn's date and resolves the time phrase against it (memory_runtime.generation.controller).
@@ -32,7 +32,7 @@ from typing import Any
 
 import yaml
 
-from memory_runtime.conversation import turn_message
+from memory_runtime.memory.conversation import turn_message
 from memory_runtime.protocol import Triplet, render_write
 from memory_runtime.records import Record, Segment
 

@@ -36,7 +36,7 @@ from eval.locomo import CATEGORY_NAMES, LocomoConversation, LocomoTurn, evidence
 from eval.locomo import summarize as summarize_scores
 from eval.parts import Part
 from eval.render import markdown_table, num
-from memory_runtime.conversation import dated_fact, turn_message
+from memory_runtime.memory.conversation import dated_fact, turn_message
 from memory_runtime.memory.dates import format_day
 from memory_runtime.memory.store import Fact, TripletStore
 

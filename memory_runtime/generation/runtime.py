@@ -26,6 +26,7 @@ from __future__ import annotations
 import importlib.util
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -162,9 +163,11 @@ class Generation(Strict):
         history: Sequence[dict[str, str]] = (),
         system_prompt: str | None = SYSTEM_PROMPT,
         source: str | None = None,
+        said_at: datetime | None = None,
     ) -> TurnRequest:
         """A turn of `namespace`'s conversation in `store` with this section's limits and sampling: the
-        user's text after `history`, the system prompt first; `source` is kept with the facts it stores."""
+        user's text after `history`, the system prompt first; `source` is kept with the facts it stores,
+        `said_at` dates them (and resolves "yesterday" in them)."""
         return TurnRequest(
             turn_messages(user_text, history, system_prompt),
             store,
@@ -174,6 +177,7 @@ class Generation(Strict):
             temperature=self.temperature,
             top_p=self.top_p,
             source=source,
+            said_at=said_at,
         )
 
     def relative_to(self, folder: Path) -> Generation:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -51,7 +52,13 @@ class _Model:
 
     def turn(self, user: str, text: str, history: list[dict[str, str]]) -> TurnResult:
         request = self.generation.request(
-            text, self.store, namespace=user, history=history, system_prompt=self.system_prompt, source=CHAT_SOURCE
+            text,
+            self.store,
+            namespace=user,
+            history=history,
+            system_prompt=self.system_prompt,
+            source=CHAT_SOURCE,
+            said_at=datetime.now(),  # its facts dated now, "yesterday" in them said as the day it was
         )
         return self.engine.run_turn(request)
 

@@ -3,13 +3,16 @@ and the errors they get back, in OpenAI's JSON shape."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, Literal
 
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from memory_runtime.generation.engine import SEED_RANGE, turn_messages, unencodable
 from memory_runtime.memory.store import MAX_ROW_NUMBER
+
+DATE_YEARS = (1900, 2200)  # a turn's date: what a conversation can be dated, well inside what timestamps hold
 
 
 class MemlmOptions(BaseModel):
@@ -18,6 +21,18 @@ class MemlmOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     trace: bool = False
+    date: datetime | None = Field(
+        None,
+        description="when the user said it (ISO 8601: 2023-05-08 or 2023-05-08T13:56:00); default: when it arrives."
+        " The facts it writes are dated so, and 'yesterday' in them is resolved against it",
+    )
+
+    @field_validator("date")
+    @classmethod
+    def _a_date_of_people(cls, value: datetime | None) -> datetime | None:
+        if value is not None and not DATE_YEARS[0] <= value.year <= DATE_YEARS[1]:
+            raise ValueError(f"must be a date from the years {DATE_YEARS[0]} to {DATE_YEARS[1]}")
+        return value
 
 
 class ChatMessage(BaseModel):

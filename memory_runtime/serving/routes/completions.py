@@ -9,6 +9,7 @@ import functools
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
+from datetime import datetime
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -109,6 +110,7 @@ def turn_of(
         seed=request.seed,
         on_text=on_text,
         source=source,
+        said_at=request.memlm.date or datetime.now(),
     )
 
 

@@ -914,3 +914,23 @@ def test_an_export_of_60000_facts_imports_again_through_the_api(tmp_path):
         assert store.count("bob") == store.count("alice") == 60_000
         assert store.count("bob", current=False) == store.count("alice", current=False) == 60_500
         assert store.broken_links() == [] and store.history_problems() == []
+
+
+def test_a_turn_is_dated_when_it_arrives_or_when_the_client_says(client, store):
+    """memlm.date: the facts of the turn carry it, "yesterday" in them is said as the day it was; without it,
+    the time the turn arrives. A date outside what a conversation can be dated is a 400 naming the field."""
+    from datetime import datetime
+
+    r = say(client, "remember Tia Batres / went to / Lyon yesterday", memlm={"date": "2023-05-08T13:56:00"})
+    assert r.status_code == 200, r.text
+    before = datetime.now().timestamp()
+    say(client, "remember Tia Batres / works for / BMW")
+    facts = {f.object: f for f in store.facts(namespace="alice")}
+    assert set(facts) == {"Lyon on 7 May 2023", "BMW"}
+    assert facts["Lyon on 7 May 2023"].valid_from == datetime(2023, 5, 8, 13, 56).timestamp()
+    assert facts["BMW"].valid_from >= before - 1
+    bad = say(client, "remember Tia Batres / went to / Paris", memlm={"date": "0001-01-01"})
+    assert bad.status_code == 400 and bad.json()["error"]["param"] == "memlm.date"
+    assert bad.json()["error"]["message"] == "memlm.date: must be a date from the years 1900 to 2200"
+    assert say(client, "hi", memlm={"date": "yesterday"}).status_code == 400
+    assert len(store.facts(namespace="alice")) == 2  # nothing of a refused turn stored
