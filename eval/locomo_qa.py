@@ -13,9 +13,9 @@ design, side by side, so that a memory is measured against what a user would do 
     mixed         triples and the turns they were written from
 
 The memory structures (triples, iterative, mixed) run on systems with a memory (memlm: the model under test
-writes them, its adapter on), full_context and chunks on the system without one (zero_shot, the base), and
-every structure answers with the same reader, the base model (an adapter is switched off to answer): the
-structures differ in what the prompt holds and nothing else.
+writes them), full_context and chunks on the system without one (zero_shot, the base), and every structure
+answers with the same reader, the base model (System.reader: `memlm eval` opens the base beside the model
+under test for this part): the structures differ in what the prompt holds and nothing else.
 
 Each structure runs on the model of each system the part is given (the base for zero_shot, the model under
 test for memlm), with the same answer prompt, greedily. A row is one question under one structure: its
@@ -247,15 +247,6 @@ def ingest(system: System, conversations: list[LocomoConversation], memory: Any,
     return Ingestion(store, seconds, len(turns))
 
 
-def reading(model: Any):
-    """The reader: the base model (an adapter switched off while answering), so that every structure is read
-    by the same model."""
-    from contextlib import nullcontext
-
-    disable = getattr(model, "disable_adapter", None)
-    return disable() if callable(disable) and hasattr(model, "peft_config") else nullcontext()
-
-
 def evaluate_locomo(
     system: System,
     conversations: list[LocomoConversation],
@@ -266,29 +257,28 @@ def evaluate_locomo(
 ) -> list[dict]:
     """Every question of every conversation under each structure of `config.locomo` that applies to `system`
     (the memory structures to systems with a memory, written by its model), answered by the base model."""
-    if system.model is None:
+    reader, reader_tokenizer = system.reader or (system.model, system.tokenizer)
+    if reader is None:
         raise ValueError("locomo: runs on the hf engine (generation.engine=hf)")
-    answerer = Answerer(system.model, system.tokenizer, config.locomo.answer_tokens)
+    answerer = Answerer(reader, reader_tokenizer, config.locomo.answer_tokens)
     settings = config.locomo
     # the memory structures on a system with a memory, the others on one without (the base: zero_shot), so
     # that each is run once with the same reader
     structures = [s for s in settings.structures if (s in MEMORY_STRUCTURES) == system.uses_memory]
-    window = settings.window or window_of(system.model, system.tokenizer)
+    window = settings.window or window_of(reader, reader_tokenizer)
     ingestion = None
     if any(s in MEMORY_STRUCTURES for s in structures):
         ingestion = ingest(system, conversations, memory, batch)
     rows: list[dict] = []
     for conversation in conversations:
-        with reading(system.model):
-            if "full_context" in structures:
-                rows += _full_context_rows(conversation, answerer, window)
-            if "chunks" in structures:
-                rows += _chunk_rows(conversation, answerer, settings.top_k)
-            if ingestion is not None:
-                facts = ingestion.store.facts(namespace=conversation.sample_id)
-                index = FactIndex(facts)
-                for structure in (s for s in structures if s in MEMORY_STRUCTURES):
-                    rows += _memory_rows(structure, conversation, index, answerer, settings)
+        if "full_context" in structures:
+            rows += _full_context_rows(conversation, answerer, window)
+        if "chunks" in structures:
+            rows += _chunk_rows(conversation, answerer, settings.top_k)
+        if ingestion is not None:
+            index = FactIndex(ingestion.store.facts(namespace=conversation.sample_id))
+            for structure in (s for s in structures if s in MEMORY_STRUCTURES):
+                rows += _memory_rows(structure, conversation, index, answerer, settings)
         if progress:
             progress()
     if ingestion is not None and rows:
@@ -348,7 +338,8 @@ def _memory_rows(
         rounds = settings.rounds if structure == "iterative" else 1
         last = found
         for _ in range(rounds - 1):
-            query = " ".join([question.question, *(index.lines[i] for i in last)])
+            # what the last round returned, without its dates (every fact of a session shares those)
+            query = " ".join([question.question, *(f"{index.facts[i].relation} {index.facts[i].object}" for i in last)])
             last = index.top(query, max(1, settings.top_k // 2), without=set(found))
             found += last
         found.sort()

@@ -70,7 +70,9 @@ def load_systems(config: EvalConfig) -> dict[str, System]:
     if runtime is not None and "memlm" in config.systems:
         systems["memlm"] = System.under_test(runtime)
     baselines = [name for name in config.systems if name != "memlm"]
-    if baselines:
+    # part locomo answers every structure with one reader, the base: the model under test only writes
+    reads_with_base = "memlm" in systems and "locomo" in config.parts
+    if baselines or reads_with_base:
         base, base_tok, base_decoder = None, None, None
         if runtime is not None and runtime.engine == "vllm":  # the same engine without the adapter
             if resolve_base(base_name) != resolve_base(model):
@@ -94,6 +96,8 @@ def load_systems(config: EvalConfig) -> dict[str, System]:
                 decoder=base_decoder,
                 one_forward_per_step=generation.one_forward_per_step,
             )
+        if reads_with_base and base is not None:
+            systems["memlm"].reader = (base, base_tok)
     return systems
 
 

@@ -131,7 +131,8 @@ def test_the_model_under_test_writes_a_dated_memory_that_each_memory_structure_r
     """Turn by turn, each the speaker's message dated with its session; facts dated, "yesterday" resolved, each
     kept with its turn's id; then triples, iterative and mixed answer every question from them."""
     backend = ScriptedBackend(WRITES)
-    system = System("memlm", tiny_model, smollm2_tokenizer, backend_factory=lambda: backend)
+    # the scripted writer has no weights: the reader (the base, in memlm eval) answers every question
+    system = System("memlm", None, None, backend_factory=lambda: backend, reader=(tiny_model, smollm2_tokenizer))
     config = EvalConfig(
         generation={"model": "x"}, parts=["locomo"], locomo={"answer_tokens": 4, "top_k": 2, "rounds": 2}
     )
