@@ -305,7 +305,8 @@ class BatchDecoder(QueuedEngine):
         if request.seed is not None:
             generator = torch.Generator(device="cpu")
             generator.manual_seed(int(request.seed))
-        relations = frozenset(request.store.config.relation_names) if self.copy_fields else None
+        names = request.store.config.relation_names  # None: relations are free (an empty table, open relations)
+        relations = frozenset(names) if self.copy_fields and names is not None else None
         decoder = TurnDecoder(
             self.tokenizer,
             self.end_token_ids,
