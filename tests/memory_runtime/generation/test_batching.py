@@ -241,3 +241,18 @@ def test_an_aborted_turn_leaves_the_batch_and_its_cache(tiny_model, smollm2_toke
     decoder.step()
     decoder.abort_all()
     assert not decoder.busy and decoder.cache.ids == []
+
+
+def test_open_relations_decode_in_a_batch_as_they_do_alone(caller, smollm2_tokenizer):
+    """A memory of open relations (no relation names: relations are free) batches like any other."""
+    from memory_runtime.memory.store import MemoryConfig
+
+    users = [f"{p} works for {o}." for p, o in zip(PEOPLE[:4], ORGS[:4])]
+    config = MemoryConfig(open_relations=True)
+    requests = lambda: [  # noqa: E731
+        TurnRequest(turn_messages(u), TripletStore(":memory:", config), max_new_tokens=30) for u in users
+    ]
+    alone = one_at_a_time(caller, smollm2_tokenizer, requests())
+    batched = BatchDecoder(caller, smollm2_tokenizer, max_batch_size=4).run(requests())
+    assert all(same(a, b) for a, b in zip(alone, batched)), [(a.text, b.text) for a, b in zip(alone, batched)]
+    assert any(c.kind == "write" and c.status == "stored" for r in batched for c in r.calls)
