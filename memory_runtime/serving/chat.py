@@ -24,6 +24,7 @@ from rich.text import Text
 
 from memory_runtime.generation.engine import TurnEngine, TurnResult
 from memory_runtime.generation.runtime import Generation, with_defaults
+from memory_runtime.memory.conversation import turn_message
 from memory_runtime.memory.store import TripletStore, local_time
 from memory_runtime.protocol import SEPARATOR, SYSTEM_PROMPT
 from memory_runtime.serving.feedback import Correction, Exchange, Feedback
@@ -51,6 +52,8 @@ class _Model:
     system_prompt: str | None
 
     def turn(self, user: str, text: str, history: list[dict[str, str]]) -> TurnResult:
+        if self.store.config.open_relations:  # a conversational memory: its model reads each turn as said by someone
+            text = turn_message(user, text)
         request = self.generation.request(
             text,
             self.store,

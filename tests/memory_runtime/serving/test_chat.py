@@ -271,3 +271,23 @@ def test_the_quickstarts_chat_shows_on_the_memory_page_with_the_shipped_key(tmp_
     assert [(f["subject"], f["relation"], f["object"]) for f in facts] == [
         ("Dorothea Altemus", "employed by", "Pfizer")
     ]
+
+
+def test_a_conversational_memory_hears_each_turn_from_its_speaker_dated_now():
+    """With open relations (a model trained on conversations) the turn is the user's message by name, and its
+    facts are dated now, "yesterday" in them said as the day it was."""
+    from datetime import date, timedelta
+
+    from memory_runtime.generation.backend import ScriptedBackend
+    from memory_runtime.memory.dates import format_day
+    from memory_runtime.memory.store import MemoryConfig
+
+    backend = ScriptedBackend(["[MEM_WRITE{Caroline>>went to>>pottery class yesterday}] Noted."])
+    with TripletStore(":memory:", MemoryConfig(open_relations=True)) as store:
+        out = io.StringIO()
+        console = Console(file=out, width=200, color_system=None)
+        lines = io.StringIO("I went to a pottery class yesterday.")
+        run_chat(OneAtATime(lambda _: backend), store, lines, console, user="Caroline")
+        assert backend.seen[0][-1]["content"] == "Caroline: I went to a pottery class yesterday."
+        [fact] = store.facts("Caroline")
+    assert fact.object == f"pottery class on {format_day(date.today() - timedelta(days=1))}"
