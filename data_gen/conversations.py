@@ -251,7 +251,7 @@ class ConversationMaker:
             writes.append(fact)
             if rng.random() < 0.3:
                 parts.append(rng.choice(chat["feelings"]))
-        if not writes and len(parts) < 2 or rng.random() < 0.35:
+        if (not writes and len(parts) < 2) or rng.random() < 0.35:
             parts.append(rng.choice(chat["questions"]))
         if closes and rng.random() < 0.6:
             parts.append(rng.choice(chat["closers"]))

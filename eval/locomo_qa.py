@@ -166,56 +166,57 @@ def full_context(conversation: LocomoConversation, answerer: Answerer, budget: i
     return "Conversation:\n" + "\n".join(line for line, _ in kept), {i for _, ids in kept for i in ids}
 
 
-class ChunkIndex:
-    """A conversation's turns, each with its date, under BM25 (bm25s, stemmed, English stop words)."""
+class LineIndex:
+    """Lines of text under BM25 (bm25s, stemmed, English stop words): what chunks and triples retrieve from."""
 
-    def __init__(self, conversation: LocomoConversation) -> None:
+    def __init__(self, lines: list[str]) -> None:
         import bm25s
         import Stemmer
 
-        self.turns = conversation.turns()
-        self.lines = [f"({when(t)}) {turn_line(t)}" for t in self.turns]
+        self.lines = lines
         self.stemmer = Stemmer.Stemmer("english")
         self.retriever = bm25s.BM25()
-        self.retriever.index(
-            bm25s.tokenize(self.lines, stopwords="en", stemmer=self.stemmer, show_progress=False), show_progress=False
-        )
+        if lines:
+            self.retriever.index(self._tokens(lines), show_progress=False)
+
+    def _tokens(self, texts: list[str]) -> Any:
+        import bm25s
+
+        return bm25s.tokenize(texts, stopwords="en", stemmer=self.stemmer, show_progress=False)
+
+    def _retrieve(self, query: Any, k: int) -> tuple[Any, Any]:
+        """bm25s's ids and scores of the k best lines for a tokenised `query`."""
+        return self.retriever.retrieve(query, k=k, show_progress=False)
+
+
+class ChunkIndex(LineIndex):
+    """A conversation's turns, each with its date, under BM25."""
+
+    def __init__(self, conversation: LocomoConversation) -> None:
+        self.turns = conversation.turns()
+        super().__init__([f"({when(t)}) {turn_line(t)}" for t in self.turns])
 
     def top(self, question: str, k: int) -> list[int]:
         """The positions of the k turns that match `question` best, in the order they were said."""
-        import bm25s
-
-        query = bm25s.tokenize([question], stopwords="en", stemmer=self.stemmer, show_progress=False)
-        found, _ = self.retriever.retrieve(query, k=min(k, len(self.lines)), show_progress=False)
+        found, _ = self._retrieve(self._tokens([question]), min(k, len(self.lines)))
         return sorted(int(i) for i in found[0])
 
 
-class FactIndex:
+class FactIndex(LineIndex):
     """The facts a memory holds for one conversation, each as `dated_fact` writes it, under BM25."""
 
     def __init__(self, facts: Sequence[Fact]) -> None:
-        import bm25s
-        import Stemmer
-
         self.facts = sorted(facts, key=lambda f: (f.valid_from, f.id))
-        self.lines = [dated_fact(f) for f in self.facts]
-        self.stemmer = Stemmer.Stemmer("english")
-        self.retriever = bm25s.BM25()
-        if self.lines:
-            tokens = bm25s.tokenize(self.lines, stopwords="en", stemmer=self.stemmer, show_progress=False)
-            self.retriever.index(tokens, show_progress=False)
+        super().__init__([dated_fact(f) for f in self.facts])
 
     def top(self, query: str, k: int, without: set[int] = frozenset()) -> list[int]:
         """The positions of the k facts that match `query` best, leaving out those in `without`."""
-        import bm25s
-
-        free = len(self.lines) - len(without)
-        if free <= 0 or k <= 0:
+        if len(self.lines) - len(without) <= 0 or k <= 0:
             return []
-        tokens = bm25s.tokenize([query], stopwords="en", stemmer=self.stemmer, show_progress=False)
+        tokens = self._tokens([query])
         if not tokens.vocab:  # a query of stop words only matches nothing
             return []
-        found, scores = self.retriever.retrieve(tokens, k=len(self.lines), show_progress=False)
+        found, scores = self._retrieve(tokens, len(self.lines))
         ranked = [int(i) for i, s in zip(found[0], scores[0]) if s > 0 and int(i) not in without]
         return ranked[:k]
 
@@ -225,9 +226,12 @@ class Ingestion:
     """What writing one conversation into a memory took: the facts per namespace, the seconds per turn."""
 
     store: TripletStore
-    turn_seconds: list[float]  # each turn's own wall time (in a batch: shared with the others)
-    turns: int
+    turn_seconds: list[float]  # each turn's own wall time (in a batch: shared with the others), one a turn
     seconds: float  # the whole ingestion's wall time
+
+    @property
+    def turns(self) -> int:
+        return len(self.turn_seconds)
 
 
 def ingest(system: System, conversations: list[LocomoConversation], memory: Any, batch: int) -> Ingestion:
@@ -246,7 +250,7 @@ def ingest(system: System, conversations: list[LocomoConversation], memory: Any,
     turns = [(c, t) for c in conversations for t in c.turns()]
     started = time.perf_counter()
     seconds = run_sessions(system, (one_turn(c, t) for c, t in turns), batch)
-    return Ingestion(store, seconds, len(turns), time.perf_counter() - started)
+    return Ingestion(store, seconds, time.perf_counter() - started)
 
 
 def evaluate_locomo(

@@ -90,9 +90,8 @@ class System:
     temperature: float = 0.0  # eval decodes greedily; self-instruct's probe samples as its config says
     top_p: float = 1.0
     one_forward_per_step: bool | None = None  # batches: prompts and read results in the step's forward (batching.py)
-    reader: tuple[Any, Any] | None = (
-        None  # (model, tokenizer) answering where structures are compared (locomo): the base
-    )
+    # (model, tokenizer) answering where structures are compared (part locomo): the base, beside the model under test
+    reader: tuple[Any, Any] | None = None
 
     @classmethod
     def under_test(cls, runtime: Any) -> System:

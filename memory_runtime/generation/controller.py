@@ -184,12 +184,10 @@ class MemoryController:
             if decision.held:
                 return CallRecord("error", text, call.fields, status=decision.reason, scores=scores)
         try:
-            subject, relation, object_ = call.fields
-            if self.said_at is not None:  # "support group yesterday" said on 8 May 2023 -> "... on 7 May 2023"
-                object_ = resolve_relative_times(object_ or "", self.said_at)
-            result = self.store.write(
-                subject, relation, object_, namespace=self.namespace, source=self.source, at=self.said_at
-            )  # type: ignore[arg-type]
+            if self.said_at is not None and object_:  # "support group yesterday" said on 8 May 2023 -> "on 7 May"
+                object_ = resolve_relative_times(object_, self.said_at)
+            fields = (subject, call.fields[1], object_)
+            result = self.store.write(*fields, namespace=self.namespace, source=self.source, at=self.said_at)  # type: ignore[arg-type]
         except (TypeError, ValueError) as err:
             return CallRecord("error", text, call.fields, status=str(err), scores=scores)
         return CallRecord(

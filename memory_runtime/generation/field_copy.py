@@ -309,10 +309,10 @@ def calls_regex(
     """The copy rule as one regular expression over a model's output, for engines that constrain
     decoding with a regex (vLLM's structured outputs): free text without "[", write calls whose
     subject and object are word-aligned copies of `context` and whose relation is one of
-    `relations` or a copy of up to four words (any words when `relations` is None: open relations), and at
-    most one read call at the end (generation
-    stops at its "}:"). With `common_objects`, an object may be a common noun in small letters (for any
-    relation: one regex does not tie the object to the relation before it)."""
+    `relations` or a copy of up to four words (any words when `relations` is None: open relations),
+    and at most one read call at the end (generation stops at its "}:"). With `common_objects`, an
+    object may be a common noun in small letters (for any relation: one regex does not tie the
+    object to the relation before it)."""
 
     def alternatives(terms: Collection[str]) -> str:
         return "(?:" + "|".join(_regex_literal(t) for t in sorted(terms, key=lambda t: (-len(t), t))) + ")"

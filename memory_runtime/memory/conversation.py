@@ -8,6 +8,8 @@ the facts the turn writes (TurnRequest.said_at) and resolves "yesterday" in an o
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from memory_runtime.memory.dates import format_day
 from memory_runtime.memory.store import Fact
 
@@ -20,7 +22,5 @@ def turn_message(speaker: str, text: str, photo: str | None = None) -> str:
 
 def dated_fact(fact: Fact) -> str:
     """A stored fact as a reader sees it: "(8 May 2023) Caroline went to LGBTQ support group on 7 May 2023"."""
-    from datetime import datetime
-
     said = format_day(datetime.fromtimestamp(fact.valid_from))
     return f"({said}) {fact.subject} {fact.relation} {fact.object}"
