@@ -491,6 +491,10 @@ def check_against_schema(config: DataConfig) -> None:
                 f"memory_config: its relations differ from the {where}'s, which are the relation table of "
                 "generated data; leave them out (`memlm schema table` writes the schema's)"
             )
+    if config.mix.conversation:
+        from data_gen.conversations import check_sources
+
+        check_sources(config.conversations, "person" in schema.types)
     if config.mix.passage or (config.mix.negative and config.passages.hard_negatives):
         from data_gen.passages import PassageBank
 

@@ -58,6 +58,37 @@ def persona_pairs(path: str, split: str) -> tuple[tuple[tuple[str, ...], tuple[s
     return tuple((tuple(a), tuple(b)) for a, b in data[split])
 
 
+BANK_SECTIONS = ("events", "closed", "jobs", "pets", "times", "chit_chat")
+
+
+def check_sources(settings: Any, person_type: bool) -> None:
+    """Raise ValueError naming the field when the conversations cannot be made: a schema without a `person`
+    type (the speakers), a phrase bank that cannot be read or lacks a section, a personas file that is not MSC's
+    persona pairs by published split. Called when the config loads, before anything is generated."""
+    if not person_type:
+        raise ValueError("conversations: the schema has no type 'person', whose names the speakers take")
+    try:
+        bank = phrase_bank(settings.bank)
+    except (OSError, yaml.YAMLError) as err:
+        raise ValueError(f"conversations.bank: {settings.bank} cannot be read ({err})") from None
+    missing = [k for k in BANK_SECTIONS if not isinstance(bank, dict) or k not in bank]
+    if missing:
+        raise ValueError(
+            f"conversations.bank: {settings.bank} has no {', '.join(missing)} (see data_gen/conversations.yaml)"
+        )
+    if settings.personas:
+        try:
+            for split in PERSONA_SPLITS.values():
+                persona_pairs(str(settings.personas), split)
+        except OSError as err:
+            raise ValueError(f"conversations.personas: {settings.personas} cannot be read ({err.strerror})") from None
+        except (ValueError, KeyError, TypeError):
+            raise ValueError(
+                f"conversations.personas: {settings.personas} is not MSC's persona pairs by split"
+                ' ({"train": [[speaker 1\'s sentences], [speaker 2\'s]], "valid": ..., "test": ...})'
+            ) from None
+
+
 # ------------------------------------------------------------------------------ persona sentences as triplets
 
 _PREPOSITIONS = {"to", "in", "at", "for", "with", "on", "about", "from", "as", "of", "into", "by", "like"}

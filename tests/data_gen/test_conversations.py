@@ -121,3 +121,32 @@ def test_the_bank_and_the_personas_load():
     bank = phrase_bank()
     assert bank["events"] and bank["closed"] and bank["times"]["past"] and bank["chit_chat"]["questions"]
     assert len(persona_pairs(str(PERSONAS_FILE), "train")) == 4000
+
+
+@pytest.mark.parametrize(
+    ("override", "written", "says"),
+    [
+        ("conversations.personas=missing.json", None, r"conversations\.personas: .*missing\.json cannot be read"),
+        ("conversations.personas=personas.json", '{"train": []}', r"conversations\.personas: .* is not MSC's"),
+        ("conversations.personas=personas.json", "[1, 2", r"conversations\.personas: .* is not MSC's"),
+        ("conversations.bank=bank.yaml", "events: []\n", r"conversations\.bank: .* has no closed, jobs, pets"),
+        ("conversations.bank=missing.yaml", None, r"conversations\.bank: .*missing\.yaml cannot be read"),
+    ],
+)
+def test_bad_conversation_sources_are_refused_when_the_config_loads(tmp_path, override, written, says):
+    from memory_runtime.yaml_config import ConfigError
+
+    key, _, name = override.partition("=")
+    if written is not None:
+        (tmp_path / name).write_text(written)
+    with pytest.raises(ConfigError, match=says):
+        DataConfig.load(CONFIG, [f"{key}={tmp_path / name}"])
+
+
+def test_conversations_need_a_schema_with_people():
+    from data_gen.config import ConversationsConfig
+    from data_gen.conversations import check_sources
+
+    with pytest.raises(ValueError, match="conversations: the schema has no type 'person'"):
+        check_sources(ConversationsConfig(), person_type=False)
+    check_sources(ConversationsConfig(), person_type=True)  # the shipped bank, no personas: nothing to refuse
