@@ -215,6 +215,10 @@ class ConversationsConfig(Strict):
     negatives: float = Field(0.35, ge=0, le=1)  # share of turns without a fact: chit-chat only
     sessions: Range = Range(min=3, max=6)
     turns: Range = Range(min=6, max=14)  # turns a session
+    # share of the records that are a reader's questions about a conversation (LoCoMo's kinds but open-domain):
+    # dated facts or turns as context, the question, a short answer or "Not mentioned."; 0 = turns only
+    questions: float = Field(0.3, ge=0, lt=1)
+    context: Range = Range(min=3, max=10)  # facts or turns a question's context holds (what BM25's top k gives)
 
 
 class InjectionConfig(Strict):

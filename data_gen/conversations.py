@@ -16,6 +16,13 @@ A turn is one record: the user message is `memory_runtime.memory.conversation.tu
 model writes one call per fact, subject the speaker's name, object copied from the turn with its time
 phrase, then the acknowledgement; a turn with no fact is a negative ("Nothing to store."). The memory dates
 each fact with the turn's date and resolves the time phrase against it (memory_runtime.generation.controller).
+
+A share of the records (`conversations.questions`) trains the reader instead: after a conversation, questions
+about it of LoCoMo's kinds but open-domain inference (single-hop "What did Caroline paint?", temporal "When
+did Caroline go to the pottery class?" answered with the resolved time, multi-hop lists, adversarial: asked
+of the other speaker, or with the fact missing from the context: "Not mentioned."), each with a context of
+dated facts (what the memory returns) or dated turns (what chunks return), the fact among others of the
+same conversation; the prompt is memory_runtime.memory.conversation's, the one `memlm eval` part locomo asks.
 """
 
 from __future__ import annotations
@@ -32,7 +39,16 @@ from typing import Any
 
 import yaml
 
-from memory_runtime.memory.conversation import turn_message
+from memory_runtime.memory.conversation import (
+    FACTS_HEADER,
+    NOT_MENTIONED,
+    TURNS_HEADER,
+    dated_line,
+    dated_turn,
+    reader_system,
+    turn_message,
+)
+from memory_runtime.memory.dates import find_relative_times, format_day, resolve_relative_times
 from memory_runtime.protocol import Triplet, render_write
 from memory_runtime.records import Record, Segment
 
@@ -191,9 +207,54 @@ class ConversationTurn:
     writes: tuple[Triplet, ...]
 
 
+@dataclass(frozen=True)
+class Said:
+    """A fact a turn stated, with what a question about it needs: the bank's `asks` (None: a persona fact, not
+    asked about), the object as said without its time phrase, and the time phrase."""
+
+    turn: ConversationTurn
+    fact: Triplet
+    asks: dict | None
+    bare: str
+    time: str
+
+    @property
+    def stored(self) -> str:
+        """The line a memory returns for it: dated, the relative time resolved (as the controller stores it)."""
+        obj = resolve_relative_times(self.fact.object, self.turn.said_at)
+        return dated_line(self.turn.said_at, self.fact.subject, self.fact.relation, obj)
+
+    @property
+    def when(self) -> str:
+        """When it happened, as LoCoMo answers: the resolved time phrase, else the day it was said."""
+        found = find_relative_times(self.fact.object, self.turn.said_at)
+        return found[0].resolved if found else format_day(self.turn.said_at)
+
+
+@dataclass(frozen=True)
+class Question:
+    """A reader's question about a conversation: the context it answers from, the gold answer, its kind."""
+
+    context: str
+    question: str
+    answer: str
+    kind: str  # single_hop, temporal, multi_hop, adversarial
+    facts: tuple[Triplet, ...]  # what it asks about (adversarial: in the context of someone else, or left out)
+
+
+def asked_object(bare: str) -> str:
+    """An object as a question names it: "a pottery class" -> "the pottery class", "my cousins" -> "their cousins"."""
+    return re.sub(r"\bmy\b", "their", re.sub(r"^(?:a|an)\s+", "the ", bare))
+
+
+def answered_object(bare: str) -> str:
+    """An object as an answer gives it: "a pottery class" -> "pottery class", "my cousins" -> "their cousins"."""
+    return re.sub(r"\bmy\b", "their", _ARTICLE.sub("", bare))
+
+
 class ConversationMaker:
-    """Turns of generated conversations, one at a time (`next_turn`), each conversation between two of the
-    split's people with a persona pair of the split's MSC part."""
+    """Turns of generated conversations and questions about them, one at a time (`next_item`), each
+    conversation between two of the split's people with a persona pair of the split's MSC part."""
 
     def __init__(self, pool_people: tuple[str, ...], places: tuple[str, ...], split: str, rng: random.Random, settings):
         self.bank = phrase_bank(settings.bank)
@@ -203,17 +264,34 @@ class ConversationMaker:
         self.settings = settings
         personas = settings.personas and persona_pairs(str(settings.personas), PERSONA_SPLITS[split])
         self.personas = personas or ()
-        self.queue: list[ConversationTurn] = []
+        self.queue: list[ConversationTurn | Question] = []
 
-    def next_turn(self) -> ConversationTurn:
-        if not self.queue:
-            self.queue = self.conversation()
+    def next_item(self) -> ConversationTurn | Question:
+        """The next turn of the conversation under way, or after its turns, a question about it."""
+        while not self.queue:
+            turns, said = self.conversation()
+            share = self.settings.questions
+            count = round(len(turns) * share / (1 - share))
+            self.queue = [*turns, *(q for q in (self.question(turns, said) for _ in range(count)) if q)]
             self.queue.reverse()
         return self.queue.pop()
 
     def record(self, rid: str, replies) -> Record:
-        """The next turn as a training record: its writes and the acknowledgement, or nothing to store."""
-        turn = self.next_turn()
+        """The next item as a training record: a turn's writes and the acknowledgement (or nothing to store),
+        or a reader's answer to a question about the conversation."""
+        turn = self.next_item()
+        if isinstance(turn, Question):
+            return Record(
+                id=rid,
+                type="answer",
+                segments=[
+                    Segment(role="user", text=turn.question, train=False),
+                    Segment(role="assistant", text=turn.answer, train=True),
+                ],
+                gold_triplets=list(turn.facts),
+                source="conversation",
+                system=reader_system(turn.context),
+            )
         user = Segment(role="user", text=turn_message(turn.speaker, turn.text), train=False)
         if turn.writes:
             calls = " ".join(render_write(*t) for t in turn.writes)
@@ -233,7 +311,8 @@ class ConversationMaker:
 
     # -- one conversation
 
-    def conversation(self) -> list[ConversationTurn]:
+    def conversation(self) -> tuple[list[ConversationTurn], list[Said]]:
+        """One conversation's turns, and the facts they state."""
         rng, s = self.rng, self.settings
         first, second = rng.sample(self.people, 2)
         speakers = (first.split()[0], second.split()[0])
@@ -249,51 +328,127 @@ class ConversationMaker:
             rng.choice((0, 15, 30, 45)),
         )
         turns: list[ConversationTurn] = []
+        said: list[Said] = []
         for _ in range(rng.randint(s.sessions.min, s.sessions.max)):
             count = rng.randint(s.turns.min, s.turns.max)
             for k in range(count):
                 speaker = k % 2
-                turns.append(self._turn(speakers, speaker, when, k == 0, k == count - 1, facts[speaker]))
+                turn, stated = self._turn(speakers, speaker, when, k == 0, k == count - 1, facts[speaker])
+                turns.append(turn)
+                said += [Said(turn, fact, asks, bare, time) for fact, asks, bare, time in stated]
             when += timedelta(days=rng.randint(3, 40), hours=rng.randint(-5, 5))
-        return turns
+        return turns, said
+
+    # -- questions about it
+
+    def question(self, turns: list[ConversationTurn], said: list[Said]) -> Question | None:
+        """A question of one of LoCoMo's kinds (but open-domain inference) about a fact the bank can ask about,
+        with its context; None when the conversation stated no such fact."""
+        rng = self.rng
+        askable = [x for x in said if x.asks]
+        if not askable:
+            return None
+        target = rng.choice(askable)
+        name = target.fact.subject
+        r = rng.random()
+        if r < 0.3 and "when" in target.asks:
+            text = target.asks["when"].replace("{object}", asked_object(target.bare))
+            return self._asked(turns, said, [target], text.replace("{name}", name), target.when, "temporal")
+        if r < 0.42:
+            group = [x for x in askable if x.fact[:2] == target.fact[:2]]
+            if len(group) >= 2 and "all" in target.asks:
+                answer = ", ".join(dict.fromkeys(answered_object(x.bare) for x in group))
+                return self._asked(turns, said, group, target.asks["all"].replace("{name}", name), answer, "multi_hop")
+        if r >= 0.75:
+            return self._adversarial(turns, said, target)
+        answer = answered_object(target.bare)
+        return self._asked(turns, said, [target], target.asks["what"].replace("{name}", name), answer, "single_hop")
+
+    def _adversarial(self, turns: list[ConversationTurn], said: list[Said], target: Said) -> Question:
+        """Asked of the other speaker, who never said it (the fact in the context, under its own speaker's name),
+        or of its speaker with every fact of that relation left out of the context: "Not mentioned."."""
+        speakers = {t.speaker for t in turns}
+        other = next((s for s in speakers if s != target.fact.subject), None)
+        same = [x for x in said if x.fact[:2] == target.fact[:2]]
+        never = other is not None and not any(x.fact[:2] == (other, target.fact.relation) for x in said)
+        if never and self.rng.random() < 0.7:
+            text = target.asks["what"].replace("{name}", other)
+            return self._asked(turns, said, [target], text, NOT_MENTIONED, "adversarial")
+        text = target.asks["what"].replace("{name}", target.fact.subject)
+        return self._asked(turns, said, [target], text, NOT_MENTIONED, "adversarial", leave_out=same)
+
+    def _asked(
+        self,
+        turns: list[ConversationTurn],
+        said: list[Said],
+        needed: list[Said],
+        text: str,
+        answer: str,
+        kind: str,
+        leave_out: list[Said] = (),
+    ) -> Question:
+        """The question with a context that holds what it needs among others of the conversation: dated facts
+        (a memory's lines) or dated turns (chunks), in the order they were said."""
+        rng = self.rng
+        size = max(len(needed), rng.randint(max(1, self.settings.context.min), max(1, self.settings.context.max)))
+        needed = [x for x in needed if x not in leave_out]
+        if rng.random() < 0.5:
+            lines = [x.stored for x in said]
+            keep = {said.index(x) for x in needed}
+            others = [i for i, x in enumerate(said) if i not in keep and x not in leave_out]
+            header = FACTS_HEADER
+        else:
+            lines = [dated_turn(t.said_at, t.speaker, t.text) for t in turns]
+            keep = {turns.index(x.turn) for x in needed}
+            gone = {turns.index(x.turn) for x in leave_out}
+            others = [i for i in range(len(turns)) if i not in keep and i not in gone]
+            header = TURNS_HEADER
+        keep |= set(rng.sample(others, min(len(others), size - len(keep))))
+        context = header + "\n" + "\n".join(lines[i] for i in sorted(keep))
+        return Question(context, text, answer, kind, tuple(x.fact for x in [*needed, *leave_out[:1]]))
 
     def _persona_facts(self, sentences: tuple[str, ...]) -> list[tuple[str, str, str]]:
         """(sentence, relation, object) of the persona sentences persona_fact reads."""
         out = []
         for sentence in sentences:
+            sentence = " ".join(sentence.split())  # MSC has double spaces: the object is copied word for word
             fact = persona_fact(sentence)
             if fact is not None:
-                out.append((sentence.strip(), *fact))
+                out.append((sentence, *fact))
         self.rng.shuffle(out)
         return out
 
-    def _turn(self, speakers, who: int, when: datetime, opens: bool, closes: bool, persona: list) -> ConversationTurn:
+    def _turn(
+        self, speakers, who: int, when: datetime, opens: bool, closes: bool, persona: list
+    ) -> tuple[ConversationTurn, list[tuple[Triplet, dict | None, str, str]]]:
+        """A turn, and each fact it states with what asking about it needs (see `Said`)."""
         rng, chat = self.rng, self.bank["chit_chat"]
         name, other = speakers[who], speakers[1 - who]
         parts: list[str] = []
-        writes: list[Triplet] = []
+        stated: dict[Triplet, tuple[Triplet, dict | None, str, str]] = {}
         if opens:
             parts.append(rng.choice(chat["openers"]))
         elif rng.random() < 0.45:
             parts.append(rng.choice(chat["reactions"]))
         for _ in range(self._fact_count()):
-            sentence, fact = self._fact(name, persona)
+            sentence, fact, asks, bare, time = self._fact(name, persona)
             parts.append(sentence)
-            writes.append(fact)
+            stated.setdefault(fact, (fact, asks, bare, time))
             if rng.random() < 0.3:
                 parts.append(rng.choice(chat["feelings"]))
-        if (not writes and len(parts) < 2) or rng.random() < 0.35:
+        if (not stated and len(parts) < 2) or rng.random() < 0.35:
             parts.append(rng.choice(chat["questions"]))
         if closes and rng.random() < 0.6:
             parts.append(rng.choice(chat["closers"]))
         text = " ".join(parts).replace("{other}", other)
-        return ConversationTurn(name, text, when, tuple(dict.fromkeys(writes)))
+        return ConversationTurn(name, text, when, tuple(stated)), list(stated.values())
 
     def _fact_count(self) -> int:
         r = self.rng.random()
         return 0 if r < self.settings.negatives else (1 if r < 0.9 else 2)
 
-    def _fact(self, name: str, persona: list) -> tuple[str, Triplet]:
+    def _fact(self, name: str, persona: list) -> tuple[str, Triplet, dict | None, str, str]:
+        """A sentence stating a fact of `name`, the fact, and the bank's asks, bare object and time phrase."""
         rng = self.rng
         kind = rng.random()
         while not persona and self.personas:  # a long conversation outlasts a persona: the speaker says more
@@ -302,7 +457,7 @@ class ConversationMaker:
             sentence, relation, obj = persona.pop()
             if sentence[0].islower():
                 sentence = sentence[0].upper() + sentence[1:]
-            return sentence, Triplet(name, relation, obj)
+            return sentence, Triplet(name, relation, obj), None, obj, ""
         if kind < self.settings.persona_share + 0.15:
             return self._closed(name)
         return self._event(name)
@@ -315,7 +470,7 @@ class ConversationMaker:
             .replace("{friend}", rng.choice(self.people).split()[0])
         )
 
-    def _event(self, name: str) -> tuple[str, Triplet]:
+    def _event(self, name: str) -> tuple[str, Triplet, dict | None, str, str]:
         rng = self.rng
         event = rng.choice(self.bank["events"])
         obj = self._fill(rng.choice(event["objects"]))
@@ -327,9 +482,11 @@ class ConversationMaker:
         written = _ARTICLE.sub("", obj)
         if time and f"{obj} {time}" in sentence:
             written = f"{written} {time}"
-        return sentence, Triplet(name, event["relation"], written)
+        else:
+            time = ""
+        return sentence, Triplet(name, event["relation"], written), event.get("asks"), obj, time
 
-    def _closed(self, name: str) -> tuple[str, Triplet]:
+    def _closed(self, name: str) -> tuple[str, Triplet, dict | None, str, str]:
         rng = self.rng
         fact = rng.choice(self.bank["closed"])
         job = rng.choice(self.bank["jobs"])
@@ -344,4 +501,4 @@ class ConversationMaker:
         obj = fact["object"].replace("{job_bare}", _ARTICLE.sub("", job))
         for slot, value in values.items():
             obj = obj.replace(slot, value)
-        return sentence, Triplet(name, fact["relation"], obj)
+        return sentence, Triplet(name, fact["relation"], obj), fact.get("asks"), obj, ""

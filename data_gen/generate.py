@@ -94,6 +94,7 @@ def _features():
             "split": Value("string"),
             "source": Value("string"),
             "annotated_relations": List(Value("string")),
+            "system": Value("string"),
         }
     )
     episodes = Features(

@@ -36,6 +36,12 @@ class LocomoSettings(Strict):
     rounds: int = Field(2, ge=2, le=3, description="iterative: rounds of reads, each from what the last returned")
     window: int | None = Field(None, ge=512, description="full_context: tokens the model reads (null: its window)")
     answer_tokens: int = Field(32, ge=4, description="tokens an answer may take")
+    reader: Literal["base", "model"] = Field(
+        "base",
+        description="who answers: the base for every system (the structures differ only in the prompt's content),"
+        " or each system's own model (a model trained to answer from its memory, data_gen's reader records;"
+        " then memlm runs chunks and full_context too, with the same reader as its memory)",
+    )
 
 
 class EvalConfig(Strict):

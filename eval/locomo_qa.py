@@ -36,20 +36,28 @@ from eval.locomo import CATEGORY_NAMES, LocomoConversation, LocomoTurn, evidence
 from eval.locomo import summarize as summarize_scores
 from eval.parts import Part
 from eval.render import markdown_table, num
-from memory_runtime.memory.conversation import dated_fact, turn_message
-from memory_runtime.memory.dates import format_day
+from memory_runtime.memory.conversation import (
+    ANSWER_PROMPT,
+    FACTS_HEADER,
+    TURNS_HEADER,
+    dated_fact,
+    dated_turn,
+    reader_system,
+    said_when,
+    turn_message,
+)
 from memory_runtime.memory.store import Fact, TripletStore
 
 if TYPE_CHECKING:
     from eval.config import EvalConfig
     from eval.systems import System
 
+READERS = {
+    "base": "Every structure is answered by the same reader, the base model.",
+    "model": "Each system answers with its own model (locomo.reader: model): a system's structures share its reader.",
+}
 STRUCTURES = ("full_context", "chunks", "triples", "iterative", "mixed")
 MEMORY_STRUCTURES = ("triples", "iterative", "mixed")
-ANSWER_PROMPT = (
-    "You remember a conversation between two friends. Answer the question about it in a few words; give dates"
-    " as the conversation's dates say them. If the conversation does not say, answer: Not mentioned."
-)
 DEV_FILE = Path(__file__).resolve().parents[1] / "benchmarks" / "locomo" / "locomo_dev.json"
 
 
@@ -74,10 +82,9 @@ def turn_line(turn: LocomoTurn) -> str:
     return turn_message(turn.speaker, turn.text, turn.caption)
 
 
-def when(turn_or_session: Any) -> str:
-    """A turn's or session's date as the model reads it: "1:56 PM on 8 May 2023" (the day as dates.py writes it)."""
-    said = turn_or_session.date
-    return f"{said:%-I:%M %p} on {format_day(said)}"
+def dated(turn: LocomoTurn) -> str:
+    """A turn with its time, as chunks and mixed hold it (memory_runtime.memory.conversation.dated_turn)."""
+    return dated_turn(turn.date, turn.speaker, turn.text, turn.caption)
 
 
 @dataclass
@@ -94,7 +101,7 @@ class Answerer:
 
     def prompt_parts(self, context: str, question: str) -> tuple[list[int], list[int]]:
         """The chat's token ids split where the question begins (a special token: the split joins cleanly)."""
-        system = [{"role": "system", "content": f"{ANSWER_PROMPT}\n\n{context}"}]
+        system = [{"role": "system", "content": reader_system(context)}]
         head = self.tokenizer.apply_chat_template(system, tokenize=False)
         whole = self.tokenizer.apply_chat_template(
             [*system, {"role": "user", "content": question}], tokenize=False, add_generation_prompt=True
@@ -152,7 +159,7 @@ def full_context(conversation: LocomoConversation, answerer: Answerer, budget: i
     dia_ids it holds."""
     blocks: list[tuple[str, list[str]]] = []
     for session in conversation.sessions:
-        blocks.append((f"Session {session.index} ({when(session)}):", []))
+        blocks.append((f"Session {session.index} ({said_when(session.date)}):", []))
         blocks.extend((turn_line(t), [t.dia_id]) for t in session.turns)
     kept: list[tuple[str, list[str]]] = []
     used = 0
@@ -194,7 +201,7 @@ class ChunkIndex(LineIndex):
 
     def __init__(self, conversation: LocomoConversation) -> None:
         self.turns = conversation.turns()
-        super().__init__([f"({when(t)}) {turn_line(t)}" for t in self.turns])
+        super().__init__([dated(t) for t in self.turns])
 
     def top(self, question: str, k: int) -> list[int]:
         """The positions of the k turns that match `question` best, in the order they were said."""
@@ -262,15 +269,21 @@ def evaluate_locomo(
     batch: int = 1,
 ) -> list[dict]:
     """Every question of every conversation under each structure of `config.locomo` that applies to `system`
-    (the memory structures to systems with a memory, written by its model), answered by the base model."""
-    reader, reader_tokenizer = system.reader or (system.model, system.tokenizer)
+    (the memory structures to systems with a memory, written by its model), answered by the base model, or
+    with `locomo.reader: model` by the system's own."""
+    settings = config.locomo
+    own = settings.reader == "model"
+    reader, reader_tokenizer = (
+        (system.model, system.tokenizer) if own else system.reader or (system.model, system.tokenizer)
+    )
     if reader is None:
         raise ValueError("locomo: runs on the hf engine (generation.engine=hf)")
-    answerer = Answerer(reader, reader_tokenizer, config.locomo.answer_tokens)
-    settings = config.locomo
+    answerer = Answerer(reader, reader_tokenizer, settings.answer_tokens)
     # the memory structures on a system with a memory, the others on one without (the base: zero_shot), so
-    # that each is run once with the same reader
-    structures = [s for s in settings.structures if (s in MEMORY_STRUCTURES) == system.uses_memory]
+    # that each is run once with the same reader; a system that reads with its own model runs all of them
+    structures = [
+        s for s in settings.structures if (s in MEMORY_STRUCTURES) == system.uses_memory or (own and system.uses_memory)
+    ]
     window = settings.window or window_of(reader, reader_tokenizer)
     ingestion = None
     if any(s in MEMORY_STRUCTURES for s in structures):
@@ -324,7 +337,7 @@ def _chunk_rows(conversation: LocomoConversation, answerer: Answerer, k: int) ->
     for question in conversation.questions:
         started = time.perf_counter()
         found = index.top(question.question, k)
-        context = "Parts of the conversation:\n" + "\n".join(index.lines[i] for i in found)
+        context = TURNS_HEADER + "\n" + "\n".join(index.lines[i] for i in found)
         head, tail = answerer.prompt_parts(context, question.question)
         prediction = answerer.answer(head + tail)
         seconds = time.perf_counter() - started
@@ -357,9 +370,9 @@ def _memory_rows(
             said = [by_id[s] for s in dict.fromkeys(sources) if s in by_id]
             turns = sorted(said, key=lambda t: (t.date, t.dia_id))
             context = "Facts remembered:\n" + "\n".join(lines) + "\n\nWhere they were said:\n"
-            context += "\n".join(f"({when(t)}) {turn_line(t)}" for t in turns)
+            context += "\n".join(dated(t) for t in turns)
         else:
-            context = "Facts remembered (the date each was said, then the fact):\n" + "\n".join(lines)
+            context = FACTS_HEADER + "\n" + "\n".join(lines)
         if not found:
             context = "Facts remembered: none."
         head, tail = answerer.prompt_parts(context, question.question)
@@ -452,7 +465,7 @@ def locomo_section(summary: dict, meta: dict) -> list[str]:
         "LoCoMo's F1 (eval/locomo.py) per category; overall over categories 1-4 as the published tables; for"
         " adversarial questions the share of answers that refuse. Evidence held: the share of each question's"
         " evidence turns in its context (for the memory: the turns its facts were written from). Tokens: the"
-        " context's, a question. Every structure is answered by the same reader, the base model.",
+        " context's, a question. " + READERS[(meta.get("locomo") or {}).get("reader", "base")],
         "",
         markdown_table(rows),
         "",

@@ -70,8 +70,9 @@ def load_systems(config: EvalConfig) -> dict[str, System]:
     if runtime is not None and "memlm" in config.systems:
         systems["memlm"] = System.under_test(runtime)
     baselines = [name for name in config.systems if name != "memlm"]
-    # part locomo answers every structure with one reader, the base: the model under test only writes
-    reads_with_base = "memlm" in systems and "locomo" in config.parts
+    # part locomo answers every structure with one reader, the base (locomo.reader: base): the model under test
+    # only writes
+    reads_with_base = "memlm" in systems and "locomo" in config.parts and config.locomo.reader == "base"
     if baselines or reads_with_base:
         base, base_tok, base_decoder = None, None, None
         if runtime is not None and runtime.engine == "vllm":  # the same engine without the adapter

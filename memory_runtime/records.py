@@ -14,13 +14,23 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_serializer, model_validator
 
 from memory_runtime.protocol import Call, Triplet, parse_calls
 
 Role = Literal["user", "assistant", "memory"]
 RecordType = Literal[
-    "write", "read", "unanswerable", "update", "two_hop", "negative", "passage", "injection", "feedback", "verify"
+    "write",
+    "read",
+    "unanswerable",
+    "update",
+    "two_hop",
+    "negative",
+    "passage",
+    "injection",
+    "feedback",
+    "verify",
+    "answer",
 ]
 QueryShape = Literal["per", "per_org", "per_rel", "org", "rel", "rel_org", "per_rel_org"]
 
@@ -56,6 +66,17 @@ class Record(BaseModel):
     split: str | None = None  # train / validation / test, or real_eval (real text: never train on it)
     source: str | None = None  # "synthetic", or the corpus of a real passage ("knowledgenet", "docred", "jsonl"...)
     annotated_relations: list[str] | None = None  # real text: the relations its gold was annotated for (None = all)
+    # the system message when it is not the protocol's: a reader's prompt holding what it answers from
+    # (type "answer": memory_runtime.memory.conversation.reader_system)
+    system: str | None = None
+
+    @model_serializer(mode="wrap")
+    def _system_only_where_set(self, handler):
+        """A record without its own system message is written as before the field existed (same bytes)."""
+        data = handler(self)
+        if self.system is None and isinstance(data, dict):
+            data.pop("system", None)
+        return data
 
     @model_validator(mode="after")
     def _starts_with_user_and_trains_something(self) -> Record:

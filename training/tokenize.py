@@ -179,8 +179,11 @@ def _as_record(record: Record | Mapping[str, Any]) -> Record:
 def record_chunks(
     record: Record | Mapping[str, Any], tokenizer: Any, *, system_prompt: str | None = SYSTEM_PROMPT
 ) -> list[Chunk]:
-    """The record as the chunks :func:`tokenize_record` tokenises one by one (see module doc)."""
+    """The record as the chunks :func:`tokenize_record` tokenises one by one (see module doc). A record with its
+    own system message (a reader's, type "answer") is sent with it instead of `system_prompt`."""
     rec = _as_record(record)
+    if rec.system is not None:
+        system_prompt = rec.system
     groups = message_groups(rec)  # chat messages: (role, [segments])
     roles = (("system",) if system_prompt is not None else ()) + tuple(r for r, _ in groups)
     layout = _layout(tokenizer, roles)

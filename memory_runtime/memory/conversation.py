@@ -4,6 +4,10 @@ One definition for everyone who feeds a turn of a dated conversation to the mode
 conversations, `memlm eval` part locomo, chat and serve): the speaker's name before what they said, so
 that "I" can be written as the speaker. The turn's date does not go into the text: the controller dates
 the facts the turn writes (TurnRequest.said_at) and resolves "yesterday" in an object against it.
+
+The reader's prompt is defined here too, once for the records that train a reader (data_gen) and the
+eval that asks it (eval/locomo_qa.py): a system message of `ANSWER_PROMPT` and the context (dated facts,
+or dated turns), the question as the user's message, a short answer or `NOT_MENTIONED`.
 """
 
 from __future__ import annotations
@@ -22,5 +26,33 @@ def turn_message(speaker: str, text: str, photo: str | None = None) -> str:
 
 def dated_fact(fact: Fact) -> str:
     """A stored fact as a reader sees it: "(8 May 2023) Caroline went to LGBTQ support group on 7 May 2023"."""
-    said = format_day(datetime.fromtimestamp(fact.valid_from))
-    return f"({said}) {fact.subject} {fact.relation} {fact.object}"
+    return dated_line(datetime.fromtimestamp(fact.valid_from), fact.subject, fact.relation, fact.object)
+
+
+def dated_line(said_at: datetime, subject: str, relation: str, obj: str) -> str:
+    """A fact said on a day, as a reader sees it (dated_fact of a stored one)."""
+    return f"({format_day(said_at)}) {subject} {relation} {obj}"
+
+
+def said_when(said_at: datetime) -> str:
+    """When a turn was said, as a reader sees it: "1:56 PM on 8 May 2023"."""
+    return f"{said_at:%-I:%M %p} on {format_day(said_at)}"
+
+
+def dated_turn(said_at: datetime, speaker: str, text: str, photo: str | None = None) -> str:
+    """A turn with its time, as chunks and mixed contexts hold it: "(1:56 PM on 8 May 2023) Caroline: ..."."""
+    return f"({said_when(said_at)}) {turn_message(speaker, text, photo)}"
+
+
+ANSWER_PROMPT = (
+    "You remember a conversation between two friends. Answer the question about it in a few words; give dates"
+    " as the conversation's dates say them. If the conversation does not say, answer: Not mentioned."
+)
+NOT_MENTIONED = "Not mentioned."
+FACTS_HEADER = "Facts remembered (the date each was said, then the fact):"
+TURNS_HEADER = "Parts of the conversation:"
+
+
+def reader_system(context: str) -> str:
+    """The reader's system message: the prompt, then what it is given to answer from."""
+    return f"{ANSWER_PROMPT}\n\n{context}"

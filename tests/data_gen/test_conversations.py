@@ -9,9 +9,18 @@ from pathlib import Path
 import pytest
 
 from data_gen.config import DataConfig
-from data_gen.conversations import PERSONAS_FILE, persona_fact, persona_pairs, phrase_bank, third_person
+from data_gen.conversations import (
+    PERSONAS_FILE,
+    answered_object,
+    asked_object,
+    persona_fact,
+    persona_pairs,
+    phrase_bank,
+    third_person,
+)
 from data_gen.generate import generate_records
 from eval.locomo import load_locomo
+from memory_runtime.memory.conversation import ANSWER_PROMPT, FACTS_HEADER, NOT_MENTIONED
 from memory_runtime.protocol import parse_calls
 
 REPO = Path(__file__).resolve().parents[2]
@@ -41,6 +50,13 @@ def test_a_persona_sentence_is_read_as_a_fact_about_its_speaker_where_its_shape_
     assert persona_fact(sentence) == fact
 
 
+def test_a_question_names_an_object_as_a_friend_would_and_the_answer_gives_it_bare():
+    assert asked_object("a pottery class") == "the pottery class"
+    assert asked_object("my cousins in Lisbon") == "their cousins in Lisbon"
+    assert answered_object("an award for my essay") == "award for their essay"
+    assert answered_object("Lisbon") == "Lisbon"
+
+
 def test_verbs_are_said_of_someone_else():
     assert [third_person(v) for v in ["have", "go", "watch", "try", "play", "went", "painted", "can"]] == [
         "has",
@@ -66,8 +82,10 @@ def test_every_turn_writes_the_speakers_facts_copied_from_what_they_said(generat
     assert not episodes
     for records in splits.values():
         kinds = {r.type for r in records}
-        assert kinds == {"write", "negative"} and all(r.source == "conversation" for r in records)
+        assert kinds == {"write", "negative", "answer"} and all(r.source == "conversation" for r in records)
         for record in records:
+            if record.type == "answer":
+                continue  # a reader's question: below
             user, answer = record.segments
             speaker, said = user.text.split(": ", 1)
             calls = parse_calls(answer.text)
@@ -79,8 +97,47 @@ def test_every_turn_writes_the_speakers_facts_copied_from_what_they_said(generat
             for subject, _, obj in record.gold_triplets:
                 assert subject == speaker  # "I" is written as the speaker's name
                 assert obj.lower() in said.lower(), (obj, said)  # the object as the turn says it
-    writes = sum(r.type == "write" for r in splits["train"]) / len(splits["train"])
+    turns = [r for r in splits["train"] if r.type != "answer"]
+    writes = sum(r.type == "write" for r in turns) / len(turns)
     assert 0.5 < writes < 0.8  # about a third of the turns are chit-chat
+
+
+def test_a_reader_is_asked_about_the_conversation_with_the_prompt_eval_asks_it(generated):
+    """A share of the records are questions about a conversation: the reader's prompt (the one part locomo
+    asks), a context of dated facts or dated turns, a short answer; a temporal answer is the time the memory
+    resolved; what was never said of the one asked about is answered "Not mentioned."."""
+    _, splits, _ = generated
+    questions = [r for r in splits["train"] if r.type == "answer"]
+    assert 0.22 < len(questions) / len(splits["train"]) < 0.38  # conversations.questions: 0.3
+    kinds = {"facts": 0, "turns": 0, "when": 0, "list": 0, "not mentioned": 0}
+    for record in questions:
+        (question, answer) = (s.text for s in record.segments)
+        assert record.system.startswith(ANSWER_PROMPT + "\n\n")
+        context = record.system.split("\n\n", 1)[1]
+        lines = context.split("\n")[1:]
+        kinds["facts" if context.startswith(FACTS_HEADER) else "turns"] += 1
+        assert lines and all(re.match(r"\((?:\d+:\d\d [AP]M on )?\d+ [A-Z][a-z]+ \d{4}\) ", line) for line in lines)
+        (subject, relation, _), *_ = record.gold_triplets  # what it asks about
+        if answer == NOT_MENTIONED:
+            kinds["not mentioned"] += 1
+            if re.search(rf"\b{subject}\b", question) and context.startswith(FACTS_HEADER):
+                # asked of its speaker: every fact of that relation is left out of the context
+                assert not any(f") {subject} {relation} " in line for line in lines), (question, context)
+            elif not re.search(rf"\b{subject}\b", question):  # asked of the other speaker, who never said it
+                assert any(f"{subject}" in line for line in lines)
+            continue
+        assert all(re.search(rf"\b{t[0]}\b", question) for t in record.gold_triplets)
+        if question.startswith("When "):
+            kinds["when"] += 1
+            assert re.search(r"\d{4}", answer), (question, answer)  # a day, a month or a year
+            if context.startswith(FACTS_HEADER):
+                assert answer in context  # the resolved time, or the day it was said
+        elif "," in answer:
+            kinds["list"] += 1
+            assert len(record.gold_triplets) >= 2
+        else:
+            assert answer.split()[-1].lower() in context.lower(), (question, answer)
+    assert all(n > 10 for n in kinds.values()), kinds
 
 
 def test_relative_times_follow_the_objects_they_date_and_the_personas_are_real(generated):
@@ -89,7 +146,7 @@ def test_relative_times_follow_the_objects_they_date_and_the_personas_are_real(g
     times = [o for o in objects if re.search(r"\b(?:yesterday|last \w+|ago|next \w+|tomorrow)$", o)]
     assert len(times) > 0.1 * len(objects)
     persona_sentences = {s for pair in persona_pairs(str(PERSONAS_FILE), "train") for side in pair for s in side}
-    said = [r.segments[0].text.split(": ", 1)[1] for r in splits["train"]]
+    said = [r.segments[0].text.split(": ", 1)[1] for r in splits["train"] if r.type != "answer"]
     from_personas = sum(any(s in text for s in persona_sentences if len(s) > 25) for text in said[:300])
     assert from_personas > 30  # real phrasings, not only the bank's
 

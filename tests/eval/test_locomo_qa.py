@@ -152,6 +152,23 @@ def test_the_model_under_test_writes_a_dated_memory_that_each_memory_structure_r
     assert summary["triples"]["tokens_per_question"] < summary["mixed"]["tokens_per_question"]
 
 
+def test_a_model_trained_to_read_answers_every_structure_itself(tiny_model, smollm2_tokenizer):
+    """locomo.reader: model: the system answers with its own model, and runs chunks beside its memory so
+    that its structures are compared with the same reader."""
+    backend = ScriptedBackend(WRITES)
+    system = System("memlm", tiny_model, smollm2_tokenizer, backend_factory=lambda: backend, reader=(None, None))
+    config = EvalConfig(
+        generation={"model": "x"},
+        parts=["locomo"],
+        locomo={"answer_tokens": 4, "top_k": 2, "reader": "model", "structures": ["chunks", "triples"]},
+    )
+    rows = evaluate_locomo(system, [conversation()], config, None, MemoryConfig(open_relations=True), batch=1)
+    assert [r["structure"] for r in rows] == ["chunks"] * 3 + ["triples"] * 3
+    summary = summarise_locomo(rows)
+    lines = locomo_section({"memlm": {"locomo": summary}}, {"locomo": {"reader": "model"}})
+    assert any("its own model" in line for line in lines) and any("| memlm | chunks |" in line for line in lines)
+
+
 def test_facts_are_read_with_their_dates_and_found_by_their_words():
     with TripletStore(":memory:", MemoryConfig(open_relations=True)) as store:
         day = datetime(2023, 5, 8, 13, 56)

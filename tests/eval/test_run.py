@@ -56,6 +56,22 @@ def test_an_oracle_scores_perfectly_on_every_category(tiny_data):
     assert all(v["calls_exact"] == 1.0 for v in summary["by_category"].values())
 
 
+def test_a_readers_record_is_left_to_part_locomo(tmp_path):
+    """A record with its own system message (a reader answering from a context) is not replayed as a turn of
+    the memory protocol: the records part leaves it out."""
+    from memory_runtime.records import Record, Segment
+
+    def record(rid: str, **extra) -> Record:
+        segments = [Segment(role="user", text="Q?", train=False), Segment(role="assistant", text="A", train=True)]
+        return Record(id=rid, segments=segments, **extra)
+
+    (tmp_path / "jsonl").mkdir()
+    records = [record("w", type="negative"), record("r", type="answer", system="Answer from these facts.")]
+    (tmp_path / "jsonl" / "test.jsonl").write_text("".join(r.model_dump_json() + "\n" for r in records))
+    loaded = load_records(EvalConfig(data=str(tmp_path), generation={"model": "x"}))
+    assert [r.id for r in loaded] == ["w"]
+
+
 def test_calls_are_reported_per_relation_and_entity_type(tiny_data):
     """A turn counts under each relation its gold calls name and each type those relations join (the
     data's schema.yaml); a wrong call of one relation moves that relation's figure alone."""

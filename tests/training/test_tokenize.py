@@ -172,6 +172,26 @@ def test_no_system_prompt(records, smollm2_tokenizer):
     )
 
 
+def test_a_record_with_its_own_system_message_is_sent_with_it(smollm2_tokenizer):
+    """A reader's record (type answer) carries its prompt and context as the system message: it is tokenised
+    as the chat eval's reader asks (system, question, answer), the answer alone trained."""
+    system = "Answer from these facts.\n\n(8 May 2023) Caroline adopted dog named Oscar"
+    record = Record(
+        id="reader",
+        type="answer",
+        system=system,
+        segments=[
+            Segment(role="user", text="What did Caroline adopt?", train=False),
+            Segment(role="assistant", text="dog named Oscar", train=True),
+        ],
+    )
+    enc = tokenize_record(record, smollm2_tokenizer)
+    messages = [{"role": "system", "content": system}, {"role": "user", "content": "What did Caroline adopt?"}]
+    prompt = smollm2_tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    assert _decode(smollm2_tokenizer, enc["input_ids"]).startswith(prompt) and SYSTEM_PROMPT not in prompt
+    assert _decode(smollm2_tokenizer, _labelled(enc)) == "dog named Oscar<|im_end|>"
+
+
 def test_record_without_trained_token_is_rejected(smollm2_tokenizer):
     untrained = Record.model_construct(
         id="nothing",
