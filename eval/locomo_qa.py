@@ -241,9 +241,16 @@ class Ingestion:
         return len(self.turn_seconds)
 
 
-def ingest(system: System, conversations: list[LocomoConversation], memory: Any, batch: int) -> Ingestion:
+def ingest(
+    system: System,
+    conversations: list[LocomoConversation],
+    memory: Any,
+    batch: int,
+    progress: Callable[[], None] | None = None,
+) -> Ingestion:
     """Every turn of every conversation fed to `system` as its speaker's message, dated with its session: the
-    model writes what it takes from it into one memory, a namespace per conversation (turns in batches)."""
+    model writes what it takes from it into one memory, a namespace per conversation (turns in batches; a
+    progress tick a turn)."""
     from eval.systems import run_sessions
 
     store = TripletStore(":memory:", memory)
@@ -256,8 +263,24 @@ def ingest(system: System, conversations: list[LocomoConversation], memory: Any,
 
     turns = [(c, t) for c in conversations for t in c.turns()]
     started = time.perf_counter()
-    seconds = run_sessions(system, (one_turn(c, t) for c, t in turns), batch)
+    seconds = run_sessions(system, (one_turn(c, t) for c, t in turns), batch, progress)
     return Ingestion(store, seconds, time.perf_counter() - started)
+
+
+def structures_for(settings: Any, uses_memory: bool) -> list[str]:
+    """The structures a system runs: the memory structures on a system with a memory, the others on one
+    without (the base: zero_shot), so that each is run once with the same reader; a system that reads with
+    its own model (locomo.reader: model) runs all of them."""
+    own = settings.reader == "model"
+    return [s for s in settings.structures if (s in MEMORY_STRUCTURES) == uses_memory or (own and uses_memory)]
+
+
+def progress_units(conversations: list[LocomoConversation], config: EvalConfig, uses_memory: bool) -> int:
+    """A system's progress ticks: a turn read into its memory (if it has memory structures), a question
+    answered under each structure."""
+    structures = structures_for(config.locomo, uses_memory)
+    turns = sum(len(c.turns()) for c in conversations) if set(structures) & set(MEMORY_STRUCTURES) else 0
+    return turns + len(structures) * sum(len(c.questions) for c in conversations)
 
 
 def evaluate_locomo(
@@ -279,27 +302,22 @@ def evaluate_locomo(
     if reader is None:
         raise ValueError("locomo: runs on the hf engine (generation.engine=hf)")
     answerer = Answerer(reader, reader_tokenizer, settings.answer_tokens)
-    # the memory structures on a system with a memory, the others on one without (the base: zero_shot), so
-    # that each is run once with the same reader; a system that reads with its own model runs all of them
-    structures = [
-        s for s in settings.structures if (s in MEMORY_STRUCTURES) == system.uses_memory or (own and system.uses_memory)
-    ]
+    structures = structures_for(settings, system.uses_memory)
     window = settings.window or window_of(reader, reader_tokenizer)
+    tick = progress or (lambda: None)
     ingestion = None
     if any(s in MEMORY_STRUCTURES for s in structures):
-        ingestion = ingest(system, conversations, memory, batch)
+        ingestion = ingest(system, conversations, memory, batch, tick)
     rows: list[dict] = []
     for conversation in conversations:
         if "full_context" in structures:
-            rows += _full_context_rows(conversation, answerer, window)
+            rows += _full_context_rows(conversation, answerer, window, tick)
         if "chunks" in structures:
-            rows += _chunk_rows(conversation, answerer, settings.top_k)
+            rows += _chunk_rows(conversation, answerer, settings.top_k, tick)
         if ingestion is not None:
             index = FactIndex(ingestion.store.facts(namespace=conversation.sample_id))
             for structure in (s for s in structures if s in MEMORY_STRUCTURES):
-                rows += _memory_rows(structure, conversation, index, answerer, settings)
-        if progress:
-            progress()
+                rows += _memory_rows(structure, conversation, index, answerer, settings, tick)
     if ingestion is not None and rows:
         rows[0]["ingestion"] = {
             "turns": ingestion.turns,
@@ -312,7 +330,9 @@ def evaluate_locomo(
     return rows
 
 
-def _full_context_rows(conversation: LocomoConversation, answerer: Answerer, window: int) -> list[dict]:
+def _full_context_rows(
+    conversation: LocomoConversation, answerer: Answerer, window: int, tick: Callable[[], None]
+) -> list[dict]:
     reserve = 256  # the prompt's own words, the question and the answer
     context, held = full_context(conversation, answerer, window - reserve - len(answerer.ids(ANSWER_PROMPT)))
     started = time.perf_counter()
@@ -326,12 +346,13 @@ def _full_context_rows(conversation: LocomoConversation, answerer: Answerer, win
         prediction = answerer.answer(tail, cache)
         seconds = time.perf_counter() - started
         rows.append(_row("full_context", conversation, question, prediction, held, len(head) + len(tail), seconds))
+        tick()
     if rows:  # the shared prefill counts once, in the conversation's first row
         rows[0]["prefill_s"] = prefill_s
     return rows
 
 
-def _chunk_rows(conversation: LocomoConversation, answerer: Answerer, k: int) -> list[dict]:
+def _chunk_rows(conversation: LocomoConversation, answerer: Answerer, k: int, tick: Callable[[], None]) -> list[dict]:
     index = ChunkIndex(conversation)
     rows = []
     for question in conversation.questions:
@@ -343,11 +364,17 @@ def _chunk_rows(conversation: LocomoConversation, answerer: Answerer, k: int) ->
         seconds = time.perf_counter() - started
         held = {index.turns[i].dia_id for i in found}
         rows.append(_row("chunks", conversation, question, prediction, held, len(head) + len(tail), seconds))
+        tick()
     return rows
 
 
 def _memory_rows(
-    structure: str, conversation: LocomoConversation, index: FactIndex, answerer: Answerer, settings: Any
+    structure: str,
+    conversation: LocomoConversation,
+    index: FactIndex,
+    answerer: Answerer,
+    settings: Any,
+    tick: Callable[[], None],
 ) -> list[dict]:
     """A memory structure's rows: the facts BM25 finds for the question (in `rounds` rounds for iterative),
     with their source turns for mixed."""
@@ -380,6 +407,7 @@ def _memory_rows(
         seconds = time.perf_counter() - started
         row = _row(structure, conversation, question, prediction, set(sources), len(head) + len(tail), seconds)
         rows.append({**row, "facts": len(found)})
+        tick()
     return rows
 
 
@@ -484,4 +512,5 @@ PART = Part(
     summarise=lambda rows, uses_memory: summarise_locomo(rows),
     sample_groups=sample_groups,
     sections=locomo_section,
+    units=progress_units,
 )

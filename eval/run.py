@@ -240,8 +240,10 @@ def run_eval(
         raw = {name: {"uses_memory": system.uses_memory} for name, system in systems.items()}
         for name, part in _jobs(config, list(systems)):
             part_cases = cases[parts.get(part).cases_key]
+            units = parts.get(part).units
+            total = units(part_cases, config, systems[name].uses_memory) if units else len(part_cases)
             raw[name][part] = _evaluate(
-                systems[name], part, part_cases, config, memory_config, tick(f"{name}: {part}", len(part_cases))
+                systems[name], part, part_cases, config, memory_config, tick(f"{name}: {part}", total)
             )
     summary = summarise(raw)
     Path(out_dir).mkdir(parents=True, exist_ok=True)

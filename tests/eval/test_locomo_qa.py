@@ -19,6 +19,7 @@ from eval.locomo_qa import (
     full_context,
     load_conversations,
     locomo_section,
+    progress_units,
     summarise_locomo,
 )
 from eval.systems import System
@@ -80,7 +81,8 @@ def test_every_question_is_answered_under_each_structure(tiny_model, smollm2_tok
     ticks = []
     rows = evaluate_locomo(system, [conversation()], config, lambda: ticks.append(1))
     # the base (no memory) runs the structures without one; the memory structures are the model under test's
-    assert ticks == [1] and [r["structure"] for r in rows] == ["full_context"] * 3 + ["chunks"] * 3
+    assert [r["structure"] for r in rows] == ["full_context"] * 3 + ["chunks"] * 3
+    assert len(ticks) == progress_units([conversation()], config, uses_memory=False) == 6  # a tick a question
     chunks = [r for r in rows if r["structure"] == "chunks"]
     assert chunks[0]["evidence_recall"] == 1.0 and chunks[2]["evidence_recall"] is None
     summary = summarise_locomo(rows)
@@ -137,7 +139,9 @@ def test_the_model_under_test_writes_a_dated_memory_that_each_memory_structure_r
         generation={"model": "x"}, parts=["locomo"], locomo={"answer_tokens": 4, "top_k": 2, "rounds": 2}
     )
     memory = MemoryConfig(open_relations=True)
-    rows = evaluate_locomo(system, [conversation()], config, None, memory, batch=1)
+    ticks = []
+    rows = evaluate_locomo(system, [conversation()], config, lambda: ticks.append(1), memory, batch=1)
+    assert len(ticks) == progress_units([conversation()], config, uses_memory=True) == 4 + 3 * 3  # turns, answers
     assert [m[-1]["content"] for m in backend.seen][:2] == [
         "Caroline: I went to a LGBTQ support group yesterday and it was so powerful.",
         "Melanie: Yeah, I painted that lake sunrise last year!",
