@@ -118,13 +118,9 @@ def test_a_reader_is_asked_about_the_conversation_with_the_prompt_eval_asks_it(g
         kinds["facts" if context.startswith(FACTS_HEADER) else "turns"] += 1
         assert lines and all(re.match(r"\((?:\d+:\d\d [AP]M on )?\d+ [A-Z][a-z]+ \d{4}\) ", line) for line in lines)
         (subject, relation, _), *_ = record.gold_triplets  # what it asks about
-        if answer == NOT_MENTIONED:
+        if answer == NOT_MENTIONED:  # asked of the other speaker, who never said it; the fact in the context
             kinds["not mentioned"] += 1
-            if re.search(rf"\b{subject}\b", question) and context.startswith(FACTS_HEADER):
-                # asked of its speaker: every fact of that relation is left out of the context
-                assert not any(f") {subject} {relation} " in line for line in lines), (question, context)
-            elif not re.search(rf"\b{subject}\b", question):  # asked of the other speaker, who never said it
-                assert any(f"{subject}" in line for line in lines)
+            assert not re.search(rf"\b{subject}\b", question) and any(subject in line for line in lines)
             continue
         assert all(re.search(rf"\b{t[0]}\b", question) for t in record.gold_triplets)
         if question.startswith("When "):
