@@ -114,6 +114,12 @@ def _features():
     return records, episodes
 
 
+def record_row(record, features) -> dict:
+    """A record as a row of the records' columns (a field a record leaves out when unset, as `system`, is null)."""
+    data = record.model_dump(mode="json")
+    return {k: data.get(k) for k in features}
+
+
 def dataset_dict_from_jsonl(jsonl_dir: Path, names: list[str]):
     """The DatasetDict of the exported JSONL files (read by Arrow with the explicit schema: fast, and
     the dataset holds exactly what the JSONL holds). "episodes" has its own columns."""
@@ -153,7 +159,7 @@ def tiny_dataset_dict(train: int, validation: int = 0, *, seed: int = 0):
     features, _ = _features()
     return DatasetDict(
         {
-            split: Dataset.from_list([r.model_dump(mode="json") for r in records], info=DatasetInfo(features=features))
+            split: Dataset.from_list([record_row(r, features) for r in records], info=DatasetInfo(features=features))
             for split, records in splits.items()
             if records
         }
