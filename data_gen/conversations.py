@@ -210,13 +210,12 @@ class ConversationTurn:
 @dataclass(frozen=True)
 class Said:
     """A fact a turn stated, with what a question about it needs: the bank's `asks` (None: a persona fact, not
-    asked about), the object as said without its time phrase, and the time phrase."""
+    asked about) and the object as said without its time phrase."""
 
     turn: ConversationTurn
     fact: Triplet
     asks: dict | None
     bare: str
-    time: str
 
     @property
     def stored(self) -> str:
@@ -335,7 +334,7 @@ class ConversationMaker:
                 speaker = k % 2
                 turn, stated = self._turn(speakers, speaker, when, k == 0, k == count - 1, facts[speaker])
                 turns.append(turn)
-                said += [Said(turn, fact, asks, bare, time) for fact, asks, bare, time in stated]
+                said += [Said(turn, *fact) for fact in stated]
             when += timedelta(days=rng.randint(3, 40), hours=rng.randint(-5, 5))
         return turns, said
 
@@ -411,20 +410,20 @@ class ConversationMaker:
 
     def _turn(
         self, speakers, who: int, when: datetime, opens: bool, closes: bool, persona: list
-    ) -> tuple[ConversationTurn, list[tuple[Triplet, dict | None, str, str]]]:
+    ) -> tuple[ConversationTurn, list[tuple[Triplet, dict | None, str]]]:
         """A turn, and each fact it states with what asking about it needs (see `Said`)."""
         rng, chat = self.rng, self.bank["chit_chat"]
         name, other = speakers[who], speakers[1 - who]
         parts: list[str] = []
-        stated: dict[Triplet, tuple[Triplet, dict | None, str, str]] = {}
+        stated: dict[Triplet, tuple[Triplet, dict | None, str]] = {}
         if opens:
             parts.append(rng.choice(chat["openers"]))
         elif rng.random() < 0.45:
             parts.append(rng.choice(chat["reactions"]))
         for _ in range(self._fact_count()):
-            sentence, fact, asks, bare, time = self._fact(name, persona)
+            sentence, fact, asks, bare = self._fact(name, persona)
             parts.append(sentence)
-            stated.setdefault(fact, (fact, asks, bare, time))
+            stated.setdefault(fact, (fact, asks, bare))
             if rng.random() < 0.3:
                 parts.append(rng.choice(chat["feelings"]))
         if (not stated and len(parts) < 2) or rng.random() < 0.35:
@@ -438,8 +437,8 @@ class ConversationMaker:
         r = self.rng.random()
         return 0 if r < self.settings.negatives else (1 if r < 0.9 else 2)
 
-    def _fact(self, name: str, persona: list) -> tuple[str, Triplet, dict | None, str, str]:
-        """A sentence stating a fact of `name`, the fact, and the bank's asks, bare object and time phrase."""
+    def _fact(self, name: str, persona: list) -> tuple[str, Triplet, dict | None, str]:
+        """A sentence stating a fact of `name`, the fact, and the bank's asks and the object without its time."""
         rng = self.rng
         kind = rng.random()
         while not persona and self.personas:  # a long conversation outlasts a persona: the speaker says more
@@ -448,7 +447,7 @@ class ConversationMaker:
             sentence, relation, obj = persona.pop()
             if sentence[0].islower():
                 sentence = sentence[0].upper() + sentence[1:]
-            return sentence, Triplet(name, relation, obj), None, obj, ""
+            return sentence, Triplet(name, relation, obj), None, obj
         if kind < self.settings.persona_share + 0.15:
             return self._closed(name)
         return self._event(name)
@@ -461,7 +460,7 @@ class ConversationMaker:
             .replace("{friend}", rng.choice(self.people).split()[0])
         )
 
-    def _event(self, name: str) -> tuple[str, Triplet, dict | None, str, str]:
+    def _event(self, name: str) -> tuple[str, Triplet, dict | None, str]:
         rng = self.rng
         event = rng.choice(self.bank["events"])
         obj = self._fill(rng.choice(event["objects"]))
@@ -473,11 +472,9 @@ class ConversationMaker:
         written = _ARTICLE.sub("", obj)
         if time and f"{obj} {time}" in sentence:
             written = f"{written} {time}"
-        else:
-            time = ""
-        return sentence, Triplet(name, event["relation"], written), event.get("asks"), obj, time
+        return sentence, Triplet(name, event["relation"], written), event.get("asks"), obj
 
-    def _closed(self, name: str) -> tuple[str, Triplet, dict | None, str, str]:
+    def _closed(self, name: str) -> tuple[str, Triplet, dict | None, str]:
         rng = self.rng
         fact = rng.choice(self.bank["closed"])
         job = rng.choice(self.bank["jobs"])
@@ -492,4 +489,4 @@ class ConversationMaker:
         obj = fact["object"].replace("{job_bare}", _ARTICLE.sub("", job))
         for slot, value in values.items():
             obj = obj.replace(slot, value)
-        return sentence, Triplet(name, fact["relation"], obj), fact.get("asks"), obj, ""
+        return sentence, Triplet(name, fact["relation"], obj), fact.get("asks"), obj
