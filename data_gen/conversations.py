@@ -75,6 +75,7 @@ def persona_pairs(path: str, split: str) -> tuple[tuple[tuple[str, ...], tuple[s
 
 
 BANK_SECTIONS = ("events", "closed", "jobs", "pets", "times", "chit_chat")
+ASKS = {"what", "when", "all"}  # the questions an entry's `asks` may give (module doc)
 
 
 def check_sources(settings: Any, person_type: bool) -> None:
@@ -92,6 +93,14 @@ def check_sources(settings: Any, person_type: bool) -> None:
         raise ValueError(
             f"conversations.bank: {settings.bank} has no {', '.join(missing)} (see data_gen/conversations.yaml)"
         )
+    for section in ("events", "closed"):
+        for entry in bank[section] or ():
+            asks = entry.get("asks") if isinstance(entry, dict) else None
+            if asks is not None and (not isinstance(asks, dict) or "what" not in asks or set(asks) - ASKS):
+                raise ValueError(
+                    f"conversations.bank: {settings.bank}: the asks of {section} entry {entry.get('relation')!r}"
+                    " must map what (and optionally when, all) to a question with {name}"
+                )
     if settings.personas:
         try:
             for split in PERSONA_SPLITS.values():

@@ -184,6 +184,12 @@ def test_the_bank_and_the_personas_load():
         ("conversations.personas=personas.json", "[1, 2", r"conversations\.personas: .* is not MSC's"),
         ("conversations.bank=bank.yaml", "events: []\n", r"conversations\.bank: .* has no closed, jobs, pets"),
         ("conversations.bank=missing.yaml", None, r"conversations\.bank: .*missing\.yaml cannot be read"),
+        (
+            "conversations.bank=bank.yaml",
+            "events: [{relation: painted, asks: {when: 'When did {name} paint?'}}]\n"
+            "closed: []\njobs: []\npets: []\ntimes: {}\nchit_chat: {}\n",
+            r"conversations\.bank: .* the asks of events entry 'painted' must map what",
+        ),
     ],
 )
 def test_bad_conversation_sources_are_refused_when_the_config_loads(tmp_path, override, written, says):
