@@ -358,16 +358,16 @@ class ConversationMaker:
             return None
         target = rng.choice(askable)
         name = target.fact.subject
-        r = rng.random()
-        if r < 0.3 and "when" in target.asks:
+        r, kinds = rng.random(), self.settings.kinds
+        if r < kinds.temporal and "when" in target.asks:
             text = target.asks["when"].replace("{object}", asked_object(target.bare))
             return self._asked(turns, said, [target], text.replace("{name}", name), target.when, "temporal")
-        if r < 0.42:
+        if r < kinds.temporal + kinds.multi_hop:
             group = [x for x in askable if x.fact[:2] == target.fact[:2]]
             if len(group) >= 2 and "all" in target.asks:
                 answer = ", ".join(dict.fromkeys(answered_object(x.bare) for x in group))
                 return self._asked(turns, said, group, target.asks["all"].replace("{name}", name), answer, "multi_hop")
-        if r >= 0.85:
+        if r >= 1 - kinds.adversarial:
             adversarial = self._adversarial(turns, said, target)
             if adversarial is not None:
                 return adversarial

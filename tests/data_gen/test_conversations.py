@@ -136,6 +136,19 @@ def test_a_reader_is_asked_about_the_conversation_with_the_prompt_eval_asks_it(g
     assert all(n > 10 for n in kinds.values()), kinds
 
 
+def test_the_kinds_of_questions_follow_their_shares():
+    """conversations.kinds sets how often a question is of each kind (what is left is single-hop)."""
+
+    def refused(kinds: str) -> float:
+        overrides = ["splits.train=600", "splits.validation=10", "splits.test=10", "conversations.questions=0.5"]
+        _, splits, _ = generate_records(DataConfig.load(CONFIG, [*overrides, kinds]))
+        answers = [r.segments[1].text for r in splits["train"] if r.type == "answer"]
+        return sum(a == NOT_MENTIONED for a in answers) / len(answers)
+
+    none, many = refused("conversations.kinds.adversarial=0"), refused("conversations.kinds.adversarial=0.5")
+    assert none == 0 and many > 0.2, (none, many)
+
+
 def test_relative_times_follow_the_objects_they_date_and_the_personas_are_real(generated):
     _, splits, _ = generated
     objects = [t[2] for r in splits["train"] for t in r.gold_triplets]
