@@ -21,17 +21,19 @@ marks functional, because only those are superseded by a newer write.
 
 from __future__ import annotations
 
+import copy
+from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, PrivateAttr, field_validator, model_validator
 
 from data_gen.schema import Schema
 from data_gen.text import check_templates
 from memory_runtime.protocol import ACK
 from memory_runtime.shipped import shipped
-from memory_runtime.yaml_config import ConfigError, Strict, read_mapping, validate
+from memory_runtime.yaml_config import ConfigError, Strict, apply_overrides, blamed_on, read_mapping, validate
 
 SPLITS = ("train", "validation", "test")
 READ_SHAPES = ("per", "per_org", "per_rel", "org", "rel", "rel_org", "per_rel_org")
@@ -219,6 +221,23 @@ class ConversationsConfig(Strict):
     # dated facts or turns as context, the question, a short answer or "Not mentioned."; 0 = turns only
     questions: float = Field(0.3, ge=0, lt=1)
     context: Range = Range(min=3, max=10)  # facts or turns a question's context holds (what BM25's top k gives)
+    kinds: QuestionKinds = Field(default_factory=lambda: QuestionKinds())  # the questions' kinds, by share
+
+
+class QuestionKinds(Strict):
+    """How often a reader's question is of each kind; what is left is single-hop. A kind the fact cannot take
+    (no time to ask about, no second fact of its relation, the other speaker said the like) falls to single-hop,
+    so the realised shares are lower: at the defaults ~22 % temporal, ~3 % multi-hop, ~9 % adversarial."""
+
+    temporal: float = Field(0.3, ge=0, le=1)  # "When did Caroline ...?" answered with the resolved time
+    multi_hop: float = Field(0.12, ge=0, le=1)  # "What has Caroline painted?": the objects, a comma list
+    adversarial: float = Field(0.15, ge=0, le=1)  # asked of the other speaker, who never said it: "Not mentioned."
+
+    @model_validator(mode="after")
+    def _at_most_all(self) -> QuestionKinds:
+        if self.temporal + self.multi_hop + self.adversarial > 1:
+            raise ValueError("conversations.kinds: temporal + multi_hop + adversarial must be at most 1")
+        return self
 
 
 class InjectionConfig(Strict):
@@ -292,6 +311,7 @@ class DataConfig(Strict):
     real: RealConfig = RealConfig()
     conversations: ConversationsConfig = ConversationsConfig()
     memory_config: str | None = None  # the store's other settings (fuzzy); its relation table is the schema's
+    _fitted: list[str] = PrivateAttr(default_factory=list)
 
     @model_validator(mode="after")
     def _consistent(self) -> DataConfig:
@@ -329,19 +349,49 @@ class DataConfig(Strict):
         return {} if path is None else _read_yaml(path)
 
     @classmethod
-    def from_dict(cls, data: dict, *, base_dir: str | Path | None = None, source: str = "<dict>") -> DataConfig:
-        """Validate a config mapping, then its schema and the two together (`check_against_schema`)."""
+    def load(cls, path: str | Path | None = None, overrides: Sequence[str] = ()) -> DataConfig:
+        """The config file with its overrides; when an override (`--schema`) puts the recipe on a schema the
+        file does not name, the recipe is fitted to it (`fit_to_schema`; `fitted_to_schema` says what)."""
+        path = None if path is None else Path(path)
+        raw = cls.read_yaml(path)
+        own = raw.get("schema_file")
+        raw = apply_overrides(raw, overrides)
+        base_dir = None if path is None else path.parent
+        given = any(o.split("=", 1)[0].strip() == "schema_file" for o in overrides)
+        other = given and _schema_path(raw.get("schema_file"), Path()) != _schema_path(own, base_dir or Path())
+        with blamed_on(overrides):
+            return cls.from_dict(raw, base_dir=base_dir, source=str(path or "defaults"), fit=other)
+
+    @classmethod
+    def from_dict(
+        cls, data: dict, *, base_dir: str | Path | None = None, source: str = "<dict>", fit: bool = False
+    ) -> DataConfig:
+        """Validate a config mapping, then its schema and the two together (`check_against_schema`);
+        `fit`: first fit the recipe to the schema (`fit_to_schema`)."""
         if not isinstance(data, dict):
             raise ConfigError(f"invalid data config {source}: expected a mapping at the top level")
         if base_dir is not None:
             data = _paths_relative_to(data, Path(base_dir))
+        notes: list[str] = []
+        if fit:
+            schema_file = data.get("schema_file")
+            schema = _schema(schema_file if isinstance(schema_file, str) else None)
+            data = copy.deepcopy(data)
+            notes = fit_to_schema(data, schema, f"schema {schema.name}")
+            source = f"{source} fitted to schema {schema_file}"
         config = validate(cls, data, cls.what, source)
         config.data_schema  # noqa: B018 (a bad schema is an error naming the schema file's field)
         try:
             check_against_schema(config)
         except ValueError as err:
             raise ConfigError(f"invalid data config {source}:\n  {err}") from None
+        config._fitted = notes
         return config
+
+    @property
+    def fitted_to_schema(self) -> list[str]:
+        """What loading left out of the recipe for a schema it was not written for (one note a change)."""
+        return list(self._fitted)
 
 
 def _read_yaml(path: Path, seen: tuple[Path, ...] = ()) -> dict:
@@ -394,6 +444,13 @@ def _merge(base: dict, over: dict) -> dict:
     for key, value in over.items():
         out[key] = _merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
     return out
+
+
+def _schema_path(value: Any, folder: Path) -> Any:
+    """A schema_file value as the file it names (None: the shipped person–organisation schema)."""
+    if value is None:
+        return shipped("configs", "schema", "person-organisation.yaml").resolve()
+    return (folder / value).resolve() if isinstance(value, str) else value
 
 
 def _schema(path: str | None) -> Schema:
@@ -477,8 +534,6 @@ def check_against_schema(config: DataConfig) -> None:
         if rel.functional not in ("object", "both"):
             if many and not rel.statements.plural:
                 raise ValueError(f"{where}: relations.{i}.statements.plural: needed (a statement may name several)")
-            if rel.fact.plural is None:
-                raise ValueError(f"{where}: relations.{i}.fact.plural: needed (answers may list several subjects)")
     if config.mix.update or config.episodes.updates.max:
         if not any(r.updates and r.weight for r in phrased):
             raise ValueError(f"{where}: relations: mix.update or episodes.updates need a relation with updates")
@@ -515,3 +570,134 @@ def check_against_schema(config: DataConfig) -> None:
             sides.add((rel.subject, rel.object))
         if len(sides) > 1:
             raise ValueError(f"passages.bank: its relations join different types ({sorted(sides)}): one pair only")
+
+
+# ----------------------------------------------------------------------------- a recipe on another schema
+
+
+def fit_to_schema(data: dict, schema: Schema, where: str) -> list[str]:
+    """Fit a data config's mapping (paths already absolute) to a schema it was not written for, in place:
+    `memlm generate --schema FILE` with a shipped recipe. What the schema cannot make is left out (two-hop
+    questions without a clause, updates without an updatable relation, the passage bank's or a real corpus's
+    relations it lacks, several people a statement without plural phrasings) and names are drawn for its
+    own types, sized as the recipe's; returns one note per change, naming what was left out and why.
+    A bad field of the schema itself stays an error, naming it."""
+    notes: list[str] = []
+    mix, world = data.setdefault("mix", {}), data.setdefault("world", {})
+    names = world.get("names") or {}
+    foreign = [n for n in names if n not in schema.types]
+    sized = [v for v in names.values() if isinstance(v, dict)]
+    split_size = next((v for v in sized if "train" in v), {"train": 2000, "validation": 500, "test": 500})
+    faker = next((v["faker"] for v in sized if v.get("faker")), 100)
+    fitted = {n: v for n, v in names.items() if n in schema.types}
+    for name, spec in schema.types.items():
+        if name in fitted:
+            continue
+        if spec.pool == "split":
+            fitted[name] = {k: split_size[k] for k in SPLITS}
+        else:
+            fitted[name] = {"faker": faker if any(s.faker for s in spec.names) else 0}
+    if fitted != names:
+        world["names"] = fitted
+        drawn = ", ".join(
+            f"{n} ({'/'.join(str(v[k]) for k in SPLITS)} a split)" if "train" in v else f"{n} (its names)"
+            for n, v in fitted.items()
+            if n not in names
+        )
+        notes.append(f"names for {drawn}" + (f" instead of {', '.join(foreign)}" if foreign else ""))
+
+    def off(keys: list[str], why: str) -> None:
+        """Set mix weights (and other dotted keys) to 0; a note when something was on."""
+        changed = []
+        for key in keys:
+            block, _, field = key.rpartition(".")
+            holder = data
+            for part in block.split(".") if block else []:
+                holder = holder.setdefault(part, {})
+            value = holder.get(field)
+            zero = {"min": 0, "max": 0} if isinstance(value, dict) else 0
+            if value and value != zero:
+                holder[field] = zero
+                changed.append(key)
+        if changed:
+            notes.append(f"no {', '.join(changed)} ({why})")
+
+    phrased = schema.phrased()
+    rel_names = {r.name for r in schema.relations}
+    pairs = [
+        (a, b)
+        for a in phrased
+        for b in phrased
+        if a is not b and a.clause and a.weight and b.weight and a.object == b.object
+    ]
+    if not data.get("two_hop", {}).get("pairs") and not any(schema.types[a.object].by_clause for a, _ in pairs):
+        middles = sorted({a.object for a, _ in pairs})
+        why = (
+            f"{where} gives no types.{{{','.join(middles)}}}.by_clause to name the middle by"
+            if middles
+            else f"no relation of {where} has a clause and shares its object type with another"
+        )
+        off(["mix.two_hop", "episodes.two_hop"], f"two-hop questions: {why}")
+    if not any(r.updates and r.weight for r in phrased):
+        off(["mix.update", "episodes.updates"], f"updates: no relation of {where} has updates")
+    if not any(r.questions.per_rel_org and r.weight for r in phrased):
+        off(["shapes.per_rel_org"], f"no relation of {where} has questions.per_rel_org")
+    singles = [r.name for r in phrased if r.functional not in ("object", "both") and not r.statements.plural]
+    if singles:
+        changed = []
+        for key, block in (("max_people", "write"), ("max_group", "memory")):
+            if data.setdefault(block, {}).get(key, 3) > 1:
+                data[block][key] = 1
+                changed.append(f"{block}.{key}")
+        if changed:
+            notes.append(
+                f"one subject a statement: {', '.join(changed)} 1 ({', '.join(singles)}: no statements.plural)"
+            )
+    passages = data.setdefault("passages", {})
+    hard = mix.get("negative") and passages.get("hard_negatives", 0.6)
+    bank = _bank_relations(passages.get("bank")) if mix.get("passage") or mix.get("verify") or hard else set()
+    if not bank <= rel_names or len({(schema.relation(r).subject, schema.relation(r).object) for r in bank}) > 1:
+        why = f"the phrase bank states {_some(bank - rel_names)}, which {where} lacks"
+        off(["mix.passage", "mix.verify", "passages.hard_negatives"], f"passages and verify records: {why}")
+    if not schema.negatives and mix.get("negative") and not passages.get("hard_negatives", 0.6):
+        off(["mix.negative"], f"{where} has no negatives and the phrase bank's do not apply")
+    elif not schema.negatives and mix.get("negative") and passages.get("hard_negatives", 0.6) < 1:
+        passages["hard_negatives"] = 1
+        notes.append(f"passages.hard_negatives 1 ({where} has no negatives of its own)")
+    real = data.setdefault("real", {})
+    used = mix.get("real") or (mix.get("verify") and real.get("verify", 0.3))
+    lacking = {r for s in real.get("sources") or [] for r in _corpus_relations(s)} - rel_names if used else set()
+    if lacking:
+        off(["mix.real", "real.verify"], f"real text: its corpora state {_some(lacking)}, which {where} lacks")
+    return notes
+
+
+def _some(names: set[str]) -> str:
+    """A few names of a set, sorted, for a one-line note."""
+    ordered = sorted(names)
+    return ", ".join(ordered[:3]) + (f" and {len(ordered) - 3} more" if len(ordered) > 3 else "")
+
+
+def _bank_relations(bank: str | None) -> set[str]:
+    from data_gen.passages import PassageBank
+
+    try:
+        return set(PassageBank.load(bank).relations)
+    except (OSError, ValueError):
+        return set()  # a bad bank is named when the config is checked
+
+
+def _corpus_relations(source: Any) -> set[str]:
+    """The memory relations a real corpus's records are written in (its mapping's; a jsonl's own names are
+    checked when it is read)."""
+    if not isinstance(source, dict) or not isinstance(source.get("path"), str):
+        return set()
+    from data_gen.real import detect_format, redocred_schema
+
+    try:
+        form = source.get("format", "auto")
+        form = detect_format(source["path"]) if form == "auto" else form
+    except (OSError, ValueError):
+        return set()
+    relations = redocred_schema(source["path"] if form == "redocred_sentences" else None).relations.values()
+    return {*relations, *(source.get("relations") or {}).values()} if form != "jsonl" else set()

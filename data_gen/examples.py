@@ -40,6 +40,7 @@ import random
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from data_gen.config import READ_SHAPES, RECORD_KINDS, DataConfig
 from data_gen.conversations import ConversationMaker
@@ -248,11 +249,15 @@ class Builder:
         """A name of the type the memory does not hold in any role the type plays, and not `avoid` (the
         other side of the fact being made, where both sides are of one type: "sibling of")."""
         roles = self.roles.get(type_name, set())
-        while True:
+        for _ in range(10_000):  # a memory of `room` facts leaves names free: this ends within a few draws
             name = self.rng.choice(self.pool.names[type_name])
             held = ("subject" in roles and name in scene.facts_of) or ("object" in roles and name in scene.objects)
             if not held and name != avoid:
                 return name
+        raise ValueError(
+            f"world.names.{type_name}: every one of its {len(self.pool.names[type_name])} names of the "
+            f"{self.pool.split} split is held by the memory being made; give the schema's types.{type_name} more names"
+        )
 
     def fresh_subject(self, scene: Scene, rel: Rel, avoid: str | None = None) -> str:
         return self.fresh(scene, rel.cfg.subject, avoid)
@@ -300,12 +305,24 @@ class Builder:
         return Group(rel, obj, subjects)
 
     def fill(self, scene: Scene, n: int, exclude: Rel | None = None) -> Scene:
+        """`scene` with facts up to `n`, of any relation but `exclude` (a schema of that one relation: none)."""
+        if all(r is exclude for r in self.rels):
+            return scene
         while scene.n_facts < n:
             scene.add(self.random_group(scene, n - scene.n_facts, exclude))
         return scene
 
     def n_facts(self) -> int:
-        return self.rng.randint(self.config.memory.min_facts, self.config.memory.max_facts)
+        return self.rng.randint(self.config.memory.min_facts, self.room)
+
+    @cached_property
+    def room(self) -> int:
+        """The most facts a sampled memory holds: memory.max_facts, or fewer where a type has few names (a
+        schema's ten projects), so that two of every type stay free for a fresh fact (a larger memory left no
+        project unheld, and drawing a fresh one never ended)."""
+        most = self.config.memory.max_facts
+        smallest = min((len(names) for names in self.pool.names.values() if names), default=most)
+        return max(self.config.memory.min_facts, min(most, smallest - 2))
 
     def shuffle_in(self, scene: Scene, group: Group) -> None:
         """Move `group` to a random place in the order of statements."""
@@ -316,7 +333,9 @@ class Builder:
 
     def fact_sentence(self, relation: str, subjects: list[str], objects: list[str]) -> str:
         phr = self.by_name[relation].cfg.fact
-        template = phr.plural if len(subjects) > 1 and phr.plural else phr.singular
+        if len(subjects) > 1 and not phr.plural:  # a schema without a plural fact: a sentence each
+            return " ".join(fill(phr.singular, subject=s, object=oxford(objects)) for s in subjects)
+        template = phr.plural if len(subjects) > 1 else phr.singular
         return fill(template, subject=oxford(subjects), object=oxford(objects))
 
     def answer(self, query: Query, results: list[Triplet]) -> tuple[str, list[str]]:

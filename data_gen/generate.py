@@ -167,15 +167,12 @@ def tiny_dataset_dict(train: int, validation: int = 0, *, seed: int = 0):
 
 
 def schema_sample(schema_file: str | Path | None, records: int = 12, *, seed: int = 0):
-    """What a schema generates, small: (config, records, episodes) of the tiny data config on the schema,
-    with what the schema cannot make left out of the mix (updates without an updatable relation, two-hop
-    without a clause, passages and hard negatives where the passage bank's relations are not the
-    schema's). `memlm schema check` prints it. Raises ConfigError for a bad schema."""
-    from data_gen.passages import PassageBank
+    """What a schema generates, small: (config, records, episodes) of the tiny data config fitted to the schema
+    as `memlm generate --schema` fits a recipe (`fit_to_schema`: `config.fitted_to_schema` says what it left
+    out), without real text. `memlm schema check` prints it. Raises ConfigError for a bad schema."""
     from data_gen.schema import Schema
 
     schema = Schema.load(schema_file)
-    phrased = schema.phrased()
     raw = DataConfig.read_yaml(TINY_CONFIG)
     raw["schema_file"] = None if schema_file is None else str(Path(schema_file).resolve())
     raw["seed"] = seed
@@ -186,28 +183,10 @@ def schema_sample(schema_file: str | Path | None, records: int = 12, *, seed: in
         else {"faker": 30 if any(s.faker for s in spec.names) else 0}
         for name, spec in schema.types.items()
     }
-    bank = {r for r in PassageBank.load().relations}
-    names = {r.name for r in schema.relations}
-    with_bank = bank <= names and len({(schema.relation(r).subject, schema.relation(r).object) for r in bank}) == 1
-    mix = raw["mix"]
-    mix.update(real=0, verify=0, passage=mix["passage"] if with_bank else 0)
-    if not any(r.updates and r.weight for r in phrased):
-        mix["update"] = 0
-        raw["episodes"]["updates"] = {"min": 0, "max": 0}
-    pairs = [(a, b) for a in phrased for b in phrased if a is not b and a.clause and a.object == b.object]
-    if not any(schema.types[a.object].by_clause for a, _ in pairs):
-        mix["two_hop"] = 0
-        raw["episodes"]["two_hop"] = 0
-    if not schema.negatives:
-        mix["negative"] = mix["negative"] if with_bank else 0
-        raw["passages"]["hard_negatives"] = 1
-    elif not with_bank:
-        raw["passages"]["hard_negatives"] = 0
-    if not any(r.questions.per_rel_org for r in phrased):
-        raw["shapes"]["per_rel_org"] = 0
-    raw["episodes"]["count"] = 1
-    raw["episodes"]["pool"] = "train"
-    config = DataConfig.from_dict(raw, source=f"the tiny data config on {schema_file or 'person-organisation'}")
+    raw["mix"].update(real=0, verify=0)
+    raw["episodes"].update(count=1, pool="train")
+    source = f"the tiny data config on {schema_file or 'person-organisation'}"
+    config = DataConfig.from_dict(raw, source=source, fit=True)
     _, splits, episodes = generate_records(config)
     return config, splits["train"], episodes
 
@@ -347,7 +326,7 @@ def write_outputs(
     (out_dir / "world.json").write_text(
         json.dumps(world.to_dict(), ensure_ascii=False, indent=1) + "\n", encoding="utf-8"
     )
-    (out_dir / "config.yaml").write_text(config.to_yaml(), encoding="utf-8")
+    config.save(out_dir / "config.yaml", [f"fitted to its schema: {note}" for note in config.fitted_to_schema])
     (out_dir / "schema.yaml").write_text(config.data_schema.to_yaml(), encoding="utf-8")
     # the memory's relation table of this schema: runs trained on this data keep it (training), and a
     # trained model's memory is opened with it (MemoryConfig.of_model)

@@ -279,11 +279,13 @@ class Relation(Strict):
 
 
 class GeneralQuestions(Strict):
-    """Questions of the read shapes that name no relation."""
+    """Questions of the read shapes that name no relation (a schema that gives none: these, which fit any)."""
 
-    per: list[str] = Field(min_length=1)
-    per_org: list[str] = Field(min_length=1)
-    org: list[str] = Field(min_length=1)
+    per: list[str] = Field(default_factory=lambda: ["What do you know about {subject}?"], min_length=1)
+    per_org: list[str] = Field(default_factory=lambda: ["How is {subject} connected to {object}?"], min_length=1)
+    org: list[str] = Field(
+        default_factory=lambda: ["What do you know about {object}?", "Who is linked to {object}?"], min_length=1
+    )
 
     _per = field_validator("per")(_templates({"subject"}))
     _per_org = field_validator("per_org")(_templates(SLOTS))
@@ -291,6 +293,18 @@ class GeneralQuestions(Strict):
 
 
 # ----------------------------------------------------------------------------- the schema
+
+
+NEUTRAL_NEGATIVES = (
+    "The weather has been lovely this week.",
+    "I had a long day today.",
+    "Let's talk about something else.",
+    "It has been a busy week.",
+    "I need a cup of coffee.",
+    "My train was late this morning.",
+    "I will think about it over the weekend.",
+    "Thanks, that is all for now.",
+)
 
 
 class Schema(Strict):
@@ -301,8 +315,10 @@ class Schema(Strict):
     description: str = ""
     types: dict[str, EntityType] = Field(min_length=1)
     relations: list[Relation] = Field(min_length=1)
-    questions: GeneralQuestions
-    negatives: list[str] = []  # statements of no fact; slots: type names ("{person} enjoys hiking.")
+    questions: GeneralQuestions = Field(default_factory=lambda: GeneralQuestions())
+    # statements of no fact; slots: type names ("{person} enjoys hiking."); a schema that gives none: small talk
+    # that fits any (NEUTRAL_NEGATIVES), so a model trained on it still learns when to write nothing
+    negatives: list[str] = Field(default_factory=lambda: list(NEUTRAL_NEGATIVES))
     implied_together: list[list[str]] = []
     # open: the memory is mostly about relations as stated ("went to", "painted"), outside the relations
     # listed here (the memory config's open_relations: kept as written, decoded freely)

@@ -180,7 +180,10 @@ def _shared_names(config: DataConfig, type_name: str, counts: TypeNames, fakers:
             seen.add(norm)
             unique.append(name)
     if len(unique) < 10:
-        raise ValueError(f"world.names.{type_name}: only {len(unique)} names; need at least 10")
+        raise ValueError(
+            f"world.names.{type_name}: only {len(unique)} distinct names; a world needs at least 10 (add names "
+            f"to the schema's types.{type_name}.names, or a faker source and world.names.{type_name}.faker)"
+        )
     random.Random(derive_seed(seed, plural)).shuffle(unique)
     fraction = 0.2 if counts.test_only_fraction is None else counts.test_only_fraction
     n_test = max(1, round(fraction * len(unique)))

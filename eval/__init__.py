@@ -26,6 +26,11 @@ MODULES: dict[str, str] = {
 }
 """Every part, by name, in the order they run and are reported; the module that gives its PART."""
 
+SYSTEMS: tuple[str, ...] = ("memlm", "few_shot", "zero_shot")
+"""The model under test and its baselines on the base model (eval/systems.py)."""
+
 NAMES: tuple[str, ...] = tuple(MODULES)
-DEFAULT_PARTS: tuple[str, ...] = tuple(name for name in NAMES if name != "locomo")
-"""What an eval runs unless `parts` says: LoCoMo's long conversations cost tens of minutes on a CPU."""
+DEFAULT_PARTS: tuple[str, ...] = ("records", "episodes")
+"""What an eval runs unless `parts` says: "is my model any good?" in minutes on 2 cores."""
+FULL_PARTS: tuple[str, ...] = tuple(name for name in NAMES if name != "locomo")
+"""What `memlm eval --full` runs: every part but LoCoMo, whose long conversations cost tens of minutes on a CPU."""

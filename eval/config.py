@@ -8,7 +8,6 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from eval import DEFAULT_PARTS, NAMES
-from eval.systems import SYSTEMS
 from memory_runtime.generation.runtime import Generation, with_defaults
 from memory_runtime.yaml_config import Strict
 
@@ -61,8 +60,12 @@ class EvalConfig(Strict):
         None,
         description="a real-text JSONL file or directory (default: the data/real/ memlm ships, or $MEMLM_REAL_DIR)",
     )
-    systems: list[Literal["memlm", "few_shot", "zero_shot"]] = list(SYSTEMS)
-    parts: list[PartName] = list(DEFAULT_PARTS)
+    systems: list[Literal["memlm", "few_shot", "zero_shot"]] = Field(
+        default_factory=lambda: ["memlm"], description="the model under test, and baselines (--full: all three)"
+    )
+    parts: list[PartName] = Field(
+        default_factory=lambda: list(DEFAULT_PARTS), description="what is measured (--full: every part but locomo)"
+    )
     limit: int | None = Field(
         None,
         ge=1,

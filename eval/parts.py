@@ -56,6 +56,9 @@ class Part:
     """(the summary of every system, the run's meta) -> its sections of report.md (Markdown lines)."""
     figures: Callable[[dict, dict], dict[str, Any]] | None = None
     """(the summary, the raw rows) -> its plots by file name (a matplotlib figure, or None for none)."""
+    applies: Callable[[list, EvalConfig, MemoryConfig | None], str | None] | None = None
+    """(its cases, the config, the model's memory config) -> why it does not apply to the model (text of
+    another schema: it is skipped, never scored), or None; None here: it always applies."""
     units: Callable[[list, EvalConfig, bool], int] | None = None
     """(its cases, the config, whether the system uses a memory) -> the progress ticks of one system's run,
     where a case is long work (a conversation's turns and questions); None: one tick a case."""

@@ -167,6 +167,19 @@ def relations_unknown(records: Iterable[Record], memory_config: MemoryConfig | N
     return sorted(r for r in checked if normalize_term(r) not in table)
 
 
+def not_for_the_model(records: list[Record], memory_config: MemoryConfig | None) -> str | None:
+    """Why the passages say nothing of the model: each was checked only for relations its memory's table
+    lacks (text of another schema); None when some of them are its own."""
+    checked = {r for record in records for r in record.annotated_relations or ()}
+    unknown = relations_unknown(records, memory_config)
+    if not checked or len(unknown) < len(checked):
+        return None
+    return (
+        f"its passages are checked for {', '.join(unknown)}, none a relation of the model's memory table "
+        "(real=FILE gives text annotated in the model's own relations)"
+    )
+
+
 def evaluate_passage(system: System, record: Record, memory_config: MemoryConfig | None = None) -> dict:
     return run_sessions(system, [passage_session(system, record, memory_config)])[0]
 
@@ -356,6 +369,7 @@ PART = Part(
     evaluate=lambda system, records, config, *run: evaluate_real(system, records, *run),
     summarise=lambda rows, uses_memory: summarise_real(rows),
     sample_groups=sample_groups,
+    applies=lambda records, config, memory_config: not_for_the_model(records, memory_config),
     source_line=source_line,
     sections=lambda summary, meta: real_section(summary, meta) + gate_section(summary, meta),
 )

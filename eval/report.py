@@ -15,10 +15,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from eval import parts
+from eval import FULL_PARTS, parts
 from eval.metrics import interval
 from eval.real_probe import passages_text
 from eval.render import markdown_table, num, pct, pyplot, span
+from eval.systems import SYSTEMS
 
 
 def summarise(raw: dict) -> dict:
@@ -67,10 +68,27 @@ def small_sample_line(summary: dict, meta: dict | None = None) -> str | None:
     step = f"a difference of one case is {100 / n:.1f} points (smallest group: {label}, {n})"
     if limit is not None and limit < SMALL_SAMPLE:
         return (
-            f"A smoke test of the pipeline, not a measurement: --limit {limit}, so at most {limit} cases "
-            f"per category; {step}."
+            f"A smoke test of the pipeline, not a measurement: --limit {limit}, so at most {limit} "
+            f"case{'s' * (limit != 1)} per category; {step}."
         )
     return f"Small sample: {step}; under {SMALL_SAMPLE} cases a figure is a smoke test, not a measurement."
+
+
+def coverage_lines(meta: dict) -> list[str]:
+    """What the run left out: parts not finished (killed, or still running: `--resume` finishes them), parts
+    that do not apply to the model (skipped, with why), and what `--full` would add to a quick run."""
+    lines = []
+    if unfinished := meta.get("unfinished"):
+        lines.append(f"Unfinished ({', '.join(unfinished)}): the same command with --resume finishes the run.")
+    for part, why in (meta.get("skipped") or {}).items():
+        lines.append(f"Part {part} skipped: {why}.")
+    systems = [s for s in SYSTEMS if s not in (meta.get("systems") or SYSTEMS)]
+    more = [p for p in FULL_PARTS if p not in (meta.get("parts") or FULL_PARTS)]
+    if systems or more:
+        added = [f"the baselines {', '.join(systems)}"] if systems else []
+        added += [f"parts {', '.join(more)}"] if more else []
+        lines.append(f"Not run: {' and '.join(added)} (`memlm eval --full` runs them).")
+    return lines
 
 
 def _cases_line(summary: dict) -> str:
@@ -367,6 +385,7 @@ def write_report(summary: dict, raw: dict, meta: dict, out_dir: str | Path) -> d
     plots = plot(summary, raw, out)
     small = small_sample_line(summary, meta)
     lines = [f"# memlm eval: {meta.get('model')}", "", f"**{verdict(targets)}**", ""]
+    lines += [f"> {line}" for line in coverage_lines(meta)] + ([""] if coverage_lines(meta) else [])
     if small:
         lines += [f"> {small}", ""]
     lines += _source_lines(meta) + [

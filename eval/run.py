@@ -16,6 +16,7 @@ real-text source and the injection attempts per place (default 12).
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections.abc import Callable
@@ -203,16 +204,60 @@ def run_eval(
     systems: dict[str, System] | None = None,
     memory_config: MemoryConfig | None = None,
     progress: Progress | None = None,
+    log: Callable[[str], None] | None = None,
+    resume: bool = False,
 ) -> dict:
-    """Run every part for every system, write the report to `out_dir`; returns the summary."""
+    """Run every part for every system, writing the report to `out_dir` as each part ends (a killed run keeps
+    what it finished; `resume` runs only what an earlier run of the same config in `out_dir` left); returns
+    the summary. Parts that do not apply to the model (`Part.applies`) are skipped with a line to `log`."""
     start = time.perf_counter()
+    say = log or (lambda line: None)
+    if systems is not None:  # systems given by the caller (tests): what the report names
+        config = config.model_copy(update={"systems": list(systems)})
     config, engine_reason = on_engine(config)
+    out = Path(out_dir)
     if memory_config is None:
         memory_config = config.generation.memory()
+    done = finished_rows(config, out) if resume else {}
     cases = load_cases(config)
     tick = progress or (lambda description, total: lambda: None)
-    raw: dict[str, dict[str, Any]] = {name: {"uses_memory": name != "zero_shot"} for name in config.systems}
-    if config.workers > 1 and systems is None:
+    skipped = {}
+    for name in config.parts:
+        part = parts.get(name)
+        if part.applies and (why := part.applies(cases[part.cases_key], config, memory_config)):
+            skipped[name] = why
+            say(f"{name}: skipped, {why}")
+    for line in schema_mismatch(config, memory_config):
+        say(line)
+    out.mkdir(parents=True, exist_ok=True)
+    config.save(out / EVAL_CONFIG_FILENAME)
+    meta = {
+        **config.model_dump(),
+        # what the report names, from the generation section: the model, its write gate, the batch size used
+        "model": config.generation.model,
+        "write_gate": config.generation.write_gate.model_dump(),
+        "batch_size": batch_size(config),
+        "engine_reason": engine_reason,
+        "cases": {k: len(v) for k, v in cases.items()},
+        "sources": describe_sources(config, cases),
+        "skipped": skipped,
+    }
+    names = list(systems) if systems is not None else list(config.systems)
+    jobs = [(name, part) for name, part in _jobs(config, names) if part not in skipped]
+    raw: dict[str, dict[str, Any]] = {name: {"uses_memory": name != "zero_shot"} for name in names}
+    for (name, part), rows in done.items():
+        if (name, part) in jobs:
+            raw[name][part] = rows
+            say(f"{name}: {part} kept from the earlier run ({len(rows)} rows)")
+    todo = [job for job in jobs if job not in done]
+
+    def finished(name: str, part: str, rows: list[dict]) -> None:
+        raw[name][part] = rows
+        left = [f"{n}: {p}" for n, p in todo if p not in raw[n]]
+        partial = {**meta, "wall_s": time.perf_counter() - start, "unfinished": left}
+        write_report(summarise(raw), raw, partial, out)
+
+    if config.workers > 1 and systems is None and todo:
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
 
@@ -225,39 +270,64 @@ def run_eval(
             initializer=_init_worker,
             initargs=(config.model_dump_json(), memory_json, os.getpid()),
         ) as pool:
-            for name, part in _jobs(config, config.systems):
+            for name, part in todo:
                 n, size = len(cases[parts.get(part).cases_key]), batch_size(config)
                 advance = tick(f"{name}: {part}", n)
                 rows: list[dict] = []
                 chunks = [list(range(i, min(i + size, n))) for i in range(0, n, size)]
-                for done, result in pool.map(_worker_task, [(name, part, chunk) for chunk in chunks]):
+                for count, result in pool.map(_worker_task, [(name, part, chunk) for chunk in chunks]):
                     rows += result
-                    for _ in range(done):
+                    for _ in range(count):
                         advance()
-                raw[name][part] = rows
-    else:
+                finished(name, part, rows)
+    elif todo:
         systems = systems if systems is not None else load_systems(config)
-        raw = {name: {"uses_memory": system.uses_memory} for name, system in systems.items()}
-        for name, part in _jobs(config, list(systems)):
+        for name, system in systems.items():
+            raw.setdefault(name, {})["uses_memory"] = system.uses_memory
+        for name, part in todo:
             part_cases = cases[parts.get(part).cases_key]
             units = parts.get(part).units
             total = units(part_cases, config, systems[name].uses_memory) if units else len(part_cases)
-            raw[name][part] = _evaluate(
-                systems[name], part, part_cases, config, memory_config, tick(f"{name}: {part}", total)
-            )
+            rows = _evaluate(systems[name], part, part_cases, config, memory_config, tick(f"{name}: {part}", total))
+            finished(name, part, rows)
     summary = summarise(raw)
-    Path(out_dir).mkdir(parents=True, exist_ok=True)
-    config.save(Path(out_dir) / EVAL_CONFIG_FILENAME)
-    meta = {
-        **config.model_dump(),
-        # what the report names, from the generation section: the model, its write gate, the batch size used
-        "model": config.generation.model,
-        "write_gate": config.generation.write_gate.model_dump(),
-        "batch_size": batch_size(config),
-        "engine_reason": engine_reason,
-        "wall_s": time.perf_counter() - start,
-        "cases": {k: len(v) for k, v in cases.items()},
-        "sources": describe_sources(config, cases),
-    }
-    write_report(summary, raw, meta, out_dir)
+    write_report(summary, raw, {**meta, "wall_s": time.perf_counter() - start}, out)
     return summary
+
+
+def finished_rows(config: EvalConfig, out: Path) -> dict[tuple[str, str], list[dict]]:
+    """The rows an earlier run of the same config left in `out` (its cases.jsonl), by (system, part); {} when
+    there is none. An earlier run of another config is refused: its rows would be mixed with these."""
+    saved, rows_file = out / EVAL_CONFIG_FILENAME, out / "cases.jsonl"
+    if not saved.is_file() or not rows_file.is_file():
+        return {}
+    # what a row does not depend on: which other parts and systems run, and how many processes run them
+    free = {"workers": True, "parts": True, "systems": True, "generation": {"threads": True}}
+    mine, theirs = config.model_dump(exclude=free), EvalConfig.load(saved).model_dump(exclude=free)
+    if theirs != mine:
+        changed = sorted(k for k, v in mine.items() if theirs.get(k) != v)
+        raise ValueError(
+            f"--resume: {out} holds an eval of another config (differs in {', '.join(changed)}); "
+            "give the same command, or another --out"
+        )
+    rows: dict[tuple[str, str], list[dict]] = {}
+    for line in rows_file.read_text(encoding="utf-8").splitlines():
+        row = json.loads(line)
+        rows.setdefault((row.pop("system"), row.pop("part")), []).append(row)
+    return rows
+
+
+def schema_mismatch(config: EvalConfig, memory_config: MemoryConfig | None) -> list[str]:
+    """A warning when the data was generated from another schema than the model's memory table: its figures
+    would say only that the model does not know that schema."""
+    table = Path(config.data or "") / "relations.yaml"
+    if not config.data or not table.is_file() or memory_config is None:
+        return []
+    data_relations = set(MemoryConfig.load(table).relation_names)
+    model_relations = set(memory_config.relation_names)
+    if not data_relations or data_relations == model_relations or not model_relations:
+        return []
+    return [
+        f"warning: the data {config.data} is of another schema than the model's memory table (data: "
+        f"{', '.join(sorted(data_relations))}; model: {', '.join(sorted(model_relations))})"
+    ]

@@ -9,7 +9,8 @@ then one line per bad field by dotted path; and every command that takes ``--con
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
@@ -38,7 +39,8 @@ class Strict(BaseModel):
         made relative to the file (:meth:`relative_to`). Raises ConfigError."""
         path = None if path is None else Path(path)
         raw = apply_overrides(cls.read_yaml(path), overrides)
-        return cls.from_dict(raw, base_dir=None if path is None else path.parent, source=str(path or "defaults"))
+        with blamed_on(overrides):
+            return cls.from_dict(raw, base_dir=None if path is None else path.parent, source=str(path or "defaults"))
 
     @classmethod
     def read_yaml(cls, path: Path | None) -> dict[str, Any]:
@@ -115,6 +117,22 @@ def apply_overrides(raw: dict[str, Any], overrides: Sequence[str]) -> dict[str, 
             node = child
         node[parts[-1]] = value
     return raw
+
+
+@contextlib.contextmanager
+def blamed_on(overrides: Sequence[str]) -> Iterator[None]:
+    """A ConfigError's lines about a field an override set say so ("(set by override mix.read=-1)"): the error
+    names the file, and a user who gave the value on the command line should not look for it there."""
+    try:
+        yield
+    except ConfigError as err:
+        keys = [(item.partition("=")[0].strip(), item) for item in overrides if "=" in item]
+        lines = []
+        for line in str(err).splitlines():
+            field = line.strip().split(":", 1)[0]
+            given = next((item for key, item in keys if field == key or field.startswith(key + ".")), None)
+            lines.append(f"{line} (set by override {given})" if given and line.startswith("  ") else line)
+        raise ConfigError("\n".join(lines)) from None
 
 
 def describe(err: ValidationError) -> str:

@@ -30,7 +30,7 @@ stage 3/5 "train a LoRA adapter: at most $MINUTES min of training, plus ~1 min o
 memlm train --config "$CONFIG" --data runs/data --output-dir runs/cpu-smollm2
 
 stage 4/5 "evaluate the adapter and two baselines on $LIMIT cases per category (a smoke test, ~7-9 min)"
-memlm eval --model runs/cpu-smollm2 --data runs/data --out runs/eval --limit "$LIMIT" --workers 2
+memlm eval --model runs/cpu-smollm2 --data runs/data --out runs/eval --limit "$LIMIT" --workers 2 --full
 
 stage 5/5 "chat with the adapter and its memory from a script, calls shown (~1 min)"
 rm -f runs/demo.sqlite*

@@ -321,11 +321,12 @@ def plan_resume(config: TrainConfig, log: LogFn = _stderr) -> str | None:
                 shutil.rmtree(checkpoint)
             log(f"starting over: removed {len(old)} checkpoint(s) of the earlier run in {out}")
         return None
+    start_over = "pass --fresh (output.resume_from_checkpoint=false) to start over, or choose another --output-dir"
+    if resume is None and last is None:
+        finished_run_here(config, out, start_over, log)
+        return None
     if resume is None:
-        if last is None:
-            return None
         saved = out / CONFIG_FILENAME
-        start_over = "pass --fresh (output.resume_from_checkpoint=false) to start over, or choose another --output-dir"
         if not saved.is_file():
             raise ConfigError(
                 f"{out} holds {Path(last).name} but no {CONFIG_FILENAME} to check it against: {start_over}"
@@ -345,6 +346,19 @@ def plan_resume(config: TrainConfig, log: LogFn = _stderr) -> str | None:
     if not Path(resume).is_dir():
         raise ConfigError(f"output.resume_from_checkpoint: {resume} is not a checkpoint directory")
     return str(resume)
+
+
+def finished_run_here(config: TrainConfig, out: Path, start_over: str, log: LogFn) -> None:
+    """A finished run's adapter in the output directory (no checkpoint left to resume) is replaced only by a run
+    of the same config, or with --fresh: another base or recipe trained there would silently take its place."""
+    if not (out / "adapter_config.json").is_file():
+        return
+    saved = out / CONFIG_FILENAME
+    differences = TrainConfig.load(saved).differences(config, ignore=RESUME_IGNORES) if saved.is_file() else None
+    if differences is None or differences:
+        what = f"of another config ({'; '.join(differences[:6])})" if differences else f"with no {CONFIG_FILENAME}"
+        raise ConfigError(f"{out} holds the adapter of a finished run {what}: {start_over}")
+    log(f"training again into {out}: it holds the adapter of a finished run of this same config (replaced)")
 
 
 def dtype_note(config: TrainConfig, choice: DtypeChoice) -> tuple[str, str | None]:

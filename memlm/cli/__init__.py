@@ -16,6 +16,8 @@
 
 from __future__ import annotations
 
+import typer
+
 from memlm.cli.common import app
 
 # The modules register their commands; `memlm --help` lists them in this order.
@@ -50,8 +52,23 @@ def _end_on_sigterm() -> None:
         signal.signal(signal.SIGTERM, end)
 
 
+def _print_version(given: bool) -> None:
+    if given:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            print(f"memlm {version('memlm')}")
+        except PackageNotFoundError:  # run from a checkout that was never installed
+            print("memlm (not installed: a checkout)")
+        raise typer.Exit()
+
+
 @app.callback()
-def _before_every_command() -> None:
+def _before_every_command(
+    _version: bool = typer.Option(
+        False, "--version", callback=_print_version, is_eager=True, help="Print memlm's version and exit."
+    ),
+) -> None:
     """Known warnings quieted (QUIET_WARNINGS), a SIGTERM turned into an orderly exit, vLLM's log on
     stderr (its default is stdout, where a command prints its results: a benchmark's JSON line)."""
     import os

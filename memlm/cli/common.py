@@ -13,10 +13,12 @@ from rich.console import Console
 from memory_runtime.shipped import find_config as shipped_config
 from memory_runtime.yaml_config import Strict
 
+HELP_OPTIONS = {"help_option_names": ["-h", "--help"]}  # -h as well, on every command
 app = typer.Typer(
     help="memlm: teach language models to use an explicit read-write triplet memory.",
     no_args_is_help=True,
     add_completion=False,
+    context_settings=HELP_OPTIONS,
 )
 bench_app = typer.Typer(help="Benchmarks that print their figures as one JSON line.", no_args_is_help=True)
 memory_app = typer.Typer(

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from memlm.cli.common import OVERRIDES, app, console, fail, find_config, load
+from memlm.cli.common import OVERRIDES, app, console, fail, find_config, load, log
 
 
 @app.command("generate")
@@ -30,6 +30,8 @@ def generate(
     from data_gen.generate import generate as generate_data
 
     cfg = load(DataConfig, config, overrides, {"seed": seed, "schema_file": find_config(schema, "schema")})
+    if cfg.fitted_to_schema:
+        log(f"{config} fitted to schema {cfg.data_schema.name}: " + "; ".join(cfg.fitted_to_schema))
     try:
         report = generate_data(cfg, out, overwrite=overwrite)
     except (ValueError, OSError) as err:  # a bad corpus (named in the message), an existing --out

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from eval import DEFAULT_PARTS
+from eval import DEFAULT_PARTS, FULL_PARTS, SYSTEMS
 from eval import NAMES as EVAL_PARTS
 from memlm.cli.common import (
     MODEL,
@@ -45,12 +45,23 @@ def eval_command(
         None, "--data", help="Sets data: a `memlm generate` directory, whose test records and episodes are evaluated."
     ),
     systems: str | None = typer.Option(
-        None, "--systems", help="Sets systems, comma-separated (default: memlm,few_shot,zero_shot)."
+        None, "--systems", help="Sets systems, comma-separated of memlm,few_shot,zero_shot (default: memlm)."
     ),
     parts: str | None = typer.Option(
         None,
         "--parts",
         help=f"Sets parts, comma-separated subset of {','.join(EVAL_PARTS)} (default: {','.join(DEFAULT_PARTS)}).",
+    ),
+    full: bool = typer.Option(
+        False,
+        "--full",
+        help=f"Every system and part but locomo ({','.join(SYSTEMS)}; {','.join(FULL_PARTS)}) where --systems "
+        "and --parts do not say: tens of minutes on 2 cores, where the default answers in minutes.",
+    ),
+    resume: bool = typer.Option(
+        False,
+        "--resume",
+        help="Finish an eval that was stopped: keep the parts --out already holds (the same config), run the rest.",
     ),
     limit: int | None = typer.Option(
         None, "--limit", min=1, help="Sets limit: at most N cases per category, episodes, passages per source."
@@ -59,7 +70,12 @@ def eval_command(
         None, "--workers", min=1, help="Sets workers: processes evaluating in parallel, each with its own model."
     ),
 ) -> None:
-    """Measure calls, answers, episodes, typo robustness, real-text writes and injection, against baselines."""
+    """Measure a model: by default the model alone on its data's records and episodes (minutes on 2 cores);
+    --full adds the baselines (few_shot, zero_shot on the base), typo robustness, real-text writes and
+    injection. The report is written as each part ends: a stopped eval keeps what it finished, and the same
+    command with --resume runs the rest. Parts that do not apply to the model's schema are skipped, saying why.
+
+    Example: memlm eval --model runs/cpu-smollm2 --data runs/data --out runs/eval --limit 2"""
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -70,18 +86,24 @@ def eval_command(
     )
 
     from eval.config import EvalConfig
-    from eval.report import headline, markdown_table, verdict_lines
     from eval.run import run_eval
 
     flags = {
         "generation.model": model,
         "data": data,
-        "systems": csv(systems),
-        "parts": csv(parts),
+        "systems": csv(systems) or (list(SYSTEMS) if full else None),
+        "parts": csv(parts) or (list(FULL_PARTS) if full else None),
         "limit": limit,
         "workers": workers,
     }
     cfg = load(EvalConfig, config, overrides, flags)
+    if not console.is_terminal:  # a log file: a line a part, and a few as it goes, instead of bars
+        try:
+            summary = run_eval(cfg, out, progress=LineProgress(log), log=log, resume=resume)
+        except (FileNotFoundError, ValueError) as err:
+            fail(err)
+        print_summary(summary, cfg, out)
+        return
     with Progress(
         TextColumn("{task.description}"),
         BarColumn(),
@@ -97,12 +119,46 @@ def eval_command(
             return lambda: bar.advance(task)
 
         try:
-            summary = run_eval(cfg, out, progress=progress)
+            summary = run_eval(
+                cfg, out, progress=progress, log=lambda line: bar.console.print(line, markup=False), resume=resume
+            )
         except (FileNotFoundError, ValueError) as err:
             fail(err)
+    print_summary(summary, cfg, out)
+
+
+def print_summary(summary: dict, cfg, out: Path) -> None:
+    """The headline table, the verdict and where the report is."""
+    from eval.report import coverage_lines, headline, markdown_table, verdict_lines
+
     print(markdown_table(headline(summary)))
     print("\n".join(verdict_lines(summary, cfg.model_dump())))
+    for line in coverage_lines({**cfg.model_dump(), "unfinished": []}):
+        print(line)
     console.print(f"report: {out / 'report.md'}  metrics: {out / 'metrics.json'}")
+
+
+class LineProgress:
+    """Progress as plain lines for a log file: a part's start, every tenth of it with the time left, its end."""
+
+    def __init__(self, log) -> None:
+        self.log = log
+
+    def __call__(self, description: str, total: int):
+        import time
+
+        start, done, step = time.perf_counter(), 0, max(1, total // 10)
+        self.log(f"{description}: {total} to go")
+
+        def advance() -> None:
+            nonlocal done
+            done += 1
+            if done % step == 0 or done == total:
+                spent = time.perf_counter() - start
+                left = spent / done * (total - done)
+                self.log(f"{description}: {done}/{total}, {spent:.0f} s, ~{left:.0f} s left")
+
+        return advance
 
 
 @bench_app.command("decode")

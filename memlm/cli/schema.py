@@ -37,6 +37,8 @@ def schema_check(
         fail(err)
     spec = config.data_schema
     print(f"schema {spec.name} ({path}): valid")
+    if config.fitted_to_schema:
+        print("  a recipe on it leaves out: " + "; ".join(config.fitted_to_schema))
     for name, kind in spec.types.items():
         print(f"  type {name}: pool {kind.pool}; names from {', '.join(map(_source, kind.names))}")
     for rel in spec.relations:

@@ -542,6 +542,15 @@ def merged_model_dir(adapter_dir: str | os.PathLike[str]) -> Path:
     return ensure_converted(weights, cache_dir, convert=merge, recipe=version)
 
 
+def damaged(where: Path, what: str, exc: Exception) -> str:
+    """One line for a model, adapter or tokenizer whose files cannot be read: which, why, what to do."""
+    reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+    return (
+        f"cannot read the {what} in {where} ({type(exc).__name__}: {reason}): a file there is damaged or "
+        "incomplete (an interrupted copy or save); copy it again, or train the run again"
+    )
+
+
 def _adapter_weights(path: Path) -> Path | None:
     return next((path / f for f in ("adapter_model.safetensors", "adapter_model.bin") if (path / f).is_file()), None)
 
@@ -648,8 +657,14 @@ def load_tokenizer(name_or_path: str = EMBEDDED_MODEL, *, local_files_only: bool
         _require_local(source, str(name_or_path))
     try:
         tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=local_files_only)
-    except OSError as exc:
-        raise FileNotFoundError(f"cannot load a tokenizer for {str(name_or_path)!r} (from {source!r}): {exc}") from exc
+    except Exception as exc:  # a damaged tokenizer.json or tokenizer_config.json: the tokenizers library's own error
+        if Path(source).is_dir():
+            raise ValueError(damaged(Path(source), "tokenizer", exc)) from exc
+        if isinstance(exc, OSError):
+            raise FileNotFoundError(
+                f"cannot load a tokenizer for {str(name_or_path)!r} (from {source!r}): {exc}"
+            ) from exc
+        raise
     return _finish_tokenizer(tokenizer, str(name_or_path))
 
 
@@ -714,8 +729,12 @@ def load_model(
         model = AutoModelForCausalLM.from_pretrained(
             base, dtype=choice.torch_dtype, local_files_only=local_files_only, **kwargs
         )
-    except OSError as exc:
-        raise FileNotFoundError(f"cannot load model {name!r} (from {base!r}): {exc}") from exc
+    except (OSError, ValueError) as exc:  # missing, or a damaged config.json or weights file in a local folder
+        if Path(base).is_dir():
+            raise ValueError(damaged(Path(base), "model", exc)) from exc
+        if isinstance(exc, OSError):
+            raise FileNotFoundError(f"cannot load model {name!r} (from {base!r}): {exc}") from exc
+        raise
     base_name = adapter_base(adapter_dir) if adapter_dir is not None and adapter is None else name
     if is_embedded(base_name):
         # Adapters trained on this model then record the portable name, not this machine's cache path.
@@ -733,7 +752,10 @@ def load_model(
         if embeddings is not None and len(tokenizer) > embeddings.num_embeddings:
             # the adapter was trained with added tokens: its saved embeddings need the room
             model.resize_token_embeddings(len(tokenizer))
-        model = PeftModel.from_pretrained(model, str(adapter_dir), is_trainable=False)
+        try:
+            model = PeftModel.from_pretrained(model, str(adapter_dir), is_trainable=False)
+        except Exception as exc:  # a damaged file: safetensors, json, torch and PEFT each raise their own
+            raise ValueError(damaged(adapter_dir, "adapter", exc)) from exc
         if merge:
             # Inference only: the adapter folded into the base weights. Decoding one token through
             # unmerged LoRA layers runs ~4 small matmuls per linear layer, mostly Python overhead.

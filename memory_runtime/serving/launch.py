@@ -84,6 +84,28 @@ def uvicorn_settings() -> dict[str, Any]:
 SWITCH_INTERVAL_S = 0.0005
 
 
+def check_port(host: str, port: int) -> None:
+    """A ValueError naming the address when this process cannot listen there (another server holds the port,
+    or the host is not this machine's), found before anything is loaded or created."""
+    import socket
+
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as err:
+        raise ValueError(
+            f"cannot serve on {host}:{port}: {err.strerror} (--host: a name or address of this machine)"
+        ) from None
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn does: a port in TIME_WAIT is free
+        try:
+            sock.bind(address)
+        except OSError as err:
+            raise ValueError(
+                f"cannot serve on {host}:{port}: {err.strerror} (another server there? --port gives another)"
+            ) from None
+
+
 def run_server(app: Any, host: str, port: int, log_level: str) -> None:
     """Serve `app` under uvicorn until stopped, in this process (which the server then has to itself)."""
     import uvicorn
@@ -133,6 +155,7 @@ def serve(
 
     keys, access = config.resolve_api_keys(), config.resolve_key_access()
     warning = check_demo_keys(host, keys, config, allow_demo_key=allow_demo_key)
+    check_port(host, port)  # before the model loads and the memory file is made: nothing is left behind
     with TripletStore(db, config.generation.memory()) as store:
         runtime = open_runtime(config.generation, serving=True, log=on_ready)
         app = create_app(
@@ -171,6 +194,7 @@ def serve_memory_page(
     The same app as `memlm serve`, so the page signs in with the same API keys, under the same checks."""
     keys, access = config.resolve_api_keys(), config.resolve_key_access()
     warning = check_demo_keys(host, keys, config, allow_demo_key=allow_demo_key)
+    check_port(host, port)
     with TripletStore(db, config.generation.memory()) as store:
         app = create_app(config, store, None, model_name="none", api_keys=access, host=host)
         if warning is not None and on_warning is not None:

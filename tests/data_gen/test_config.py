@@ -110,3 +110,12 @@ def test_file_errors(tmp_path):
     loop.write_text("base: loop.yaml\n")
     with pytest.raises(ConfigError, match="base"):
         DataConfig.load(loop)
+
+
+def test_an_error_says_which_override_set_the_field(tmp_path):
+    """The error names the config file; a field set on the command line says so, where the file does not."""
+    with pytest.raises(ConfigError) as err:
+        DataConfig.load(TINY, ["mix.read=-1", "seed=3"])
+    lines = str(err.value).splitlines()
+    assert str(TINY) in lines[0]
+    assert lines[1].startswith("  mix.read: ") and lines[1].endswith("(set by override mix.read=-1)")

@@ -174,15 +174,21 @@ def test_other_schema_errors_name_their_field(raw):
 
 
 def test_a_data_config_that_asks_more_than_its_schema_gives(tmp_path, raw):
-    """Errors that need both (a two-hop question needs a way to name the middle object) name the
-    schema's field, before anything is generated."""
+    """A config file that names its schema and asks what the schema cannot give (a two-hop question needs a
+    way to name the middle object) is an error naming the schema's field, before anything is generated; the
+    same recipe put on the schema from outside (`--schema`) leaves two-hop out and says why."""
     data = copy.deepcopy(raw)
     del data["types"]["city"]["by_clause"]
     schema = tmp_path / "schema.yaml"
     schema.write_text(yaml.safe_dump(data))
     (tmp_path / "cities.txt").write_text((SCHEMAS / "cities.txt").read_text())
+    own = tmp_path / "data.yaml"
+    own.write_text(yaml.safe_dump({"base": str(TINY), "schema_file": "schema.yaml"}))
     with pytest.raises(ConfigError, match=r"types\.city\.by_clause: needed by two-hop questions"):
-        DataConfig.load(TINY, [f"schema_file={schema}", *_names_for_people_places()])
+        DataConfig.load(own, _names_for_people_places())
+    fitted = DataConfig.load(TINY, [f"schema_file={schema}", *_names_for_people_places()])
+    assert fitted.mix.two_hop == 0 and fitted.episodes.two_hop == 0
+    assert any("two-hop" in note and "types.{city}.by_clause" in note for note in fitted.fitted_to_schema)
 
 
 # ----------------------------------------------------------------------------- another shape

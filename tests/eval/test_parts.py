@@ -10,7 +10,7 @@ import typing
 
 import pytest
 
-from eval import DEFAULT_PARTS, MODULES, NAMES, parts
+from eval import DEFAULT_PARTS, FULL_PARTS, MODULES, NAMES, parts
 from eval.config import EvalConfig
 from eval.parts import Part
 from eval.run import run_eval
@@ -25,7 +25,8 @@ def test_every_listed_module_gives_its_part_and_everything_offers_the_same_names
 
     assert [part.name for part in parts.registered()] == list(NAMES) == list(MODULES)
     assert typing.get_args(typing.get_args(EvalConfig.model_fields["parts"].annotation)[0]) == NAMES
-    assert EvalConfig(generation={"model": "x"}).parts == list(DEFAULT_PARTS) == [n for n in NAMES if n != "locomo"]
+    assert EvalConfig(generation={"model": "x"}).parts == list(DEFAULT_PARTS) == ["records", "episodes"]
+    assert list(FULL_PARTS) == [n for n in NAMES if n != "locomo"]
     (option,) = [p for p in typer.main.get_command(app).commands["eval"].params if p.name == "parts"]
     assert (
         option.help == f"Sets parts, comma-separated subset of {','.join(NAMES)} (default: {','.join(DEFAULT_PARTS)})."

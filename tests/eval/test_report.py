@@ -236,7 +236,13 @@ def test_a_run_records_the_paths_it_read_and_the_cases_per_source(tmp_path, monk
         + json.dumps({"text": "It rained in Oslo.", "annotated": ["CEO"], "triples": []})
         + "\n"
     )
-    config = EvalConfig(data=str(tmp_path / "data"), real=str(real), limit=2, generation={"model": "x"})
+    config = EvalConfig(
+        data=str(tmp_path / "data"),
+        real=str(real),
+        limit=2,
+        parts=["records", "episodes", "real"],
+        generation={"model": "x"},
+    )
     sources = describe_sources(config, load_cases(config))
     assert sources["records"]["file"] == str((tmp_path / "data/jsonl/test.jsonl").resolve())
     assert sources["episodes"] == {"file": str((tmp_path / "data/jsonl/episodes.jsonl").resolve()), "used": 2}

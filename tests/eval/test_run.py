@@ -8,6 +8,7 @@ import pytest
 
 from data_gen.config import DataConfig
 from data_gen.generate import generate
+from eval import FULL_PARTS
 from eval.config import EvalConfig
 from eval.records import evaluate_records, load_records, relation_types, summarise_records
 from eval.run import run_eval
@@ -116,7 +117,9 @@ def test_typo_variant_changes_one_given_name(tiny_data):
 def test_tiny_model_runs_every_part_and_writes_a_reproducible_report(
     tiny_data, tiny_model, smollm2_tokenizer, tmp_path
 ):
-    config = EvalConfig(data=str(tiny_data), limit=1, generation={"model": "tiny", "max_new_tokens": 8})
+    config = EvalConfig(
+        data=str(tiny_data), limit=1, parts=list(FULL_PARTS), generation={"model": "tiny", "max_new_tokens": 8}
+    )
     systems = {
         name: System(name, tiny_model, smollm2_tokenizer, max_new_tokens=8)
         for name in ("memlm", "few_shot", "zero_shot")
@@ -510,3 +513,64 @@ def test_bench_decode_refuses_a_bad_batch_size(tiny_model_dir, tiny_data):
         app, ["bench", "decode", "--model", str(tiny_model_dir), "--data", str(tiny_data), "--batch-sizes", "1,x"]
     )
     assert r.exit_code != 0 and "--batch-sizes" in r.output
+
+
+def _without_timings(value):
+    """A summary without what the clock measured (the same cases decode to the same text, not in the same time)."""
+    if isinstance(value, dict):
+        timed = ("second", "latency", "wall", "per_s", "_s")
+        return {k: _without_timings(v) for k, v in value.items() if not any(t in k for t in timed)}
+    if isinstance(value, list):
+        return [_without_timings(v) for v in value]
+    return value
+
+
+def test_a_stopped_eval_keeps_its_finished_parts_and_resume_finishes_it(tiny_data, tiny_model_dir, tmp_path):
+    """The report is written as each part ends: an eval stopped in its second part keeps the first (and says
+    what is unfinished); --resume runs only the rest, to the figures of an eval never stopped; an earlier run
+    of another config is not mixed in."""
+    config = EvalConfig(
+        data=str(tiny_data),
+        limit=1,
+        systems=["memlm"],
+        parts=["records", "episodes"],
+        generation={"model": str(tiny_model_dir), "max_new_tokens": 8},
+    )
+    whole = run_eval(config, tmp_path / "whole")
+
+    class Stopped(Exception):
+        pass
+
+    def stop_at_episodes(description: str, total: int):
+        if description == "memlm: episodes":
+            raise Stopped
+        return lambda: None
+
+    with pytest.raises(Stopped):
+        run_eval(config, tmp_path / "cut", progress=stop_at_episodes)
+    metrics = json.loads((tmp_path / "cut" / "metrics.json").read_text())
+    assert metrics["meta"]["unfinished"] == ["memlm: episodes"] and "records" in metrics["systems"]["memlm"]
+    assert "--resume finishes the run" in (tmp_path / "cut" / "report.md").read_text()
+    said: list[str] = []
+    resumed = run_eval(config, tmp_path / "cut", resume=True, log=said.append)
+    assert [line.split(" (")[0] for line in said] == ["memlm: records kept from the earlier run"]
+    assert _without_timings(resumed) == _without_timings(whole)
+    assert not json.loads((tmp_path / "cut" / "metrics.json").read_text())["meta"].get("unfinished")
+    with pytest.raises(ValueError, match=r"another config \(differs in limit\)"):
+        run_eval(config.model_copy(update={"limit": 2}), tmp_path / "cut", resume=True)
+
+
+def test_a_part_of_another_schema_is_skipped_saying_why_and_never_scored(tiny_model_dir, tmp_path):
+    """Real text checked only for person–organisation relations says nothing of a model of another schema:
+    the part is skipped, the report says why, no figure is made."""
+    from memory_runtime.memory.store import MemoryConfig
+
+    team = MemoryConfig.model_validate({"relations": [{"name": "maintains"}, {"name": "mentors"}]})
+    config = EvalConfig(limit=1, systems=["memlm"], parts=["real"], generation={"model": str(tiny_model_dir)})
+    said: list[str] = []
+    summary = run_eval(config, tmp_path / "out", memory_config=team, log=said.append)
+    assert "real" not in summary.get("memlm", {})
+    assert said and said[0].startswith("real: skipped, its passages are checked for ")
+    report = (tmp_path / "out" / "report.md").read_text()
+    assert "Part real skipped: its passages are checked for" in report
+    assert "Not run: the baselines few_shot, zero_shot and parts records, typos, episodes, injection" in report

@@ -88,3 +88,13 @@ def test_a_bare_name_several_configs_have_is_the_one_of_the_commands_kind(tmp_pa
         find_config("people-places-things")
     result = runner.invoke(app, ["schema", "check", "people-places-things", "--records", "3"])
     assert result.exit_code == 0 and "schema people-places-things" in result.output, result.output
+
+
+def test_version_and_short_help():
+    from importlib.metadata import version
+
+    shown = runner.invoke(app, ["--version"])
+    assert shown.exit_code == 0 and shown.output.strip() == f"memlm {version('memlm')}"
+    for args in (["-h"], ["generate", "-h"], ["memory", "query", "-h"]):
+        helped = runner.invoke(app, args)
+        assert helped.exit_code == 0 and "Usage:" in helped.output and "[OPTIONS]" in helped.output, args

@@ -398,3 +398,28 @@ def test_bench_train_profiles_the_timed_steps(tiny_model_dir, tmp_path):
     trace = json.loads(gzip.open(tmp_path / "prof" / "padding_free.trace.json.gz").read())
     names = {e.get("name", "") for e in trace["traceEvents"]}
     assert "aten::mm" in names and any("compute_loss" in n for n in names)  # operators and their Python callers
+
+
+def test_a_finished_run_is_replaced_only_by_its_own_config_or_with_fresh(tiny_model_dir, tmp_path):
+    """A finished run's directory (its adapter, no checkpoint) is not silently overwritten by another recipe or
+    base: one line, the adapter untouched; the same config trains again, --fresh replaces it."""
+    from data_gen.generate import tiny_dataset_dict
+
+    tiny_dataset_dict(12, 4, seed=3).save_to_disk(str(tmp_path / "data"))
+    out = tmp_path / "run"
+
+    def train(*extra: str):
+        return runner.invoke(
+            app,
+            ["train", "--config", CPU_CONFIG, "--data", str(tmp_path / "data"), "--output-dir", str(out),
+             "--max-steps", "1", f"model.name={tiny_model_dir}", "output.save_strategy=no", *extra],
+        )  # fmt: skip
+
+    assert train().exit_code == 0
+    adapter = (out / "adapter_model.safetensors").read_bytes()
+    other = train("lora.r=4")
+    assert other.exit_code == 2 and "holds the adapter of a finished run of another config (lora.r" in other.output
+    assert "--fresh" in other.output and (out / "adapter_model.safetensors").read_bytes() == adapter
+    again = train()
+    assert again.exit_code == 0 and "finished run of this same config (replaced)" in again.output
+    assert train("lora.r=4", "--fresh").exit_code == 0

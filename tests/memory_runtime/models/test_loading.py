@@ -277,6 +277,36 @@ def test_clear_errors(tmp_path, base_dir, adapter_dir):
         load_model("memlm-test/not-a-model")
 
 
+def test_a_damaged_adapter_tokenizer_or_config_is_one_line_naming_it(tmp_path, base_dir, adapter_dir):
+    """A truncated copy (an interrupted download or save) is named, with what to do, not a library's traceback;
+    chat says it in one line."""
+    import shutil
+
+    from typer.testing import CliRunner
+
+    from memlm.cli import app
+
+    run = tmp_path / "run"
+    shutil.copytree(adapter_dir, run)
+    weights = run / "adapter_model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:100])
+    with pytest.raises(ValueError, match=r"cannot read the adapter in .*run \(.*\): a file there is damaged"):
+        load_model(str(run))
+    said = CliRunner().invoke(app, ["chat", "--model", str(run), "--db", str(tmp_path / "m.sqlite")], input="hi\n")
+    assert said.exit_code == 2 and "Traceback" not in said.output
+    assert [line for line in said.output.splitlines() if "error" in line.lower()] == [
+        next(line for line in said.output.splitlines() if line.startswith("error: cannot read the adapter in"))
+    ]
+    model = tmp_path / "model"
+    shutil.copytree(base_dir, model)
+    (model / "tokenizer.json").write_text('{"version": "1.0", "trunc')
+    with pytest.raises(ValueError, match="cannot read the tokenizer in .*model"):
+        load_tokenizer(str(model))
+    (model / "config.json").write_text('{"architectures": [')
+    with pytest.raises(ValueError, match="cannot read the model in .*model"):
+        load_model(str(model))
+
+
 # ------------------------------------------------------------------ the real embedded model
 
 

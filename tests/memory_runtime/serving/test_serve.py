@@ -160,6 +160,30 @@ def test_cli_serve_refuses_a_bad_config_before_loading_a_model(tmp_path):
         assert option in help_text
 
 
+def test_cli_serve_on_a_taken_port_is_one_line_before_any_model_loads_and_leaves_no_memory(tmp_path, monkeypatch):
+    import socket
+
+    import memory_runtime.generation.runtime as runtime
+
+    def boom(*a, **k):
+        raise AssertionError("a model was loaded")
+
+    monkeypatch.setattr(runtime, "open_runtime", boom)
+    monkeypatch.setenv("MEMLM_API_KEYS", "sk-test-key=alice")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        for command in (["serve", "--model", "embedded:SmolLM2-135M-Instruct"], ["ui"]):
+            db = tmp_path / "m.sqlite"
+            if command == ["ui"]:
+                TripletStore(str(db)).close()  # the page opens an existing memory
+            before = sorted(p.name for p in tmp_path.iterdir())
+            r = CliRunner().invoke(cli_app, [*command, "--db", str(db), "--port", str(port)])
+            assert r.exit_code == 2 and f"cannot serve on 127.0.0.1:{port}" in r.output, r.output
+            assert len(r.output.strip().splitlines()) == 1 and sorted(p.name for p in tmp_path.iterdir()) == before
+
+
 # --------------------------------------------------------------------------- chat completions
 
 
