@@ -2,6 +2,7 @@
 
     schema.py     Schema: entity types and relations as data (configs/schema/*.yaml; person–organisation shipped)
     config.py     DataConfig (the YAML of a run, configs/data/*.yaml)
+    fitting.py    load_fitted: a recipe put on a schema it was not written for (`memlm generate --schema`)
     world.py      build_world: each type's names per split (disjoint, or shared with a test-only share)
     oracle.py     MemoryOracle: every read result comes from the runtime's TripletStore
     examples.py   Builder / build_records: write, read (7 shapes), unanswerable, update, two-hop, negative

@@ -21,7 +21,6 @@ marks functional, because only those are superseded by a newer write.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
@@ -33,7 +32,7 @@ from data_gen.schema import Schema
 from data_gen.text import check_templates
 from memory_runtime.protocol import ACK
 from memory_runtime.shipped import shipped
-from memory_runtime.yaml_config import ConfigError, Strict, apply_overrides, blamed_on, read_mapping, validate
+from memory_runtime.yaml_config import ConfigError, Strict, read_mapping, validate
 
 SPLITS = ("train", "validation", "test")
 READ_SHAPES = ("per", "per_org", "per_rel", "org", "rel", "rel_org", "per_rel_org")
@@ -349,48 +348,27 @@ class DataConfig(Strict):
         return {} if path is None else _read_yaml(path)
 
     @classmethod
-    def load(cls, path: str | Path | None = None, overrides: Sequence[str] = ()) -> DataConfig:
-        """The config file with its overrides; when an override (`--schema`) puts the recipe on a schema the
-        file does not name, the recipe is fitted to it (`fit_to_schema`; `fitted_to_schema` says what)."""
-        path = None if path is None else Path(path)
-        raw = cls.read_yaml(path)
-        own = raw.get("schema_file")
-        raw = apply_overrides(raw, overrides)
-        base_dir = None if path is None else path.parent
-        given = any(o.split("=", 1)[0].strip() == "schema_file" for o in overrides)
-        other = given and _schema_path(raw.get("schema_file"), Path()) != _schema_path(own, base_dir or Path())
-        with blamed_on(overrides):
-            return cls.from_dict(raw, base_dir=base_dir, source=str(path or "defaults"), fit=other)
-
-    @classmethod
     def from_dict(
-        cls, data: dict, *, base_dir: str | Path | None = None, source: str = "<dict>", fit: bool = False
+        cls, data: dict, *, base_dir: str | Path | None = None, source: str = "<dict>", fitted: Sequence[str] = ()
     ) -> DataConfig:
         """Validate a config mapping, then its schema and the two together (`check_against_schema`);
-        `fit`: first fit the recipe to the schema (`fit_to_schema`)."""
+        `fitted`: what data_gen.fitting left out of it for its schema (`fitted_to_schema`)."""
         if not isinstance(data, dict):
             raise ConfigError(f"invalid data config {source}: expected a mapping at the top level")
         if base_dir is not None:
-            data = _paths_relative_to(data, Path(base_dir))
-        notes: list[str] = []
-        if fit:
-            schema_file = data.get("schema_file")
-            schema = _schema(schema_file if isinstance(schema_file, str) else None)
-            data = copy.deepcopy(data)
-            notes = fit_to_schema(data, schema, f"schema {schema.name}")
-            source = f"{source} fitted to schema {schema_file}"
+            data = paths_relative_to(data, Path(base_dir))
         config = validate(cls, data, cls.what, source)
         config.data_schema  # noqa: B018 (a bad schema is an error naming the schema file's field)
         try:
             check_against_schema(config)
         except ValueError as err:
             raise ConfigError(f"invalid data config {source}:\n  {err}") from None
-        config._fitted = notes
+        config._fitted = list(fitted)
         return config
 
     @property
     def fitted_to_schema(self) -> list[str]:
-        """What loading left out of the recipe for a schema it was not written for (one note a change)."""
+        """What was left out of the recipe for a schema it was not written for (data_gen/fitting.py)."""
         return list(self._fitted)
 
 
@@ -406,10 +384,10 @@ def _read_yaml(path: Path, seen: tuple[Path, ...] = ()) -> dict:
     base_path = (path.parent / base).resolve()
     if base_path in seen:
         raise ConfigError(f"invalid data config {path}:\n  base: {base} includes itself")
-    return _merge(_paths_relative_to(_read_yaml(base_path, (*seen, base_path)), base_path.parent), data)
+    return _merge(paths_relative_to(_read_yaml(base_path, (*seen, base_path)), base_path.parent), data)
 
 
-def _paths_relative_to(data: dict, folder: Path) -> dict:
+def paths_relative_to(data: dict, folder: Path) -> dict:
     """A config mapping with its relative paths (schema_file, memory_config, passages.bank,
     conversations.bank and .personas, real.sources[].path) made
     absolute against `folder`, the folder of the file that gave them: a base's against its own, so a config
@@ -444,13 +422,6 @@ def _merge(base: dict, over: dict) -> dict:
     for key, value in over.items():
         out[key] = _merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
     return out
-
-
-def _schema_path(value: Any, folder: Path) -> Any:
-    """A schema_file value as the file it names (None: the shipped person–organisation schema)."""
-    if value is None:
-        return shipped("configs", "schema", "person-organisation.yaml").resolve()
-    return (folder / value).resolve() if isinstance(value, str) else value
 
 
 def _schema(path: str | None) -> Schema:
@@ -570,134 +541,3 @@ def check_against_schema(config: DataConfig) -> None:
             sides.add((rel.subject, rel.object))
         if len(sides) > 1:
             raise ValueError(f"passages.bank: its relations join different types ({sorted(sides)}): one pair only")
-
-
-# ----------------------------------------------------------------------------- a recipe on another schema
-
-
-def fit_to_schema(data: dict, schema: Schema, where: str) -> list[str]:
-    """Fit a data config's mapping (paths already absolute) to a schema it was not written for, in place:
-    `memlm generate --schema FILE` with a shipped recipe. What the schema cannot make is left out (two-hop
-    questions without a clause, updates without an updatable relation, the passage bank's or a real corpus's
-    relations it lacks, several people a statement without plural phrasings) and names are drawn for its
-    own types, sized as the recipe's; returns one note per change, naming what was left out and why.
-    A bad field of the schema itself stays an error, naming it."""
-    notes: list[str] = []
-    mix, world = data.setdefault("mix", {}), data.setdefault("world", {})
-    names = world.get("names") or {}
-    foreign = [n for n in names if n not in schema.types]
-    sized = [v for v in names.values() if isinstance(v, dict)]
-    split_size = next((v for v in sized if "train" in v), {"train": 2000, "validation": 500, "test": 500})
-    faker = next((v["faker"] for v in sized if v.get("faker")), 100)
-    fitted = {n: v for n, v in names.items() if n in schema.types}
-    for name, spec in schema.types.items():
-        if name in fitted:
-            continue
-        if spec.pool == "split":
-            fitted[name] = {k: split_size[k] for k in SPLITS}
-        else:
-            fitted[name] = {"faker": faker if any(s.faker for s in spec.names) else 0}
-    if fitted != names:
-        world["names"] = fitted
-        drawn = ", ".join(
-            f"{n} ({'/'.join(str(v[k]) for k in SPLITS)} a split)" if "train" in v else f"{n} (its names)"
-            for n, v in fitted.items()
-            if n not in names
-        )
-        notes.append(f"names for {drawn}" + (f" instead of {', '.join(foreign)}" if foreign else ""))
-
-    def off(keys: list[str], why: str) -> None:
-        """Set mix weights (and other dotted keys) to 0; a note when something was on."""
-        changed = []
-        for key in keys:
-            block, _, field = key.rpartition(".")
-            holder = data
-            for part in block.split(".") if block else []:
-                holder = holder.setdefault(part, {})
-            value = holder.get(field)
-            zero = {"min": 0, "max": 0} if isinstance(value, dict) else 0
-            if value and value != zero:
-                holder[field] = zero
-                changed.append(key)
-        if changed:
-            notes.append(f"no {', '.join(changed)} ({why})")
-
-    phrased = schema.phrased()
-    rel_names = {r.name for r in schema.relations}
-    pairs = [
-        (a, b)
-        for a in phrased
-        for b in phrased
-        if a is not b and a.clause and a.weight and b.weight and a.object == b.object
-    ]
-    if not data.get("two_hop", {}).get("pairs") and not any(schema.types[a.object].by_clause for a, _ in pairs):
-        middles = sorted({a.object for a, _ in pairs})
-        why = (
-            f"{where} gives no types.{{{','.join(middles)}}}.by_clause to name the middle by"
-            if middles
-            else f"no relation of {where} has a clause and shares its object type with another"
-        )
-        off(["mix.two_hop", "episodes.two_hop"], f"two-hop questions: {why}")
-    if not any(r.updates and r.weight for r in phrased):
-        off(["mix.update", "episodes.updates"], f"updates: no relation of {where} has updates")
-    if not any(r.questions.per_rel_org and r.weight for r in phrased):
-        off(["shapes.per_rel_org"], f"no relation of {where} has questions.per_rel_org")
-    singles = [r.name for r in phrased if r.functional not in ("object", "both") and not r.statements.plural]
-    if singles:
-        changed = []
-        for key, block in (("max_people", "write"), ("max_group", "memory")):
-            if data.setdefault(block, {}).get(key, 3) > 1:
-                data[block][key] = 1
-                changed.append(f"{block}.{key}")
-        if changed:
-            notes.append(
-                f"one subject a statement: {', '.join(changed)} 1 ({', '.join(singles)}: no statements.plural)"
-            )
-    passages = data.setdefault("passages", {})
-    hard = mix.get("negative") and passages.get("hard_negatives", 0.6)
-    bank = _bank_relations(passages.get("bank")) if mix.get("passage") or mix.get("verify") or hard else set()
-    if not bank <= rel_names or len({(schema.relation(r).subject, schema.relation(r).object) for r in bank}) > 1:
-        why = f"the phrase bank states {_some(bank - rel_names)}, which {where} lacks"
-        off(["mix.passage", "mix.verify", "passages.hard_negatives"], f"passages and verify records: {why}")
-    if not schema.negatives and mix.get("negative") and not passages.get("hard_negatives", 0.6):
-        off(["mix.negative"], f"{where} has no negatives and the phrase bank's do not apply")
-    elif not schema.negatives and mix.get("negative") and passages.get("hard_negatives", 0.6) < 1:
-        passages["hard_negatives"] = 1
-        notes.append(f"passages.hard_negatives 1 ({where} has no negatives of its own)")
-    real = data.setdefault("real", {})
-    used = mix.get("real") or (mix.get("verify") and real.get("verify", 0.3))
-    lacking = {r for s in real.get("sources") or [] for r in _corpus_relations(s)} - rel_names if used else set()
-    if lacking:
-        off(["mix.real", "real.verify"], f"real text: its corpora state {_some(lacking)}, which {where} lacks")
-    return notes
-
-
-def _some(names: set[str]) -> str:
-    """A few names of a set, sorted, for a one-line note."""
-    ordered = sorted(names)
-    return ", ".join(ordered[:3]) + (f" and {len(ordered) - 3} more" if len(ordered) > 3 else "")
-
-
-def _bank_relations(bank: str | None) -> set[str]:
-    from data_gen.passages import PassageBank
-
-    try:
-        return set(PassageBank.load(bank).relations)
-    except (OSError, ValueError):
-        return set()  # a bad bank is named when the config is checked
-
-
-def _corpus_relations(source: Any) -> set[str]:
-    """The memory relations a real corpus's records are written in (its mapping's; a jsonl's own names are
-    checked when it is read)."""
-    if not isinstance(source, dict) or not isinstance(source.get("path"), str):
-        return set()
-    from data_gen.real import detect_format, redocred_schema
-
-    try:
-        form = source.get("format", "auto")
-        form = detect_format(source["path"]) if form == "auto" else form
-    except (OSError, ValueError):
-        return set()
-    relations = redocred_schema(source["path"] if form == "redocred_sentences" else None).relations.values()
-    return {*relations, *(source.get("relations") or {}).values()} if form != "jsonl" else set()

@@ -170,6 +170,7 @@ def schema_sample(schema_file: str | Path | None, records: int = 12, *, seed: in
     """What a schema generates, small: (config, records, episodes) of the tiny data config fitted to the schema
     as `memlm generate --schema` fits a recipe (`fit_to_schema`: `config.fitted_to_schema` says what it left
     out), without real text. `memlm schema check` prints it. Raises ConfigError for a bad schema."""
+    from data_gen.fitting import fit_to_schema
     from data_gen.schema import Schema
 
     schema = Schema.load(schema_file)
@@ -186,7 +187,8 @@ def schema_sample(schema_file: str | Path | None, records: int = 12, *, seed: in
     raw["mix"].update(real=0, verify=0)
     raw["episodes"].update(count=1, pool="train")
     source = f"the tiny data config on {schema_file or 'person-organisation'}"
-    config = DataConfig.from_dict(raw, source=source, fit=True)
+    notes = fit_to_schema(raw, schema, f"schema {schema.name}")
+    config = DataConfig.from_dict(raw, source=source, fitted=notes)
     _, splits, episodes = generate_records(config)
     return config, splits["train"], episodes
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from memlm.cli.common import OVERRIDES, app, console, fail, find_config, load, log
+from memlm.cli.common import OVERRIDES, app, console, fail, find_config, flag_overrides, log
 
 
 @app.command("generate")
@@ -26,10 +26,14 @@ def generate(
     and from real annotated corpora where the config names some (real.sources; the default config
     trains on the KnowledgeNet passages of data/real_train/). What the worlds are about is the config's
     schema (schema_file, or --schema; `memlm schema check FILE` shows what one generates)."""
-    from data_gen.config import DataConfig
+    from data_gen.fitting import load_fitted
     from data_gen.generate import generate as generate_data
 
-    cfg = load(DataConfig, config, overrides, {"seed": seed, "schema_file": find_config(schema, "schema")})
+    items = [*(overrides or []), *flag_overrides({"seed": seed, "schema_file": find_config(schema, "schema")})]
+    try:  # a shipped recipe on another schema is fitted to it (data_gen/fitting.py)
+        cfg = load_fitted(find_config(config, "data"), items)
+    except ValueError as err:
+        fail(err)
     if cfg.fitted_to_schema:
         log(f"{config} fitted to schema {cfg.data_schema.name}: " + "; ".join(cfg.fitted_to_schema))
     try:

@@ -13,6 +13,7 @@ import yaml
 from typer.testing import CliRunner
 
 from data_gen.config import DataConfig
+from data_gen.fitting import load_fitted
 from data_gen.generate import generate_records
 from data_gen.schema import PERSON_ORGANISATION, Schema
 from memlm.cli import app
@@ -186,7 +187,7 @@ def test_a_data_config_that_asks_more_than_its_schema_gives(tmp_path, raw):
     own.write_text(yaml.safe_dump({"base": str(TINY), "schema_file": "schema.yaml"}))
     with pytest.raises(ConfigError, match=r"types\.city\.by_clause: needed by two-hop questions"):
         DataConfig.load(own, _names_for_people_places())
-    fitted = DataConfig.load(TINY, [f"schema_file={schema}", *_names_for_people_places()])
+    fitted = load_fitted(TINY, [f"schema_file={schema}", *_names_for_people_places()])
     assert fitted.mix.two_hop == 0 and fitted.episodes.two_hop == 0
     assert any("two-hop" in note and "types.{city}.by_clause" in note for note in fitted.fitted_to_schema)
 

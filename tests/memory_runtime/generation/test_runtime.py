@@ -123,7 +123,7 @@ def test_commands_that_need_the_model_here_run_on_hf(monkeypatch):
     assert on_engine(evaluated)[0].generation.engine == "vllm"
     several = on_engine(evaluated.model_copy(update={"workers": 2}))
     assert several[0].generation.engine == "hf" and "workers" in several[1]
-    other_base = on_engine(evaluated.model_copy(update={"base": "other/base"}))
+    other_base = on_engine(evaluated.model_copy(update={"base": "other/base", "systems": ["memlm", "few_shot"]}))
     assert other_base[0].generation.engine == "hf" and "other/base" in other_base[1]
 
 
