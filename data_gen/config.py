@@ -331,13 +331,7 @@ class DataConfig(Strict):
     def two_hop_pairs(self) -> list[tuple[str, str]]:
         if self.two_hop.pairs is not None:
             return [tuple(p) for p in self.two_hop.pairs]  # type: ignore[misc]
-        rels = self.data_schema.phrased()
-        return [
-            (a.name, b.name)
-            for a in rels
-            for b in rels
-            if a.name != b.name and a.clause and a.weight and b.weight and a.object == b.object
-        ]
+        return [(a.name, b.name) for a, b in self.data_schema.two_hop_pairs()]
 
     # -- loading: DataConfig.load(path, overrides) (yaml_config.Strict) with a `base:` file under it
 

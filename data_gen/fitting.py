@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from data_gen.config import SPLITS, DataConfig, paths_relative_to
+from data_gen.config import SPLITS, DataConfig, PassagesConfig, RealConfig, paths_relative_to
 from data_gen.schema import Schema
 from memory_runtime.shipped import shipped
 from memory_runtime.yaml_config import apply_overrides, blamed_on
@@ -94,12 +94,7 @@ def fit_to_schema(data: dict, schema: Schema, where: str) -> list[str]:
 
     phrased = schema.phrased()
     rel_names = {r.name for r in schema.relations}
-    pairs = [
-        (a, b)
-        for a in phrased
-        for b in phrased
-        if a is not b and a.clause and a.weight and b.weight and a.object == b.object
-    ]
+    pairs = schema.two_hop_pairs()
     if not data.get("two_hop", {}).get("pairs") and not any(schema.types[a.object].by_clause for a, _ in pairs):
         middles = sorted({a.object for a, _ in pairs})
         why = (
@@ -124,18 +119,21 @@ def fit_to_schema(data: dict, schema: Schema, where: str) -> list[str]:
                 f"one subject a statement: {', '.join(changed)} 1 ({', '.join(singles)}: no statements.plural)"
             )
     passages = data.setdefault("passages", {})
-    hard = mix.get("negative") and passages.get("hard_negatives", 0.6)
+    hard_default = PassagesConfig.model_fields["hard_negatives"].default
+    hard = mix.get("negative") and passages.get("hard_negatives", hard_default)
     bank = _bank_relations(passages.get("bank")) if mix.get("passage") or mix.get("verify") or hard else set()
     if not bank <= rel_names or len({(schema.relation(r).subject, schema.relation(r).object) for r in bank}) > 1:
         why = f"the phrase bank states {_some(bank - rel_names)}, which {where} lacks"
         off(["mix.passage", "mix.verify", "passages.hard_negatives"], f"passages and verify records: {why}")
-    if not schema.negatives and mix.get("negative") and not passages.get("hard_negatives", 0.6):
-        off(["mix.negative"], f"{where} has no negatives and the phrase bank's do not apply")
-    elif not schema.negatives and mix.get("negative") and passages.get("hard_negatives", 0.6) < 1:
-        passages["hard_negatives"] = 1
-        notes.append(f"passages.hard_negatives 1 ({where} has no negatives of its own)")
+    if not schema.negatives and mix.get("negative"):  # a schema that sets `negatives: []`
+        hard = passages.get("hard_negatives", hard_default)
+        if not hard:
+            off(["mix.negative"], f"{where} has no negatives and the phrase bank's do not apply")
+        elif hard < 1:
+            passages["hard_negatives"] = 1
+            notes.append(f"passages.hard_negatives 1 ({where} has no negatives of its own)")
     real = data.setdefault("real", {})
-    used = mix.get("real") or (mix.get("verify") and real.get("verify", 0.3))
+    used = mix.get("real") or (mix.get("verify") and real.get("verify", RealConfig.model_fields["verify"].default))
     lacking = {r for s in real.get("sources") or [] for r in _corpus_relations(s)} - rel_names if used else set()
     if lacking:
         off(["mix.real", "real.verify"], f"real text: its corpora state {_some(lacking)}, which {where} lacks")

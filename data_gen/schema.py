@@ -398,6 +398,17 @@ class Schema(Strict):
         """The relations templated records state and ask about, in schema order."""
         return [r for r in self.relations if r.phrased]
 
+    def two_hop_pairs(self) -> list[tuple[Relation, Relation]]:
+        """Every ordered pair of templated relations a two-hop question can chain: the first has a clause
+        and both end in one object type (what `two_hop.pairs: null` means)."""
+        rels = self.phrased()
+        return [
+            (a, b)
+            for a in rels
+            for b in rels
+            if a.name != b.name and a.clause and a.weight and b.weight and a.object == b.object
+        ]
+
     def functional(self) -> dict[str, str | None]:
         """relation name -> 'subject' / 'object' / 'both' / None, as the store will treat it."""
         return {r.name: r.functional for r in self.relations}

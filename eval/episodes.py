@@ -22,10 +22,11 @@ from statistics import mean, median
 from typing import TYPE_CHECKING
 
 from data_gen.episodes import Episode, load_episodes
+from eval import SYSTEMS
 from eval.metrics import answer_correct, frac, names_in, triplet_prf
 from eval.parts import Part
 from eval.render import pyplot
-from eval.systems import SYSTEMS, Session, System, run_sessions
+from eval.systems import Session, System, run_sessions
 from memory_runtime.memory.store import MemoryConfig, TripletStore
 from memory_runtime.stats import percentile
 

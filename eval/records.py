@@ -19,6 +19,7 @@ from pathlib import Path
 from statistics import mean
 from typing import TYPE_CHECKING
 
+from eval import SYSTEMS
 from eval.metrics import (
     PRF,
     abstains,
@@ -33,7 +34,7 @@ from eval.metrics import (
 )
 from eval.parts import Part
 from eval.render import COLOURS, label_bars, markdown_table, pct, pyplot
-from eval.systems import SYSTEMS, Session, System, run_sessions, verbalise
+from eval.systems import Session, System, run_sessions, verbalise
 from memory_runtime.jsonl import read_models
 from memory_runtime.memory.store import MemoryConfig, TripletStore
 from memory_runtime.protocol import Call, parse_calls, strip_calls

@@ -3,7 +3,7 @@ eval/report.py and the parts' own sections and plots."""
 
 from __future__ import annotations
 
-from eval.systems import SYSTEMS
+from eval import SYSTEMS
 
 COLOURS = {name: f"C{i}" for i, name in enumerate(SYSTEMS)}  # one colour per system, in every plot
 

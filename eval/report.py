@@ -15,11 +15,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from eval import FULL_PARTS, parts
+from eval import FULL_PARTS, SYSTEMS, parts
 from eval.metrics import interval
 from eval.real_probe import passages_text
 from eval.render import markdown_table, num, pct, pyplot, span
-from eval.systems import SYSTEMS
 
 
 def summarise(raw: dict) -> dict:
@@ -385,7 +384,8 @@ def write_report(summary: dict, raw: dict, meta: dict, out_dir: str | Path) -> d
     plots = plot(summary, raw, out)
     small = small_sample_line(summary, meta)
     lines = [f"# memlm eval: {meta.get('model')}", "", f"**{verdict(targets)}**", ""]
-    lines += [f"> {line}" for line in coverage_lines(meta)] + ([""] if coverage_lines(meta) else [])
+    coverage = coverage_lines(meta)
+    lines += [f"> {line}" for line in coverage] + ([""] if coverage else [])
     if small:
         lines += [f"> {small}", ""]
     lines += _source_lines(meta) + [

@@ -242,9 +242,8 @@ def run_eval(
         "sources": describe_sources(config, cases),
         "skipped": skipped,
     }
-    names = list(systems) if systems is not None else list(config.systems)
-    jobs = [(name, part) for name, part in _jobs(config, names) if part not in skipped]
-    raw: dict[str, dict[str, Any]] = {name: {"uses_memory": name != "zero_shot"} for name in names}
+    jobs = [(name, part) for name, part in _jobs(config, config.systems) if part not in skipped]
+    raw: dict[str, dict[str, Any]] = {name: {"uses_memory": name != "zero_shot"} for name in config.systems}
     for (name, part), rows in done.items():
         if (name, part) in jobs:
             raw[name][part] = rows

@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from eval import SYSTEMS as ALL_SYSTEMS
 from memory_runtime.generation.backend import Backend
 from memory_runtime.generation.batching import BatchDecoder, OneAtATime
 from memory_runtime.generation.engine import Session, TurnEngine, TurnRequest, TurnResult, turn_messages
@@ -65,8 +64,6 @@ FEW_SHOT_PROMPT = (
     + " Relations: employed by, manager of, investor in, founder of, customer of. Examples:\n"
     + "\n".join(f"User: {u}\nAssistant: {a}" for u, a in _DEMOS)
 )
-
-SYSTEMS = ALL_SYSTEMS  # the names, defined in eval/__init__.py (the CLI's help reads them without torch)
 
 
 def verbalise(facts: Sequence[Sequence[str]]) -> str:

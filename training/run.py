@@ -326,12 +326,11 @@ def plan_resume(config: TrainConfig, log: LogFn = _stderr) -> str | None:
         finished_run_here(config, out, start_over, log)
         return None
     if resume is None:
-        saved = out / CONFIG_FILENAME
-        if not saved.is_file():
+        differences = earlier_differences(config, out)
+        if differences is None:
             raise ConfigError(
                 f"{out} holds {Path(last).name} but no {CONFIG_FILENAME} to check it against: {start_over}"
             )
-        differences = TrainConfig.load(saved).differences(config, ignore=RESUME_IGNORES)
         if differences:
             raise ConfigError(
                 f"{out} holds {Path(last).name} of a run with another config "
@@ -348,13 +347,19 @@ def plan_resume(config: TrainConfig, log: LogFn = _stderr) -> str | None:
     return str(resume)
 
 
+def earlier_differences(config: TrainConfig, out: Path) -> list[str] | None:
+    """How the config of the run that wrote `out` differs from `config` in what is trained (RESUME_IGNORES
+    aside); None when `out` holds no train_config.yaml to tell."""
+    saved = out / CONFIG_FILENAME
+    return TrainConfig.load(saved).differences(config, ignore=RESUME_IGNORES) if saved.is_file() else None
+
+
 def finished_run_here(config: TrainConfig, out: Path, start_over: str, log: LogFn) -> None:
     """A finished run's adapter in the output directory (no checkpoint left to resume) is replaced only by a run
     of the same config, or with --fresh: another base or recipe trained there would silently take its place."""
     if not (out / "adapter_config.json").is_file():
         return
-    saved = out / CONFIG_FILENAME
-    differences = TrainConfig.load(saved).differences(config, ignore=RESUME_IGNORES) if saved.is_file() else None
+    differences = earlier_differences(config, out)
     if differences is None or differences:
         what = f"of another config ({'; '.join(differences[:6])})" if differences else f"with no {CONFIG_FILENAME}"
         raise ConfigError(f"{out} holds the adapter of a finished run {what}: {start_over}")
