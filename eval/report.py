@@ -11,6 +11,7 @@ lists them); the headline table, the cases line under it and TARGETS pick figure
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -361,26 +362,32 @@ def plot(summary: dict, raw: dict, out_dir: Path) -> list[Path]:
 # ----------------------------------------------------------------------------- the report
 
 
+def _replace(path: Path, text: str) -> None:
+    """Write `path` whole or not at all: the report is rewritten as each part ends, and an eval stopped while
+    writing must leave the last complete one (`--resume` reads its cases.jsonl)."""
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(text, encoding="utf-8")
+    os.replace(partial, path)
+
+
 def write_report(summary: dict, raw: dict, meta: dict, out_dir: str | Path) -> dict[str, Path]:
     """metrics.json, report.md, the plots, and the per-case rows (cases.jsonl) for error analysis."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     files = {"metrics": out / "metrics.json", "report": out / "report.md", "cases": out / "cases.jsonl"}
     targets = measure_targets(summary)
-    files["metrics"].write_text(
-        json.dumps(
-            {"meta": meta, "verdict": verdict(targets), "targets": targets, "systems": summary},
-            indent=2,
-            ensure_ascii=False,
-        )
-        + "\n"
+    metrics = {"meta": meta, "verdict": verdict(targets), "targets": targets, "systems": summary}
+    _replace(files["metrics"], json.dumps(metrics, indent=2, ensure_ascii=False) + "\n")
+    _replace(
+        files["cases"],
+        "".join(
+            json.dumps({"system": system, "part": part, **row}, ensure_ascii=False) + "\n"
+            for system, rows_of in raw.items()
+            for part, rows in rows_of.items()
+            if isinstance(rows, list)
+            for row in rows
+        ),
     )
-    with open(files["cases"], "w", encoding="utf-8") as f:
-        for system, rows_of in raw.items():
-            for part, rows in rows_of.items():
-                if isinstance(rows, list):
-                    for row in rows:
-                        f.write(json.dumps({"system": system, "part": part, **row}, ensure_ascii=False) + "\n")
     plots = plot(summary, raw, out)
     small = small_sample_line(summary, meta)
     lines = [f"# memlm eval: {meta.get('model')}", "", f"**{verdict(targets)}**", ""]

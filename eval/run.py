@@ -16,7 +16,6 @@ real-text source and the injection attempts per place (default 12).
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections.abc import Callable
@@ -29,6 +28,7 @@ from eval.report import summarise, write_report
 from eval.systems import System
 from memory_runtime.generation.runtime import open_runtime
 from memory_runtime.generation.write_gate import WriteGateConfig
+from memory_runtime.jsonl import read_dicts
 from memory_runtime.memory.store import MemoryConfig
 
 Progress = Callable[[str, int], Callable[[], None]]
@@ -310,8 +310,9 @@ def finished_rows(config: EvalConfig, out: Path) -> dict[tuple[str, str], list[d
             "give the same command, or another --out"
         )
     rows: dict[tuple[str, str], list[dict]] = {}
-    for line in rows_file.read_text(encoding="utf-8").splitlines():
-        row = json.loads(line)
+    for n, row in read_dicts(rows_file, "an eval case"):
+        if not {"system", "part"} <= set(row):
+            raise ValueError(f"{rows_file}:{n}: a case without its system and part: not an eval's cases.jsonl")
         rows.setdefault((row.pop("system"), row.pop("part")), []).append(row)
     return rows
 

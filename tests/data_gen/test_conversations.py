@@ -147,6 +147,10 @@ def test_the_kinds_of_questions_follow_their_shares():
 
     none, many = refused("conversations.kinds.adversarial=0"), refused("conversations.kinds.adversarial=0.5")
     assert none == 0 and many > 0.2, (none, many)
+    with pytest.raises(
+        ValueError, match="conversations.kinds: temporal \\+ multi_hop \\+ adversarial must be at most 1"
+    ):
+        DataConfig.load(CONFIG, ["conversations.kinds.adversarial=0.7"])
 
 
 def test_relative_times_follow_the_objects_they_date_and_the_personas_are_real(generated):

@@ -558,6 +558,13 @@ def test_a_stopped_eval_keeps_its_finished_parts_and_resume_finishes_it(tiny_dat
     assert not json.loads((tmp_path / "cut" / "metrics.json").read_text())["meta"].get("unfinished")
     with pytest.raises(ValueError, match=r"another config \(differs in limit\)"):
         run_eval(config.model_copy(update={"limit": 2}), tmp_path / "cut", resume=True)
+    cases = tmp_path / "cut" / "cases.jsonl"
+    damaged = '{"system": "memlm", "part": "records"}\n{"rows": 1}\n'
+    cases.write_text(damaged)
+    with pytest.raises(ValueError, match=r"cases.jsonl:2: a case without its system and part"):
+        run_eval(config, tmp_path / "cut", resume=True)
+    assert cases.read_text() == damaged  # refused before anything is written: nothing of it is lost
+    assert not list((tmp_path / "cut").glob("*.partial"))  # every report file was written whole
 
 
 def test_a_part_of_another_schema_is_skipped_saying_why_and_never_scored(tiny_model_dir, tmp_path):

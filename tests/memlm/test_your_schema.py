@@ -47,3 +47,15 @@ def test_a_schema_of_your_own_checks_generates_trains_and_evaluates_first_time(n
           "--parts", "records,episodes", "generation.max_new_tokens=8")  # fmt: skip
     metrics = json.loads((report / "metrics.json").read_text())
     assert "memlm" in json.dumps(metrics) and (report / "report.md").is_file()
+
+
+def test_a_schema_with_too_few_names_is_one_line_naming_where_to_add_them(tmp_path):
+    schema = yaml.safe_load((SCHEMAS / "readers.yaml").read_text())
+    schema["types"]["book"]["names"] = [{"names": ["Emma", "Dune", "Beloved"]}]
+    (tmp_path / "few.yaml").write_text(yaml.safe_dump(schema))
+    result = runner.invoke(
+        app, ["generate", "--config", "tiny", "--schema", str(tmp_path / "few.yaml"), "--out", str(tmp_path / "d")]
+    )
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert "world.names.book: only 3 distinct names" in result.output and "types.book.names" in result.output
+    assert not (tmp_path / "d").exists()
