@@ -31,7 +31,7 @@ from pydantic import Field, PrivateAttr, field_validator, model_validator
 from data_gen.schema import Schema
 from data_gen.text import check_templates
 from memory_runtime.protocol import ACK
-from memory_runtime.shipped import shipped
+from memory_runtime.shipped import resolve_path, shipped
 from memory_runtime.yaml_config import ConfigError, Strict, read_mapping, validate
 
 SPLITS = ("train", "validation", "test")
@@ -375,7 +375,7 @@ def _read_yaml(path: Path, seen: tuple[Path, ...] = ()) -> dict:
         return data
     if not isinstance(base, str):
         raise ConfigError(f"invalid data config {path}:\n  base: must be a path to another config")
-    base_path = (path.parent / base).resolve()
+    base_path = Path(resolve_path(base, path.parent))
     if base_path in seen:
         raise ConfigError(f"invalid data config {path}:\n  base: {base} includes itself")
     return _merge(paths_relative_to(_read_yaml(base_path, (*seen, base_path)), base_path.parent), data)
@@ -389,9 +389,7 @@ def paths_relative_to(data: dict, folder: Path) -> dict:
     for validation to name."""
 
     def absolute(value: Any) -> Any:
-        if not isinstance(value, str) or Path(value).is_absolute():
-            return value
-        return str((folder / value).resolve())
+        return resolve_path(value, folder) if isinstance(value, str) else value
 
     out = dict(data)
     for key in ("memory_config", "schema_file"):

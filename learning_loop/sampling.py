@@ -90,13 +90,8 @@ class SampleConfig(Strict):
         return self
 
     def relative_to(self, folder: Path) -> SampleConfig:
-        base = folder.resolve()
-
-        def resolve(path: str | None) -> str | None:
-            return str((base / path).resolve()) if path and not Path(path).is_absolute() else path
-
         self.prompts.relative_to(folder)
-        self.generation.memory_config = resolve(self.generation.memory_config)
+        self.generation.relative_to(folder)
         return self
 
 

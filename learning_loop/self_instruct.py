@@ -43,6 +43,7 @@ from memory_runtime.memory.store import MemoryConfig, TripletStore
 from memory_runtime.memory.terms import normalize_term
 from memory_runtime.protocol import SYSTEM_PROMPT, Call, Triplet, parse_calls
 from memory_runtime.records import Record, turn_segments
+from memory_runtime.shipped import resolve_path
 from memory_runtime.yaml_config import Strict
 
 TaskType = Literal["write", "read", "unanswerable", "two_hop"]
@@ -394,12 +395,11 @@ class SelfInstructConfig(Strict):
         return self
 
     def relative_to(self, folder: Path) -> SelfInstructConfig:
-        base = folder.resolve()
-        resolve = lambda p: str((base / p).resolve()) if p and not Path(p).is_absolute() else p  # noqa: E731
+        resolve = lambda p: resolve_path(p or None, folder) or p  # noqa: E731
         self.world, self.seed_tasks = resolve(self.world), resolve(self.seed_tasks)
         self.test_tasks, self.real = resolve(self.test_tasks), resolve(self.real)
         self.train.config, self.train.templates = resolve(self.train.config), resolve(self.train.templates)
-        self.generation.memory_config = resolve(self.generation.memory_config)
+        self.generation.relative_to(folder)
         return self
 
 

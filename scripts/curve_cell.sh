@@ -28,7 +28,7 @@ read -r -a eval_args <<< "${MEMLM_CURVE_EVAL_ARGS:---workers 2}"
 records=$((steps * 16 > 20000 ? steps * 16 : 20000))
 
 if [ ! -f "$dir/model/metrics.json" ]; then
-  python3 -m memlm train --config "$config" --data "$data" --output-dir "$dir/model" --max-steps "$steps" \
+  python3 -m memlm train --config "$config" --data "$data" --out "$dir/model" --max-steps "$steps" \
     optim.max_minutes=null output.eval_steps="$steps" output.save_steps="$steps" \
     data.max_train_records="$records" "$@"
 fi

@@ -55,7 +55,7 @@ for s in $STEPS; do
            --random-init configs/models/qwen2.5-7b-instruct.json --steps 4 --warmup 1 --modes padding_free \
            --batches tokens=4096,tokens=8192 model.name="$TOKENIZER" model.local_files_only=true ;;
     2) step gpu-recipe 330 $MEMLM train --config configs/train/gpu-smollm2.yaml --data "$DATA" \
-           --output-dir "$OUT/gpu-smollm2" optim.max_minutes=4 ;;
+           --out "$OUT/gpu-smollm2" optim.max_minutes=4 ;;
     3) for together in false true; do
            step "eval-together-$together" 90 $MEMLM eval --model "${ADAPTER:-$(adapter)}" --data "$DATA" \
                --out "$OUT/eval-together-$together" --systems memlm --parts records --limit 10 generation.device=cuda \
@@ -70,9 +70,9 @@ for s in $STEPS; do
     6) step sample 200 $MEMLM sample --model "$OUT/gpu-smollm2" --data "$DATA" --out "$OUT/sample" --overwrite \
            prompts.statements=120 prompts.questions=60 generation.device=cuda generation.max_batch_size=64 ;;
     7) step dpo 200 $MEMLM train --config configs/train/dpo-smollm2.yaml --data "$OUT/sample" \
-           reference="$OUT/gpu-smollm2" --output-dir "$OUT/dpo" --fresh optim.max_minutes=2 ;;
+           reference="$OUT/gpu-smollm2" --out "$OUT/dpo" --fresh optim.max_minutes=2 ;;
     8) step grpo 260 $MEMLM train --config configs/train/grpo-smollm2.yaml --data "$DATA" \
-           reference="$OUT/gpu-smollm2" --output-dir "$OUT/grpo" --fresh optim.max_minutes=3 grpo.rollout_batch_size=16 ;;
+           reference="$OUT/gpu-smollm2" --out "$OUT/grpo" --fresh optim.max_minutes=3 grpo.rollout_batch_size=16 ;;
     9) step soak 560 taskset -c 0-11 $MEMLM bench soak --minutes 8 --client-cpus 12-15 --out "$OUT/soak.json" ;;
     *) echo "unknown step $s" >&2 ;;
     esac

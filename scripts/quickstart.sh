@@ -27,7 +27,7 @@ stage 2/5 "generate 100k synthetic training records (~30 s)"
 memlm generate --config configs/data/default.yaml --out runs/data --overwrite
 
 stage 3/5 "train a LoRA adapter: at most $MINUTES min of training, plus ~1 min of loading and a final eval"
-memlm train --config "$CONFIG" --data runs/data --output-dir runs/cpu-smollm2
+memlm train --config "$CONFIG" --data runs/data --out runs/cpu-smollm2
 
 stage 4/5 "evaluate the adapter and two baselines on $LIMIT cases per category (a smoke test, ~7-9 min)"
 memlm eval --model runs/cpu-smollm2 --data runs/data --out runs/eval --limit "$LIMIT" --workers 2 --full

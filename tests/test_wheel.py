@@ -173,7 +173,7 @@ def test_train_eval_and_serve_from_the_wheel(wheel_env):
     if not (work / "data" / "dataset_dict.json").is_file():
         assert run([memlm, "generate", "--config", "tiny", "--out", "data"], work).returncode == 0
     trained = run(
-        [memlm, "train", "--config", "cpu-smollm2", "--data", "data", "--output-dir", "run", "--max-steps", "1",
+        [memlm, "train", "--config", "cpu-smollm2", "--data", "data", "--out", "run", "--max-steps", "1",
          "optim.per_device_train_batch_size=2", "data.eval_split=null", "output.eval_strategy=no"],
         work,
     )  # fmt: skip

@@ -36,7 +36,7 @@ from pydantic import Field, field_validator, model_validator
 
 from memory_runtime.models.loading import EMBEDDED_MODEL, TRAIN_CONFIG_FILENAME
 from memory_runtime.protocol import SYSTEM_PROMPT
-from memory_runtime.shipped import shipped
+from memory_runtime.shipped import resolve_path, shipped
 from memory_runtime.yaml_config import ConfigError, Strict
 
 CONFIG_FILENAME = TRAIN_CONFIG_FILENAME
@@ -167,15 +167,10 @@ class Prompts(Strict):
 
     def relative_to(self, folder: Path) -> Prompts:
         """Relative paths made relative to the config file's `folder`."""
-        base = folder.resolve()
-
-        def resolve(path: str | None) -> str | None:
-            return str((base / path).resolve()) if path and not Path(path).is_absolute() else path
-
-        self.data = resolve(self.data)
-        self.data_config = resolve(self.data_config)
+        self.data = resolve_path(self.data or None, folder) or self.data
+        self.data_config = resolve_path(self.data_config, folder)
         for real in self.real:
-            real.path = resolve(real.path)
+            real.path = resolve_path(real.path, folder)
         return self
 
 

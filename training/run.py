@@ -32,6 +32,7 @@ from training.config import (
     preflight,
     resolve_deepspeed,
 )
+from training.run_card import README_FILENAME, write_run_card
 
 logger = logging.getLogger(__name__)
 
@@ -321,7 +322,7 @@ def plan_resume(config: TrainConfig, log: LogFn = _stderr) -> str | None:
                 shutil.rmtree(checkpoint)
             log(f"starting over: removed {len(old)} checkpoint(s) of the earlier run in {out}")
         return None
-    start_over = "pass --fresh (output.resume_from_checkpoint=false) to start over, or choose another --output-dir"
+    start_over = "pass --fresh (output.resume_from_checkpoint=false) to start over, or choose another --out"
     if resume is None and last is None:
         finished_run_here(config, out, start_over, log)
         return None
@@ -455,7 +456,7 @@ def finish_run(
     extra: dict[str, Any] | None = None,
 ) -> TrainResult:
     """After trainer.train(): the final evaluation, metrics.json (with `extra`, an objective's own figures),
-    what the budget reached, and the save."""
+    what the budget reached, the save, and the run card (README.md, training/run_card.py)."""
     metrics: dict[str, Any] = dict(result.metrics)
     if has_eval and config.output.final_eval:
         last = trainer.state.log_history[-2:] if trainer.state.log_history else []
@@ -496,7 +497,10 @@ def finish_run(
         config.save(out / CONFIG_FILENAME, notes)
         (out / METRICS_FILENAME).write_text(json.dumps(_jsonable(metrics), indent=2) + "\n")
         trainer.save_state()
-        log(f"saved {config.method} model, tokenizer, {CONFIG_FILENAME} and {METRICS_FILENAME} to {out}")
+        # last: TRL writes its hub card at every checkpoint, PEFT at every save_model; the run card replaces it
+        write_run_card(config, trainer, metrics, out)
+        saved = f"{CONFIG_FILENAME}, {METRICS_FILENAME} and {README_FILENAME}"
+        log(f"saved {config.method} model, tokenizer, {saved} to {out}")
     return TrainResult(out, metrics, list(trainer.state.log_history), trainer)
 
 

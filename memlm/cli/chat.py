@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from memlm.cli.common import MODEL, OVERRIDES, app, fail, load
+from memlm.cli.common import MODEL, app, fail, load, overrides_argument
 
 
 @app.command("chat")
@@ -19,7 +19,7 @@ def chat_command(
         help="Chat config YAML (configs/chat/default.yaml lists every field at its default: history, "
         "feedback, generation); key=value overrides and flags win over it.",
     ),
-    overrides: list[str] | None = OVERRIDES,
+    overrides: list[str] | None = overrides_argument("generation.temperature=0.7", "generation.max_new_tokens=128"),
     user: str | None = typer.Option(
         None, "--user", "-u", help="Sets user: whose memory to start with (a namespace); /user NAME switches."
     ),

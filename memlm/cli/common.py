@@ -9,6 +9,7 @@ from typing import Any, NoReturn, TypeVar
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from memory_runtime.shipped import find_config as shipped_config
 from memory_runtime.yaml_config import Strict
@@ -40,9 +41,14 @@ app.add_typer(config_app, name="config")
 console = Console(stderr=True)
 C = TypeVar("C", bound=Strict)
 
-OVERRIDES = typer.Argument(
-    None, help="Config overrides as dotted key=value, e.g. generation.max_new_tokens=64.", show_default=False
-)
+
+def overrides_argument(*examples: str) -> Any:
+    """The ``key=value`` arguments of a command, with examples of its own config (tests/memlm/test_cli_help.py
+    loads each example with the command's config)."""
+    shown = " ".join(escape(example) for example in examples)  # [a,b] is not rich markup
+    return typer.Argument(None, help=f"Config overrides as dotted key=value, e.g. {shown}.", show_default=False)
+
+
 MODEL = typer.Option(
     None,
     "--model",
@@ -91,8 +97,6 @@ def csv(value: str | None) -> list[str] | None:
 
 def fail(err: Exception) -> NoReturn:
     """Print an error (its text may contain [brackets]: no rich markup) and exit with status 2."""
-    from rich.markup import escape
-
     console.print(f"[red]error:[/red] {escape(str(err))}", soft_wrap=True)
     raise typer.Exit(2)
 

@@ -10,7 +10,7 @@ from typing import Any
 import typer
 
 from memlm.cli.common import config_app, fail, log
-from memory_runtime.shipped import config_names, shipped
+from memory_runtime.shipped import config_names, shipped, shipped_name
 from memory_runtime.shipped import find_config as shipped_config
 
 
@@ -31,9 +31,10 @@ def config_copy(
     ),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace DEST if it exists."),
 ) -> None:
-    """Write a shipped config out to edit, then run it with --config DEST. The paths it names relative to
-    itself (base:, real passages, seed tasks, ...) are written as absolute paths of the shipped files, so
-    the copy runs from wherever it is."""
+    """Write a shipped config out to edit, then run it with --config DEST. The files it names relative to
+    itself (base:, real passages, seed tasks, ...) are written by their shipped names
+    (`shipped:configs/data/default.yaml`), never as paths into this install: the copy runs from wherever
+    it is, with whichever install of memlm runs it."""
     try:
         source = shipped_config(name)
     except ValueError as err:
@@ -45,38 +46,38 @@ def config_copy(
         target = target / source.name
     if target.exists() and not overwrite:
         fail(FileExistsError(f"{target} exists: --overwrite replaces it"))
-    text, made_absolute = absolute_paths(source.read_text(encoding="utf-8"), source.parent)
+    text, renamed = shipped_names(source.read_text(encoding="utf-8"), source.parent)
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(text, encoding="utf-8")
     log(f"wrote {target} (from {source})")
-    for value, path in made_absolute:
-        log(f"  {value} -> {path}")
+    for value, name in renamed:
+        log(f"  {value} -> {name}")
 
 
-def absolute_paths(text: str, folder: Path) -> tuple[str, list[tuple[str, Path]]]:
-    """`text`, a YAML config in `folder`, with each value that names a file relative to `folder` made
-    absolute (line by line, so comments and layout stay), and those values with their paths. A JSON
-    config names no files; it is returned as it is."""
+def shipped_names(text: str, folder: Path) -> tuple[str, list[tuple[str, str]]]:
+    """`text`, a shipped YAML config in `folder`, with each value that names a file relative to `folder`
+    written as that file's shipped name (line by line, so comments and layout stay), and those values
+    with their new names. A JSON config names no files; it is returned as it is."""
     import yaml
 
     files = {
-        value: (folder / value).resolve()
+        value: shipped_name(folder / value) or str((folder / value).resolve())
         for value in _strings(yaml.safe_load(text))
         if value.strip() and not Path(value).is_absolute() and (folder / value).is_file()
     }
     # a plain or quoted scalar after "key: " or "- " (a list item), and a comment after it
     scalar = re.compile(r"""^(\s*(?:- +)?(?:[^\s:#'"][^:#]*: +)?)(['"]?)(.+?)\2(\s*(?:#.*)?)$""")
-    lines, made_absolute = [], []
+    lines, renamed = [], []
     for line in text.splitlines(keepends=True):
         body = line.rstrip("\r\n")
         match = scalar.match(body)
         if match and match.group(3) in files:
             value = match.group(3)
-            made_absolute.append((value, files[value]))
+            renamed.append((value, files[value]))
             quote = match.group(2)
             line = f"{match.group(1)}{quote}{files[value]}{quote}{match.group(4)}{line[len(body) :]}"
         lines.append(line)
-    return "".join(lines), made_absolute
+    return "".join(lines), renamed
 
 
 def _strings(value: Any) -> list[str]:

@@ -6,13 +6,13 @@ from pathlib import Path
 
 import typer
 
-from memlm.cli.common import OVERRIDES, app, console, fail, find_config, flag_overrides, log
+from memlm.cli.common import app, console, fail, find_config, flag_overrides, log, overrides_argument
 
 
 @app.command("generate")
 def generate(
     config: Path = typer.Option(Path("configs/data/default.yaml"), "--config", help="Data config YAML."),
-    overrides: list[str] | None = OVERRIDES,
+    overrides: list[str] | None = overrides_argument("splits.train=2000", "seed=1"),
     out: Path = typer.Option(
         ..., "--out", help="Output directory (DatasetDict, JSONL, README.md card, config.yaml: the resolved config)."
     ),

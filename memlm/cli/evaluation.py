@@ -10,7 +10,6 @@ from eval import DEFAULT_PARTS, FULL_PARTS, SYSTEMS
 from eval import NAMES as EVAL_PARTS
 from memlm.cli.common import (
     MODEL,
-    OVERRIDES,
     app,
     bench_app,
     console,
@@ -21,6 +20,7 @@ from memlm.cli.common import (
     load,
     load_generation,
     log,
+    overrides_argument,
     print_json,
 )
 
@@ -39,7 +39,7 @@ def eval_command(
         help="Eval config YAML (configs/eval/default.yaml lists every field at its default); "
         "key=value overrides and flags win over it.",
     ),
-    overrides: list[str] | None = OVERRIDES,
+    overrides: list[str] | None = overrides_argument("generation.max_batch_size=8", "locomo.reader=model"),
     model: str | None = MODEL,
     data: str | None = typer.Option(
         None, "--data", help="Sets data: a `memlm generate` directory, whose test records and episodes are evaluated."
@@ -164,7 +164,7 @@ class LineProgress:
 @bench_app.command("decode")
 def bench_decode_command(
     data: Path = typer.Option(..., "--data", help="A `memlm generate` output directory: its test records are decoded."),
-    overrides: list[str] | None = OVERRIDES,
+    overrides: list[str] | None = overrides_argument("generation.max_new_tokens=64"),
     model: str | None = MODEL,
     turns: int = typer.Option(64, "--turns", min=13, help="About this many teacher-forced turns, every category."),
     batch_sizes: str = typer.Option("1,8", "--batch-sizes", help="Comma-separated; the first is the baseline."),

@@ -9,7 +9,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from memlm.cli.common import MODEL, OVERRIDES, app, console, fail, feedback_app, load, log, print_json
+from memlm.cli.common import MODEL, app, console, fail, feedback_app, load, log, overrides_argument, print_json
 
 
 @app.command("self-instruct")
@@ -27,7 +27,7 @@ def self_instruct_command(
         "the training config of each round, generation (see its comments).",
     ),
     model: str | None = MODEL,
-    overrides: list[str] | None = OVERRIDES,
+    overrides: list[str] | None = overrides_argument("rounds=2", "tasks_per_round=50"),
 ) -> None:
     """Self-instructed trajectories: the model phrases tasks with known gold, runs them with its memory,
     keeps the exactly right runs (the reward's `exact`) and trains on templates + kept runs; repeat with the

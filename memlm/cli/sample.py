@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from memlm.cli.common import MODEL, OVERRIDES, app, fail, load, log, print_json
+from memlm.cli.common import MODEL, app, fail, load, log, overrides_argument, print_json
 
 
 @app.command("sample")
@@ -27,7 +27,7 @@ def sample_command(
     ),
     model: str | None = MODEL,
     overwrite: bool = typer.Option(False, "--overwrite", help="Write into a non-empty --out."),
-    overrides: list[str] | None = OVERRIDES,
+    overrides: list[str] | None = overrides_argument("samples_per_prompt=8", "prompts.real_limit=100"),
 ) -> None:
     """Run a trained model several times on each training prompt, sampled, with its memory executing the calls;
     score every run with the reward (learning_loop/reward.py) and write DPO pairs and KTO turns.

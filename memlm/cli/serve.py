@@ -10,7 +10,6 @@ import typer
 
 from memlm.cli.common import (
     MODEL,
-    OVERRIDES,
     app,
     bench_app,
     console,
@@ -20,6 +19,7 @@ from memlm.cli.common import (
     load,
     load_generation,
     log,
+    overrides_argument,
     print_json,
 )
 
@@ -106,7 +106,7 @@ def serve_command(
     allow_host: list[str] | None = ALLOW_HOST,
     forwarded_allow_ips: str | None = FORWARDED_ALLOW_IPS,
     allow_demo_key: bool = ALLOW_DEMO_KEY,
-    overrides: list[str] | None = OVERRIDES,
+    overrides: list[str] | None = overrides_argument("generation.engine=onnx", "limits.max_queue=64"),
 ) -> None:
     """Serve a model with its memory behind an OpenAI-compatible API (POST /v1/chat/completions),
     with per-user memory endpoints (/v1/memory/...), /health and /metrics."""
@@ -140,7 +140,7 @@ def ui_command(
     allow_host: list[str] | None = ALLOW_HOST,
     forwarded_allow_ips: str | None = FORWARDED_ALLOW_IPS,
     allow_demo_key: bool = ALLOW_DEMO_KEY,
-    overrides: list[str] | None = OVERRIDES,
+    overrides: list[str] | None = overrides_argument("allow_demo_key=false"),
 ) -> None:
     """The memory page (http://HOST:PORT/ui) on a memory, without a model: see, search, time-travel,
     correct, forget, export and import the facts of one API key's namespace. No chat pane."""
@@ -171,7 +171,7 @@ def bench_serve_command(
         help="Comma-separated engines (hf, vllm), each at every number of clients (default: generation.engine, "
         "auto: vllm where installed).",
     ),
-    overrides: list[str] | None = OVERRIDES,
+    overrides: list[str] | None = overrides_argument("generation.max_batch_size=16"),
 ) -> None:
     """The server on 127.0.0.1 under concurrent streaming clients: requests/s, latency p50/p99, time to
     the first streamed words, controller overhead; one cell per engine and number of clients. Overrides:
@@ -255,7 +255,7 @@ def bench_soak_command(
         "--out",
         help="Also write the report (indented) here, rewritten every --interval: an interrupted run keeps it.",
     ),
-    overrides: list[str] | None = OVERRIDES,
+    overrides: list[str] | None = overrides_argument("generation.max_new_tokens=32"),
 ) -> None:
     """The server in a process of its own under a long mixed load: chat turns, reads, writes, page listings,
     exports and small imports by concurrent clients in random namespaces, one large import beside them.

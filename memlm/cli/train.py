@@ -8,9 +8,13 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from memlm.cli.common import OVERRIDES, app, bench_app, console, fail, find_config, load, log, print_json
+from memlm.cli.common import app, bench_app, console, fail, find_config, load, log, overrides_argument, print_json
 
-TRAIN_CONFIG = typer.Option(..., "--config", help="Training config YAML (configs/train/*.yaml).")
+TRAIN_CONFIG = typer.Option(
+    Path("configs/train/cpu-smollm2.yaml"),
+    "--config",
+    help="Training config: a YAML file or a shipped name (memlm config list; the default is the quickstart's).",
+)
 
 
 def _quiet_training_logs() -> None:
@@ -49,7 +53,7 @@ def _train_config(
 @app.command("train")
 def train_command(
     config: Path = TRAIN_CONFIG,
-    overrides: list[str] | None = OVERRIDES,
+    overrides: list[str] | None = overrides_argument("optim.max_steps=50", "lora.r=16"),
     data: str | None = typer.Option(
         None,
         "--data",
@@ -57,7 +61,9 @@ def train_command(
         "directory (pairs.jsonl / turns.jsonl) or a JSONL file; objective grpo: a `memlm generate` directory "
         "whose train split gives prompts.",
     ),
-    output_dir: str | None = typer.Option(None, "--output-dir", help="Sets output.output_dir."),
+    output_dir: str | None = typer.Option(
+        None, "--out", "--output-dir", help="Sets output.output_dir: the run directory (--output-dir: the old name)."
+    ),
     max_steps: int | None = typer.Option(None, "--max-steps", help="Sets optim.max_steps."),
     max_minutes: float | None = typer.Option(
         None,
@@ -76,7 +82,7 @@ def train_command(
     dpo / kto and reference=RUN_DIR, train that run further on preference pairs / labelled turns, or with
     objective grpo on its own runs, executed with the memory and rewarded.
 
-    Resumes by default when --output-dir holds a checkpoint of the same config; model.dtype auto
+    Resumes by default when --out holds a checkpoint of the same config; model.dtype auto
     picks bfloat16 only where this machine multiplies it natively (the log says which and why)."""
     import logging
 
@@ -116,7 +122,7 @@ def train_command(
 @app.command("inspect")
 def inspect_command(
     config: Path = TRAIN_CONFIG,
-    overrides: list[str] | None = OVERRIDES,
+    overrides: list[str] | None = overrides_argument("data.max_length=512"),
     data: str | None = typer.Option(
         None,
         "--data",
@@ -200,7 +206,7 @@ def _print_preference_item(out: Console, item, enc: dict, tokenizer) -> None:
 @bench_app.command("train")
 def bench_train_command(
     config: Path = TRAIN_CONFIG,
-    overrides: list[str] | None = OVERRIDES,
+    overrides: list[str] | None = overrides_argument("optim.per_device_train_batch_size=4"),
     data: str | None = typer.Option(None, "--data", help="DatasetDict saved by data_gen (default: templated records)."),
     steps: int = typer.Option(6, "--steps", min=1, help="Timed optimizer steps per mode."),
     warmup: int = typer.Option(1, "--warmup", min=0, help="Untimed warm-up steps per mode (and round)."),
@@ -299,7 +305,9 @@ def bench_train_command(
 @app.command("merge")
 def merge_command(
     adapter: Path = typer.Argument(..., help="A PEFT adapter directory (e.g. a memlm train output dir)."),
-    output: Path = typer.Option(..., "--output", "-o", help="Where to write the merged model."),
+    output: Path = typer.Option(
+        ..., "--out", "--output", "-o", help="Where to write the merged model (--output, -o: the old names)."
+    ),
     base: str | None = typer.Option(None, "--base", help="Base model (default: the one the adapter records)."),
     dtype: str = typer.Option("float32", "--dtype", help="float32 | bfloat16 | float16"),
 ) -> None:

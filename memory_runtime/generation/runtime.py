@@ -36,6 +36,7 @@ from memory_runtime.generation.engine import TurnEngine, TurnRequest, turn_messa
 from memory_runtime.generation.write_gate import WriteGate, WriteGateConfig
 from memory_runtime.memory.store import MemoryConfig, TripletStore
 from memory_runtime.protocol import SYSTEM_PROMPT
+from memory_runtime.shipped import resolve_path
 from memory_runtime.yaml_config import Strict
 
 Engine = Literal["hf", "vllm", "onnx"]
@@ -181,8 +182,7 @@ class Generation(Strict):
         )
 
     def relative_to(self, folder: Path) -> Generation:
-        if self.memory_config is not None and not Path(self.memory_config).is_absolute():
-            self.memory_config = str(folder / self.memory_config)
+        self.memory_config = resolve_path(self.memory_config, folder)
         return self
 
 
@@ -225,7 +225,9 @@ def choose_engine(generation: Generation, hf_because: str | None = None) -> tupl
         return "vllm", "auto: vLLM is installed here"
     if generation.batch_size() == 1 and resolve_device(generation.device) == "cpu" and onnx_installed():
         return "onnx", "auto: one turn at a time on the CPU, and ONNX Runtime GenAI is installed here"
-    return "hf", "auto: vLLM is not installed here (bash scripts/vllm_cpu_env.sh on a CPU)"
+    from memory_runtime.generation.vllm_backend import vllm_cpu_hint
+
+    return "hf", f"auto: vLLM is not installed here ({vllm_cpu_hint()} on a CPU)"
 
 
 def with_defaults(data: Any, **defaults: Any) -> Any:

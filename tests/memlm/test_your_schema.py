@@ -41,7 +41,7 @@ def test_a_schema_of_your_own_checks_generates_trains_and_evaluates_first_time(n
     relations = {r["name"] for r in yaml.safe_load(schema.read_text())["relations"]}
     assert {t[1] for r in written for t in r["gold_triplets"]} <= relations
     assert {"write", "read", "negative"} <= {r["type"] for r in written}  # negatives: the schema's defaults
-    memlm("train", "--config", CPU_CONFIG, "--data", data, "--output-dir", run, "--max-steps", "3",
+    memlm("train", "--config", CPU_CONFIG, "--data", data, "--out", run, "--max-steps", "3",
           f"model.name={tiny_model_dir}", "output.save_strategy=no")  # fmt: skip
     memlm("eval", "--model", run, "--data", data, "--out", report, "--limit", "1", "--systems", "memlm",
           "--parts", "records,episodes", "generation.max_new_tokens=8")  # fmt: skip

@@ -23,12 +23,12 @@ def test_train_rejects_an_invalid_config_before_loading_anything(tmp_path, monke
     monkeypatch.setattr(models, "load_model", boom)
     monkeypatch.setattr(models, "load_tokenizer", boom)
     result = runner.invoke(
-        app, ["train", "--config", CPU_CONFIG, "--output-dir", str(tmp_path), "lora.r=0", "optim.lr=1"]
+        app, ["train", "--config", CPU_CONFIG, "--out", str(tmp_path), "lora.r=0", "optim.lr=1"]
     )
     assert result.exit_code == 2
     assert "lora.r: Input should be greater than or equal to 1" in result.output
     assert "optim.lr: unknown field" in result.output
-    result = runner.invoke(app, ["train", "--config", CPU_CONFIG, "--output-dir", str(tmp_path)])
+    result = runner.invoke(app, ["train", "--config", CPU_CONFIG, "--out", str(tmp_path)])
     assert result.exit_code == 2 and "no training data" in result.output
     result = runner.invoke(app, ["train", "--config", CPU_CONFIG, "--data", str(tmp_path / "missing")])
     assert result.exit_code == 2 and "does not exist" in result.output
@@ -62,7 +62,7 @@ def test_train_on_a_data_gen_style_dataset_dir_and_merge(tiny_model_dir, tmp_pat
             CPU_CONFIG,
             "--data",
             str(tmp_path / "data"),
-            "--output-dir",
+            "--out",
             str(out),
             "--max-steps",
             "2",
@@ -81,7 +81,7 @@ def test_train_on_a_data_gen_style_dataset_dir_and_merge(tiny_model_dir, tmp_pat
     merged = runner.invoke(app, ["merge", str(out), "--output", str(tmp_path / "merged")])
     assert merged.exit_code == 0, merged.output
     assert (tmp_path / "merged" / "model.safetensors").exists()
-    bad = runner.invoke(app, ["merge", str(tmp_path / "data"), "--output", str(tmp_path / "m2")])
+    bad = runner.invoke(app, ["merge", str(tmp_path / "data"), "--out", str(tmp_path / "m2")])
     assert bad.exit_code == 2 and "not a PEFT adapter" in bad.output
 
 
@@ -320,7 +320,7 @@ def test_a_data_dir_that_holds_no_dataset_is_one_line_and_leaves_nothing(tmp_pat
     (tmp_path / "empty").mkdir()
     out = tmp_path / "run"
     result = runner.invoke(
-        app, ["train", "--config", CPU_CONFIG, "--data", str(tmp_path / "empty"), "--output-dir", str(out)]
+        app, ["train", "--config", CPU_CONFIG, "--data", str(tmp_path / "empty"), "--out", str(out)]
     )
     assert result.exit_code == 2 and "cannot load a dataset" in result.output
     assert "Traceback" not in result.output and not out.exists()
@@ -367,7 +367,7 @@ def test_train_with_bad_preference_data_fails_in_one_line_and_writes_nothing(tin
             DPO_CONFIG,
             "--data",
             str(pairs),
-            "--output-dir",
+            "--out",
             str(out),
             f"reference={reference_run}",
             f"model.name={tiny_model_dir}",
@@ -376,7 +376,7 @@ def test_train_with_bad_preference_data_fails_in_one_line_and_writes_nothing(tin
     assert result.exit_code == 2
     assert f"error: {pairs}:1: not a PreferencePair (DPO's format)" in result.output
     assert not out.exists()
-    result = runner.invoke(app, ["train", "--config", KTO_CONFIG, "--data", str(pairs), "--output-dir", str(out)])
+    result = runner.invoke(app, ["train", "--config", KTO_CONFIG, "--data", str(pairs), "--out", str(out)])
     assert result.exit_code == 2 and "reference: objective kto needs the SFT run to start from" in result.output
 
 
@@ -411,7 +411,7 @@ def test_a_finished_run_is_replaced_only_by_its_own_config_or_with_fresh(tiny_mo
     def train(*extra: str):
         return runner.invoke(
             app,
-            ["train", "--config", CPU_CONFIG, "--data", str(tmp_path / "data"), "--output-dir", str(out),
+            ["train", "--config", CPU_CONFIG, "--data", str(tmp_path / "data"), "--out", str(out),
              "--max-steps", "1", f"model.name={tiny_model_dir}", "output.save_strategy=no", *extra],
         )  # fmt: skip
 
