@@ -12,6 +12,7 @@
     sample.py      sample                          (learning_loop.sampling)
     env.py         env                             (memlm.env)
     config.py      config list, config copy        (memory_runtime.shipped)
+    cache.py       cache list, cache clean         (memory_runtime.models.cache)
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from memlm.cli.common import app
 
 # The modules register their commands; `memlm --help` lists them in this order.
 # isort: off
-from memlm.cli import data, schema, train, evaluation, serve, chat, learn, sample, memory, env, config  # noqa: F401, E402
+from memlm.cli import data, schema, train, evaluation, serve, chat, learn, sample, memory, env, config, cache  # noqa: F401, E402
 # isort: on
 
 # Warnings every run would print and no user can act on (library internals); also set in the

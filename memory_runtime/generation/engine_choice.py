@@ -53,9 +53,9 @@ class Measured:
 
 
 def cache_file() -> Path:
-    from memory_runtime.models.loading import cache_root
+    from memory_runtime.models.loading import ENGINE_CHOICE_FILE, cache_root
 
-    return cache_root() / "serve_engine.json"
+    return cache_root() / ENGINE_CHOICE_FILE
 
 
 def machine_key(generation: Any) -> str:

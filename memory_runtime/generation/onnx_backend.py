@@ -86,7 +86,7 @@ def onnx_model_dir(model: str, weights: str = "int8") -> Path:
 
 def _exported(source: Path, weights: str) -> Path:
     """The export of the model directory `source` (:func:`_source_dir`), made if missing or stale."""
-    from memory_runtime.models.loading import cache_root, ensure_converted
+    from memory_runtime.models.loading import ONNX_DIR, ONNX_FAILED_SUFFIX, cache_root, ensure_converted
 
     if weights not in PRECISION:
         raise ValueError(f"unknown weights {weights!r}: expected one of {sorted(PRECISION)}")
@@ -94,14 +94,14 @@ def _exported(source: Path, weights: str) -> Path:
         raise ValueError(f"engine onnx needs ONNX Runtime GenAI, which is not installed: {INSTALL_HINT}")
     stamp_file = next(iter(sorted(source.glob("*.safetensors"))), None) or source / "config.json"
     key = hashlib.sha256(str(source).encode()).hexdigest()[:12]
-    cache = cache_root() / "onnx" / f"{source.name}-{key}-{weights}"
+    cache = cache_root() / ONNX_DIR / f"{source.name}-{key}-{weights}"
     version = importlib.metadata.version("onnxruntime-genai")
     # the builder, the weights and the source's weights file as written (a retrained model's merge is rewritten
     # at the same size): the cache's stamp, so a changed source is exported again
     recipe = f"onnxruntime-genai {version} {weights} {stamp_file.stat().st_mtime_ns} {stamp_file.stat().st_size}"
     # a model this builder cannot export fails in the same way every time: the failure is kept beside the
     # exports (for this recipe), so a command does not spend the export again
-    failed = cache.parent / f"{cache.name}.failed"
+    failed = cache.parent / f"{cache.name}{ONNX_FAILED_SUFFIX}"
     if failed.is_file() and failed.read_text().startswith(recipe + "\n"):
         raise ExportError(failed.read_text().split("\n", 1)[1])
 

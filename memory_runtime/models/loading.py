@@ -236,7 +236,7 @@ def embedded_gguf_path(name: str = EMBEDDED_MODEL) -> Path:
 def _assembled_gguf(name: str) -> Path:
     spec = _embedded(name)
     size = _embedded_source_size(name)
-    target = cache_root() / "gguf" / spec.gguf
+    target = cache_root() / ASSEMBLED_GGUF_DIR / spec.gguf
     if target.is_file() and target.stat().st_size == size:
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -253,6 +253,18 @@ def _assembled_gguf(name: str) -> Path:
     return target
 
 
+# The folders of the cache (memory_runtime/models/cache.py lists them for `memlm cache`):
+MODELS_DIR = "models"  # $MEMLM_CACHE/models/<cache_name>: the embedded bases, converted
+MERGED_DIR = "merged"  # $MEMLM_CACHE/models/merged/<run>-<hash>: adapters merged into their bases
+CONVERTED_GGUF_DIR = "gguf"  # $MEMLM_CACHE/models/gguf/<stem>-<hash>: a .gguf file given as a model, converted
+ASSEMBLED_GGUF_DIR = "gguf"  # $MEMLM_CACHE/gguf/<file>.gguf: a GGUF shipped in chunks, assembled
+# written by the layers above (named here, with the rest of the cache, for `memlm cache`: models/cache.py)
+ONNX_DIR = "onnx"  # $MEMLM_CACHE/onnx/<name>-<hash>-<weights>: generation/onnx_backend.py's exports
+ONNX_FAILED_SUFFIX = ".failed"  # $MEMLM_CACHE/onnx/<export>.failed: an export that failed, with its recipe
+ENGINE_CHOICE_FILE = "serve_engine.json"  # generation/engine_choice.py's measurements
+CHAT_HISTORY_FILE = "chat_history"  # `memlm chat`'s line history (serving/chat.py)
+
+
 def cache_root() -> Path:
     """Root of memlm's cache: ``$MEMLM_CACHE`` or ``~/.cache/memlm``."""
     env = os.environ.get("MEMLM_CACHE")
@@ -261,7 +273,7 @@ def cache_root() -> Path:
 
 def embedded_cache_dir(name: str = EMBEDDED_MODEL) -> Path:
     """Where the converted HF copy of an embedded model lives (may not exist yet)."""
-    return cache_root() / "models" / _embedded(name).cache_name
+    return cache_root() / MODELS_DIR / _embedded(name).cache_name
 
 
 def _embedded_stamp(name: str) -> dict[str, Any]:
@@ -293,7 +305,7 @@ def embedded_status(name: str = EMBEDDED_MODEL) -> dict[str, Any]:
     try:
         if spec.chunked:
             _chunk_paths(name)
-            gguf = cache_root() / "gguf" / spec.gguf
+            gguf = cache_root() / ASSEMBLED_GGUF_DIR / spec.gguf
             row["gguf"] = str(gguf) if gguf.is_file() else f"{gguf} (assembled on first use)"
         else:
             row["gguf"] = str(embedded_gguf_path(name))
@@ -528,7 +540,7 @@ def merged_model_dir(adapter_dir: str | os.PathLike[str]) -> Path:
     weights = _adapter_weights(path)
     if weights is None:
         raise ValueError(f"{path} has no adapter weights (adapter_model.safetensors or .bin)")
-    merged_root = cache_root() / "models" / "merged"
+    merged_root = cache_root() / MODELS_DIR / MERGED_DIR
     cache_dir = merged_root / f"{path.name}-{hashlib.sha256(str(path).encode()).hexdigest()[:12]}"
     version = f"{path} {weights.stat().st_mtime_ns} {weights.stat().st_size}"
 
@@ -585,7 +597,7 @@ def resolve_base(name_or_path: str | os.PathLike[str]) -> str:
         if path.is_file() and path.suffix == ".gguf":
             key = f"{path.resolve()}:{path.stat().st_size}".encode()
             tag = f"{path.stem}-{hashlib.sha256(key).hexdigest()[:12]}"
-            return str(ensure_converted(path, cache_root() / "models" / "gguf" / tag))
+            return str(ensure_converted(path, cache_root() / MODELS_DIR / CONVERTED_GGUF_DIR / tag))
         if path.is_dir() and is_adapter_dir(path):
             base = adapter_base(path)
             if is_adapter_dir(base):

@@ -369,7 +369,7 @@ def chat(config: ChatConfig, db: str | Path) -> None:
     REPL on stdin/stdout. /good /bad /correct are kept as JSONL in `config.feedback_dir` (pending/: reviewed
     with `memlm feedback`); `generation.write_gate` may hold back unsure writes."""
     from memory_runtime.generation.runtime import open_runtime
-    from memory_runtime.models.loading import cache_root
+    from memory_runtime.models.loading import CHAT_HISTORY_FILE, cache_root
     from memory_runtime.serving.feedback import FeedbackLog
 
     # before the db: a model that does not load leaves no empty file
@@ -386,7 +386,7 @@ def chat(config: ChatConfig, db: str | Path) -> None:
                 generation=runtime.generation,
                 system_prompt=runtime.system_prompt,
                 user=config.user,
-                history_file=cache_root() / "chat_history",
+                history_file=cache_root() / CHAT_HISTORY_FILE,
                 history_turns=config.history_turns,
                 show_calls=config.show_calls,
                 feedback=Feedback(store, FeedbackLog(config.feedback_dir or default_feedback_dir(db))),
