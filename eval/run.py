@@ -30,6 +30,7 @@ from memory_runtime.generation.runtime import open_runtime
 from memory_runtime.generation.write_gate import WriteGateConfig
 from memory_runtime.jsonl import read_dicts
 from memory_runtime.memory.store import MemoryConfig
+from memory_runtime.models.loading import trained_on
 
 Progress = Callable[[str, int], Callable[[], None]]
 
@@ -215,6 +216,9 @@ def run_eval(
     if systems is not None:  # systems given by the caller (tests): what the report names
         config = config.model_copy(update={"systems": list(systems)})
     config, engine_reason = on_engine(config)
+    if config.data is None and (trained := trained_on(config.generation.model or "")) is not None:
+        config = config.model_copy(update={"data": trained})
+        say(f"data: {trained} (what the model was trained on: its {config.split} split, which training never read)")
     out = Path(out_dir)
     if memory_config is None:
         memory_config = config.generation.memory()

@@ -42,7 +42,10 @@ def eval_command(
     overrides: list[str] | None = overrides_argument("generation.max_batch_size=8", "locomo.reader=model"),
     model: str | None = MODEL,
     data: str | None = typer.Option(
-        None, "--data", help="Sets data: a `memlm generate` directory, whose test records and episodes are evaluated."
+        None,
+        "--data",
+        help="Sets data: a `memlm generate` directory, whose test records and episodes are evaluated "
+        "(default for a training run: the directory it was trained on).",
     ),
     systems: str | None = typer.Option(
         None, "--systems", help="Sets systems, comma-separated of memlm,few_shot,zero_shot (default: memlm)."

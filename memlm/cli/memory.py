@@ -10,16 +10,18 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from memlm.cli.common import bench_app, console, fail, find_config, memory_app, print_json
+from memlm.cli.common import bench_app, console, fail, find_config, log, memory_app, print_json
 
 DB = typer.Option(
-    ..., "--db", help="The memory: an SQLite file, or a postgresql:// URL (pip install 'memlm[postgres]')."
+    ..., "--db", help="The memory: an SQLite file, or a postgresql:// URL (pip install 'memlm\\[postgres]')."
 )
 NAMESPACE = typer.Option("default", "--namespace", "-n", help="Whose memory: a user or session name.")
 CONFIG = typer.Option(None, "--config", help="Memory config YAML (relation table, fuzzy settings).")
-SUBJECT = typer.Option(None, "--subject", "-s", help="Subject (a person), or leave empty.")
+SUBJECT = typer.Option(
+    None, "--subject", "-s", help="Subject: what a fact is about (a type of the memory's schema), or leave empty."
+)
 RELATION = typer.Option(None, "--relation", "-r", help="Relation (aliases allowed), or leave empty.")
-OBJECT = typer.Option(None, "--object", "-o", help="Object (an organisation), or leave empty.")
+OBJECT = typer.Option(None, "--object", "-o", help="Object: the fact's other end, or leave empty.")
 
 
 def _memory_config(config: Path | None):
@@ -31,7 +33,9 @@ def _memory_config(config: Path | None):
         fail(err)
 
 
-def _store(db: str, config: Path | None, must_exist: bool = True):
+def _store(db: str, config: Path | None, must_exist: bool = True, writes: bool = False):
+    """The memory at `db`; one line and exit 2 where it cannot be opened, or is read-only and `writes`.
+    A memory opened read-only says so on stderr, once."""
     from memory_runtime.memory.databases import is_postgres
     from memory_runtime.memory.store import TripletStore
 
@@ -39,8 +43,24 @@ def _store(db: str, config: Path | None, must_exist: bool = True):
         raise typer.BadParameter(f"{db} does not exist", param_hint="--db")
     memory = _memory_config(config)
     try:
-        return TripletStore(db, memory)
+        store = TripletStore(db, memory)
     except (ValueError, OSError) as err:
+        fail(err)
+    if writes and store.read_only:
+        store.close()
+        _refuse_writes(store)
+    if store.read_only_notice:
+        log(store.read_only_notice)
+    return store
+
+
+def _refuse_writes(store) -> None:
+    """One line and exit 2 where the memory was opened read-only (nothing is written)."""
+    from memory_runtime.memory.databases import ReadOnlyDatabaseError
+
+    try:
+        store.refuse_writes()
+    except ReadOnlyDatabaseError as err:
         fail(err)
 
 
@@ -126,9 +146,13 @@ def memory_write(
     config: Path | None = CONFIG,
 ) -> None:
     """Store one fact by hand (the database is created if it does not exist)."""
-    with _store(db, config, must_exist=False) as store:
+    from memory_runtime.memory.databases import ReadOnlyDatabaseError
+
+    with _store(db, config, must_exist=False, writes=True) as store:
         try:
             result = store.write(subject, relation, object, namespace=namespace, source="cli")
+        except ReadOnlyDatabaseError as err:  # the file became read-only since it was opened
+            fail(err)
         except (TypeError, ValueError) as err:
             raise typer.BadParameter(str(err)) from None
     console.print(
@@ -147,9 +171,13 @@ def memory_forget(
     config: Path | None = CONFIG,
 ) -> None:
     """End (or with --purge, erase) the facts that match exactly."""
-    with _store(db, config) as store:
+    from memory_runtime.memory.databases import ReadOnlyDatabaseError
+
+    with _store(db, config, writes=True) as store:
         try:
             n = store.forget(subject, relation, object, namespace=namespace, purge=purge)
+        except ReadOnlyDatabaseError as err:  # the file became read-only since it was opened
+            fail(err)
         except (TypeError, ValueError) as err:
             raise typer.BadParameter(str(err)) from None
     console.print(f"{'purged' if purge else 'forgot'} {n} fact(s)")
@@ -179,6 +207,7 @@ def memory_check(
             )
             return
         if fix:
+            _refuse_writes(store)
             unlinked = store.unlink_broken() + store.unlink_cycles()
             console.print(f"unlinked {unlinked} fact(s): they stay, ended as they were")
             left = [problem for problem in store.history_problems() if "lead back" not in problem.reason]
@@ -239,7 +268,7 @@ def memory_import(
         data = io.BytesIO(sys.stdin.buffer.read()) if str(file) == "-" else file.open("rb")
     except OSError as err:
         fail(err)
-    with data, _store(db, config, must_exist=False) as store:
+    with data, _store(db, config, must_exist=False, writes=True) as store:
         try:
             done = import_file(store, data, namespace=namespace)
         except BadImport as err:

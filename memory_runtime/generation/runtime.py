@@ -225,9 +225,7 @@ def choose_engine(generation: Generation, hf_because: str | None = None) -> tupl
         return "vllm", "auto: vLLM is installed here"
     if generation.batch_size() == 1 and resolve_device(generation.device) == "cpu" and onnx_installed():
         return "onnx", "auto: one turn at a time on the CPU, and ONNX Runtime GenAI is installed here"
-    from memory_runtime.generation.vllm_backend import vllm_cpu_hint
-
-    return "hf", f"auto: vLLM is not installed here ({vllm_cpu_hint()} on a CPU)"
+    return "hf", "auto: vLLM is not installed here"
 
 
 def with_defaults(data: Any, **defaults: Any) -> Any:

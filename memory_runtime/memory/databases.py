@@ -16,15 +16,21 @@ pool: ``pip install 'memlm[postgres]'``). Both keep the same table, indexes and 
 - an id is never given out twice, even after its fact is purged (SQLite: ``AUTOINCREMENT``;
   PostgreSQL: an identity sequence), so a link to an erased fact can never come to point at a
   later fact, of this namespace or another. Schema version 2 says so: a version-1 SQLite file is
-  rebuilt on open, every row and id kept (SQLite cannot alter a table to ``AUTOINCREMENT``).
+  rebuilt on open, every row and id kept (SQLite cannot alter a table to ``AUTOINCREMENT``);
+- an SQLite file this process cannot write (no write permission, a read-only mount, or a directory
+  where WAL cannot make its -wal and -shm files) opens read-only and says so (``read_only``): it is
+  read as it is, nothing is written to it, and a write is refused with :class:`ReadOnlyDatabaseError`;
+  a new file in a place that cannot hold one is refused before anything is made.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import sqlite3
 import threading
+import urllib.parse
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, Protocol
@@ -106,6 +112,14 @@ class InvalidDatabaseError(ValueError):
     """The database exists but is not a memlm memory (or is from a newer memlm)."""
 
 
+class ReadOnlyDatabaseError(InvalidDatabaseError):
+    """A write to a memory opened read-only, or a read-only memory that needs an upgrade written to it."""
+
+
+class CannotCreateDatabaseError(InvalidDatabaseError):
+    """A new memory's location cannot hold a file: its directory is missing or not writable."""
+
+
 class Cursor(Protocol):
     def rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]: ...
     def row(self, sql: str, params: Sequence[Any] = ()) -> tuple | None: ...
@@ -118,6 +132,12 @@ class Database(Protocol):
     committed), exclusive write transactions, and read snapshots."""
 
     location: str
+    read_only: bool  # opened for reading only: every write raises ReadOnlyDatabaseError
+    read_only_reason: str | None  # why (None while writable)
+
+    def refuse_writes(self) -> None:
+        """ReadOnlyDatabaseError, naming the database and why, where it was opened read-only."""
+        ...
 
     def rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]: ...
     def row(self, sql: str, params: Sequence[Any] = ()) -> tuple | None: ...
@@ -184,14 +204,51 @@ class SqliteDatabase:
 
     def __init__(self, path: str) -> None:
         self.location = path
-        if path != ":memory:" and Path(path).is_dir():
+        self.read_only = False
+        self.read_only_reason: str | None = None
+        self._target, self._uri = path, False  # what sqlite3.connect opens (a file: URI when read-only)
+        self._writing = threading.RLock()  # the writing connection: one transaction (or statement) at a time
+        self._shared = path == ":memory:"  # no second connection sees it: reads take turns with writes
+        self._local = threading.local()  # each thread's reading connection
+        self._readers: dict[threading.Thread, sqlite3.Connection] = {}  # to close: at the end, or when its thread ends
+        self._readers_lock = threading.Lock()
+        file = None if self._shared else Path(path)
+        if file is not None and file.is_dir():
             raise InvalidDatabaseError(f"{path} is a directory, not a memory database file")
+        created = file is not None and not file.exists()
+        if created:
+            _check_creatable(path)
+        elif file is not None:
+            if not os.access(file, os.R_OK):
+                raise InvalidDatabaseError(f"{path} cannot be read: no read permission")
+            self.read_only_reason = _unwritable_reason(file)
         try:
-            conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+            if self.read_only_reason is None:
+                try:
+                    self._open_writable()
+                except _WriteRefused as refused:
+                    if created:
+                        raise CannotCreateDatabaseError(f"cannot create memory {path}: {refused.err}") from None
+                    self.read_only_reason = f"SQLite: {refused.err}"
+            if self.read_only_reason is not None:
+                self._open_read_only()
+        except BaseException:
+            if created:
+                _remove_if_empty(path)
+            raise
+
+    def _checked(self, conn: sqlite3.Connection) -> int:
+        """The file's application_id, once it is known to be a memlm memory this memlm reads; the
+        connection is closed where it is not."""
+        path = self.location
+        try:
             app_id = conn.execute("PRAGMA application_id").fetchone()[0]
             version = conn.execute("PRAGMA user_version").fetchone()[0]
             tables = conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
         except sqlite3.DatabaseError as err:
+            conn.close()
+            if _write_refused(err):
+                raise _WriteRefused(err) from None
             raise InvalidDatabaseError(f"{path} is not a memlm memory database ({err})") from None
         if app_id != APPLICATION_ID and (tables or app_id):
             conn.close()
@@ -199,35 +256,100 @@ class SqliteDatabase:
         if version > SCHEMA_VERSION:
             conn.close()
             raise InvalidDatabaseError(f"{path} has schema version {version}; this memlm reads up to {SCHEMA_VERSION}")
-        if path != ":memory:":
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=NORMAL")
-        conn.execute("PRAGMA busy_timeout=30000")  # another process's write transaction: wait, do not fail
+        return app_id
+
+    def _open_writable(self) -> None:
+        """The writing connection, the schema made or brought up to date; _WriteRefused where SQLite
+        finds the file cannot be written after all (the connection closed)."""
+        path = self.location
+        try:
+            conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+        except sqlite3.OperationalError as err:
+            raise _WriteRefused(err) from None
+        app_id = self._checked(conn)
+        try:
+            if path != ":memory:":
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute("PRAGMA busy_timeout=30000")  # another process's write transaction: wait, do not fail
+            conn.execute(f"PRAGMA cache_size=-{self.WRITER_CACHE_KB}")
+            # each step only where it is missing: a write here would wait for another process's write
+            # transaction (a long import), up to the busy timeout, where opening needs nothing written
+            names = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE tbl_name = 'triplets'")}
+            if not {"triplets", *_INDEX_NAMES} <= names:
+                conn.executescript(SQLITE_SCHEMA)
+            if "source" not in {row[1] for row in conn.execute("PRAGMA table_info(triplets)")}:
+                conn.execute(_ADD_SOURCE)
+            self._conn = conn
+            self._cursor = _SqliteCursor(conn.cursor())
+            if not _has_autoincrement(conn):
+                self._rebuild_with_autoincrement()
+            if app_id != APPLICATION_ID:
+                conn.execute(f"PRAGMA application_id={APPLICATION_ID}")
+            if conn.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
+                conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+            if path != ":memory:":
+                _probe_write(conn)
+        except sqlite3.OperationalError as err:
+            conn.close()
+            if _write_refused(err):
+                raise _WriteRefused(err) from None
+            raise
+        except ReadOnlyDatabaseError as err:  # the rebuild's transaction could not begin
+            conn.close()
+            raise _WriteRefused(err.__cause__) from None
+        except BaseException:
+            conn.close()
+            raise
+
+    def _open_read_only(self) -> None:
+        """The file opened for reading (``mode=ro``), nothing written to it; ``immutable=1`` where it is in
+        WAL mode and SQLite cannot make the -shm file it reads through. A file that needs an upgrade
+        written (an older schema) is refused: ReadOnlyDatabaseError."""
+        path, file = self.location, Path(self.location)
+        quoted = urllib.parse.quote(str(file.absolute()))
+        # A WAL file is read through its -shm file, which a read-only connection makes where it can and
+        # leaves behind; a file closed cleanly has none (nor a -wal): it is read as it is, nothing made
+        # beside it. Immutable also where the -shm cannot be made (its -wal, if any, is then unread).
+        wal, shm = Path(f"{path}-wal"), Path(f"{path}-shm")
+        immutable = _wal_mode(file) and not shm.exists()
+        immutable = immutable and (not wal.exists() or not wal.stat().st_size or not _side_files_possible(file, "-shm"))
+        while True:
+            self._target = f"file:{quoted}?mode=ro" + ("&immutable=1" if immutable else "")
+            self._uri = True
+            try:
+                conn = sqlite3.connect(self._target, uri=True, check_same_thread=False, isolation_level=None)
+            except sqlite3.Error as err:
+                raise InvalidDatabaseError(f"{path} cannot be read: {err}") from None
+            try:
+                self._checked(conn)
+                upgrades = _upgrades(conn)
+                break
+            except _WriteRefused as refused:  # WAL's -shm could not be made after all: read the file as it is
+                if immutable:
+                    raise InvalidDatabaseError(f"{path} cannot be read: {refused.err}") from None
+                immutable = True
+        if immutable and wal.exists() and wal.stat().st_size:
+            self.read_only_reason = f"{self.read_only_reason}; its -wal file is not read"
+        if upgrades:
+            conn.close()
+            raise ReadOnlyDatabaseError(
+                f"memory {path} is read-only ({self.read_only_reason}) and needs an upgrade written to it "
+                f"({', '.join(upgrades)}): open a writable copy of it once with this memlm to upgrade it"
+            )
+        conn.execute("PRAGMA busy_timeout=30000")
+        conn.execute("PRAGMA query_only=1")
         conn.execute(f"PRAGMA cache_size=-{self.WRITER_CACHE_KB}")
-        # each step only where it is missing: a write here would wait for another process's write
-        # transaction (a long import), up to the busy timeout, where opening needs nothing written
-        names = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE tbl_name = 'triplets'")}
-        if not {"triplets", *_INDEX_NAMES} <= names:
-            conn.executescript(SQLITE_SCHEMA)
-        if "source" not in {row[1] for row in conn.execute("PRAGMA table_info(triplets)")}:
-            conn.execute(_ADD_SOURCE)
         self._conn = conn
         self._cursor = _SqliteCursor(conn.cursor())
-        self._writing = threading.RLock()  # the writing connection: one transaction (or statement) at a time
-        self._shared = path == ":memory:"  # no second connection sees it: reads take turns with writes
-        self._local = threading.local()  # each thread's reading connection
-        self._readers: dict[threading.Thread, sqlite3.Connection] = {}  # to close: at the end, or when its thread ends
-        self._readers_lock = threading.Lock()
-        if not _has_autoincrement(conn):
-            try:
-                self._rebuild_with_autoincrement()
-            except BaseException:
-                conn.close()
-                raise
-        if app_id != APPLICATION_ID:
-            conn.execute(f"PRAGMA application_id={APPLICATION_ID}")
-        if conn.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
-            conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+        self.read_only = True
+
+    def refuse_writes(self) -> None:
+        """ReadOnlyDatabaseError where the memory was opened read-only: nothing can be written to it."""
+        if self.read_only:
+            raise ReadOnlyDatabaseError(
+                f"memory {self.location} was opened read-only ({self.read_only_reason}): nothing can be written to it"
+            )
 
     def _reader(self) -> sqlite3.Connection:
         """This thread's reading connection (opened on first use, closed with the database, or once its
@@ -245,7 +367,7 @@ class SqliteDatabase:
         return conn
 
     def _connect_reader(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(self.location, check_same_thread=False, isolation_level=None)
+        conn = sqlite3.connect(self._target, uri=self._uri, check_same_thread=False, isolation_level=None)
         conn.execute("PRAGMA busy_timeout=30000")
         conn.execute("PRAGMA query_only=1")
         conn.execute(f"PRAGMA cache_size=-{self.READER_CACHE_KB}")
@@ -281,14 +403,24 @@ class SqliteDatabase:
         return self._reader().execute(sql, params).fetchone()
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
+        self.refuse_writes()
         with self._writing:
             return self._cursor.execute(sql, params)
 
     @contextlib.contextmanager
     def transaction(self, namespace: str) -> Iterator[Cursor]:
-        """BEGIN IMMEDIATE ... COMMIT (the file's write lock), rolled back on any error."""
+        """BEGIN IMMEDIATE ... COMMIT (the file's write lock), rolled back on any error; of a memory opened
+        read-only, ReadOnlyDatabaseError before anything is begun."""
+        self.refuse_writes()
         with self._writing:
-            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                self._conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError as err:  # the file (or its -shm) became read-only since it was opened
+                if not _write_refused(err) or self._shared:
+                    raise
+                raise ReadOnlyDatabaseError(
+                    f"memory {self.location} cannot be written (SQLite: {err}): nothing was written to it"
+                ) from err
             try:
                 yield _SqliteCursor(self._conn.cursor())
             except BaseException:
@@ -350,6 +482,122 @@ def _has_autoincrement(conn: sqlite3.Connection) -> bool:
     return "AUTOINCREMENT" in sql.upper()
 
 
+def _upgrades(conn: sqlite3.Connection) -> list[str]:
+    """What opening the file writes to bring it up to this memlm's schema (read without writing)."""
+    names = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE tbl_name = 'triplets'")}
+    if "triplets" not in names:
+        return ["no memlm table yet"]
+    needed = []
+    if not _INDEX_NAMES <= names:
+        needed.append(f"{len(_INDEX_NAMES - names)} missing index(es)")
+    if "source" not in {row[1] for row in conn.execute("PRAGMA table_info(triplets)")}:
+        needed.append("the source column")
+    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    if not _has_autoincrement(conn) or version != SCHEMA_VERSION:
+        needed.append(f"schema version {version} -> {SCHEMA_VERSION}")
+    if conn.execute("PRAGMA application_id").fetchone()[0] != APPLICATION_ID:
+        needed.append("the memlm application id")
+    return needed
+
+
+class _WriteRefused(Exception):
+    """SQLite cannot write the file (or make the files beside it) where memlm's checks saw no reason."""
+
+    def __init__(self, err: sqlite3.Error) -> None:
+        super().__init__(str(err))
+        self.err = err
+
+
+def _probe_write(conn: sqlite3.Connection) -> None:
+    """Take the file's write lock and let it go (nothing written): sqlite3.OperationalError where SQLite
+    cannot write it after all (a -shm file left read-only by another user). Another process writing
+    meanwhile (busy) proves nothing either way: not waited for."""
+    conn.execute("PRAGMA busy_timeout=0")
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute("ROLLBACK")
+    except sqlite3.OperationalError as err:
+        if _write_refused(err):
+            raise
+    finally:
+        conn.execute("PRAGMA busy_timeout=30000")
+
+
+def _write_refused(err: sqlite3.Error) -> bool:
+    """Whether SQLite failed for want of write access: to the file, or to its directory (-wal, -shm, -journal)."""
+    code = getattr(err, "sqlite_errorcode", None)
+    if code is not None and code & 0xFF in (sqlite3.SQLITE_READONLY, sqlite3.SQLITE_CANTOPEN):
+        return True
+    text = str(err).lower()
+    return "readonly database" in text or "read-only" in text or "unable to open database file" in text
+
+
+def _read_only_file_system(path: Path) -> bool:
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
+
+
+def _directory(path: Path) -> Path:
+    return path.absolute().parent
+
+
+def _side_files_possible(file: Path, *suffixes: str) -> bool:
+    """Whether SQLite can write the files beside `file` (WAL's -wal and -shm): they exist writable, or
+    its directory lets them be made."""
+    if os.access(_directory(file), os.W_OK | os.X_OK):
+        return True
+    return all(os.access(f"{file}{suffix}", os.W_OK) for suffix in suffixes)
+
+
+def _wal_mode(file: Path) -> bool:
+    """Whether the SQLite file is in WAL mode (its header's read and write versions are 2)."""
+    try:
+        with file.open("rb") as stream:
+            header = stream.read(20)
+    except OSError:
+        return False
+    return len(header) == 20 and header.startswith(b"SQLite format 3\0") and 2 in (header[18], header[19])
+
+
+def _unwritable_reason(file: Path) -> str | None:
+    """Why this process cannot write the existing SQLite file (None: it can): the file, or its directory
+    where WAL's -wal and -shm files could not be made."""
+    if not os.access(file, os.W_OK):
+        return "on a read-only file system" if _read_only_file_system(file) else "no write permission on the file"
+    if not _side_files_possible(file, "-wal", "-shm"):
+        directory = _directory(file)
+        why = "on a read-only file system" if _read_only_file_system(directory) else "not writable"
+        return f"its directory {directory} is {why}: SQLite cannot make its -wal and -shm files there"
+    return None
+
+
+def _remove_if_empty(path: str) -> None:
+    """Remove the file a failed first open made, where it holds nothing yet (not a file another process
+    has meanwhile made a memory of)."""
+    with contextlib.suppress(OSError):
+        if Path(path).stat().st_size == 0 and not Path(f"{path}-wal").exists():
+            Path(path).unlink()
+
+
+def _check_creatable(path: str) -> None:
+    """CannotCreateDatabaseError where a new SQLite file cannot be made at `path`."""
+    directory = _directory(Path(path))
+    if not directory.exists():
+        raise CannotCreateDatabaseError(f"cannot create memory {path}: directory {directory} does not exist")
+    if not directory.is_dir():
+        raise CannotCreateDatabaseError(f"cannot create memory {path}: {directory} is not a directory")
+    if not os.access(directory, os.W_OK | os.X_OK):
+        if _read_only_file_system(directory):
+            raise CannotCreateDatabaseError(
+                f"cannot create memory {path}: directory {directory} is read-only (a read-only file system)"
+            )
+        raise CannotCreateDatabaseError(
+            f"cannot create memory {path}: directory {directory} is read-only (no write permission)"
+        )
+
+
 # --------------------------------------------------------------------------- PostgreSQL
 
 
@@ -397,6 +645,7 @@ class PostgresDatabase:
                 "a postgresql:// memory needs psycopg 3 and psycopg-pool: pip install 'memlm[postgres]'"
             ) from None
         self.location = url
+        self.read_only, self.read_only_reason = False, None
         try:
             # one plain connection first: a wrong URL fails at once with the server's own reason,
             # where the pool would retry for its whole timeout and then say only that it timed out
@@ -428,6 +677,9 @@ class PostgresDatabase:
             raise InvalidDatabaseError(
                 f"{redacted(url)} has schema version {version}; this memlm reads up to {SCHEMA_VERSION}"
             )
+
+    def refuse_writes(self) -> None:
+        """Never refused: a PostgreSQL memory is opened for writing (or not at all)."""
 
     def rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
         with self._pool.connection() as conn:

@@ -349,6 +349,24 @@ class TripletStore:
             if spec.ends:
                 self._ends[normalize_term(spec.name)] = [normalize_term(name) for name in spec.ends]
 
+    @property
+    def read_only(self) -> bool:
+        """Whether the memory was opened for reading only (a file this process cannot write): every
+        write raises ReadOnlyDatabaseError, and nothing is written to it."""
+        return self._db.read_only
+
+    @property
+    def read_only_notice(self) -> str | None:
+        """One line saying the memory was opened read-only, and why (None where it is writable)."""
+        if not self.read_only:
+            return None
+        return f"memory {self.path} is read-only ({self._db.read_only_reason}): opened for reading"
+
+    def refuse_writes(self) -> None:
+        """ReadOnlyDatabaseError (naming the memory and why) where it was opened read-only: for a caller
+        to refuse a write before it begins; every write raises it anyway."""
+        self._db.refuse_writes()
+
     def close(self) -> None:
         with self._lock:
             self._db.close()
@@ -406,6 +424,7 @@ class TripletStore:
     ) -> list[WriteResult]:
         """Store a batch in one transaction: all of it is validated first, so bad input stores nothing.
         `source` says what wrote it (kept with each stored fact; a duplicate keeps the first one's)."""
+        self._db.refuse_writes()  # a memory opened read-only: refused before anything is done
         namespace = checked_namespace(namespace)
         when = _timestamp(at, "at")
         checked = []
@@ -506,6 +525,7 @@ class TripletStore:
         meet the namespace's current facts as writes do, in time order: of a functional relation, or
         of one that ends another's, the older is ended, superseded by the newer, whichever is new.
         """
+        self._db.refuse_writes()
         namespace = checked_namespace(namespace)
         checked = []
         for i, fact in enumerate(versions):
@@ -826,6 +846,7 @@ class TripletStore:
         functional relation) stays ended, its link to the erased fact removed, so nothing points at
         a missing row. Returns how many rows were ended or deleted.
         """
+        self._db.refuse_writes()
         where, params = self._exact_where(namespace, subject, relation, object, require=True)
         namespace = params[0]
         with self._db.transaction(namespace) as cur:
@@ -862,6 +883,7 @@ class TripletStore:
         a current fact (a functional relation's value that took its place). A restore brings one
         fact back and changes nothing else: a restored employer does not end the roles held since
         (`ends`), as they were not ended when they were written beside it."""
+        self._db.refuse_writes()
         namespace = checked_namespace(namespace)
         if not isinstance(fact_id, int) or isinstance(fact_id, bool):
             raise TypeError(f"fact_id must be an integer, got {type(fact_id).__name__}")
@@ -958,6 +980,7 @@ class TripletStore:
     def unlink_cycles(self) -> int:
         """Break the cycles history_problems() finds: each fact of one keeps its end, without a successor
         (as when its successor is purged); how many links it removed."""
+        self._db.refuse_writes()
         removed = 0
         links = dict(self._db.rows("SELECT id, superseded_by FROM triplets WHERE superseded_by IS NOT NULL"))
         for cycle in superseding_cycles(links):
@@ -968,6 +991,7 @@ class TripletStore:
 
     def unlink_broken(self) -> int:
         """Remove the broken links broken_links() finds (the facts stay, ended as they were); how many."""
+        self._db.refuse_writes()
         removed = 0
         for link in self.broken_links():
             with self._db.transaction(link.fact.namespace) as cur:

@@ -320,6 +320,18 @@ def is_embedded(name_or_path: str | os.PathLike[str]) -> bool:
     return str(name_or_path).startswith(EMBEDDED_PREFIX)
 
 
+def trained_on(name_or_path: str | os.PathLike[str]) -> str | None:
+    """The `memlm generate` directory a training run was trained on (``data.path`` of its train_config.yaml),
+    where it is still there; None for any other model. Eval's records and episodes default to its test
+    split, which training never reads."""
+    config = Path(name_or_path).expanduser() / TRAIN_CONFIG_FILENAME
+    if is_embedded(name_or_path) or not config.is_file():
+        return None
+    data = read_mapping(config, "training config").get("data") or {}
+    path = data.get("path") if isinstance(data, dict) else None
+    return str(path) if isinstance(path, str) and (Path(path) / "jsonl").is_dir() else None
+
+
 def trained_system_prompt(name_or_path: str | os.PathLike[str]) -> str | None:
     """The system message a training run taught its model (``data.system_prompt`` in the run's
     train_config.yaml; None = the chat template's default); the protocol's SYSTEM_PROMPT for any

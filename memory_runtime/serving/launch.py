@@ -11,6 +11,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from memory_runtime.memory.databases import ReadOnlyDatabaseError
 from memory_runtime.memory.store import TripletStore
 from memory_runtime.serving.app import create_app
 from memory_runtime.serving.config import ServeConfig
@@ -157,6 +158,7 @@ def serve(
     warning = check_demo_keys(host, keys, config, allow_demo_key=allow_demo_key)
     check_port(host, port)  # before the model loads and the memory file is made: nothing is left behind
     with TripletStore(db, config.generation.memory()) as store:
+        refuse_read_only(store, "memlm serve")
         runtime = open_runtime(config.generation, serving=True, log=on_ready)
         app = create_app(
             config,
@@ -196,12 +198,23 @@ def serve_memory_page(
     warning = check_demo_keys(host, keys, config, allow_demo_key=allow_demo_key)
     check_port(host, port)
     with TripletStore(db, config.generation.memory()) as store:
+        refuse_read_only(store, "memlm ui")
         app = create_app(config, store, None, model_name="none", api_keys=access, host=host)
         if warning is not None and on_warning is not None:
             on_warning(warning)
         if on_ready is not None:
             on_ready(f"the memory page of {db}: http://{host}:{port}/ui (sign in with an API key: {keys_line(access)})")
         run_server(app, host, port, log_level)
+
+
+def refuse_read_only(store: TripletStore, command: str) -> None:
+    """A server writes to its memory (every turn, the page's edits): a memory opened read-only is refused
+    before a model loads, in one line, rather than failing each write of a running server."""
+    if store.read_only:
+        raise ReadOnlyDatabaseError(
+            f"{store.read_only_notice}; {command} writes to its memory: serve a writable copy "
+            "(memlm memory facts / export read this one)"
+        )
 
 
 def _opens(namespaces: str | Sequence[str]) -> str:

@@ -581,3 +581,31 @@ def test_a_part_of_another_schema_is_skipped_saying_why_and_never_scored(tiny_mo
     report = (tmp_path / "out" / "report.md").read_text()
     assert "Part real skipped: its passages are checked for" in report
     assert "Not run: the baselines few_shot, zero_shot and parts records, typos, episodes, injection" in report
+
+
+def test_a_trained_run_is_measured_on_its_own_datas_test_split_when_no_data_is_given(
+    tiny_data, tiny_model_dir, tmp_path
+):
+    """`memlm eval --model RUN` with no --data: the test split of the directory the run was trained on (its
+    train_config.yaml says which), said in a line; a model with no such record still needs --data."""
+    import shutil
+
+    import yaml
+
+    run = Path(shutil.copytree(tiny_model_dir, tmp_path / "run"))
+    (run / "train_config.yaml").write_text(yaml.safe_dump({"data": {"path": str(tiny_data)}}))
+    config = EvalConfig(
+        limit=1, systems=["memlm"], parts=["records"], generation={"model": str(run), "max_new_tokens": 8}
+    )
+    said: list[str] = []
+    summary = run_eval(config, tmp_path / "out", log=said.append)
+    assert said[0] == f"data: {tiny_data} (what the model was trained on: its test split, which training never read)"
+    assert "records" in summary["memlm"]
+    assert json.loads((tmp_path / "out" / "metrics.json").read_text())["meta"]["data"] == str(tiny_data)
+    with pytest.raises(ValueError, match="--data is needed"):
+        run_eval(
+            config.model_copy(
+                update={"generation": config.generation.model_copy(update={"model": str(tiny_model_dir)})}
+            ),
+            tmp_path / "o2",
+        )

@@ -22,9 +22,7 @@ def test_train_rejects_an_invalid_config_before_loading_anything(tmp_path, monke
 
     monkeypatch.setattr(models, "load_model", boom)
     monkeypatch.setattr(models, "load_tokenizer", boom)
-    result = runner.invoke(
-        app, ["train", "--config", CPU_CONFIG, "--out", str(tmp_path), "lora.r=0", "optim.lr=1"]
-    )
+    result = runner.invoke(app, ["train", "--config", CPU_CONFIG, "--out", str(tmp_path), "lora.r=0", "optim.lr=1"])
     assert result.exit_code == 2
     assert "lora.r: Input should be greater than or equal to 1" in result.output
     assert "optim.lr: unknown field" in result.output
@@ -319,9 +317,7 @@ def test_bench_train_compares_record_counts_and_token_budgets_side_by_side(tiny_
 def test_a_data_dir_that_holds_no_dataset_is_one_line_and_leaves_nothing(tmp_path):
     (tmp_path / "empty").mkdir()
     out = tmp_path / "run"
-    result = runner.invoke(
-        app, ["train", "--config", CPU_CONFIG, "--data", str(tmp_path / "empty"), "--out", str(out)]
-    )
+    result = runner.invoke(app, ["train", "--config", CPU_CONFIG, "--data", str(tmp_path / "empty"), "--out", str(out)])
     assert result.exit_code == 2 and "cannot load a dataset" in result.output
     assert "Traceback" not in result.output and not out.exists()
 

@@ -92,7 +92,7 @@ def test_auto_takes_vllm_where_it_is_installed_unless_the_model_must_run_here(mo
     monkeypatch.setattr(runtime, "vllm_installed", lambda: False)
     assert choose_engine(Generation()) == (
         "hf",
-        "auto: vLLM is not installed here (bash scripts/vllm_cpu_env.sh on a CPU)",
+        "auto: vLLM is not installed here",
     )
     monkeypatch.setattr(runtime, "vllm_installed", lambda: True)
     assert choose_engine(Generation()) == ("vllm", "auto: vLLM is installed here")

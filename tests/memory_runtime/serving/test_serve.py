@@ -184,6 +184,30 @@ def test_cli_serve_on_a_taken_port_is_one_line_before_any_model_loads_and_leaves
             assert len(r.output.strip().splitlines()) == 1 and sorted(p.name for p in tmp_path.iterdir()) == before
 
 
+def test_cli_serve_and_ui_refuse_a_read_only_memory_in_one_line_before_any_model_loads(tmp_path, monkeypatch):
+    """A server writes to its memory: one opened read-only is refused at the start, not at each write."""
+    import os
+
+    import memory_runtime.generation.runtime as runtime
+
+    def boom(*a, **k):
+        raise AssertionError("a model was loaded")
+
+    monkeypatch.setattr(runtime, "open_runtime", boom)
+    monkeypatch.setenv("MEMLM_API_KEYS", "sk-test-key=alice")
+    db = tmp_path / "m.sqlite"
+    with TripletStore(str(db)) as memory:
+        memory.write("Dorothea Altemus", "works for", "Pfizer")
+    real = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode, *a, **k: False if mode & os.W_OK else real(p, mode, *a, **k))
+    before = db.read_bytes()
+    for command in (["serve", "--model", "embedded:SmolLM2-135M-Instruct"], ["ui"]):
+        r = CliRunner().invoke(cli_app, [*command, "--db", str(db), "--port", "1"])
+        assert r.exit_code == 2 and len(r.output.strip().splitlines()) == 1, r.output
+        assert "is read-only" in r.output and "writes to its memory: serve a writable copy" in r.output
+    assert db.read_bytes() == before
+
+
 # --------------------------------------------------------------------------- chat completions
 
 
