@@ -1,7 +1,7 @@
 """A newcomer's own schema on the first try (issue 58): three hand-made schemas of different shapes
 (tests/memlm/schemas: one relation; three relations, none functional, no plural phrasings, no questions or
 negatives of its own; three types with updates and two-hop) each go through `schema check`, `generate` with a
-shipped person–organisation recipe, `train` and `eval`, with no setting changed for them."""
+shipped person–organisation recipe, `train`, `eval` and `chat`, with no setting changed for them."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ def memlm(*args) -> str:
 
 
 @pytest.mark.parametrize("name", ["readers", "team", "music"])
-def test_a_schema_of_your_own_checks_generates_trains_and_evaluates_first_time(name, tiny_model_dir, tmp_path):
+def test_a_schema_of_your_own_checks_generates_trains_evaluates_and_chats_first_time(name, tiny_model_dir, tmp_path):
     schema = SCHEMAS / f"{name}.yaml"
     checked = memlm("schema", "check", schema, "--records", "6")
     assert f"schema {name} ({schema}): valid" in checked
@@ -47,6 +47,11 @@ def test_a_schema_of_your_own_checks_generates_trains_and_evaluates_first_time(n
           "--parts", "records,episodes", "generation.max_new_tokens=8")  # fmt: skip
     metrics = json.loads((report / "metrics.json").read_text())
     assert "memlm" in json.dumps(metrics) and (report / "report.md").is_file()
+    chatted = runner.invoke(
+        app, ["chat", "--model", str(run), "--db", str(tmp_path / "m.sqlite"), "generation.max_new_tokens=8"],
+        input="Hello there.\n",
+    )  # fmt: skip
+    assert chatted.exit_code == 0 and "Traceback" not in chatted.output, chatted.output
 
 
 def test_a_schema_with_too_few_names_is_one_line_naming_where_to_add_them(tmp_path):
