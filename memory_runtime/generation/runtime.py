@@ -58,7 +58,7 @@ class Generation(Strict):
     engine: Literal["auto", "hf", "vllm", "onnx"] = Field(
         "auto",
         description="auto: vllm where vLLM is installed and the command can run on it, else hf; hf: transformers "
-        "in this process; vllm: vLLM's engine (pip install 'memlm[vllm]' on a GPU, bash scripts/vllm_cpu_env.sh "
+        "in this process; vllm: vLLM's engine (pip install 'memlm[vllm]' on a GPU, vLLM's CPU build "
         "on a CPU; no write gate); onnx: ONNX Runtime GenAI on the CPU, one turn at a time (pip install "
         "'memlm[onnx]'; the model exported once with `weights`; no write gate)",
     )
