@@ -35,6 +35,12 @@ class LocomoSettings(Strict):
     rounds: int = Field(2, ge=2, le=3, description="iterative: rounds of reads, each from what the last returned")
     window: int | None = Field(None, ge=512, description="full_context: tokens the model reads (null: its window)")
     answer_tokens: int = Field(32, ge=4, description="tokens an answer may take")
+    subject_check: bool = Field(
+        False,
+        description="memory structures: a question that names one speaker reads only facts whose subject names"
+        " that speaker (the memory knows each fact's subject; BM25 on the question alone returns the other"
+        " speaker's facts, which a small reader answers from instead of refusing)",
+    )
     reader: Literal["base", "model"] = Field(
         "base",
         description="who answers: the base for every system (the structures differ only in the prompt's content),"

@@ -26,6 +26,7 @@ two dev conversations in benchmarks/locomo/, which are never trained on).
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -227,6 +228,22 @@ class FactIndex(LineIndex):
         ranked = [int(i) for i, s in zip(found[0], scores[0]) if s > 0 and int(i) not in without]
         return ranked[:k]
 
+    def not_about(self, person: str) -> set[int]:
+        """The positions of the facts whose subject does not name `person` (by first name, as a word)."""
+        name = _first_name(person)
+        return {i for i, fact in enumerate(self.facts) if not name.search(fact.subject)}
+
+
+def _first_name(person: str) -> re.Pattern:
+    """A person's first name as a word, any case, with a possessive 's."""
+    return re.compile(rf"\b{re.escape(person.split()[0])}(?:'s)?\b", re.IGNORECASE)
+
+
+def asked_about(question: str, speakers: Sequence[str]) -> str | None:
+    """The one speaker a question names (by first name, as a word), else None (neither, or both)."""
+    named = [s for s in speakers if _first_name(s).search(question)]
+    return named[0] if len(named) == 1 else None
+
 
 @dataclass
 class Ingestion:
@@ -382,13 +399,17 @@ def _memory_rows(
     rows = []
     for question in conversation.questions:
         started = time.perf_counter()
-        found = index.top(question.question, settings.top_k)
+        person = asked_about(question.question, conversation.speakers) if settings.subject_check else None
+        others = index.not_about(person) if person else set()
+        # the asked name matches every fact of theirs: the facts read are those that match the rest
+        asked = _first_name(person).sub(" ", question.question) if person else question.question
+        found = index.top(asked, settings.top_k, without=others)
         rounds = settings.rounds if structure == "iterative" else 1
         last = found
         for _ in range(rounds - 1):
             # what the last round returned, without its dates (every fact of a session shares those)
-            query = " ".join([question.question, *(f"{index.facts[i].relation} {index.facts[i].object}" for i in last)])
-            last = index.top(query, max(1, settings.top_k // 2), without=set(found))
+            query = " ".join([asked, *(f"{index.facts[i].relation} {index.facts[i].object}" for i in last)])
+            last = index.top(query, max(1, settings.top_k // 2), without=set(found) | others)
             found += last
         found.sort()
         lines = [index.lines[i] for i in found]

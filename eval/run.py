@@ -216,7 +216,8 @@ def run_eval(
     if systems is not None:  # systems given by the caller (tests): what the report names
         config = config.model_copy(update={"systems": list(systems)})
     config, engine_reason = on_engine(config)
-    if config.data is None and (trained := trained_on(config.generation.model or "")) is not None:
+    reads_data = any(parts.get(name).cases_key in ("records", "episodes") for name in config.parts)
+    if reads_data and config.data is None and (trained := trained_on(config.generation.model or "")) is not None:
         config = config.model_copy(update={"data": trained})
         say(f"data: {trained} (what the model was trained on: its {config.split} split, which training never read)")
     out = Path(out_dir)
@@ -327,8 +328,8 @@ def schema_mismatch(config: EvalConfig, memory_config: MemoryConfig | None) -> l
     table = Path(config.data or "") / "relations.yaml"
     if not config.data or not table.is_file() or memory_config is None:
         return []
-    data_relations = set(MemoryConfig.load(table).relation_names)
-    model_relations = set(memory_config.relation_names)
+    data_relations = {spec.name for spec in MemoryConfig.load(table).relations}
+    model_relations = {spec.name for spec in memory_config.relations}
     if not data_relations or data_relations == model_relations or not model_relations:
         return []
     return [

@@ -237,6 +237,7 @@ def run_card(config: TrainConfig, facts: RunFacts) -> str:
     directory = facts.directory
     name = Path(directory).name or directory
     dir_arg = shlex.quote(directory)
+    report, memory = shlex.quote(f"{directory.rstrip('/')}-eval"), shlex.quote(f"{directory.rstrip('/')}.sqlite")
     rows = _training_rows(config, facts)
     width = max(len(k) for k, _ in rows)
     table = "\n".join(f"| {k.ljust(width)} | {v} |" for k, v in rows)
@@ -251,7 +252,9 @@ def run_card(config: TrainConfig, facts: RunFacts) -> str:
         f"## Training\n\n| {'what'.ljust(width)} | |\n|{'-' * (width + 2)}|---|\n{table}",
         "## Figures\n\n" + "\n".join(_figure_lines(config, facts)),
         "## Use it\n\n```\n"
-        f"memlm eval --model {dir_arg}\nmemlm chat --model {dir_arg}\nmemlm serve --model {dir_arg}\n```",
+        f"memlm eval --model {dir_arg} --out {report}      # on the test split of its data\n"
+        f"memlm chat --model {dir_arg} --db {memory}\n"
+        f"memlm serve --model {dir_arg} --db {memory}\n```",
         "## Files\n\n"
         f"- `{CONFIG_FILENAME}`: the full record of the run: every setting as it ran\n"
         "- `metrics.json`: the final figures; `train_log.jsonl`: every logged step\n"

@@ -185,3 +185,43 @@ def test_facts_are_read_with_their_dates_and_found_by_their_words():
     assert index.top("adopted dog", 5, without={2}) == []  # only the dog's fact matches, and it is left out
     assert index.top("the a an", 3) == []  # stop words only
     assert FactIndex([]).top("anything", 3) == []
+
+
+def test_the_subject_check_reads_only_the_facts_of_the_speaker_asked_about():
+    """ "What did Caroline paint?" (LoCoMo's adversarial kind: Melanie painted): BM25 finds Melanie's painting;
+    with locomo.subject_check only Caroline's facts are read, and none of hers is about painting."""
+    from eval.locomo_qa import asked_about
+
+    with TripletStore(":memory:", MemoryConfig(open_relations=True)) as store:
+        day = datetime(2023, 5, 8, 13, 56)
+        store.write("Caroline", "went to", "LGBTQ support group on 7 May 2023", at=day, source="D1:1")
+        store.write("Melanie", "painted", "lake sunrise in 2022", at=day, source="D1:2")
+        store.write("Caroline's dog", "is named", "Oscar", at=day, source="D1:3")
+        index = FactIndex(store.facts())
+    speakers = ("Caroline", "Melanie")
+    assert asked_about("What did Caroline paint?", speakers) == "Caroline"
+    assert asked_about("What did caroline and Melanie do?", speakers) is None  # both: no check
+    assert asked_about("What is the name of the dog?", speakers) is None
+    assert index.not_about("Caroline") == {1} and index.not_about("Caroline Smith") == {1}
+    assert index.top("What did Caroline paint?", 3)[0] == 1  # Melanie's painting first, then Caroline's by name
+    assert index.top("What did paint?", 3, without=index.not_about("Caroline")) == []  # as the check asks
+
+
+def test_the_subject_check_leaves_a_question_of_the_wrong_speaker_without_facts(tiny_model, smollm2_tokenizer):
+    """With locomo.subject_check, "What did Caroline paint?" reads no fact (Melanie painted); without it,
+    Melanie's painting is in the prompt. A question about Melanie reads her facts that match it beyond her name."""
+    read: dict[bool, dict[str, int]] = {}
+    painted = [*WRITES[:1], render_write("Melanie", "painted", "lake sunrise last year") + " Noted.", *WRITES[2:]]
+    for check in (False, True):
+        backend = ScriptedBackend(painted)
+        system = System("memlm", None, None, backend_factory=lambda: backend, reader=(tiny_model, smollm2_tokenizer))
+        config = EvalConfig(
+            generation={"model": "x"},
+            parts=["locomo"],
+            locomo={"structures": ["triples"], "answer_tokens": 4, "top_k": 2, "subject_check": check},
+        )
+        rows = evaluate_locomo(system, [conversation()], config, None, MemoryConfig(open_relations=True), batch=1)
+        read[check] = {r["question"]: r["facts"] for r in rows}
+    assert read[False]["What did Caroline paint?"] >= 1 and read[True]["What did Caroline paint?"] == 0
+    # Melanie's marathon still read; her painting, which matched only by her name, no longer
+    assert read[False]["What is Melanie training for?"] == 2 and read[True]["What is Melanie training for?"] == 1

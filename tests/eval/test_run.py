@@ -609,3 +609,19 @@ def test_a_trained_run_is_measured_on_its_own_datas_test_split_when_no_data_is_g
             ),
             tmp_path / "o2",
         )
+
+
+def test_the_schema_warning_reads_a_table_of_open_relations(tmp_path):
+    """A conversational memory's table (open relations: relation_names is None) is compared by its names, and
+    a data directory of another schema is named, not a crash."""
+    import yaml
+
+    from eval.run import schema_mismatch
+    from memory_runtime.memory.store import MemoryConfig
+
+    conversations = {"open_relations": True, "relations": [{"name": "lives in"}, {"name": "works as"}]}
+    (tmp_path / "relations.yaml").write_text(yaml.safe_dump(conversations))
+    config = EvalConfig(data=str(tmp_path), generation={"model": "x"})
+    assert schema_mismatch(config, MemoryConfig.model_validate(conversations)) == []
+    other = MemoryConfig.model_validate({"relations": [{"name": "maintains"}]})
+    assert "is of another schema" in schema_mismatch(config, other)[0]

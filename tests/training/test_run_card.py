@@ -4,6 +4,9 @@ state, and written by a real (tiny) run in place of the hub card TRL and PEFT le
 from __future__ import annotations
 
 import json
+import shlex
+
+import typer
 
 from tests.training.conftest import tiny_config
 from training.config import TrainConfig
@@ -39,6 +42,15 @@ def _facts(**changes) -> RunFacts:
     return RunFacts(**{**facts, **changes})
 
 
+def _every_required_option_given(words: list[str]) -> None:
+    """The card's command gives every option its memlm command requires (it runs as printed)."""
+    from memlm.cli import app
+
+    command = typer.main.get_command(app).commands[words[1]]
+    required = [p.opts for p in command.params if p.required and p.param_type_name == "option"]
+    assert all(any(opt in words for opt in opts) for opts in required), (words, required)
+
+
 def test_card_says_base_schema_data_steps_figures_and_commands():
     config = TrainConfig.load(None, ["data.path=runs/conversations-data", "output.output_dir=runs/my run"])
     card = run_card(config, _facts())
@@ -53,8 +65,11 @@ def test_card_says_base_schema_data_steps_figures_and_commands():
     assert "| learning rate | 0.0002, cosine, warmup 0.03 |" in card
     assert "bfloat16 (CPU has amx_bf16)" in card and "17.7 min" in card and "Xeon" in card and "0.1.0" in card
     assert "train loss: 0.1087 (last logged, step 335)" in card and "eval loss: 0.0320" in card
-    for command in ("eval", "chat", "serve"):
-        assert f"memlm {command} --model 'runs/my run'\n" in card  # the path as given, quoted for a shell
+    commands = card.split("## Use it\n\n```\n")[1].split("```")[0].splitlines()
+    assert [c.split(" --")[0] for c in commands] == ["memlm eval", "memlm chat", "memlm serve"]
+    for command in commands:
+        _every_required_option_given(shlex.split(command, comments=True))
+        assert "--model 'runs/my run'" in command  # the path as given, quoted for a shell
     assert "The full record of the run is `train_config.yaml`" in card
     assert 'model="None"' not in card and "huggingface.co" not in card
 
@@ -79,7 +94,7 @@ def test_a_training_run_leaves_the_run_card(tiny_model_dir, tiny_datasets, tmp_p
     train(cfg, datasets={"train": tiny_datasets["train"]}, log=lambda s: None)
     card = (out / "README.md").read_text()
     assert card.startswith("# card-run: memlm SFT run, LoRA")
-    assert f"`{tiny_model_dir}`" in card and f"memlm eval --model {out}\n" in card
+    assert f"`{tiny_model_dir}`" in card and f"memlm eval --model {out} --out {out}-eval " in card
     assert "2 of 2" in card and "train loss:" in card and "LoRA r 4, alpha 32 on q_proj, v_proj" in card
     assert 'model="None"' not in card and "huggingface.co" not in card
     adapter = json.loads((out / "adapter_config.json").read_text())  # PEFT's, as it wrote it
