@@ -163,10 +163,11 @@ class System:
         return OneAtATime(self._backend, self.write_gate)
 
     def _backend(self, request: TurnRequest) -> Backend:
+        """The request's backend, as a batch's row gets it (BatchDecoder.backend_for): its sampling (a probe's
+        temperature, top_p and seed) and its memory's relations and common objects."""
         if self.backend_factory is not None:
             return self.backend_factory()
-        relations = request.store.config.relation_names
-        return HFBackend(self.model, self.tokenizer, copy_fields=self.copy_fields, relations=relations)
+        return HFBackend.for_request(self.model, self.tokenizer, request, self.copy_fields)
 
     def run(self, request: TurnRequest) -> TurnResult:
         """One request, alone."""

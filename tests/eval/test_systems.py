@@ -1,0 +1,22 @@
+"""eval/systems.py: a system's turns one at a time decode as a batch's rows do: the request's sampling (a
+self-instruct probe samples) and its memory's relations and common objects (a conversational memory)."""
+
+from __future__ import annotations
+
+from eval.systems import System
+from memory_runtime.memory.store import MemoryConfig, TripletStore
+
+
+def test_a_turn_alone_takes_the_requests_sampling_and_its_memorys_terms(tiny_model, smollm2_tokenizer):
+    memory = MemoryConfig.model_validate(
+        {"open_relations": True, "relations": [{"name": "works as", "common_object": True}]}
+    )
+    system = System("memlm", tiny_model, smollm2_tokenizer, temperature=0.7, top_p=0.9)
+    with TripletStore(":memory:", memory) as store:
+        request = system.request("Caroline: I work as a nurse.", store)
+        request.seed = 3
+        turn = system.decoder_for(1).backend_factory(request).turn
+        batch_turn = system.decoder_for(2).backend_for(request).turn
+    assert (turn.temperature, turn.top_p) == (0.7, 0.9) == (batch_turn.temperature, batch_turn.top_p)
+    assert turn.common_objects == batch_turn.common_objects and "works as" in turn.common_objects
+    assert turn.relations == batch_turn.relations
