@@ -395,10 +395,10 @@ class SelfInstructConfig(Strict):
         return self
 
     def relative_to(self, folder: Path) -> SelfInstructConfig:
-        resolve = lambda p: resolve_path(p or None, folder) or p  # noqa: E731
-        self.world, self.seed_tasks = resolve(self.world), resolve(self.seed_tasks)
-        self.test_tasks, self.real = resolve(self.test_tasks), resolve(self.real)
-        self.train.config, self.train.templates = resolve(self.train.config), resolve(self.train.templates)
+        self.world, self.seed_tasks = resolve_path(self.world, folder), resolve_path(self.seed_tasks, folder)
+        self.test_tasks, self.real = resolve_path(self.test_tasks, folder), resolve_path(self.real, folder)
+        self.train.config = resolve_path(self.train.config, folder)
+        self.train.templates = resolve_path(self.train.templates, folder)
         self.generation.relative_to(folder)
         return self
 

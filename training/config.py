@@ -167,7 +167,7 @@ class Prompts(Strict):
 
     def relative_to(self, folder: Path) -> Prompts:
         """Relative paths made relative to the config file's `folder`."""
-        self.data = resolve_path(self.data or None, folder) or self.data
+        self.data = resolve_path(self.data, folder)
         self.data_config = resolve_path(self.data_config, folder)
         for real in self.real:
             real.path = resolve_path(real.path, folder)

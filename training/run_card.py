@@ -12,13 +12,13 @@ import json
 import os
 import shlex
 from dataclasses import dataclass, field
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from memory_runtime.memory.store import RELATION_TABLE_FILE
+from memory_runtime.shipped import memlm_version
 from training.config import CONFIG_FILENAME, TrainConfig
 
 README_FILENAME = "README.md"
@@ -293,13 +293,6 @@ def machine_name(device: Any) -> str:
     return f"CPU {cpu.model} ({cpu.cores} cores)"
 
 
-def memlm_version() -> str:
-    try:
-        return version("memlm")
-    except PackageNotFoundError:
-        return "a checkout (not installed)"
-
-
 def resolved_base(name: str) -> str | None:
     """What model.name loaded from (an embedded model's converted copy, an adapter's base); None if unknown."""
     from memory_runtime.models.loading import resolve_base
@@ -327,7 +320,7 @@ def gather_facts(config: TrainConfig, trainer: Any, metrics: dict[str, Any], out
         relations=_mapping(out / RELATION_TABLE_FILE),
         data_schema=str(schema["name"]) if schema and schema.get("name") else None,
         machine=machine_name(trainer.args.device),
-        version=memlm_version(),
+        version=memlm_version() or "a checkout (not installed)",
     )
 
 

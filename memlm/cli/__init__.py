@@ -55,12 +55,10 @@ def _end_on_sigterm() -> None:
 
 def _print_version(given: bool) -> None:
     if given:
-        from importlib.metadata import PackageNotFoundError, version
+        from memory_runtime.shipped import memlm_version
 
-        try:
-            print(f"memlm {version('memlm')}")
-        except PackageNotFoundError:  # run from a checkout that was never installed
-            print("memlm (not installed: a checkout)")
+        installed = memlm_version()
+        print(f"memlm {installed}" if installed else "memlm (not installed: a checkout)")
         raise typer.Exit()
 
 

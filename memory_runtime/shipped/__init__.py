@@ -21,9 +21,9 @@ from importlib import resources
 from pathlib import Path
 
 CONFIG_SUFFIXES = (".yaml", ".json")
+"""What counts as a config among the shipped files (the .jsonl beside some are their data)."""
 SHIPPED_PREFIX = "shipped:"
 """A config's path that starts so names a shipped file: ``shipped:configs/data/default.yaml``."""
-"""What counts as a config among the shipped files (the .jsonl beside some are their data)."""
 
 
 def shipped(*parts: str) -> Path:
@@ -57,6 +57,16 @@ def shipped_name(path: Path) -> str | None:
         if path.is_relative_to(shipped(top)):
             return f"{SHIPPED_PREFIX}{top}/{path.relative_to(shipped(top)).as_posix()}"
     return None
+
+
+def memlm_version() -> str | None:
+    """The installed memlm's version; None where memlm runs from a checkout that was never installed."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("memlm")
+    except PackageNotFoundError:
+        return None
 
 
 def checkout_script(name: str) -> Path | None:
