@@ -1,0 +1,102 @@
+"""LoCoMo figures of `memlm eval --parts locomo` runs, pooled over training seeds, and B minus A paired by question.
+
+A side is one or more eval output folders joined by '+' (one recipe, several training seeds, in the same order
+on both sides), each with a structure after '@' (default triples). Run:
+
+    python3 scripts/locomo_paired.py runs/locomo-reader2@chunks runs/locomo-reader2@triples
+    python3 scripts/locomo_paired.py A@chunks+A-s1@chunks A@triples+A-s1@triples     # two seeds pooled
+    python3 scripts/locomo_paired.py A@triples+A-s1@triples B@triples+B-s1@triples    # two recipes, same structure
+
+Each side prints its pooled figures (overall F1 over categories 1-4, per category, adversarial refused, with
+the question counts); then B - A over the pooled pairs (a question under one seed on side A against the same
+question under the same seed on side B) with a 95% paired bootstrap interval: two sides' own intervals overlap
+long before their difference is noise. An interval that holds 0 is no effect.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+# LoCoMo's refusal rule comes from eval.locomo: run from anywhere, the repository root is importable
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from eval.locomo import ANSWERED_CATEGORIES, CATEGORY_NAMES, refuses  # noqa: E402
+
+
+def rows_of(spec: str, system: str = "memlm") -> list[dict]:
+    """The locomo rows of one 'DIR@STRUCTURE' (structure default triples), in the order they were asked."""
+    folder, _, structure = spec.partition("@")
+    structure = structure or "triples"
+    cases = Path(folder) / "cases.jsonl"
+    if not cases.is_file():
+        sys.exit(f"{folder}: no cases.jsonl (an output folder of `memlm eval --parts locomo`)")
+    rows = [json.loads(line) for line in cases.read_text().splitlines() if line.strip()]
+    found = [r for r in rows if r.get("part") == "locomo" and r.get("structure") == structure]
+    # a structure both systems ran (chunks, with locomo.reader=model) is memlm's; one only the base ran, the base's
+    mine = [r for r in found if r.get("system") == system] or found
+    if not mine:
+        sys.exit(f"{folder}: no locomo rows of structure {structure!r}")
+    return mine
+
+
+def pooled(side: str) -> list[dict]:
+    """A side's rows, seed after seed."""
+    return [row for spec in side.split("+") for row in rows_of(spec)]
+
+
+def figures(rows: list[dict]) -> str:
+    """Overall F1 (1-4), per category, and adversarial refused, each with its question count."""
+    answered = [r for r in rows if r["category"] in ANSWERED_CATEGORIES]
+    adversarial = [r for r in rows if r["category"] == 5]
+    parts = [f"overall F1 {_mean([r['f1'] for r in answered]):.1f} ({len(answered)})"]
+    for category in ANSWERED_CATEGORIES:
+        scores = [r["f1"] for r in answered if r["category"] == category]
+        parts.append(f"{CATEGORY_NAMES[category]} {_mean(scores):.1f} ({len(scores)})")
+    refused = [float(refuses(r["prediction"])) for r in adversarial]
+    parts.append(f"adversarial refused {_mean(refused):.1f} % ({len(refused)})")
+    return ", ".join(parts)
+
+
+def paired(side_a: str, side_b: str, resamples: int = 4000) -> str:
+    """B - A in overall F1 (categories 1-4) and adversarial refusals, question by question, with 95% paired
+    bootstrap intervals over the pooled pairs."""
+    import numpy as np
+
+    a, b = pooled(side_a), pooled(side_b)
+    keys_a = [(r["conversation"], r["question"]) for r in a]
+    if len(a) != len(b) or keys_a != [(r["conversation"], r["question"]) for r in b]:
+        sys.exit("the two sides were not asked the same questions in the same order (same file, --limit, seeds?)")
+    rng = np.random.default_rng(0)
+    lines = []
+    for label, keep, value in (
+        ("overall F1 (1-4)", lambda r: r["category"] in ANSWERED_CATEGORIES, lambda r: 100 * r["f1"]),
+        ("adversarial refused", lambda r: r["category"] == 5, lambda r: 100.0 * refuses(r["prediction"])),
+    ):
+        d = np.array([value(y) - value(x) for x, y in zip(a, b) if keep(x)])
+        if not d.size:
+            continue
+        boots = [d[rng.integers(0, d.size, d.size)].mean() for _ in range(resamples)]
+        lo, hi = np.percentile(boots, [2.5, 97.5])
+        lines.append(f"{label} {d.mean():+.1f} (95% {lo:+.1f} to {hi:+.1f}, {d.size} pairs)")
+    return f"{side_b} - {side_a}: " + "; ".join(lines)
+
+
+def _mean(values: list[float]) -> float:
+    return 100 * sum(values) / len(values) if values else float("nan")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("a", help="DIR[@STRUCTURE][+DIR[@STRUCTURE]...]: side A (seeds joined by '+')")
+    parser.add_argument("b", help="side B, the same questions and seeds in the same order")
+    args = parser.parse_args()
+    for side in (args.a, args.b):
+        print(f"{side}: {figures(pooled(side))}")
+    print(paired(args.a, args.b))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,51 @@
+"""scripts/locomo_paired.py: seeds pooled question by question, and sides asked different questions refused."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+_SPEC = importlib.util.spec_from_file_location(
+    "locomo_paired", Path(__file__).parents[1] / "scripts" / "locomo_paired.py"
+)
+locomo_paired = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(locomo_paired)
+
+
+def _run(root: Path, name: str, answers: list[tuple[str, int, float, str]]) -> str:
+    """An eval folder whose triples answered (question, category, f1, prediction) in order; chunks by the
+    base beside them with F1 0."""
+    out = root / name
+    out.mkdir()
+    with (out / "cases.jsonl").open("w") as f:
+        for question, category, f1, prediction in answers:
+            row = {"part": "locomo", "conversation": "conv-1", "question": question, "category": category}
+            f.write(json.dumps({**row, "system": "memlm", "structure": "triples", "f1": f1, "prediction": prediction}))
+            f.write(
+                "\n"
+                + json.dumps({**row, "system": "zero_shot", "structure": "chunks", "f1": 0.0, "prediction": "z"})
+                + "\n"
+            )
+    return str(out)
+
+
+def test_two_seeds_pooled_and_paired(tmp_path):
+    seed0 = _run(tmp_path, "s0", [("q1", 4, 1.0, "x"), ("q2", 2, 0.5, "y"), ("q3", 5, 0.0, "Not mentioned.")])
+    seed1 = _run(tmp_path, "s1", [("q1", 4, 0.0, "x"), ("q2", 2, 1.0, "y"), ("q3", 5, 0.0, "Paris")])
+    rows = locomo_paired.pooled(f"{seed0}+{seed1}")
+    assert len(rows) == 6 and all(r["structure"] == "triples" for r in rows)
+    # four answered questions (two a seed): (1 + 0.5 + 0 + 1) / 4; one refusal in two adversarial
+    assert locomo_paired.figures(rows).startswith("overall F1 62.5 (4)")
+    assert "adversarial refused 50.0 % (2)" in locomo_paired.figures(rows)
+    line = locomo_paired.paired(f"{seed0}@chunks+{seed1}@chunks", f"{seed0}+{seed1}", resamples=200)
+    assert "overall F1 (1-4) +62.5" in line and "4 pairs" in line and "adversarial refused +50.0" in line
+
+
+def test_sides_asked_different_questions_are_refused(tmp_path):
+    a = _run(tmp_path, "a", [("q1", 4, 1.0, "x")])
+    b = _run(tmp_path, "b", [("q2", 4, 1.0, "x")])
+    with pytest.raises(SystemExit, match="not asked the same questions"):
+        locomo_paired.paired(a, b, resamples=10)
