@@ -8,7 +8,9 @@
     examples.py   Builder / build_records: write, read (7 shapes), unanswerable, update, two-hop, negative
     episodes.py   Episode (the JSONL format of the eval's episodes=), build_episodes, load/dump_episodes
     generate.py   generate: the whole `memlm generate` run and its files
-    real.py       load_real: Re-DocRED and KnowledgeNet passages as eval-only write records
+    real.py       load_real / load_corpus: real annotated passages as write records (the eval probe, training)
+    real_corpora.py    read_corpus: each annotated corpus format's rows as passages with gold facts
+    real_mapping.py    RedocredSchema: which corpus relation is which fact of a schema
     redocred_split.py  Re-DocRED's dev documents as person–organisation sentences, split by document
 
 Every call and result text is rendered with memory_runtime.protocol, every record is a
