@@ -5,6 +5,8 @@
     fitting.py    load_fitted: a recipe put on a schema it was not written for (`memlm generate --schema`)
     world.py      build_world: each type's names per split (disjoint, or shared with a test-only share)
     oracle.py     MemoryOracle: every read result comes from the runtime's TripletStore
+    passages.py   PassageMaker: realistic passages and hard negatives (passage_bank.py: the phrase bank;
+                  passage_pieces.py: names, organisations and filled templates)
     examples.py   Builder / build_records: write, read (7 shapes), unanswerable, update, two-hop, negative
     episodes.py   Episode (the JSONL format of the eval's episodes=), build_episodes, load/dump_episodes
     generate.py   generate: the whole `memlm generate` run and its files

@@ -45,7 +45,8 @@ from functools import cached_property
 from data_gen.config import READ_SHAPES, RECORD_KINDS, DataConfig
 from data_gen.conversations import ConversationMaker
 from data_gen.oracle import MemoryOracle, Session
-from data_gen.passages import PassageBank, PassageMaker
+from data_gen.passage_bank import PassageBank
+from data_gen.passages import PassageMaker
 from data_gen.real_records import RealPassages
 from data_gen.schema import Relation
 from data_gen.text import fill, oxford

@@ -147,7 +147,7 @@ def _some(names: set[str]) -> str:
 
 
 def _bank_relations(bank: str | None) -> set[str]:
-    from data_gen.passages import PassageBank
+    from data_gen.passage_bank import PassageBank
 
     try:
         return set(PassageBank.load(bank).relations)
