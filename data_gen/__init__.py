@@ -8,6 +8,8 @@
     passages.py   PassageMaker: realistic passages and hard negatives (passage_bank.py: the phrase bank;
                   passage_pieces.py: names, organisations and filled templates)
     examples.py   Builder / build_records: write, read (7 shapes), unanswerable, update, two-hop, negative
+    memories.py   MemorySampler: the memories records ask about (planted chains, reuse), fresh names
+    phrasing.py   Phrasing: statements, questions and answers from the schema's phrasings
     episodes.py   Episode (the JSONL format of the eval's episodes=), build_episodes, load/dump_episodes
     generate.py   generate: the whole `memlm generate` run and its files
     real.py       load_real / load_corpus: real annotated passages as write records (the eval probe, training)
