@@ -518,7 +518,7 @@ def check_against_schema(config: DataConfig) -> None:
 
         check_sources(config.conversations, "person" in schema.types)
     if config.mix.passage or (config.mix.negative and config.passages.hard_negatives):
-        from data_gen.passages import PassageBank
+        from data_gen.passage_bank import PassageBank
 
         try:
             bank = PassageBank.load(config.passages.bank)

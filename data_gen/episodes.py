@@ -39,7 +39,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from data_gen.config import READ_SHAPES, DataConfig
-from data_gen.examples import Builder, Group, Scene, query_of
+from data_gen.examples import Builder
+from data_gen.memories import Group, Scene, query_of
 from data_gen.oracle import MemoryOracle, Session
 from data_gen.text import fill
 from data_gen.world import Pool, derive_seed
@@ -99,13 +100,13 @@ class EpisodeBuilder:
         scene, session = Scene(), b.oracle.open()
         turns: list[EpisodeTurn] = []
         for _ in range(rng.randint(cfg.statements.min, cfg.statements.max)):
-            group = b.random_group(scene, b.config.write.max_people)
+            group = b.sampler.random_group(scene, b.config.write.max_people)
             scene.add(group)
             writes = [(p, group.rel.name, group.obj) for p in group.subjects]
             session.write_many(writes)
             turns.append(
                 EpisodeTurn(
-                    user=b.statement(group.rel, group.obj, group.subjects),
+                    user=b.phrasing.statement(group.rel, group.obj, group.subjects),
                     kind="statement",
                     writes=writes,
                     expected_facts=session.facts(),
@@ -129,7 +130,7 @@ class EpisodeBuilder:
         person, relation, org = rng.choice(current)
         rel = b.by_name[relation]
         if rel.one_object:  # the person moves to another organisation
-            new_org = b.fresh_object(scene, rel, avoid=person)
+            new_org = b.sampler.fresh_object(scene, rel, avoid=person)
             new, old_value = (person, relation, new_org), org
             options = [
                 ("per_rel", (person, relation, None)),
@@ -137,7 +138,7 @@ class EpisodeBuilder:
                 ("per", (person, None, None)),
             ]
         else:  # someone new takes the organisation's role
-            new_person = b.fresh_subject(scene, rel, avoid=org)
+            new_person = b.sampler.fresh_subject(scene, rel, avoid=org)
             new, old_value = (new_person, relation, org), person
             options = [("rel_org", (None, relation, org)), ("per_rel", (new_person, relation, None))]
         scene.add(Group(rel, new[2], [new[0]]))
@@ -151,9 +152,12 @@ class EpisodeBuilder:
     def read_turn(self, session: Session, shape: str, query, rel) -> EpisodeTurn:
         results = session.read(*query)
         assert results, f"an episode question about a current fact found nothing: {query}"
-        _, names = self.b.answer(query, results)
+        _, names = self.b.phrasing.answer(query, results)
         return EpisodeTurn(
-            user=self.b.question(shape, query, rel), kind="question", answer_names=names, expected_facts=results
+            user=self.b.phrasing.question(shape, query, rel),
+            kind="question",
+            answer_names=names,
+            expected_facts=results,
         )
 
     def question(self, scene: Scene, session: Session) -> EpisodeTurn:
@@ -185,12 +189,12 @@ class EpisodeBuilder:
         if not rels:
             return None
         for _ in range(20):
-            rel = b.pick_rel(rels)
-            subject = b.fresh_subject(scene, rel)
-            query = query_of(shape, (subject, rel.name, b.fresh_object(scene, rel, avoid=subject)))
+            rel = b.sampler.pick_rel(rels)
+            subject = b.sampler.fresh_subject(scene, rel)
+            query = query_of(shape, (subject, rel.name, b.sampler.fresh_object(scene, rel, avoid=subject)))
             if session.read(*query) == []:
                 return EpisodeTurn(
-                    user=b.question(shape, query, rel), kind="question", answer_names=[], expected_facts=[]
+                    user=b.phrasing.question(shape, query, rel), kind="question", answer_names=[], expected_facts=[]
                 )
         return None
 
@@ -216,9 +220,9 @@ class EpisodeBuilder:
         fact, first, second = self.rng.choice(chains)
         hop1 = session.read(fact.subject, first.name, None)
         hop2 = session.read(None, second.name, fact.object)
-        _, names = b.answer((None, second.name, fact.object), hop2)
+        _, names = b.phrasing.answer((None, second.name, fact.object), hop2)
         return EpisodeTurn(
-            user=b.two_hop_question(first, second, fact.subject),
+            user=b.phrasing.two_hop_question(first, second, fact.subject),
             kind="question",
             answer_names=names,
             expected_facts=[*hop1, *hop2],

@@ -147,7 +147,7 @@ def _some(names: set[str]) -> str:
 
 
 def _bank_relations(bank: str | None) -> set[str]:
-    from data_gen.passages import PassageBank
+    from data_gen.passage_bank import PassageBank
 
     try:
         return set(PassageBank.load(bank).relations)
@@ -160,7 +160,8 @@ def _corpus_relations(source: Any) -> set[str]:
     checked when it is read)."""
     if not isinstance(source, dict) or not isinstance(source.get("path"), str):
         return set()
-    from data_gen.real import detect_format, redocred_schema
+    from data_gen.real_corpora import detect_format
+    from data_gen.real_mapping import redocred_schema
 
     try:
         form = source.get("format", "auto")

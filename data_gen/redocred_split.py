@@ -4,13 +4,13 @@ the dev set (data/real/, measured, never trained on) and training sentences (dat
     python3 -m data_gen.redocred_split [PATH/TO/dev_revised.json]   # default: ../shared/data/real/
     python3 -m data_gen.redocred_split --schema people-places-things   # the second schema's files
 
-The schema's mapping (its relations' `docred` ids, read by data_gen.real.RedocredSchema.of: the shipped
+The schema's mapping (its relations' `docred` ids, read by data_gen.real_mapping.RedocredSchema.of: the shipped
 person-organisation and people-places-things, or a schema file of your own) says which labels count:
 those between a PER and an entity of an object type of the schema (an ORG; a LOC or another PER), the
 person first. Every sentence that mentions such a pair (an entity's type
 is its first mention's) is one of three things:
 
-    positive   gold = the document's labels in a mapped relation (data_gen.real.REDOCRED_RELATIONS,
+    positive   gold = the document's labels in a mapped relation (data_gen.real_mapping.REDOCRED_RELATIONS,
                PEOPLE_PLACES_RELATIONS) whose evidence includes the sentence and both of whose
                entities the sentence mentions, named by their first mention in it (as data/real/
                always had them);
@@ -19,7 +19,7 @@ is its first mention's) is one of three things:
     left out   no gold fact, but touched by a label: a mapped fact whose evidence lies elsewhere or is
                not given (the sentence may well state it), or one of whose entities it names only as
                "he" or "it"; or an ignored relation (a band "has part" its members: membership in
-               other words; a place of death). Like data_gen.real's `docred` reader, which never makes
+               other words; a place of death). Like data_gen.real_corpora's `docred` reader, which never makes
                such a window a "Nothing to store.".
 
 Rows have the format of data/real/redocred_dev_person_org.jsonl: {title, sent_id, sentence (Re-DocRED's
@@ -42,21 +42,9 @@ import json
 from collections.abc import Collection, Iterable
 from pathlib import Path
 
-from data_gen.real import (
-    DOCRED_IGNORED,
-    PERSON_ORG,
-    REDOCRED_FILE,
-    REDOCRED_SCHEMAS,
-    RedocredSchema,
-    _read_jsonl,
-    _read_rows,
-    default_real_dir,
-    detokenize,
-    docred_entity_types,
-    docred_labels,
-    names_occur,
-    redocred_schema,
-)
+from data_gen.real import REDOCRED_FILE, default_real_dir, names_occur
+from data_gen.real_corpora import detokenize, docred_entity_types, docred_labels, read_jsonl_rows, read_rows
+from data_gen.real_mapping import DOCRED_IGNORED, PERSON_ORG, REDOCRED_SCHEMAS, RedocredSchema, redocred_schema
 from data_gen.real_records import normalise_text
 from memory_runtime.shipped import shipped
 
@@ -137,7 +125,7 @@ def is_dev_document(title: str, measured: Collection[str] = frozenset()) -> bool
 def measured_titles(dev_file: str | Path | None = None) -> set[str]:
     """The documents of the sentences in the dev file (default: data/real/'s): these stay dev."""
     path = Path(dev_file) if dev_file else default_real_dir() / REDOCRED_FILE
-    return {row["title"] for _, row in _read_jsonl(path)}
+    return {row["title"] for _, row in read_jsonl_rows(path)}
 
 
 def stays_dev(mapping: RedocredSchema, dev_file: str | Path) -> set[str]:
@@ -153,7 +141,7 @@ def split_documents(
     """(dev rows, training rows) of every document of `source` (Re-DocRED's JSON array, or JSONL)."""
     measured = set(measured)
     dev, train = [], []
-    for where, doc in _read_rows(Path(source)):
+    for where, doc in read_rows(Path(source)):
         rows = schema_sentences(doc, f"{where} (document {doc['title']!r})", mapping)
         (dev if is_dev_document(doc["title"], measured) else train).extend(rows)
     return dev, train

@@ -154,7 +154,7 @@ class EntityType(Strict):
     # key its organisations were drawn under before schemas ("companies"), so a seed draws the same names
     faker_seed: str | None = None
     # the (Re-)DocRED entity type of its names (PER, ORG, LOC, ...): what lets real text labelled with
-    # DocRED's relations become this schema's facts (data_gen/real.py, relations' `docred`)
+    # DocRED's relations become this schema's facts (data_gen/real_mapping.py, relations' `docred`)
     docred: str | None = None
 
     _clause = field_validator("by_clause")(_templates({"clause"}))

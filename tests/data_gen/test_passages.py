@@ -8,13 +8,8 @@ import pytest
 import yaml
 
 from data_gen.config import ConfigError, DataConfig
-from data_gen.passages import (
-    _TEMPLATE_SLOTS,
-    MAX_LIST_ORGS,
-    MAX_ROLE_WRITES,
-    PassageBank,
-    PassageMaker,
-)
+from data_gen.passage_bank import _TEMPLATE_SLOTS, PassageBank
+from data_gen.passages import MAX_LIST_ORGS, MAX_ROLE_WRITES, PassageMaker
 from data_gen.world import real_companies
 from memory_runtime.memory.store import MemoryConfig, TripletStore
 from memory_runtime.protocol import parse_calls

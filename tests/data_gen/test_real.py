@@ -5,26 +5,26 @@ from pathlib import Path
 import pytest
 
 from data_gen.real import (
-    DOCRED_ANNOTATED,
-    DOCRED_IGNORED,
-    DOCRED_RELATION_IDS,
-    PEOPLE_PLACES,
-    PEOPLE_PLACES_RELATIONS,
     REAL_SPLIT,
-    REDOCRED_RELATIONS,
-    RealDataMissing,
     corpus_stats,
     default_real_dir,
-    detect_format,
-    detokenize,
     is_mentioned,
     load_corpus,
     load_knowledgenet,
     load_real,
     load_real_file,
     load_redocred,
-    redocred_schema,
     write_real_jsonl,
+)
+from data_gen.real_corpora import RealDataMissing, detect_format, detokenize
+from data_gen.real_mapping import (
+    DOCRED_ANNOTATED,
+    DOCRED_IGNORED,
+    DOCRED_RELATION_IDS,
+    PEOPLE_PLACES,
+    PEOPLE_PLACES_RELATIONS,
+    REDOCRED_RELATIONS,
+    redocred_schema,
 )
 from data_gen.schema import Schema
 from memory_runtime.memory.store import MemoryConfig

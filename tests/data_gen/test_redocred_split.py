@@ -8,16 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from data_gen.real import (
-    DOCRED_ANNOTATED,
-    PEOPLE_PLACES,
-    PEOPLE_PLACES_RELATIONS,
-    REDOCRED_RELATIONS,
-    is_mentioned,
-    load_corpus,
-    load_real_file,
-    load_redocred,
-)
+from data_gen.real import is_mentioned, load_corpus, load_real_file, load_redocred
+from data_gen.real_mapping import DOCRED_ANNOTATED, PEOPLE_PLACES, PEOPLE_PLACES_RELATIONS, REDOCRED_RELATIONS
 from data_gen.redocred_split import (
     DEFAULT_SOURCE,
     RELATION_NAMES,

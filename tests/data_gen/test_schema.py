@@ -322,7 +322,7 @@ def test_real_text_ids_in_a_schema_are_checked(change, message):
 
 def test_a_schema_of_your_own_gets_re_docred_real_text_with_no_code(tmp_path):
     """RedocredSchema.of reads a schema's docred ids: a renamed relation and a new id reach the mapping."""
-    from data_gen.real import PEOPLE_PLACES, RedocredSchema, redocred_schema
+    from data_gen.real_mapping import PEOPLE_PLACES, RedocredSchema, redocred_schema
 
     data = yaml.safe_load(SHIPPED_PPT.read_text())
     data["name"] = "my-family"

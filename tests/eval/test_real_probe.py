@@ -2,7 +2,8 @@ import json
 from collections import Counter
 from pathlib import Path
 
-from data_gen.real import ENV_VAR, PEOPLE_PLACES, load_real_file
+from data_gen.real import ENV_VAR, load_real_file
+from data_gen.real_mapping import PEOPLE_PLACES
 from data_gen.schema import Schema
 from eval.real_probe import evaluate_real, in_one_order, real_sample, relations_unknown, summarise_real
 from eval.systems import System
