@@ -4,7 +4,8 @@
     reward.py         the reward of an executed turn (graded; exact for self-instruct's filter)
     review.py         `memlm feedback list | accept | reject | export`: feedback reviewed before it trains
     sampling.py       `memlm sample`: the model's own runs, executed and scored, as DPO pairs and KTO turns
-    grpo.py           `memlm train` with objective grpo: GRPO on runs executed with the memory, rewarded
+    grpo.py           objective grpo: GRPO on runs executed with the memory, rewarded
+    train.py          `memlm train`: train(config), the table of the four objectives (the others: training/objectives/)
 
 Feedback from chat and serve (memory_runtime.serving.feedback) is kept per user in pending/ until it is
 accepted: good runs and corrections into accepted.jsonl (SFT, through data.extra_jsonl), every reviewed

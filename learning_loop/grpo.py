@@ -1,5 +1,7 @@
 """GRPO with the memory in the loop: the policy's own runs, executed, rewarded by what the memory ends up
-holding and answering (``objective: grpo``; `memlm train` comes here).
+holding and answering (``objective: grpo``; its config section: training/objectives/grpo_config.py). It lives
+here, not beside the other objectives in training/objectives/: its rollouts run through learning_loop.sampling
+and are scored by learning_loop/reward.py, which reads eval's metrics.
 
 Each step TRL's GRPOTrainer asks for `grpo.num_generations` runs of a few prompts. :class:`MemoryRollout`
 makes them with the model being trained, the way it runs at inference: memlm's batched decoder with the
@@ -19,7 +21,6 @@ probabilities is computed on the same ids, so this changes which sequence is rei
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,21 +31,16 @@ from trl import GRPOConfig, GRPOTrainer
 from learning_loop.sampling import Prompt, Run, load_prompts, run_cases
 from memory_runtime.generation.runtime import Generation
 from memory_runtime.memory.store import MemoryConfig
-from training.config import CONFIG_FILENAME, TrainConfig
+from memory_runtime.yaml_config import ConfigError
+from training.config import TrainConfig
 from training.run import (
-    LOG_FILENAME,
     LogFn,
-    ProgressLogger,
+    SavesPolicyOnly,
     TrainResult,
     _stderr,
-    drop_reference_copy,
-    finish_run,
-    is_main_process,
     load_policy,
-    log_trainable,
     plan_resume,
     start_run,
-    time_budget,
     training_arguments,
 )
 
@@ -164,38 +160,38 @@ def build_grpo_config(config: TrainConfig, *, output_dir: str | None = None) -> 
     )
 
 
-class MemoryGRPOTrainer(GRPOTrainer):
+class MemoryGRPOTrainer(SavesPolicyOnly, GRPOTrainer):
     """TRL's GRPOTrainer saving one adapter (the frozen reference copy left out, as DPO and KTO do)."""
 
-    def save_model(self, output_dir: str | None = None, **kwargs: Any) -> None:
-        super().save_model(output_dir, **kwargs)
-        if self.args.should_save:
-            drop_reference_copy(output_dir or self.args.output_dir)
 
-
-def train_grpo(config: TrainConfig, *, callbacks: Sequence[Any] = (), log: LogFn = _stderr) -> TrainResult:
+def train_grpo(
+    config: TrainConfig,
+    *,
+    datasets: dict[str, Any] | None = None,
+    callbacks: Sequence[Any] = (),
+    log: LogFn = _stderr,
+) -> TrainResult:
     """Train `config` (objective grpo) from its reference: the same outputs as any `memlm train` run, plus
-    the rewards of the last rollouts in metrics.json."""
+    the rewards of the last rollouts in metrics.json. It makes its own data, the runs of `grpo.prompts`:
+    ``datasets`` (the other objectives' tokenised records, for tests) is refused."""
     import warnings
 
     from datasets import Dataset
-    from transformers import PrinterCallback
 
-    from memory_runtime.models.loading import load_tokenizer, trained_system_prompt
+    from memory_runtime.models.loading import trained_system_prompt
 
-    config, choice, notes, log = start_run(config, check_all=True, log=log)
+    if datasets is not None:
+        raise ConfigError("datasets: objective grpo trains on its own runs of grpo.prompts, not on given records")
+    run = start_run(config, check_all=True, log=log)
+    config, log = run.config, run.log
     warnings.filterwarnings("ignore", message="You are using 'rollout_func'", category=UserWarning)  # TRL: experimental
-    t0 = time.perf_counter()
     prompts = grpo_prompts(config)
     kinds = {k: sum(p.kind == k for p in prompts) for k in ("statement", "question")}
     log(f"grpo: {len(prompts)} prompts ({kinds['statement']} statements, {kinds['question']} questions)")
-    tokenizer = load_tokenizer(config.model.name, local_files_only=config.model.local_files_only)
+    tokenizer = run.load_tokenizer()
     dataset = Dataset.from_list([{"prompt": [{"role": "user", "content": p.user_text}]} for p in prompts])
-    resume = plan_resume(config, log)
-    out = Path(config.output.output_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    if is_main_process():
-        config.save(out / CONFIG_FILENAME, notes)
+    run.resume = plan_resume(config, log)
+    run.save_config(relation_table=False)
     g = config.grpo
     generation = Generation(
         max_new_tokens=g.max_new_tokens,
@@ -215,7 +211,6 @@ def train_grpo(config: TrainConfig, *, callbacks: Sequence[Any] = (), log: LogFn
     args = build_grpo_config(config)
     model = load_policy(config)
     log(f"policy: a trainable copy of {config.reference}'s adapter; reference: a frozen copy ('ref' adapter)")
-    budget = time_budget(config, resume, log)
     trainer = MemoryGRPOTrainer(
         model=model,
         reward_funcs=[memory_reward],
@@ -223,28 +218,12 @@ def train_grpo(config: TrainConfig, *, callbacks: Sequence[Any] = (), log: LogFn
         train_dataset=dataset,
         processing_class=tokenizer,
         rollout_func=rollout,
-        callbacks=[ProgressLogger(log, out / LOG_FILENAME), *([budget] if budget else []), *callbacks],
+        callbacks=run.callbacks(callbacks),
     )
-    trainer.remove_callback(PrinterCallback)
-    log_trainable(trainer, config, log)
-    result = trainer.train(resume_from_checkpoint=resume)
+    result = run.train(trainer)
     stats = {"prompts": len(prompts), **kinds, "rollouts": rollout.rounds}
     history = [h for h in trainer.state.log_history if "reward" in h]
     rewards = (
         {"first": history[0]["reward"], "last": history[-1]["reward"], "logged": len(history)} if history else None
     )
-    return finish_run(
-        trainer,
-        result,
-        config=config,
-        out=out,
-        has_eval=False,
-        stats=stats,
-        started=t0,
-        choice=choice,
-        budget=budget,
-        notes=notes,
-        tokenizer=tokenizer,
-        log=log,
-        extra={"rewards": rewards} if rewards else None,
-    )
+    return run.finish(trainer, result, has_eval=False, stats=stats, extra={"rewards": rewards} if rewards else None)

@@ -44,7 +44,7 @@ from memory_runtime.memory.store import MemoryConfig, TripletStore
 from memory_runtime.protocol import SYSTEM_PROMPT
 from memory_runtime.records import LabelledTurn, PreferencePair, Record, turn_segments
 from memory_runtime.yaml_config import Strict
-from training.config import Prompts
+from training.objectives.grpo_config import Prompts
 
 STATEMENT_TYPES = ("write", "passage", "negative", "injection")
 QUESTION_TYPES = ("read", "unanswerable", "two_hop")

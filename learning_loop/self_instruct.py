@@ -646,6 +646,6 @@ def _train_config(
 
 
 def _train(train_config) -> None:
-    from training.trainer import train
+    from learning_loop.train import train
 
     train(train_config)

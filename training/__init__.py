@@ -5,9 +5,12 @@ Public API:
 
     tokenize_record(record, tokenizer, ...)  -> {"input_ids", "labels", "attention_mask"}
     TrainConfig.load(path, overrides) -> TrainConfig      (training.config)
-    train(config) -> TrainResult                          (training.trainer; a run's lifecycle: training.run)
+    train_sft(config) -> TrainResult                      (training.objectives.sft; a run's lifecycle: training.run)
     merge_adapter(adapter_dir, output_dir)                (training.merge)
     bench_train(config) -> dict                           (training.bench)
+
+Every objective by name (sft, dpo, kto, grpo): learning_loop.train.train, above training because
+GRPO's rollouts are rewarded with eval's metrics.
 
 Heavy modules (torch, transformers, trl, peft) are imported on first use.
 """
@@ -28,13 +31,13 @@ __all__ = [
     "bench_train",
     "merge_adapter",
     "tokenize_record",
-    "train",
+    "train_sft",
 ]
 
 _LAZY = {
     "ConfigError": "training.config",
     "TrainConfig": "training.config",
-    "train": "training.trainer",
+    "train_sft": "training.objectives.sft",
     "TrainResult": "training.run",
     "merge_adapter": "training.merge",
     "bench_train": "training.bench",

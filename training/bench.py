@@ -295,8 +295,8 @@ def bench_train(
 
     from memory_runtime.models.loading import load_tokenizer
     from training.data import build_datasets
+    from training.objectives.sft import TrainedPositionsSFTTrainer, build_sft_config
     from training.run import build_model, build_peft_config, choose_attention_kernels
-    from training.trainer import TrainedPositionsSFTTrainer, build_sft_config
 
     bad = [m for m in modes if m not in MODES]
     if bad or not modes:

@@ -10,7 +10,7 @@ the run's outputs (``train_config.yaml``) by the trainer.
 Groups:
 
     objective   sft | dpo | kto | grpo: what is trained (sft: the records' labels; dpo/kto: preferences;
-                grpo: the policy's own runs, rewarded, learning_loop/grpo.py)
+                grpo: the policy's own runs, rewarded); training/objectives/ holds one module for each
     method      lora | qlora | full
     model       base model (HF id, local path, or the embedded SmolLM2 default) and dtype
     lora        LoRA hyper-parameters (also used by qlora)
@@ -22,7 +22,9 @@ Groups:
     output      output dir, logging, evaluation, checkpoints, resume
     reference   dpo/kto/grpo: the `memlm train` run (a LoRA adapter) the policy starts from and stays near
     preference  dpo/kto: beta, the loss, KTO's weights, reference log-probs precomputed, the held-out share
+                (training/objectives/preference_config.py)
     grpo        grpo: the prompts, runs per prompt, sampling, KL weight and loss
+                (training/objectives/grpo_config.py)
 """
 
 from __future__ import annotations
@@ -36,8 +38,10 @@ from pydantic import Field, field_validator, model_validator
 
 from memory_runtime.models.loading import EMBEDDED_MODEL, TRAIN_CONFIG_FILENAME
 from memory_runtime.protocol import SYSTEM_PROMPT
-from memory_runtime.shipped import resolve_path, shipped
+from memory_runtime.shipped import shipped
 from memory_runtime.yaml_config import ConfigError, Strict
+from training.objectives.grpo_config import GrpoSettings
+from training.objectives.preference_config import DPO_ONLY, KTO_ONLY, PreferenceSettings
 
 CONFIG_FILENAME = TRAIN_CONFIG_FILENAME
 DEEPSPEED_PRESETS_DIR = shipped("configs", "deepspeed")
@@ -130,102 +134,6 @@ class DataSettings(Strict):
         "(self-instruct kept trajectories, chat/serve feedback trajectories); dpo/kto: more PreferencePair / "
         "LabelledTurn files (reviewed feedback exports)",
     )
-
-
-class RealPrompts(Strict):
-    """A real training file whose passages are prompts, and whether its no-fact passages are."""
-
-    path: str
-    negatives: bool = Field(
-        True,
-        description="its no-fact passages as prompts (a write there costs -1): only where the annotation is "
-        "exhaustive. Re-DocRED's is not: 13 (+4 arguable) of 40 of its no-fact sentences read by hand state a "
-        "person-organisation fact nobody labelled (data/real/README.md), and -1 there would teach not to write",
-    )
-
-
-class Prompts(Strict):
-    """The prompts the model runs on to learn from its outcomes (`memlm sample`, objective grpo): statements
-    and questions of a `memlm generate` directory's train split, and real training passages. Dev passages
-    (data/real/) never: learning_loop.sampling.load_prompts leaves out any that overlaps one."""
-
-    data: str | None = Field(None, description="a `memlm generate` directory (--data): its jsonl/train.jsonl")
-    statements: int = Field(300, ge=0, description="statement records drawn from the data (seeded)")
-    questions: int = Field(150, ge=0, description="question records drawn from the data, their memory stored first")
-    real: list[RealPrompts] = Field(
-        default_factory=lambda: [
-            RealPrompts(path=str(shipped("data", "real_train", "knowledgenet_person_org_train.jsonl"))),
-            RealPrompts(path=str(shipped("data", "real_train", "redocred_train_person_org.jsonl")), negatives=False),
-        ],
-        description="real annotated training passages (any format data_gen.real reads): all of each file",
-    )
-    real_limit: int | None = Field(None, ge=1, description="passages per real file at most (seeded; null: all)")
-    data_config: str = Field(
-        str(shipped("configs", "data", "default.yaml")),
-        description="the data config whose replies a real passage's gold turn uses (as `memlm generate` trains it)",
-    )
-
-    def relative_to(self, folder: Path) -> Prompts:
-        """Relative paths made relative to the config file's `folder`."""
-        self.data = resolve_path(self.data, folder)
-        self.data_config = resolve_path(self.data_config, folder)
-        for real in self.real:
-            real.path = resolve_path(real.path, folder)
-        return self
-
-
-class GrpoSettings(Strict):
-    """GRPO (objective grpo; learning_loop/grpo.py): each step, `num_generations` runs of a few prompts by the
-    model being trained, with the memory controller executing their calls, rewarded by what the memory ends
-    up holding and answering (learning_loop/reward.py); TRL's GRPOTrainer moves the policy towards the runs
-    that beat their group, with a KL term towards the reference."""
-
-    prompts: Prompts = Field(default_factory=Prompts, description="which prompts (data: --data)")
-    num_generations: int = Field(4, ge=2, description="runs per prompt: a group, whose rewards are compared")
-    temperature: float = Field(1.0, gt=0, le=2, description="sampling temperature of the runs")
-    top_p: float = Field(0.95, gt=0, le=1)
-    max_new_tokens: int = Field(96, ge=8, description="generated tokens per run, at most (as eval's turns)")
-    max_calls: int = Field(8, ge=1, description="memory calls per run, at most")
-    rollout_batch_size: int = Field(8, ge=1, description="runs decoded together (memlm's batched decoder)")
-    beta: float = Field(0.04, ge=0, description="KL weight towards the reference (0: no reference scored)")
-    loss_type: Literal["grpo", "dr_grpo", "dapo", "bnpo"] = Field("dapo", description="TRL's loss aggregation")
-    epsilon: float = Field(0.2, gt=0, description="the clipping range of the probability ratio")
-    scale_rewards: Literal["group", "batch", "none"] = Field(
-        "group", description="advantages divided by the rewards' std in the group, the batch, or not at all"
-    )
-
-
-class PreferenceSettings(Strict):
-    """DPO and KTO (objective dpo | kto; training/preference.py). Each setting maps onto TRL's DPOConfig or
-    KTOConfig; the ones marked DPO or KTO only are refused with the other objective, all of them with sft."""
-
-    beta: float = Field(
-        0.1,
-        gt=0,
-        description="how far the policy may move from the reference (TRL's beta): higher stays closer",
-    )
-    dpo_loss: Literal[
-        "sigmoid", "ipo", "hinge", "sigmoid_norm", "apo_zero", "apo_down", "bco_pair", "nca_pair", "sppo_hard"
-    ] = Field("sigmoid", description="DPO only: TRL's loss_type (sigmoid: the DPO paper's)")
-    kto_loss: Literal["kto", "apo_zero_unpaired"] = Field("kto", description="KTO only: TRL's loss_type")
-    desirable_weight: float = Field(1.0, gt=0, description="KTO only: weight of the desirable turns' losses")
-    undesirable_weight: float = Field(1.0, gt=0, description="KTO only: weight of the undesirable turns' losses")
-    precompute_ref_log_probs: bool = Field(
-        False,
-        description="score every pair/turn under the reference once before training (outside optim.max_minutes) "
-        "instead of in every step",
-    )
-    eval_share: float = Field(
-        0.05,
-        ge=0,
-        lt=1,
-        description="share of the prompts held out (seeded by optim.seed; all pairs/turns of a prompt on one "
-        "side) for the eval loss and rewards; 0: none",
-    )
-
-
-DPO_ONLY = ("dpo_loss",)
-KTO_ONLY = ("kto_loss", "desirable_weight", "undesirable_weight")
 
 
 class OptimSettings(Strict):
@@ -335,8 +243,8 @@ class TrainConfig(Strict):
     objective: Literal["sft", "dpo", "kto", "grpo"] = Field(
         "sft",
         description="sft: the records' trained tokens (TRL's SFTTrainer); dpo: PreferencePair JSONL; "
-        "kto: LabelledTurn JSONL (both from `reference`, training/preference.py); grpo: the policy's own runs "
-        "with the memory, rewarded (from `reference`, learning_loop/grpo.py)",
+        "kto: LabelledTurn JSONL (both from `reference`, training/objectives/dpo.py, kto.py); grpo: the policy's "
+        "own runs with the memory, rewarded (from `reference`, learning_loop/grpo.py)",
     )
     method: Literal["lora", "qlora", "full"] = "lora"
     model: ModelSettings = Field(default_factory=ModelSettings)

@@ -1,7 +1,7 @@
-"""A training run's lifecycle, shared by every objective (sft in training/trainer.py, dpo and kto in
-training/preference.py, grpo in learning_loop/grpo.py): the checks before anything loads, the model and its
-adapter, the reference copy, TRL's arguments, progress lines, the time budget, resuming, and the finish
-(final evaluation, metrics.json, the save)."""
+"""A training run's lifecycle, shared by every objective (training/objectives/: sft, dpo, kto; grpo in
+learning_loop/grpo.py): the checks before anything loads, the model and its adapter, the reference copy,
+TRL's arguments, progress lines, the time budget, resuming, and the ending (final evaluation, metrics.json,
+the save, the run card), written once in :class:`Run` so that an objective only builds its trainer."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import shutil
 import sys
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -199,6 +199,16 @@ def drop_reference_copy(directory: str | Path) -> None:
     copy = Path(directory) / REFERENCE_ADAPTER
     if (copy / "adapter_config.json").is_file():
         shutil.rmtree(copy)
+
+
+class SavesPolicyOnly:
+    """Mixed into a TRL trainer that holds the frozen "ref" copy (DPO, KTO, GRPO): its saves, checkpoints
+    included, keep the trained adapter alone (:func:`drop_reference_copy`)."""
+
+    def save_model(self, output_dir: str | None = None, **kwargs: Any) -> None:
+        super().save_model(output_dir, **kwargs)
+        if self.args.should_save:
+            drop_reference_copy(output_dir or self.args.output_dir)
 
 
 def training_arguments(
@@ -390,9 +400,109 @@ def choose_attention_kernels(config: TrainConfig) -> None:
         torch.backends.cuda.enable_cudnn_sdp(config.gpu.cudnn_attention)
 
 
-def start_run(config: TrainConfig, *, check_all: bool, log: LogFn) -> tuple[TrainConfig, DtypeChoice, list[str], LogFn]:
-    """The checks before anything heavy, and the dtype this machine trains in: (the config as it will run,
-    the dtype choice, the notes for train_config.yaml, the log of this process). ``check_all``: everything
+@dataclass
+class Run:
+    """A run that passed its checks (:func:`start_run`), as every objective drives it: ``resume`` (plan_resume)
+    and ``load_tokenizer``, then ``save_config``, the trainer built with ``callbacks(...)``, ``train`` and
+    ``finish``. ``started`` is when the run's own work began (metrics.json's wall_seconds)."""
+
+    config: TrainConfig  # as it runs: model.dtype resolved
+    choice: DtypeChoice
+    notes: list[str]  # what train_config.yaml says about the run besides its config
+    log: LogFn  # this process's: a data-parallel run's other processes are silent
+    started: float
+    resume: str | None = None
+    tokenizer: Any = None
+    budget: Any = None  # the TimeBudget callback of optim.max_minutes, made by callbacks()
+
+    @property
+    def out(self) -> Path:
+        return Path(self.config.output.output_dir)
+
+    def load_tokenizer(self) -> Any:
+        from memory_runtime.models.loading import load_tokenizer
+
+        model = self.config.model
+        self.tokenizer = load_tokenizer(model.name, local_files_only=model.local_files_only)
+        return self.tokenizer
+
+    def save_config(self, *, relation_table: bool = True) -> None:
+        """Create the output directory and write train_config.yaml (and the relation table, keep_relation_table)
+        into it: called once the input is known good, so that bad data leaves nothing."""
+        self.out.mkdir(parents=True, exist_ok=True)
+        if is_main_process():
+            self.config.save(self.out / CONFIG_FILENAME, self.notes)
+            if relation_table:
+                keep_relation_table(self.config, self.out)
+
+    def callbacks(self, callbacks: Sequence[Any] = ()) -> list[Any]:
+        """The trainer's callbacks: the progress lines and train_log.jsonl, the time budget, then the caller's."""
+        self.budget = time_budget(self.config, self.resume, self.log)
+        return [ProgressLogger(self.log, self.out / LOG_FILENAME), *([self.budget] if self.budget else []), *callbacks]
+
+    def train(self, trainer: Any) -> Any:
+        """trainer.train(), from the checkpoint to resume, with ProgressLogger's lines instead of the printed logs."""
+        from transformers import PrinterCallback
+
+        trainer.remove_callback(PrinterCallback)
+        log_trainable(trainer, self.config, self.log)
+        return trainer.train(resume_from_checkpoint=self.resume)
+
+    def finish(
+        self, trainer: Any, result: Any, *, has_eval: bool, stats: dict[str, Any], extra: dict[str, Any] | None = None
+    ) -> TrainResult:
+        """After :meth:`train`: the final evaluation, metrics.json (with `extra`, an objective's own figures),
+        what the budget reached, the save, and the run card (README.md, training/run_card.py)."""
+        config, out, notes, log = self.config, self.out, self.notes, self.log
+        metrics: dict[str, Any] = dict(result.metrics)
+        if has_eval and config.output.final_eval:
+            last = trainer.state.log_history[-2:] if trainer.state.log_history else []
+            done = [h for h in last if "eval_loss" in h and h.get("step") == trainer.state.global_step]
+            # the last step was just evaluated: reuse it rather than run the same evaluation again
+            metrics.update({k: v for k, v in done[-1].items() if k.startswith("eval_")} if done else trainer.evaluate())
+        history = trainer.state.log_history
+        seen = [h["num_tokens"] for h in history if "num_tokens" in h]
+        metrics["num_tokens"] = seen[-1] if seen else None  # tokens trained on (padding excluded), as TRL counts
+        for key in PREFERENCE_METRICS:  # the last logged value (the mean of a logging window); none for sft
+            logged = [h[key] for h in history if key in h]
+            if logged:
+                metrics[key] = logged[-1]
+        metrics["data"] = stats
+        metrics["wall_seconds"] = time.perf_counter() - self.started
+        metrics["global_step"] = trainer.state.global_step
+        metrics["dtype"] = {"dtype": self.choice.dtype, "reason": self.choice.reason}
+        metrics["distributed"] = distributed_summary(trainer)
+        metrics.update(extra or {})
+        if self.budget is not None:
+            metrics["budget"] = outcome = self.budget.outcome(trainer.state.global_step)
+            reached = (
+                f"optim.max_minutes {outcome['max_minutes']:g}: trained {outcome['reached_steps']} of "
+                f"{outcome['requested_steps']} steps in {outcome['spent_minutes']:.1f} min on this machine"
+            )
+            if outcome["reached_steps"] < outcome["requested_steps"]:
+                speed = f"{outcome['step_s']:.2f} s/step; " if outcome["step_s"] else ""
+                reached += (
+                    f" ({speed}to repeat the run elsewhere: "
+                    f"optim.max_steps={outcome['reached_steps']} optim.max_minutes=null)"
+                )
+            notes.append(reached)
+            log(reached)
+
+        trainer.save_model(str(out))  # adapter (or full model) + tokenizer
+        if trainer.is_world_process_zero():
+            self.tokenizer.save_pretrained(str(out))
+            config.save(out / CONFIG_FILENAME, notes)
+            (out / METRICS_FILENAME).write_text(json.dumps(_jsonable(metrics), indent=2) + "\n")
+            trainer.save_state()
+            # last: TRL writes its hub card at every checkpoint, PEFT at every save_model; the run card replaces it
+            write_run_card(config, trainer, metrics, out)
+            saved = f"{CONFIG_FILENAME}, {METRICS_FILENAME} and {README_FILENAME}"
+            log(f"saved {config.method} model, tokenizer, {saved} to {out}")
+        return TrainResult(out, metrics, list(trainer.state.log_history), trainer)
+
+
+def start_run(config: TrainConfig, *, check_all: bool, log: LogFn) -> Run:
+    """The checks before anything heavy, and the dtype this machine trains in. ``check_all``: everything
     :func:`preflight` checks (False: datasets were given; only the adapters named in the config)."""
     if not is_main_process():
         log = _silent
@@ -413,7 +523,7 @@ def start_run(config: TrainConfig, *, check_all: bool, log: LogFn) -> tuple[Trai
     log(note)
     if slow:
         log(f"warning: {slow}")
-    return config, choice, [note], log
+    return Run(config, choice, [note], log, started=time.perf_counter())
 
 
 def time_budget(config: TrainConfig, resume: str | None, log: LogFn) -> Any:
@@ -437,71 +547,6 @@ def log_trainable(trainer: Any, config: TrainConfig, log: LogFn) -> None:
         trainable = sum(p.numel() for p in trainer.model.parameters() if p.requires_grad)
         total = sum(p.numel() for p in trainer.model.parameters())
         log(f"model: {config.model.name} ({config.method}), trainable {trainable:,} of {total:,} parameters")
-
-
-def finish_run(
-    trainer: Any,
-    result: Any,
-    *,
-    config: TrainConfig,
-    out: Path,
-    has_eval: bool,
-    stats: dict[str, Any],
-    started: float,
-    choice: DtypeChoice,
-    budget: Any,
-    notes: list[str],
-    tokenizer: Any,
-    log: LogFn,
-    extra: dict[str, Any] | None = None,
-) -> TrainResult:
-    """After trainer.train(): the final evaluation, metrics.json (with `extra`, an objective's own figures),
-    what the budget reached, the save, and the run card (README.md, training/run_card.py)."""
-    metrics: dict[str, Any] = dict(result.metrics)
-    if has_eval and config.output.final_eval:
-        last = trainer.state.log_history[-2:] if trainer.state.log_history else []
-        done = [h for h in last if "eval_loss" in h and h.get("step") == trainer.state.global_step]
-        # the last step was just evaluated: reuse it rather than run the same evaluation again
-        metrics.update({k: v for k, v in done[-1].items() if k.startswith("eval_")} if done else trainer.evaluate())
-    history = trainer.state.log_history
-    seen = [h["num_tokens"] for h in history if "num_tokens" in h]
-    metrics["num_tokens"] = seen[-1] if seen else None  # tokens trained on (padding excluded), as TRL counts
-    for key in PREFERENCE_METRICS:  # the last logged value (the mean of a logging window); none for sft
-        logged = [h[key] for h in history if key in h]
-        if logged:
-            metrics[key] = logged[-1]
-    metrics["data"] = stats
-    metrics["wall_seconds"] = time.perf_counter() - started
-    metrics["global_step"] = trainer.state.global_step
-    metrics["dtype"] = {"dtype": choice.dtype, "reason": choice.reason}
-    metrics["distributed"] = distributed_summary(trainer)
-    metrics.update(extra or {})
-    if budget is not None:
-        metrics["budget"] = outcome = budget.outcome(trainer.state.global_step)
-        reached = (
-            f"optim.max_minutes {outcome['max_minutes']:g}: trained {outcome['reached_steps']} of "
-            f"{outcome['requested_steps']} steps in {outcome['spent_minutes']:.1f} min on this machine"
-        )
-        if outcome["reached_steps"] < outcome["requested_steps"]:
-            speed = f"{outcome['step_s']:.2f} s/step; " if outcome["step_s"] else ""
-            reached += (
-                f" ({speed}to repeat the run elsewhere: "
-                f"optim.max_steps={outcome['reached_steps']} optim.max_minutes=null)"
-            )
-        notes.append(reached)
-        log(reached)
-
-    trainer.save_model(str(out))  # adapter (or full model) + tokenizer
-    if trainer.is_world_process_zero():
-        tokenizer.save_pretrained(str(out))
-        config.save(out / CONFIG_FILENAME, notes)
-        (out / METRICS_FILENAME).write_text(json.dumps(_jsonable(metrics), indent=2) + "\n")
-        trainer.save_state()
-        # last: TRL writes its hub card at every checkpoint, PEFT at every save_model; the run card replaces it
-        write_run_card(config, trainer, metrics, out)
-        saved = f"{CONFIG_FILENAME}, {METRICS_FILENAME} and {README_FILENAME}"
-        log(f"saved {config.method} model, tokenizer, {saved} to {out}")
-    return TrainResult(out, metrics, list(trainer.state.log_history), trainer)
 
 
 def distributed_summary(trainer: Any) -> dict[str, Any]:

@@ -1,7 +1,7 @@
 """The README.md of a finished `memlm train` run: what the run is, in memlm's words (the run card).
 
 TRL and PEFT write a hub model card as they save (a hub link to the base, ``model="None"``, a pipeline
-snippet that cannot load an adapter of an embedded base). ``finish_run`` (training/run.py), the ending every
+snippet that cannot load an adapter of an embedded base). ``Run.finish`` (training/run.py), the ending every
 objective shares, replaces it after the last save with this card: :func:`run_card` renders it from the config
 and the facts of the run (a pure function: the tests give it fake ones), :func:`write_run_card` gathers those
 from the trainer and the run directory and writes the file whole. train_config.yaml stays the full record."""

@@ -86,19 +86,14 @@ def train_command(
     picks bfloat16 only where this machine multiplies it natively (the log says which and why)."""
     import logging
 
+    from learning_loop.train import train
     from training.run import PREFERENCE_METRICS, is_main_process
-    from training.trainer import train
 
     cfg = _train_config(config, overrides, data, output_dir, max_steps, max_minutes, fresh)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     _quiet_training_logs()
     try:
-        if cfg.objective == "grpo":  # the reward and the memory controller live above training
-            from learning_loop.grpo import train_grpo
-
-            result = train_grpo(cfg, log=log)
-        else:
-            result = train(cfg, log=log)
+        result = train(cfg, log=log)
     except (ValueError, FileNotFoundError) as err:  # a bad config, data or model: one line, no traceback
         fail(err)
     keep = (

@@ -179,11 +179,11 @@ def preference_dir(tmp_path_factory):
 @pytest.fixture(scope="session")
 def reference_run(tiny_model_dir, tiny_datasets, tmp_path_factory):
     """A `memlm train` LoRA run of the tiny model (2 SFT steps): what DPO and KTO start from."""
-    from training.trainer import train
+    from training.objectives.sft import train_sft
 
     out = tmp_path_factory.mktemp("reference-run")
     cfg = tiny_config(tiny_model_dir, out, "optim.max_steps=2", "lora.r=4", "lora.target_modules=[q_proj,v_proj]")
-    train(cfg, datasets={"train": tiny_datasets["train"]}, log=lambda s: None)
+    train_sft(cfg, datasets={"train": tiny_datasets["train"]}, log=lambda s: None)
     return out
 
 

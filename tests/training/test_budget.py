@@ -12,7 +12,7 @@ from transformers import TrainerCallback, get_scheduler
 from tests.training.conftest import tiny_config
 from training import budget as budget_module
 from training.budget import BUDGET_FILENAME, reschedule
-from training.trainer import train
+from training.objectives.sft import train_sft
 
 
 class FakeClock(TrainerCallback):
@@ -48,7 +48,7 @@ def _run(tiny_model_dir, tiny_datasets, out, clock, minutes, *overrides, monkeyp
         def on_step_end(self, args, state, control, optimizer=None, **kwargs):
             lrs.append(optimizer.param_groups[0]["lr"])
 
-    result = train(
+    result = train_sft(
         cfg, datasets={"train": tiny_datasets["train"]}, callbacks=[clock, LearningRates(), *extra], log=lines.append
     )
     return result, lines, lrs

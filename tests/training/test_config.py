@@ -89,8 +89,8 @@ def test_shipped_configs_validate(name):
 
 def test_gpu_configs_build_a_trl_config_on_the_cpu(tmp_path):
     """The GPU options map onto TRL's SFTConfig (bf16, checkpointing, liger, padding-free) here too."""
+    from training.objectives.sft import build_sft_config
     from training.run import build_peft_config, build_quantization_config
-    from training.trainer import build_sft_config
 
     for name, method in (("gpu-qwen2.5-7b-lora.yaml", "lora"), ("gpu-qwen2.5-7b-qlora.yaml", "qlora")):
         cfg = TrainConfig.load(CONFIGS / name, [f"output.output_dir={tmp_path / name}", "gpu.tf32=null"])
@@ -111,7 +111,7 @@ def test_gpu_configs_build_a_trl_config_on_the_cpu(tmp_path):
 
 
 def test_packing_modes_map_to_trl(tmp_path):
-    from training.trainer import build_sft_config
+    from training.objectives.sft import build_sft_config
 
     base = [f"output.output_dir={tmp_path}", "data.max_length=256"]
     padded = build_sft_config(TrainConfig.load(None, base + ["packing.mode=none"]), has_eval=False)
@@ -142,7 +142,7 @@ def test_sft_config_uses_the_field_names_of_transformers_5_17(tmp_path, monkeypa
         "SFTConfig",
         type("SFTConfig517", (), {"__dataclass_fields__": kept, "__init__": lambda self, **kw: seen.update(kw)}),
     )
-    from training.trainer import build_sft_config
+    from training.objectives.sft import build_sft_config
 
     gpu = TrainConfig.load(CONFIGS / "gpu-qwen2.5-7b-lora.yaml", [f"output.output_dir={tmp_path}", "gpu.tf32=null"])
     build_sft_config(gpu, has_eval=False)
@@ -257,7 +257,8 @@ def test_the_reference_must_be_a_lora_run_of_this_base(tmp_path):
 
 
 def test_preference_settings_map_onto_trls_configs(tmp_path):
-    from training.preference import build_dpo_config, build_kto_config
+    from training.objectives.dpo import build_dpo_config
+    from training.objectives.kto import build_kto_config
 
     base = [f"output.output_dir={tmp_path}", "reference=runs/sft"]
     dpo = TrainConfig.load(CONFIGS / "dpo-smollm2.yaml", [*base, "preference.dpo_loss=ipo", "preference.beta=0.3"])

@@ -14,7 +14,7 @@ def test_presets_parse_with_deepspeed_config(preset, stage, tiny_model, tmp_path
     from deepspeed.runtime.config import DeepSpeedConfig
     from transformers.integrations.deepspeed import HfTrainerDeepSpeedConfig
 
-    from training.trainer import build_sft_config
+    from training.objectives.sft import build_sft_config
 
     cfg = TrainConfig.load(
         None,

@@ -9,7 +9,7 @@ from pathlib import Path
 import torch
 
 from training.config import TrainConfig
-from training.trainer import train
+from training.objectives.sft import train_sft
 
 CPU_CONFIG = Path(__file__).resolve().parents[2] / "configs" / "train" / "cpu-smollm2.yaml"
 
@@ -34,7 +34,7 @@ def test_embedded_default_trains_and_reloads(tmp_path):
         ],
     )
     assert cfg.model.name == EMBEDDED_MODEL
-    result = train(cfg, log=lambda s: None)
+    result = train_sft(cfg, log=lambda s: None)
     assert result.metrics["global_step"] == 2
     assert torch.isfinite(torch.tensor(result.metrics["train_loss"])) and result.metrics["eval_loss"] > 0
     adapter = json.loads((tmp_path / "adapter_config.json").read_text())

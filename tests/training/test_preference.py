@@ -1,6 +1,6 @@
-"""DPO and KTO (training/preference.py) on the tiny random model: the loss skips the read results the
-controller inserted, a few steps move the policy and not the reference, the run saves one loadable adapter
-on the reference's base, resumes, and bad input overwrites nothing."""
+"""DPO and KTO (training/objectives/dpo.py, kto.py, preference.py) on the tiny random model: the loss skips
+the read results the controller inserted, a few steps move the policy and not the reference, the run saves
+one loadable adapter on the reference's base, resumes, and bad input overwrites nothing."""
 
 from __future__ import annotations
 
@@ -11,21 +11,15 @@ import shutil
 import pytest
 import torch
 from safetensors.torch import load_file
+from trl import DPOTrainer, KTOTrainer
 
 from memory_runtime.protocol import render_results
 from tests.training.conftest import preference_config, preference_pair
 from training.config import ConfigError
 from training.data import tokenize_labelled_turn, tokenize_pair
-from training.preference import (
-    LabelledTurnCollator,
-    MaskedDPOTrainer,
-    MaskedKTOTrainer,
-    PairCollator,
-    build_dpo_config,
-    build_kto_config,
-)
+from training.objectives.dpo import MaskedDPOTrainer, PairCollator, build_dpo_config, train_dpo
+from training.objectives.kto import LabelledTurnCollator, MaskedKTOTrainer, build_kto_config, train_kto
 from training.run import load_policy
-from training.trainer import train
 
 SYSTEM = "You have a memory."
 
@@ -71,14 +65,15 @@ def _sft_logps(model, prompt, completion, mask):
     return logits.log_softmax(-1).gather(-1, targets[:, None]).squeeze(-1)[trained].sum().item()
 
 
-@pytest.mark.parametrize("ours", [MaskedDPOTrainer, MaskedKTOTrainer], ids=["dpo", "kto"])
-def test_trl_still_prepares_its_data_in_the_private_method_we_override(ours):
+@pytest.mark.parametrize(
+    ("ours", "trl_class"), [(MaskedDPOTrainer, DPOTrainer), (MaskedKTOTrainer, KTOTrainer)], ids=["dpo", "kto"]
+)
+def test_trl_still_prepares_its_data_in_the_private_method_we_override(ours, trl_class):
     """No public hook of TRL takes pre-tokenised preference data, so the trainers override its private
     `_prepare_dataset`. If TRL renames it, changes its arguments or stops calling it from `__init__`, the
     override would be skipped without a word and TRL would tokenise text our data does not have: fail here."""
     import inspect
 
-    trl_class = ours.__bases__[0]
     assert "_prepare_dataset" in vars(trl_class), f"{trl_class.__name__}._prepare_dataset is gone"
     expected = ["self", "dataset", "processing_class", "args", "dataset_name"]
     assert list(inspect.signature(trl_class._prepare_dataset).parameters) == expected
@@ -189,7 +184,7 @@ def dpo_run(tiny_model_dir, reference_run, preference_dir, tmp_path_factory):
         "optim.max_minutes=30",  # the time budget's callback, as the shipped configs run it
     )
     lines: list[str] = []
-    result = train(config, log=lines.append)
+    result = train_dpo(config, log=lines.append)
     return config, result, lines, before
 
 
@@ -247,7 +242,7 @@ def kto_run(tiny_model_dir, reference_run, preference_dir, tmp_path_factory):
         "preference.precompute_ref_log_probs=true",  # the precomputed path of KTO (and its KL column)
     )
     lines: list[str] = []
-    return config, train(config, log=lines.append), lines
+    return config, train_kto(config, log=lines.append), lines
 
 
 def test_kto_moves_the_policy_and_saves_one_adapter(kto_run, reference_run, tiny_model_dir):
@@ -277,7 +272,7 @@ def test_a_preference_run_resumes_from_its_checkpoint(dpo_run, tmp_path):
     again = config.model_copy(deep=True)
     again.output.output_dir = str(tmp_path)
     lines: list[str] = []
-    resumed = train(again, log=lines.append)
+    resumed = train_dpo(again, log=lines.append)
     assert "training: 3 steps (from step 2)" in lines and resumed.metrics["global_step"] == 3
     assert any(line.startswith(f"resuming from {tmp_path / 'checkpoint-2'}") for line in lines)
 
@@ -301,5 +296,5 @@ def test_bad_input_leaves_the_output_directory_untouched(dpo_run, tiny_model_dir
     for reference, data, error, message in cases:
         config = preference_config(tiny_model_dir, out, reference, data, "dpo", "output.resume_from_checkpoint=false")
         with pytest.raises(error, match=message):
-            train(config, log=lambda s: None)
+            train_dpo(config, log=lambda s: None)
         assert _snapshot(out) == before, message

@@ -87,11 +87,11 @@ def test_card_of_a_preference_run_without_table_or_eval():
 
 
 def test_a_training_run_leaves_the_run_card(tiny_model_dir, tiny_datasets, tmp_path):
-    from training.trainer import train
+    from training.objectives.sft import train_sft
 
     out = tmp_path / "card-run"
     cfg = tiny_config(tiny_model_dir, out, "optim.max_steps=2", "lora.r=4", "lora.target_modules=[q_proj,v_proj]")
-    train(cfg, datasets={"train": tiny_datasets["train"]}, log=lambda s: None)
+    train_sft(cfg, datasets={"train": tiny_datasets["train"]}, log=lambda s: None)
     card = (out / "README.md").read_text()
     assert card.startswith("# card-run: memlm SFT run, LoRA")
     assert f"`{tiny_model_dir}`" in card and f"memlm eval --model {out} --out {out}-eval " in card

@@ -7,8 +7,8 @@ import pytest
 
 from tests.training.conftest import tiny_config
 from training.config import ConfigError, TrainConfig
+from training.objectives.sft import train_sft
 from training.token_budget import TokenBudgetSampler
-from training.trainer import train
 
 LENGTHS = [30, 90, 12, 250, 64, 64, 8, 120, 45, 77, 300, 16, 33]
 
@@ -35,7 +35,7 @@ def test_the_trainer_steps_through_token_budget_batches(tiny_model_dir, tiny_dat
         "data.max_length=200",
         "optim.max_steps=3",
     )
-    result = train(cfg, datasets={"train": tiny_datasets["train"]}, log=lambda s: None)
+    result = train_sft(cfg, datasets={"train": tiny_datasets["train"]}, log=lambda s: None)
     assert result.metrics["global_step"] == 3
     loader = result.trainer.get_train_dataloader()
     sizes = [(batch["input_ids"].numel(), int((batch["labels"] != -100).any(-1).sum())) for batch in loader]

@@ -11,7 +11,7 @@ import torch
 
 from tests.training.conftest import tiny_config
 from training.collator import make_collator
-from training.trainer import train
+from training.objectives.sft import train_sft
 
 
 def _batch(dataset, tokenizer, n=4, padding_free=False):
@@ -38,7 +38,7 @@ def lora_run(tiny_model_dir, tiny_datasets, tmp_path_factory):
         "lora.r=8",
     )
     lines = []
-    result = train(cfg, datasets=tiny_datasets, log=lines.append)
+    result = train_sft(cfg, datasets=tiny_datasets, log=lines.append)
     return cfg, result, lines
 
 
@@ -48,7 +48,7 @@ def test_full_finetuning_lowers_the_loss_on_a_fixed_batch(
     batch = _batch(tiny_datasets["train"], smollm2_tokenizer)
     before = _loss(copy.deepcopy(tiny_model), batch)
     cfg = tiny_config(tiny_model_dir, tmp_path, "method=full", "optim.max_steps=6")
-    result = train(cfg, datasets={"train": tiny_datasets["train"]}, log=lambda s: None)
+    result = train_sft(cfg, datasets={"train": tiny_datasets["train"]}, log=lambda s: None)
     after = _loss(result.trainer.model, batch)
     assert after < before - 0.5, (before, after)
     assert (tmp_path / "model.safetensors").exists() and (tmp_path / "config.json").exists()
@@ -124,7 +124,7 @@ def test_resume_from_checkpoint(lora_run, tiny_datasets, tmp_path):
     shutil.copytree(result.output_dir / "checkpoint-4", out / "checkpoint-4")
     cfg2 = tiny_config(cfg.model.name, out, "optim.max_steps=6", "lora.r=8", "output.resume_from_checkpoint=true")
     lines = []
-    resumed = train(cfg2, datasets={"train": tiny_datasets["train"]}, log=lines.append)
+    resumed = train_sft(cfg2, datasets={"train": tiny_datasets["train"]}, log=lines.append)
     assert resumed.metrics["global_step"] == 6
     assert "training: 6 steps (from step 4)" in lines
 
@@ -142,7 +142,7 @@ def test_init_from_continues_the_adapter(lora_run, tiny_datasets, tmp_path):
         f"lora.init_from={result.output_dir}",
         "output.save_strategy=no",
     )
-    train(cfg2, datasets={"train": tiny_datasets["train"]}, log=lambda s: None)
+    train_sft(cfg2, datasets={"train": tiny_datasets["train"]}, log=lambda s: None)
     assert json.loads((tmp_path / "adapter_config.json").read_text())["r"] == 8  # the adapter's own shape
     old = load_file(result.output_dir / "adapter_model.safetensors")
     new = load_file(tmp_path / "adapter_model.safetensors")
@@ -157,9 +157,11 @@ def test_init_from_must_be_an_adapter_of_the_same_base(lora_run, tiny_datasets, 
 
     cfg, result, _ = lora_run
     with pytest.raises(ConfigError, match="not a PEFT adapter"):
-        train(tiny_config(cfg.model.name, tmp_path, f"lora.init_from={tmp_path}"), datasets=tiny_datasets)
+        train_sft(tiny_config(cfg.model.name, tmp_path, f"lora.init_from={tmp_path}"), datasets=tiny_datasets)
     with pytest.raises(ConfigError, match="trained on"):
-        train(tiny_config(str(tmp_path), tmp_path / "o", f"lora.init_from={result.output_dir}"), datasets=tiny_datasets)
+        train_sft(
+            tiny_config(str(tmp_path), tmp_path / "o", f"lora.init_from={result.output_dir}"), datasets=tiny_datasets
+        )
 
 
 def test_resume_without_checkpoint_is_a_config_error(tiny_model_dir, tiny_datasets, tmp_path):
@@ -167,7 +169,7 @@ def test_resume_without_checkpoint_is_a_config_error(tiny_model_dir, tiny_datase
 
     cfg = tiny_config(tiny_model_dir, tmp_path, "output.resume_from_checkpoint=true")
     with pytest.raises(ConfigError, match="no checkpoint"):
-        train(cfg, datasets={"train": tiny_datasets["train"]})
+        train_sft(cfg, datasets={"train": tiny_datasets["train"]})
 
 
 def test_trl_keeps_our_labels_and_padding_free_masks_boundaries(
@@ -177,7 +179,7 @@ def test_trl_keeps_our_labels_and_padding_free_masks_boundaries(
     batch, restarts position ids per record and masks each record's first label."""
     from trl import SFTTrainer
 
-    from training.trainer import build_sft_config
+    from training.objectives.sft import build_sft_config
 
     cfg = tiny_config(tiny_model_dir, tmp_path, "method=full", "packing.mode=padding_free")
     trainer = SFTTrainer(
@@ -206,7 +208,7 @@ def test_cpu_loss_on_trained_positions_matches_trl_fused_head(
     """The CPU loss projects only trained positions; loss, gradients and logged metrics are TRL's."""
     from trl import SFTTrainer
 
-    from training.trainer import TrainedPositionsSFTTrainer, build_sft_config
+    from training.objectives.sft import TrainedPositionsSFTTrainer, build_sft_config
 
     cfg = tiny_config(tiny_model_dir, tmp_path, "method=full")
     args = build_sft_config(cfg, has_eval=False)
@@ -266,7 +268,7 @@ def test_padding_free_gives_the_same_logits_and_loss_as_padding(tiny_model, tiny
 
 def test_adapters_only_on_the_chosen_layers(tiny_model_dir, tiny_datasets, tmp_path):
     cfg = tiny_config(tiny_model_dir, tmp_path, "lora.layers_to_transform=[1]", "optim.max_steps=2")
-    model = train(cfg, datasets={"train": tiny_datasets["train"]}, log=lambda s: None).trainer.model
+    model = train_sft(cfg, datasets={"train": tiny_datasets["train"]}, log=lambda s: None).trainer.model
     trainable = {n: p for n, p in model.named_parameters() if p.requires_grad}
     assert trainable and all(".layers.1." in n for n in trainable), sorted(trainable)
     assert all(p.abs().sum() > 0 for n, p in trainable.items() if "lora_B" in n)  # B starts at zero: it trained
@@ -277,7 +279,7 @@ def test_layers_the_model_lacks_are_a_config_error(tiny_model_dir, tiny_datasets
 
     cfg = tiny_config(tiny_model_dir, tmp_path, "lora.layers_to_transform=[1, 2]")
     with pytest.raises(ConfigError, match=r"has layers 0\.\.1, got 2"):
-        train(cfg, datasets={"train": tiny_datasets["train"]}, log=lambda s: None)
+        train_sft(cfg, datasets={"train": tiny_datasets["train"]}, log=lambda s: None)
 
 
 def test_loraplus_moves_b_matrices_ratio_times_faster(tiny_model_dir, tiny_datasets, tmp_path):
@@ -293,7 +295,7 @@ def test_loraplus_moves_b_matrices_ratio_times_faster(tiny_model_dir, tiny_datas
         "optim.warmup=0",
         "optim.max_steps=1",
     )
-    result = train(cfg, datasets={"train": tiny_datasets["train"]}, log=lambda s: None)
+    result = train_sft(cfg, datasets={"train": tiny_datasets["train"]}, log=lambda s: None)
     b = [p for n, p in result.trainer.model.named_parameters() if "lora_B" in n]
     assert b and max(p.abs().max().item() for p in b) == pytest.approx(lr * ratio, rel=0.05)
     lrs = {g["lr"] for g in result.trainer.optimizer.param_groups if g["params"]}
@@ -310,7 +312,7 @@ def test_compiled_training_saves_an_adapter_that_reloads(tiny_model_dir, tiny_da
     cfg = tiny_config(
         tiny_model_dir, tmp_path, "gpu.torch_compile=true", "packing.mode=padding_free", "optim.max_steps=2"
     )
-    result = train(cfg, datasets={"train": tiny_datasets["train"]}, log=lambda s: None)
+    result = train_sft(cfg, datasets={"train": tiny_datasets["train"]}, log=lambda s: None)
     assert result.trainer.args.torch_compile and result.metrics["global_step"] == 2
     batch = _batch(tiny_datasets["train"], smollm2_tokenizer)
     reloaded = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(tiny_model_dir), tmp_path)
@@ -322,7 +324,7 @@ def test_compiled_training_saves_an_adapter_that_reloads(tiny_model_dir, tiny_da
 
 def test_padding_free_training_runs(tiny_model_dir, tiny_datasets, tmp_path):
     cfg = tiny_config(tiny_model_dir, tmp_path, "packing.mode=padding_free", "optim.max_steps=2")
-    result = train(cfg, datasets={"train": tiny_datasets["train"]}, log=lambda s: None)
+    result = train_sft(cfg, datasets={"train": tiny_datasets["train"]}, log=lambda s: None)
     assert result.metrics["global_step"] == 2 and result.metrics["train_loss"] > 0
 
 
@@ -336,7 +338,7 @@ def test_bfd_packing_training_runs(tiny_model_dir, tiny_datasets, tmp_path):
         "optim.max_steps=2",
         "optim.per_device_train_batch_size=1",
     )
-    result = train(cfg, datasets={"train": tiny_datasets["train"]}, log=lambda s: None)
+    result = train_sft(cfg, datasets={"train": tiny_datasets["train"]}, log=lambda s: None)
     assert result.metrics["global_step"] == 2
 
 
@@ -350,7 +352,9 @@ def test_training_records_the_choice_and_its_reason(native, tiny_model_dir, tiny
     cpu = BF16_NATIVE if native else AVX2_ONLY
     monkeypatch.setattr(hardware, "choose_dtype", lambda device="cpu": choose_cpu_dtype(cpu, probe=lambda: 2.0))
     lines: list[str] = []
-    result = train(tiny_config(tiny_model_dir, tmp_path, "optim.max_steps=1"), datasets=tiny_datasets, log=lines.append)
+    result = train_sft(
+        tiny_config(tiny_model_dir, tmp_path, "optim.max_steps=1"), datasets=tiny_datasets, log=lines.append
+    )
     dtype = "bfloat16" if native else "float32"
     assert next(p for p in result.trainer.model.parameters() if not p.requires_grad).dtype == getattr(torch, dtype)
     saved = (tmp_path / "train_config.yaml").read_text()
@@ -370,7 +374,7 @@ def _interrupted_run(model_dir, datasets, out, *overrides):
                 control.should_training_stop = True
 
     cfg = tiny_config(model_dir, out, "output.save_strategy=steps", "output.save_steps=2", *overrides)
-    train(cfg, datasets={"train": datasets["train"]}, callbacks=[Kill()], log=lambda s: None)
+    train_sft(cfg, datasets={"train": datasets["train"]}, callbacks=[Kill()], log=lambda s: None)
     assert (out / "checkpoint-2").is_dir()
     return cfg
 
@@ -378,7 +382,7 @@ def _interrupted_run(model_dir, datasets, out, *overrides):
 def test_running_the_same_command_again_resumes(tiny_model_dir, tiny_datasets, tmp_path):
     cfg = _interrupted_run(tiny_model_dir, tiny_datasets, tmp_path)
     lines: list[str] = []
-    result = train(cfg, datasets={"train": tiny_datasets["train"]}, log=lines.append)
+    result = train_sft(cfg, datasets={"train": tiny_datasets["train"]}, log=lines.append)
     assert "training: 4 steps (from step 2)" in lines
     assert any(line.startswith(f"resuming from {tmp_path / 'checkpoint-2'}") and "--fresh" in line for line in lines)
     assert result.metrics["global_step"] == 4
@@ -392,7 +396,7 @@ def test_a_checkpoint_of_another_config_is_not_resumed_silently(tiny_model_dir, 
         tiny_model_dir, tmp_path, "output.save_strategy=steps", "output.save_steps=2", "optim.learning_rate=5e-4"
     )
     with pytest.raises(ConfigError, match=r"another config \(optim.learning_rate: 0.001 -> 0.0005\).*--fresh"):
-        train(changed, datasets={"train": tiny_datasets["train"]}, log=lambda s: None)
+        train_sft(changed, datasets={"train": tiny_datasets["train"]}, log=lambda s: None)
     assert (tmp_path / "checkpoint-2").is_dir()  # nothing of the earlier run was touched
 
 
@@ -406,7 +410,7 @@ def test_fresh_starts_over(tiny_model_dir, tiny_datasets, tmp_path):
         "output.resume_from_checkpoint=false",
     )
     lines: list[str] = []
-    train(cfg, datasets={"train": tiny_datasets["train"]}, log=lines.append)
+    train_sft(cfg, datasets={"train": tiny_datasets["train"]}, log=lines.append)
     assert "training: 4 steps (from step 0)" in lines
     assert any(line.startswith("starting over: removed 1 checkpoint(s)") for line in lines)
     assert not (tmp_path / "checkpoint-2").exists() and (tmp_path / "checkpoint-4").is_dir()

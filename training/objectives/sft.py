@@ -1,4 +1,4 @@
-"""The trainer: TRL's SFTTrainer on pre-tokenised records, with LoRA, QLoRA or full fine-tuning.
+"""Objective sft: TRL's SFTTrainer on pre-tokenised records, with LoRA, QLoRA or full fine-tuning.
 
 What TRL (1.16) does with our dataset, read from its source: a dataset with an ``input_ids``
 column is "already processed"; a ``labels`` column is used as is (-100 = no loss), sequences
@@ -20,32 +20,23 @@ from __future__ import annotations
 
 import inspect
 import json
-import time
 from collections import defaultdict
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 from trl import SFTTrainer
 
-from training.config import CONFIG_FILENAME, ConfigError, TrainConfig
+from training.config import TrainConfig
 from training.run import (
-    LOG_FILENAME,
     LogFn,
-    ProgressLogger,
     TrainResult,
     _stderr,
     build_model,
     build_peft_config,
-    finish_run,
-    is_main_process,
-    keep_relation_table,
-    log_trainable,
     plan_resume,
     start_run,
-    time_budget,
     training_arguments,
 )
 
@@ -215,45 +206,28 @@ class TrainedPositionsSFTTrainer(SFTTrainer):
         super().log(logs, start_time)
 
 
-def train(
+def train_sft(
     config: TrainConfig,
     *,
     datasets: dict[str, Any] | None = None,
     callbacks: Sequence[Any] = (),
     log: LogFn = _stderr,
 ) -> TrainResult:
-    """Train as configured; return the final metrics.  Writes into ``output.output_dir``:
+    """Train objective sft; return the final metrics.  Writes into ``output.output_dir``:
     the adapter (or full model) + tokenizer, ``train_config.yaml`` (the resolved config),
     ``metrics.json``, ``train_log.jsonl`` and ``checkpoint-*`` directories.
 
-    ``datasets`` ({"train": ..., "validation": ...} tokenised) skips data loading (tests).
-    ``objective`` picks the trainer here, and only here: sft below, dpo and kto in training/preference.py."""
-    if config.objective == "grpo":
-        raise ConfigError(
-            "objective grpo trains with the memory and the reward in the loop: learning_loop.grpo.train_grpo "
-            "(`memlm train` goes there)"
-        )
-    if config.objective in ("dpo", "kto"):
-        from training.preference import train_preference
+    ``datasets`` ({"train": ..., "validation": ...} tokenised) skips data loading (tests)."""
+    run = start_run(config, check_all=datasets is None, log=log)
+    config, log = run.config, run.log
+    run.resume = plan_resume(config, log)
 
-        return train_preference(config, datasets=datasets, callbacks=callbacks, log=log)
-    config, choice, notes, log = start_run(config, check_all=datasets is None, log=log)
-    resume = plan_resume(config, log)
-
-    from transformers import PrinterCallback
-
-    from memory_runtime.models.loading import load_tokenizer
     from training.data import build_datasets, token_stats
 
-    t0 = time.perf_counter()
-    tokenizer = load_tokenizer(config.model.name, local_files_only=config.model.local_files_only)
+    tokenizer = run.load_tokenizer()
     if datasets is None:
         datasets = build_datasets(config, tokenizer)
-    out = Path(config.output.output_dir)  # written only once the data is there: bad data leaves nothing
-    out.mkdir(parents=True, exist_ok=True)
-    if is_main_process():
-        config.save(out / CONFIG_FILENAME, notes)
-        keep_relation_table(config, out)
+    run.save_config()  # only once the data is there: bad data leaves nothing
     train_ds, eval_ds = datasets["train"], datasets.get("validation")
     stats = {"train": token_stats(train_ds)}
     if eval_ds is not None:
@@ -267,7 +241,6 @@ def train(
         from peft import PeftModel
 
         model = PeftModel.from_pretrained(model, config.lora.init_from, is_trainable=True)
-    budget = time_budget(config, resume, log)
     trainer = TrainedPositionsSFTTrainer(
         model=model,
         args=args,
@@ -275,24 +248,8 @@ def train(
         eval_dataset=eval_ds,
         processing_class=tokenizer,
         peft_config=peft_config,
-        callbacks=[ProgressLogger(log, out / LOG_FILENAME), *([budget] if budget else []), *callbacks],
+        callbacks=run.callbacks(callbacks),
         loraplus_lr_ratio=config.lora.loraplus_lr_ratio,  # the config refuses it with method=full
         max_tokens_per_step=config.optim.max_tokens_per_step,
     )
-    trainer.remove_callback(PrinterCallback)
-    log_trainable(trainer, config, log)
-    result = trainer.train(resume_from_checkpoint=resume)
-    return finish_run(
-        trainer,
-        result,
-        config=config,
-        out=out,
-        has_eval=eval_ds is not None,
-        stats=stats,
-        started=t0,
-        choice=choice,
-        budget=budget,
-        notes=notes,
-        tokenizer=tokenizer,
-        log=log,
-    )
+    return run.finish(trainer, run.train(trainer), has_eval=eval_ds is not None, stats=stats)
