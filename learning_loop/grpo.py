@@ -181,7 +181,8 @@ def train_grpo(config: TrainConfig, *, callbacks: Sequence[Any] = (), log: LogFn
     from datasets import Dataset
     from transformers import PrinterCallback
 
-    from memory_runtime.models.loading import load_tokenizer, trained_system_prompt
+    from memory_runtime.models.loading import load_tokenizer
+    from memory_runtime.models.trained_run import trained_system_prompt
 
     config, choice, notes, log = start_run(config, check_all=True, log=log)
     warnings.filterwarnings("ignore", message="You are using 'rollout_func'", category=UserWarning)  # TRL: experimental

@@ -450,7 +450,8 @@ def run_rounds(
     `backend_for(model)` streams the sentences (augment), `engine_for(model)` runs the tasks; with
     `train_fn(train_config)` they default to the real model (opened once with `config.generation`,
     memory_runtime.generation.runtime: its backend and its turn engine) and trainer."""
-    from memory_runtime.models.loading import EMBEDDED_MODEL, trained_system_prompt
+    from memory_runtime.models.embedded import EMBEDDED_MODEL
+    from memory_runtime.models.trained_run import trained_system_prompt
 
     model = config.generation.model or EMBEDDED_MODEL
     memory = config.generation.memory()

@@ -291,7 +291,7 @@ def test_cli_names_a_bad_config_field(tmp_path):
 @pytest.mark.slow
 def test_one_real_round_with_the_embedded_model(tmp_path):
     """Augment, execute, reward and a 1-step training run with the real embedded default model."""
-    from memory_runtime.models.loading import EMBEDDED_MODEL
+    from memory_runtime.models.embedded import EMBEDDED_MODEL
 
     config = SelfInstructConfig.load(CONFIGS / "default.yaml")
     config.tasks_per_round, config.test_tasks, config.augment_max_new_tokens, config.real_limit = 3, None, 24, 1
