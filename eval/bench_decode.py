@@ -45,7 +45,7 @@ def bench_decode(
     results agree."""
     import torch
 
-    from memory_runtime.models.loading import EMBEDDED_MODEL
+    from memory_runtime.models.embedded import EMBEDDED_MODEL
 
     if not batch_sizes or min(batch_sizes) < 1 or rounds < 1 or not engines or not weights:
         raise ValueError("batch sizes and rounds must be at least 1, and one engine and one weights given")

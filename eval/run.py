@@ -30,7 +30,7 @@ from memory_runtime.generation.runtime import open_runtime
 from memory_runtime.generation.write_gate import WriteGateConfig
 from memory_runtime.jsonl import read_dicts
 from memory_runtime.memory.store import MemoryConfig
-from memory_runtime.models.loading import trained_on
+from memory_runtime.models.trained_run import trained_on
 
 Progress = Callable[[str, int], Callable[[], None]]
 

@@ -178,7 +178,7 @@ def train_grpo(
 
     from datasets import Dataset
 
-    from memory_runtime.models.loading import trained_system_prompt
+    from memory_runtime.models.trained_run import trained_system_prompt
 
     if datasets is not None:
         raise ConfigError("datasets: objective grpo trains on its own runs of grpo.prompts, not on given records")

@@ -20,6 +20,9 @@ One round:
 templates + every trajectory kept so far after each round, continuing the current adapter
 (`--model` when it is a trained run, then each round's; `continue_adapter: false` trains a fresh
 one each round); the next round generates and executes with the new adapter.
+
+The steps are in self_instruct_tasks.py (draft, augment) and self_instruct_execute.py (execute, reward,
+keep, and the held-out and real-text measures); here the config and the rounds.
 """
 
 from __future__ import annotations
@@ -27,310 +30,20 @@ from __future__ import annotations
 import json
 import random
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
-from eval.metrics import names_in
-from learning_loop.reward import score_turn
+from learning_loop.self_instruct_execute import run_tasks, score_real, score_tasks
+from learning_loop.self_instruct_tasks import augment, draft_tasks, load_tasks, write_jsonl
 from memory_runtime.generation.backend import Backend
-from memory_runtime.generation.engine import Session, TurnEngine, TurnRequest, TurnResult, turn_messages
+from memory_runtime.generation.engine import TurnEngine
 from memory_runtime.generation.runtime import Generation, Runtime, with_defaults
-from memory_runtime.jsonl import read_models
-from memory_runtime.memory.store import MemoryConfig, TripletStore
-from memory_runtime.memory.terms import normalize_term
-from memory_runtime.protocol import SYSTEM_PROMPT, Call, Triplet, parse_calls
-from memory_runtime.records import Record, turn_segments
+from memory_runtime.records import Record
 from memory_runtime.shipped import resolve_path
 from memory_runtime.yaml_config import Strict
-
-TaskType = Literal["write", "read", "unanswerable", "two_hop"]
-Query = tuple[str | None, str | None, str | None]
-
-
-class Task(BaseModel):
-    """One statement or question with known gold: a seed, a draft (text "") or a generated task.
-
-    `reads` are the gold read queries of a question (two-hop: both hops, the second's organisation
-    None); `memory` the facts stored before the task runs."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    id: str
-    type: TaskType
-    shape: str | None = None
-    text: str = ""
-    gold_triplets: list[Triplet] = []
-    gold_names: list[str] = []
-    reads: list[Query] = []
-    memory: list[Triplet] = []
-
-    @property
-    def kind(self) -> Literal["statement", "question"]:
-        return "statement" if self.type == "write" else "question"
-
-    def spec(self) -> str:
-        """What the sentence must say, in the memory's terms (the augmentation prompt shows it)."""
-        if self.kind == "statement":
-            return "state: " + "; ".join(" >> ".join(t) for t in self.gold_triplets)
-        if self.type == "two_hop" and len(self.reads) == 2:
-            (person, first, _), (_, second, _) = self.reads
-            return f"ask: ? >> {second} >> (what {person} is {first})"  # any schema: no type named
-        return "ask: " + " >> ".join(f or "?" for f in self.reads[0])
-
-    def required_names(self) -> list[str]:
-        """Names the sentence must contain exactly: every name of a statement, the names a question gives."""
-        if self.kind == "statement":
-            return list(dict.fromkeys(n for t in self.gold_triplets for n in (t[0], t[2])))
-        s, _, o = self.reads[0]
-        return [n for n in ((s, o) if self.type != "two_hop" else (s,)) if n]
-
-    def names(self) -> list[str]:
-        """Every name the task knows of: the candidates an answer is checked against."""
-        facts = [*self.memory, *self.gold_triplets]
-        return list(dict.fromkeys([*(t[0] for t in facts), *(t[2] for t in facts), *self.gold_names]))
-
-
-def load_tasks(path: str | Path) -> list[Task]:
-    """Tasks from JSONL (one Task per line, ``#`` comments); errors name the line."""
-    return read_models(path, Task, "a task", comments=True)
-
-
-def write_jsonl(path: Path, items: Iterable[BaseModel]) -> int:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    n = 0
-    with open(path, "w", encoding="utf-8") as fh:
-        for item in items:
-            fh.write(item.model_dump_json() + "\n")
-            n += 1
-    return n
-
-
-# ----------------------------------------------------------------------------- draft
-
-
-def task_of_record(record: Record) -> Task | None:
-    """A draft from a one-turn data_gen record (its gold reads parsed from the gold calls)."""
-    if record.type not in ("write", "read", "unanswerable", "two_hop"):
-        return None
-    gold = "".join(s.text for s in record.segments if s.role != "user")
-    reads = [c.fields for c in parse_calls(gold) if isinstance(c, Call) and c.kind == "read"]
-    return Task(
-        id=record.id,
-        type=record.type,
-        shape=record.shape,
-        gold_triplets=record.gold_triplets,
-        gold_names=record.gold_names,
-        reads=reads,
-        memory=record.memory,
-    )
-
-
-def draft_tasks(data_config: Path | str, n: int, *, seed: int = 0, mix: dict[str, float] | None = None) -> list[Task]:
-    """`n` drafts over the train pool of the data config's world (the names of its schema's types)."""
-    from data_gen.config import DataConfig, MixConfig, functional_of, memory_table
-    from data_gen.examples import build_records
-    from data_gen.oracle import MemoryOracle
-    from data_gen.world import build_world
-
-    config = DataConfig.load(data_config, [f"seed={seed}"])
-    config.mix = MixConfig(**(mix or {"write": 0.4, "read": 0.4, "unanswerable": 0.1, "two_hop": 0.1}))
-    world = build_world(config)
-    oracle = MemoryOracle(memory_table(config))
-    records = build_records(config, world.pools["train"], oracle, functional_of(config), n)
-    return [t for t in map(task_of_record, records) if t is not None]
-
-
-# ----------------------------------------------------------------------------- augment
-
-AUGMENT_PROMPT = (
-    "Write one new sentence for the spec, in your own words, like the examples. "
-    "Use every name exactly as written. Write only the sentence."
-)
-
-
-def augment_messages(draft: Task, demos: Sequence[Task]) -> list[dict[str, str]]:
-    """The prompt: instructions, seed examples as spec -> sentence chat turns, then the draft's spec
-    (chat turns rather than one text block: a small chat model answers them with one sentence)."""
-    messages = [{"role": "system", "content": AUGMENT_PROMPT}]
-    for demo in demos:
-        messages += [{"role": "user", "content": f"Spec: {demo.spec()}"}, {"role": "assistant", "content": demo.text}]
-    return messages + [{"role": "user", "content": f"Spec: {draft.spec()}"}]
-
-
-def generate_text(backend: Backend, messages: list[dict[str, str]], max_new_tokens: int) -> str:
-    """Plain generation through a streaming backend (no memory calls are run)."""
-    backend.start(messages)
-    stream = backend.stream(max_new_tokens)
-    try:
-        return "".join(stream)
-    finally:
-        stream.close()
-
-
-def clean_generation(text: str) -> str:
-    """The sentence of a generation: after its first 'Sentence:' label, else its first line that
-    is not a spec (small models often echo the prompt's pattern before answering)."""
-    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
-    labelled = [line for line in lines if line.lower().startswith("sentence:")]
-    if labelled:
-        lines = [labelled[0][len("sentence:") :]]
-    for line in lines:
-        line = line.strip().strip("\"'` ")
-        if line and not line.lower().startswith("spec:"):
-            return line
-    return ""
-
-
-def rejection(task: Task, text: str, seen: set[str]) -> str | None:
-    """Why a generated sentence cannot be used, or None when it can."""
-    if not text:
-        return "empty"
-    if len(text) > 300 or any(c in text for c in "[]{}") or ">>" in text:
-        return "not a plain sentence"
-    if normalize_term(text) in seen:
-        return "copy of an example"
-    required = task.required_names()
-    missing = {normalize_term(n) for n in required} - names_in(text, required)
-    if missing:
-        return "missing name"
-    if task.kind == "question":
-        if not text.rstrip().endswith("?"):
-            return "not a question"
-        answers = [n for n in task.gold_names if normalize_term(n) not in {normalize_term(r) for r in required}]
-        if names_in(text, answers):
-            return "gives the answer away"
-    elif text.rstrip().endswith("?"):
-        return "not a statement"
-    return None
-
-
-def augment(
-    drafts: Sequence[Task],
-    seeds: Sequence[Task],
-    backend: Backend,
-    *,
-    demos: int = 3,
-    max_new_tokens: int = 48,
-    rng: random.Random | None = None,
-) -> tuple[list[Task], list[dict]]:
-    """(accepted tasks, a log row per draft). Demos are seeds of the draft's type (and shape when
-    there are enough), so the model sees the kind of sentence it must write."""
-    rng = rng or random.Random(0)
-    seen = {normalize_term(s.text) for s in seeds}
-    accepted, log = [], []
-    for draft in drafts:
-        same = [s for s in seeds if s.type == draft.type] or list(seeds)
-        shaped = [s for s in same if s.shape == draft.shape]
-        shots = rng.sample(shaped, min(demos, len(shaped)))  # the draft's shape first, then its type
-        rest = [s for s in same if s not in shots]
-        shots += rng.sample(rest, min(demos - len(shots), len(rest)))
-        raw = generate_text(backend, augment_messages(draft, shots), max_new_tokens)
-        text = clean_generation(raw)
-        why = rejection(draft, text, seen)
-        log.append({"id": draft.id, "spec": draft.spec(), "generated": raw, "text": text, "rejected": why})
-        if why is None:
-            seen.add(normalize_term(text))
-            accepted.append(draft.model_copy(update={"text": text}))
-    return accepted, log
-
-
-# ----------------------------------------------------------------------------- execute, reward, keep
-
-
-def task_session(
-    task: Task,
-    memory_config: MemoryConfig | None = None,
-    *,
-    max_new_tokens: int = 128,
-    max_calls: int = 8,
-    system_prompt: str | None = SYSTEM_PROMPT,
-    temperature: float = 0.0,
-    top_p: float = 1.0,
-) -> Session:
-    """The task as a session of a turn engine: its turn against a fresh store holding its memory; returns
-    (the turn, its score)."""
-    with TripletStore(":memory:", memory_config) as store:
-        if task.memory:
-            store.write_many(task.memory, at=1.0)
-        result = yield TurnRequest(
-            turn_messages(task.text, system_prompt=system_prompt),
-            store,
-            max_new_tokens=max_new_tokens,
-            max_calls=max_calls,
-            temperature=temperature,
-            top_p=top_p,
-        )
-        score = score_turn(
-            task.kind,
-            result.calls,
-            result.reply,
-            gold_triplets=task.gold_triplets,
-            gold_names=task.gold_names,
-            user_text=task.text,
-            candidates=task.names(),
-            canonical=store.canonical_relation,
-            status=result.status,
-        )
-    return result, score
-
-
-def trajectory_record(task: Task, result: TurnResult, *, source: str = "self_instruct") -> Record:
-    """A kept trajectory as a training Record (gold fields from the task)."""
-    return Record(
-        id=f"{source}-{task.id}",
-        type=task.type,
-        shape=task.shape,
-        segments=turn_segments(task.text, result.text),
-        gold_triplets=task.gold_triplets,
-        gold_names=task.gold_names,
-        memory=task.memory,
-        split="train",
-        source=source,
-    )
-
-
-def run_tasks(
-    tasks: Sequence[Task],
-    engine: TurnEngine,
-    memory_config: MemoryConfig | None = None,
-    *,
-    max_new_tokens: int = 128,
-    max_calls: int = 8,
-    system_prompt: str | None = SYSTEM_PROMPT,
-    temperature: float = 0.0,
-    top_p: float = 1.0,
-) -> tuple[list[Record], list[dict]]:
-    """(records of the exact trajectories, a log row per task): every task through `engine` (:func:`task_session`)."""
-    run = dict(
-        max_new_tokens=max_new_tokens,
-        max_calls=max_calls,
-        system_prompt=system_prompt,
-        temperature=temperature,
-        top_p=top_p,
-    )
-    kept, log = [], []
-    outcomes = engine.run_sessions(task_session(task, memory_config, **run) for task in tasks)
-    for task, (result, score) in zip(tasks, outcomes):
-        log.append(
-            {
-                "id": task.id,
-                "type": task.type,
-                "text": task.text,
-                "assistant": result.text,
-                "exact": int(score.exact),
-                "reward": score.value,
-                "reason": score.reason,
-            }
-        )
-        if score.exact:
-            kept.append(trajectory_record(task, result))
-    return kept, log
-
-
-# ----------------------------------------------------------------------------- config and rounds
 
 
 class TrainStep(Strict):
@@ -403,37 +116,6 @@ class SelfInstructConfig(Strict):
         return self
 
 
-def score_tasks(
-    tasks: Sequence[Task],
-    engine: TurnEngine,
-    memory_config: MemoryConfig | None = None,
-    *,
-    max_new_tokens: int = 128,
-    max_calls: int = 8,
-    system_prompt: str | None = SYSTEM_PROMPT,
-    temperature: float = 0.0,
-    top_p: float = 1.0,
-) -> dict:
-    """The exact rate on tasks (the held-out paraphrase test): overall and per kind."""
-    _, log = run_tasks(
-        tasks,
-        engine,
-        memory_config,
-        max_new_tokens=max_new_tokens,
-        max_calls=max_calls,
-        system_prompt=system_prompt,
-        temperature=temperature,
-        top_p=top_p,
-    )
-    out: dict = {"tasks": len(log), "correct": sum(r["exact"] for r in log)}
-    for kind in ("write", "read", "unanswerable", "two_hop"):
-        rows = [r for r in log if r["type"] == kind]
-        if rows:
-            out[kind] = sum(r["exact"] for r in rows) / len(rows)
-    out["accuracy"] = out["correct"] / len(log) if log else None
-    return out
-
-
 def run_rounds(
     config: SelfInstructConfig,
     out: Path,
@@ -450,7 +132,8 @@ def run_rounds(
     `backend_for(model)` streams the sentences (augment), `engine_for(model)` runs the tasks; with
     `train_fn(train_config)` they default to the real model (opened once with `config.generation`,
     memory_runtime.generation.runtime: its backend and its turn engine) and trainer."""
-    from memory_runtime.models.loading import EMBEDDED_MODEL, trained_system_prompt
+    from memory_runtime.models.embedded import EMBEDDED_MODEL
+    from memory_runtime.models.trained_run import trained_system_prompt
 
     model = config.generation.model or EMBEDDED_MODEL
     memory = config.generation.memory()
@@ -537,44 +220,6 @@ def _real_passages(config: SelfInstructConfig) -> list[Record]:
     from eval.real_probe import real_sample
 
     return real_sample(config.real, config.real_limit, config.seed)
-
-
-def score_real(
-    records: Sequence[Record],
-    engine: TurnEngine,
-    memory_config: MemoryConfig | None = None,
-    *,
-    max_new_tokens: int = 128,
-    max_calls: int = 8,
-    system_prompt: str | None = SYSTEM_PROMPT,
-    temperature: float = 0.0,
-    top_p: float = 1.0,
-) -> dict:
-    """The real-text probe (eval/real_probe.py) over all sources, every passage through `engine`: pair
-    P/R/F1 and false writes."""
-    from eval.real_probe import evaluate_real, summarise_real
-    from eval.systems import System
-
-    system = System(
-        "memlm",
-        None,
-        None,
-        max_new_tokens,
-        max_calls,
-        system_prompt=system_prompt,
-        decoder=engine,
-        temperature=temperature,
-        top_p=top_p,
-    )
-    overall = summarise_real(evaluate_real(system, records, memory_config))["all"]
-    return {
-        "passages": overall["passages"],
-        "pair_f1": round(overall["pair"]["f1"], 3),
-        "pair_precision": round(overall["pair"]["precision"], 3),
-        "pair_recall": round(overall["pair"]["recall"], 3),
-        "false_write_rate": overall["false_write_rate"],
-        "any_write_rate": overall["any_write_rate"],
-    }
 
 
 def spread(items: list, limit: int | None) -> list:

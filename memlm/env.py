@@ -45,7 +45,7 @@ def _version(package: str) -> str | None:
 
 
 def _embedded_models() -> list[dict[str, Any]]:
-    from memory_runtime.models.loading import EMBEDDED_MODELS, embedded_status
+    from memory_runtime.models.embedded import EMBEDDED_MODELS, embedded_status
 
     return [embedded_status(name) for name in EMBEDDED_MODELS]
 
@@ -56,8 +56,8 @@ def environment() -> dict[str, Any]:
 
     from data_gen.real import default_real_dir
     from memory_runtime.generation.runtime import Generation, choose_engine
+    from memory_runtime.models.cache import cache_root
     from memory_runtime.models.hardware import SHOWN_FLAGS, choose_dtype, cpu_info, memory_bandwidth
-    from memory_runtime.models.loading import cache_root
 
     cpu = cpu_info()
     cuda = []

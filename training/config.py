@@ -36,7 +36,8 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from memory_runtime.models.loading import EMBEDDED_MODEL, TRAIN_CONFIG_FILENAME
+from memory_runtime.models.embedded import EMBEDDED_MODEL
+from memory_runtime.models.trained_run import TRAIN_CONFIG_FILENAME
 from memory_runtime.protocol import SYSTEM_PROMPT
 from memory_runtime.shipped import shipped
 from memory_runtime.yaml_config import ConfigError, Strict
@@ -445,7 +446,8 @@ def check_reference(config: TrainConfig) -> None:
             f"reference: objective {config.objective} needs the SFT run to start from: "
             "reference=RUN_DIR (a `memlm train` output directory)"
         )
-    from memory_runtime.models.loading import adapter_base, trained_system_prompt
+    from memory_runtime.models.loading import adapter_base
+    from memory_runtime.models.trained_run import trained_system_prompt
 
     ref = Path(config.reference).expanduser()
     if not ref.is_dir():

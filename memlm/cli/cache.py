@@ -65,8 +65,7 @@ def cache_list(
 ) -> None:
     """Every entry of the cache: its kind, name (its path in the cache), size and when it last changed, then
     the total and the cache's path."""
-    from memory_runtime.models.cache import cache_entries
-    from memory_runtime.models.loading import cache_root
+    from memory_runtime.models.cache import cache_entries, cache_root
 
     root = cache_root()
     entries = cache_entries(root)
@@ -115,8 +114,7 @@ def cache_clean(
     whether a running command is reading an entry: clean when none is running; a later run rebuilds what it
     needs (a conversion, a merge or an export takes seconds to minutes). A link out of the cache is never
     followed nor removed."""
-    from memory_runtime.models.cache import cache_entries, remove_entry, select_entries
-    from memory_runtime.models.loading import cache_root
+    from memory_runtime.models.cache import cache_entries, cache_root, remove_entry, select_entries
 
     root = cache_root()
     entries = cache_entries(root)

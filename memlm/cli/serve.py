@@ -262,7 +262,8 @@ def bench_soak_command(
     Prints one JSON line: requests/s, p50/p99 per kind and interval, errors, the server's RSS over time,
     acknowledged writes looked for afterwards (lost), the memory check, the large import's duration with the
     read and listing p99 meanwhile, and each figure against its target (pass/fail)."""
-    from memory_runtime.serving.bench_soak import DEFAULT_MIX, SoakSettings, parse_cpus, parse_mix, run_soak
+    from memory_runtime.serving.bench_soak import run_soak
+    from memory_runtime.serving.soak_settings import DEFAULT_MIX, SoakSettings, parse_cpus, parse_mix
 
     if overrides and model is None:
         fail(ValueError("generation overrides are for a real model: give --model too"))

@@ -4,7 +4,7 @@ Decoding a turn of a small model is mostly overhead (a forward pass for one toke
 more for eight), and a large model on a GPU is idle at batch one. :class:`BatchDecoder` runs up to
 ``max_batch_size`` turns at once over one KV cache (rows packed into one on the CPU, stacked elsewhere):
 
-- every turn has its own :class:`~memory_runtime.generation.hf_backend.TurnDecoder` (tokens, text, the
+- every turn has its own :class:`~memory_runtime.generation.turn_decoder.TurnDecoder` (tokens, text, the
   field-copy constraint, sampling) and :class:`~memory_runtime.generation.controller.MemoryController`
   (its store, namespace, calls and limits), the same two pieces `OneAtATime` + `HFBackend` use one
   turn at a time;
@@ -44,8 +44,10 @@ from memory_runtime.generation.backend import Backend
 from memory_runtime.generation.batch_cache import BatchCache, new_cache, supports
 from memory_runtime.generation.controller import MemoryController
 from memory_runtime.generation.engine import Outcome, TurnEngine, TurnRequest, TurnResult, drop
-from memory_runtime.generation.hf_backend import HFBackend, QueuedEngine, TurnDecoder, end_token_ids, input_device
+from memory_runtime.generation.hf_backend import HFBackend, input_device
 from memory_runtime.generation.packed_cache import PackedCache
+from memory_runtime.generation.queued_engine import QueuedEngine
+from memory_runtime.generation.turn_decoder import TurnDecoder, end_token_ids
 from memory_runtime.generation.write_gate import WriteGate
 
 # the most tokens a feed packed beside the others' may have: the pass scores each fed token against every

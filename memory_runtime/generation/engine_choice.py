@@ -53,7 +53,7 @@ class Measured:
 
 
 def cache_file() -> Path:
-    from memory_runtime.models.loading import ENGINE_CHOICE_FILE, cache_root
+    from memory_runtime.models.cache import ENGINE_CHOICE_FILE, cache_root
 
     return cache_root() / ENGINE_CHOICE_FILE
 
@@ -125,8 +125,9 @@ def _tokens_per_s(engine: Any, requests: list[Any]) -> float:
 
 def _hf_tokens_per_s(generation: Any, batch: int) -> float:
     from memory_runtime.generation.batching import BatchDecoder
+    from memory_runtime.models.embedded import EMBEDDED_MODEL
     from memory_runtime.models.hardware import resolve_device
-    from memory_runtime.models.loading import EMBEDDED_MODEL, load_model
+    from memory_runtime.models.loading import load_model
 
     device = resolve_device(generation.device)
     model, tokenizer = load_model(generation.model or EMBEDDED_MODEL, dtype=generation.dtype, device=device, merge=True)
@@ -137,7 +138,7 @@ def _hf_tokens_per_s(generation: Any, batch: int) -> float:
 def _onnx_tokens_per_s(generation: Any, weights: str) -> float:
     from memory_runtime.generation.batching import OneAtATime
     from memory_runtime.generation.onnx_backend import OnnxBackend, load_onnx_model
-    from memory_runtime.models.loading import EMBEDDED_MODEL
+    from memory_runtime.models.embedded import EMBEDDED_MODEL
 
     exported, tokenizer = load_onnx_model(generation.model or EMBEDDED_MODEL, weights, generation.threads)
     engine = OneAtATime(lambda request: OnnxBackend.for_request(exported, tokenizer, request, True))

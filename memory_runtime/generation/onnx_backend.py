@@ -86,7 +86,8 @@ def onnx_model_dir(model: str, weights: str = "int8") -> Path:
 
 def _exported(source: Path, weights: str) -> Path:
     """The export of the model directory `source` (:func:`_source_dir`), made if missing or stale."""
-    from memory_runtime.models.loading import ONNX_DIR, ONNX_FAILED_SUFFIX, cache_root, ensure_converted
+    from memory_runtime.models.cache import ONNX_DIR, ONNX_FAILED_SUFFIX, cache_root
+    from memory_runtime.models.embedded import ensure_converted
 
     if weights not in PRECISION:
         raise ValueError(f"unknown weights {weights!r}: expected one of {sorted(PRECISION)}")

@@ -309,7 +309,7 @@ class Runtime:
 
 
 def _embedded() -> str:
-    from memory_runtime.models.loading import EMBEDDED_MODEL
+    from memory_runtime.models.embedded import EMBEDDED_MODEL
 
     return EMBEDDED_MODEL
 
@@ -323,7 +323,7 @@ def open_runtime(
     server, where engine auto on the CPU takes hf's batches or onnx's turns one after another, whichever
     was measured to serve more on this machine (engine_choice.py; `log` says when it measures)."""
     from memory_runtime.models.hardware import resolve_device, resolve_dtype
-    from memory_runtime.models.loading import trained_system_prompt
+    from memory_runtime.models.trained_run import trained_system_prompt
 
     asked = generation
     generation, why = generation.on_engine(hf_because)

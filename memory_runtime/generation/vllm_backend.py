@@ -26,7 +26,8 @@ from typing import Any
 from memory_runtime.generation.controller import MemoryController
 from memory_runtime.generation.engine import Outcome, TurnRequest, TurnResult, drop
 from memory_runtime.generation.field_copy import calls_regex
-from memory_runtime.generation.hf_backend import QueuedEngine, TurnDecoder, end_token_ids, prompt_decoder
+from memory_runtime.generation.queued_engine import QueuedEngine
+from memory_runtime.generation.turn_decoder import TurnDecoder, end_token_ids, prompt_decoder
 from memory_runtime.protocol import READ_QUERY_CLOSE
 from memory_runtime.shipped import checkout_script
 

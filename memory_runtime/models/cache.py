@@ -1,9 +1,9 @@
-"""What memlm keeps in its cache (``$MEMLM_CACHE`` or ``~/.cache/memlm``, loading.cache_root), entry by
+"""What memlm keeps in its cache (``$MEMLM_CACHE`` or ``~/.cache/memlm``, cache_root), entry by
 entry with its kind and size, and removing entries (`memlm cache list | clean`).
 
 The layout is the owners': ``models/<name>`` the embedded bases converted from their GGUF, ``models/gguf/``
-a .gguf file given as a model, converted, ``models/merged/`` adapters merged into their bases
-(loading.py); ``gguf/`` a GGUF shipped in chunks, assembled (loading.py); ``onnx/`` the ONNX Runtime
+a .gguf file given as a model, converted (embedded.py), ``models/merged/`` adapters merged into their bases
+(loading.py); ``gguf/`` a GGUF shipped in chunks, assembled (embedded.py); ``onnx/`` the ONNX Runtime
 GenAI exports and the record of a failed one (generation/onnx_backend.py); ``serve_engine.json`` the
 engine `memlm serve` measured (generation/engine_choice.py); ``chat_history`` `memlm chat`'s line
 history (serving/chat.py). Everything but the history is rebuilt by the run that needs it.
@@ -20,18 +20,26 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from memory_runtime.models.loading import (
-    ASSEMBLED_GGUF_DIR,
-    CHAT_HISTORY_FILE,
-    CONVERTED_GGUF_DIR,
-    ENGINE_CHOICE_FILE,
-    MERGED_DIR,
-    MODELS_DIR,
-    ONNX_DIR,
-    cache_root,
-)
+# The folders of the cache, named once here for their owners and for `memlm cache`.
+# The models' (embedded.py, loading.py):
+MODELS_DIR = "models"  # $MEMLM_CACHE/models/<cache_name>: the embedded bases, converted
+MERGED_DIR = "merged"  # $MEMLM_CACHE/models/merged/<run>-<hash>: adapters merged into their bases
+CONVERTED_GGUF_DIR = "gguf"  # $MEMLM_CACHE/models/gguf/<stem>-<hash>: a .gguf file given as a model, converted
+ASSEMBLED_GGUF_DIR = "gguf"  # $MEMLM_CACHE/gguf/<file>.gguf: a GGUF shipped in chunks, assembled
+# written by the layers above:
+ONNX_DIR = "onnx"  # $MEMLM_CACHE/onnx/<name>-<hash>-<weights>: generation/onnx_backend.py's exports
+ONNX_FAILED_SUFFIX = ".failed"  # $MEMLM_CACHE/onnx/<export>.failed: an export that failed, with its recipe
+ENGINE_CHOICE_FILE = "serve_engine.json"  # generation/engine_choice.py's measurements
+CHAT_HISTORY_FILE = "chat_history"  # `memlm chat`'s line history (serving/chat.py)
 
-LOCK_SUFFIX = ".lock"  # ".<entry>.lock" beside an entry (loading._file_lock): not listed, removed with it
+
+def cache_root() -> Path:
+    """Root of memlm's cache: ``$MEMLM_CACHE`` or ``~/.cache/memlm``."""
+    env = os.environ.get("MEMLM_CACHE")
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "memlm"
+
+
+LOCK_SUFFIX = ".lock"  # ".<entry>.lock" beside an entry (embedded._file_lock): not listed, removed with it
 
 KINDS = {  # kind (what `memlm cache clean --kind` takes) -> what it is
     "base": "base model",  # a GGUF converted to a model directory: an embedded base, a .gguf file's
@@ -63,7 +71,7 @@ class CacheEntry:
 
 
 def cache_entries(root: Path | None = None) -> list[CacheEntry]:
-    """Every entry of the cache (`root`, default loading.cache_root()), by kind (in KINDS' order), then
+    """Every entry of the cache (`root`, default cache_root()), by kind (in KINDS' order), then
     name; none when the root is missing."""
     root = Path(root) if root is not None else cache_root()
     if not root.is_dir():

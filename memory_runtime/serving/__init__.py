@@ -33,7 +33,10 @@ thread-safe, is shared by every request.
     scheduler.py   the model thread: users' turns share batches, fairly across API keys
     bench_serve.py memlm bench serve: the server under N concurrent clients on loopback
     bench_soak.py  memlm bench soak: the server in its own process under a long mixed load, checked
-                   for errors, lost writes, slow minutes and memory growth
+                   for errors, lost writes, slow minutes and memory growth (run_soak, serve_main)
+    soak_settings.py  SoakSettings: the soak's options, its --mix and --client-cpus parsed
+    soak_clients.py   the soak's load: Clients (asyncio + httpx) and the bulk import beside them
+    soak_recorder.py  Recorder: what the clients measured and acknowledged, and the soak's report
 
 Beside the server, for people at a terminal and for what they teach the model:
 

@@ -369,7 +369,7 @@ def chat(config: ChatConfig, db: str | Path) -> None:
     REPL on stdin/stdout. /good /bad /correct are kept as JSONL in `config.feedback_dir` (pending/: reviewed
     with `memlm feedback`); `generation.write_gate` may hold back unsure writes."""
     from memory_runtime.generation.runtime import open_runtime
-    from memory_runtime.models.loading import CHAT_HISTORY_FILE, cache_root
+    from memory_runtime.models.cache import CHAT_HISTORY_FILE, cache_root
     from memory_runtime.serving.feedback import FeedbackLog
 
     # before the db: a model that does not load leaves no empty file

@@ -9,16 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from learning_loop.self_instruct import (
-    SelfInstructConfig,
-    Task,
-    augment,
-    draft_tasks,
-    load_tasks,
-    rejection,
-    run_rounds,
-    run_tasks,
-)
+from learning_loop.self_instruct import SelfInstructConfig, run_rounds
+from learning_loop.self_instruct_execute import run_tasks
+from learning_loop.self_instruct_tasks import Task, augment, draft_tasks, load_tasks, rejection
 from memory_runtime.generation.backend import ScriptedBackend
 from memory_runtime.generation.batching import OneAtATime
 from memory_runtime.protocol import render_read, render_write
@@ -291,7 +284,7 @@ def test_cli_names_a_bad_config_field(tmp_path):
 @pytest.mark.slow
 def test_one_real_round_with_the_embedded_model(tmp_path):
     """Augment, execute, reward and a 1-step training run with the real embedded default model."""
-    from memory_runtime.models.loading import EMBEDDED_MODEL
+    from memory_runtime.models.embedded import EMBEDDED_MODEL
 
     config = SelfInstructConfig.load(CONFIGS / "default.yaml")
     config.tasks_per_round, config.test_tasks, config.augment_max_new_tokens, config.real_limit = 3, None, 24, 1
@@ -313,7 +306,7 @@ def test_spread_takes_every_kind():
 
 
 def test_clean_generation_takes_the_sentence_not_an_echoed_spec():
-    from learning_loop.self_instruct import clean_generation
+    from learning_loop.self_instruct_tasks import clean_generation
 
     assert clean_generation("Spec: ask: X >> ?\nSentence: Remind me of X.\n\nSpec: ...") == "Remind me of X."
     assert clean_generation("Spec: state: X >> founder of Y\n\nSpec: state: Z") == ""

@@ -79,7 +79,8 @@ def test_results_come_from_the_store_not_from_the_model(trained, smollm2_tokeniz
 def test_real_embedded_model_runs_a_turn_against_a_sqlite_memory(tmp_path):
     """The untrained embedded SmolLM2 through the real controller: whatever it emits, every
     executed write is in the database file and no API text reaches the user."""
-    from memory_runtime.models.loading import EMBEDDED_MODEL, load_model
+    from memory_runtime.models.embedded import EMBEDDED_MODEL
+    from memory_runtime.models.loading import load_model
 
     model, tokenizer = load_model(EMBEDDED_MODEL)
     db = tmp_path / "memory.sqlite"

@@ -17,7 +17,8 @@ CPU_CONFIG = Path(__file__).resolve().parents[2] / "configs" / "train" / "cpu-sm
 def test_embedded_default_trains_and_reloads(tmp_path):
     from memory_runtime.generation.hf_backend import HFBackend
     from memory_runtime.memory.store import TripletStore
-    from memory_runtime.models.loading import EMBEDDED_MODEL, load_model
+    from memory_runtime.models.embedded import EMBEDDED_MODEL
+    from memory_runtime.models.loading import load_model
     from tests.memory_runtime.generation.test_controller import one_turn
 
     cfg = TrainConfig.load(

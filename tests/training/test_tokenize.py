@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from memory_runtime.models.loading import EMBEDDED_MODEL, load_tokenizer
+from memory_runtime.models.embedded import EMBEDDED_MODEL
+from memory_runtime.models.loading import load_tokenizer
 from memory_runtime.protocol import SYSTEM_PROMPT, render_read, render_write
 from memory_runtime.records import Record, Segment
 from training import tokenize_record

@@ -144,7 +144,8 @@ def test_the_real_model_decodes_a_batch_as_it_decodes_alone(layout):
     """The real embedded model (real tokenizer, real weights): greedy turns, batched and alone, in float32.
     In bfloat16 a padded batch's sums round differently and a near-tie can flip (docs/decoding.md)."""
     from eval.systems import FEW_SHOT_PROMPT
-    from memory_runtime.models.loading import EMBEDDED_MODEL, load_model
+    from memory_runtime.models.embedded import EMBEDDED_MODEL
+    from memory_runtime.models.loading import load_model
 
     model, tokenizer = load_model(EMBEDDED_MODEL, dtype="float32")
     users = [

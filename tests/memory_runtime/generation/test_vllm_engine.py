@@ -158,7 +158,8 @@ def _train_adapter(path: Path, steps: int = 20) -> float:
     8 of 30 layers are adapted: backward stops there, a step costs about half (20 steps reach ~1e-3)."""
     from peft import LoraConfig, get_peft_model
 
-    from memory_runtime.models.loading import EMBEDDED_MODEL, load_model
+    from memory_runtime.models.embedded import EMBEDDED_MODEL
+    from memory_runtime.models.loading import load_model
 
     model, tok = load_model(EMBEDDED_MODEL, dtype="float32")
     torch.manual_seed(0)

@@ -1,4 +1,4 @@
-"""memory_runtime.models.loading: the embedded GGUF base models, local bases and PEFT adapters."""
+"""memory_runtime.models.loading and embedded: the embedded GGUF base models, local bases and PEFT adapters."""
 
 from __future__ import annotations
 
@@ -14,17 +14,16 @@ import torch
 
 from memory_runtime.generation.hf_backend import HFBackend
 from memory_runtime.models import loading as models
-from memory_runtime.models.loading import (
+from memory_runtime.models.embedded import (
     EMBEDDED_MODEL,
     GEMMA3_MODEL,
     embedded_cache_dir,
     embedded_gguf_path,
     embedded_status,
     ensure_converted,
-    load_model,
-    load_tokenizer,
-    resolve_base,
+    gguf_chat_template,
 )
+from memory_runtime.models.loading import load_model, load_tokenizer, resolve_base
 
 PROBE = "[MEM_WRITE{Alice>>employed by>>Acme}] Who employs Alice?"
 
@@ -95,7 +94,7 @@ def test_embedded_cache_dir_follows_env(monkeypatch, tmp_path):
 
 
 def test_gguf_metadata_carries_chatml_template():
-    template = models.gguf_chat_template(embedded_gguf_path())
+    template = gguf_chat_template(embedded_gguf_path())
     assert template and "<|im_start|>" in template and "<|im_end|>" in template
 
 
@@ -341,7 +340,7 @@ def test_real_embedded_model_chat(tmp_path):
 
 def test_a_run_is_prompted_as_it_was_trained(tmp_path):
     """Serving, chat and eval send the system message recorded in the run's train_config.yaml."""
-    from memory_runtime.models.loading import trained_system_prompt
+    from memory_runtime.models.trained_run import trained_system_prompt
     from memory_runtime.protocol import SYSTEM_PROMPT
 
     assert trained_system_prompt(EMBEDDED_MODEL) == SYSTEM_PROMPT
@@ -429,7 +428,7 @@ def test_gemma3_tokenizer_renders_gemma_turns(gemma3_tokenizer):
 def test_gemma3_decoding_stops_at_end_of_turn(gemma3_tokenizer):
     from transformers import GenerationConfig
 
-    from memory_runtime.generation.hf_backend import end_token_ids
+    from memory_runtime.generation.turn_decoder import end_token_ids
 
     cache = resolve_base(GEMMA3_MODEL)  # converted by the tokenizer fixture
     model = type("Stub", (), {"generation_config": GenerationConfig.from_pretrained(cache)})()
@@ -442,7 +441,7 @@ def test_gemma3_decoding_stops_at_end_of_turn(gemma3_tokenizer):
 def test_real_gemma3_base_model_knows_some_facts(tmp_path):
     """The converted weights are Gemma 3's: sensible continuations and likelihoods, not just shapes."""
     pytest.importorskip(GEMMA3_PACKAGE, reason=GEMMA3_MISSING)
-    assert models.gguf_chat_template(embedded_gguf_path(GEMMA3_MODEL)) is None  # a base model: memlm adds the template
+    assert gguf_chat_template(embedded_gguf_path(GEMMA3_MODEL)) is None  # a base model: memlm adds the template
     model, tokenizer = load_model(GEMMA3_MODEL, dtype="float32")
     assert model.name_or_path == GEMMA3_MODEL and type(model).__name__ == "Gemma3ForCausalLM"
 

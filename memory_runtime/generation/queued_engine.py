@@ -1,0 +1,28 @@
+"""The base of the engines whose turns wait and decode in this process, prompted with a tokenizer's chat
+template (BatchDecoder, VLLMDecoder): how many turns one holds and how long a prompt is, counted alike by
+both (the scheduler admits turns by them)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from memory_runtime.generation.engine import TurnEngine, TurnRequest
+from memory_runtime.generation.turn_decoder import prompt_decoder
+
+
+class QueuedEngine(TurnEngine):
+    """An engine of this process whose turns wait in `waiting` and decode in `active`, prompted with
+    `tokenizer`'s chat template (BatchDecoder, VLLMDecoder): how many turns it holds and a prompt's
+    length, counted alike by both."""
+
+    waiting: Any
+    active: dict
+    tokenizer: Any
+    end_token_ids: frozenset[int]
+
+    @property
+    def in_flight(self) -> int:
+        return len(self.waiting) + len(self.active)
+
+    def prompt_tokens(self, request: TurnRequest) -> int | None:
+        return len(prompt_decoder(self.tokenizer, self.end_token_ids, request.messages).prompt_ids)
