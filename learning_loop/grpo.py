@@ -29,7 +29,7 @@ from trl import GRPOConfig, GRPOTrainer
 
 from learning_loop.sampling import Prompt, Run, load_prompts, run_cases
 from memory_runtime.generation.runtime import Generation
-from memory_runtime.memory.store import MemoryConfig
+from memory_runtime.memory.config import MemoryConfig
 from training.config import CONFIG_FILENAME, TrainConfig
 from training.run import (
     LOG_FILENAME,

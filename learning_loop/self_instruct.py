@@ -39,7 +39,8 @@ from memory_runtime.generation.backend import Backend
 from memory_runtime.generation.engine import Session, TurnEngine, TurnRequest, TurnResult, turn_messages
 from memory_runtime.generation.runtime import Generation, Runtime, with_defaults
 from memory_runtime.jsonl import read_models
-from memory_runtime.memory.store import MemoryConfig, TripletStore
+from memory_runtime.memory.config import MemoryConfig
+from memory_runtime.memory.store import TripletStore
 from memory_runtime.memory.terms import normalize_term
 from memory_runtime.protocol import SYSTEM_PROMPT, Call, Triplet, parse_calls
 from memory_runtime.records import Record, turn_segments

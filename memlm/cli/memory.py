@@ -25,7 +25,7 @@ OBJECT = typer.Option(None, "--object", "-o", help="Object: the fact's other end
 
 
 def _memory_config(config: Path | None):
-    from memory_runtime.memory.store import MemoryConfig
+    from memory_runtime.memory.config import MemoryConfig
 
     try:
         return MemoryConfig.load(find_config(config))
@@ -68,7 +68,7 @@ def _print_facts(facts, title: str) -> None:
     table = Table(title=title)
     from rich.text import Text
 
-    from memory_runtime.memory.store import local_time
+    from memory_runtime.memory.facts import local_time
 
     for column in ("id", "subject", "relation", "object", "valid from", "valid to", "ended by", "source"):
         table.add_column(column, no_wrap=column in ("id", "ended by"))  # times wrap at their space

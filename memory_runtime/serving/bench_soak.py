@@ -51,8 +51,9 @@ import psutil
 
 from memory_runtime.generation.runtime import Generation
 from memory_runtime.generation.scripted_model import SENTENCES
+from memory_runtime.memory.config import MemoryConfig
 from memory_runtime.memory.databases import is_postgres
-from memory_runtime.memory.store import MemoryConfig, TripletStore
+from memory_runtime.memory.store import TripletStore
 from memory_runtime.memory.terms import normalize_term
 from memory_runtime.models.hardware import cpu_info
 

@@ -16,7 +16,8 @@ from data_gen.passages import (
     PassageMaker,
 )
 from data_gen.world import real_companies
-from memory_runtime.memory.store import MemoryConfig, TripletStore
+from memory_runtime.memory.config import MemoryConfig
+from memory_runtime.memory.store import TripletStore
 from memory_runtime.protocol import parse_calls
 
 REPO = Path(__file__).resolve().parents[2]

@@ -7,8 +7,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from memory_runtime.memory.config import MemoryConfig
 from memory_runtime.memory.databases import InvalidDatabaseError
-from memory_runtime.memory.store import MemoryConfig, RestoreRefused, TripletStore
+from memory_runtime.memory.history import RestoreRefused
+from memory_runtime.memory.store import TripletStore
 from memory_runtime.memory.terms import normalize_term
 
 
@@ -439,11 +441,11 @@ def test_index_stays_in_sync_with_later_writes(store):
 def test_warm_fuzzy_builds_each_index_once_while_searches_wait_for_it(store, monkeypatch):
     """The page warms a namespace's indexes when it opens; a search arriving during that build waits
     for it instead of building the same index a second time."""
-    from memory_runtime.memory import store as store_module
+    from memory_runtime.memory import fuzzy
 
     store.write_many([(f"Person Number{i}", "employed by", f"Org {i}") for i in range(300)], namespace="big")
     built, started, release = [], threading.Event(), threading.Event()
-    add = store_module.FuzzyIndex.add
+    add = fuzzy.FuzzyIndex.add
 
     def slow_add(index, terms):
         terms = list(terms)
@@ -453,7 +455,7 @@ def test_warm_fuzzy_builds_each_index_once_while_searches_wait_for_it(store, mon
             release.wait(5)
         return add(index, terms)
 
-    monkeypatch.setattr(store_module.FuzzyIndex, "add", slow_add)
+    monkeypatch.setattr(fuzzy.FuzzyIndex, "add", slow_add)
     warm = threading.Thread(target=store.warm_fuzzy, args=("big",))
     warm.start()
     assert started.wait(5)
@@ -467,7 +469,7 @@ def test_warm_fuzzy_builds_each_index_once_while_searches_wait_for_it(store, mon
     search.join(5)
     assert found[0].triplets == [("Person Number7", "employed by", "Org 7")]
     assert built.count(300) == 2  # the subject and object indexes, once each; relation: one term
-    assert set(store._indexes) == {("big", "subject"), ("big", "relation"), ("big", "object")}
+    assert set(store._fuzzy.keys()) == {("big", "subject"), ("big", "relation"), ("big", "object")}
 
 
 def test_resident_indexes_are_bounded():
@@ -476,7 +478,7 @@ def test_resident_indexes_are_bounded():
         for i in range(10):
             s.write(f"Person Number{i}", "employed by", "Pfizer", namespace=f"user{i}")
             assert len(s.query(subject=f"Person Numbr{i}", namespace=f"user{i}")) == 1
-        assert len(s._indexes) == 3
+        assert len(s._fuzzy.keys()) == 3
 
 
 @pytest.mark.parametrize(
@@ -691,7 +693,7 @@ def test_a_new_employer_ends_the_roles_at_the_old_one(store):
 
 
 def test_ends_must_name_relations_of_the_table():
-    from memory_runtime.memory.store import MemoryConfig
+    from memory_runtime.memory.config import MemoryConfig
 
     with pytest.raises(ValueError, match="not relation names"):
         MemoryConfig.model_validate({"relations": [{"name": "employed by", "ends": ["boss of"]}]})
@@ -995,7 +997,7 @@ def test_opening_a_store_waits_for_no_other_transaction(memory_location, held):
 def test_open_relations_come_with_a_trained_models_relation_table(tmp_path):
     """A run trained on a schema with open relations opens its memory with them: relations free in decoding,
     objects of relations outside the table may be common nouns."""
-    from memory_runtime.memory.store import ANY_RELATION, RELATION_TABLE_FILE, MemoryConfig
+    from memory_runtime.memory.config import ANY_RELATION, RELATION_TABLE_FILE, MemoryConfig
 
     (tmp_path / RELATION_TABLE_FILE).write_text(
         "relations:\n- name: lives in\n  functional: subject\nopen_relations: true\n"
