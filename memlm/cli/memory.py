@@ -56,7 +56,7 @@ def _store(db: str, config: Path | None, must_exist: bool = True, writes: bool =
 
 def _refuse_writes(store) -> None:
     """One line and exit 2 where the memory was opened read-only (nothing is written)."""
-    from memory_runtime.memory.databases import ReadOnlyDatabaseError
+    from memory_runtime.memory.database import ReadOnlyDatabaseError
 
     try:
         store.refuse_writes()
@@ -146,7 +146,7 @@ def memory_write(
     config: Path | None = CONFIG,
 ) -> None:
     """Store one fact by hand (the database is created if it does not exist)."""
-    from memory_runtime.memory.databases import ReadOnlyDatabaseError
+    from memory_runtime.memory.database import ReadOnlyDatabaseError
 
     with _store(db, config, must_exist=False, writes=True) as store:
         try:
@@ -171,7 +171,7 @@ def memory_forget(
     config: Path | None = CONFIG,
 ) -> None:
     """End (or with --purge, erase) the facts that match exactly."""
-    from memory_runtime.memory.databases import ReadOnlyDatabaseError
+    from memory_runtime.memory.database import ReadOnlyDatabaseError
 
     with _store(db, config, writes=True) as store:
         try:

@@ -13,7 +13,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 
-from memory_runtime.memory.databases import Database
+from memory_runtime.memory.database import Database
 from memory_runtime.memory.facts import FIELDS
 from memory_runtime.memory.fuzzy import FuzzyConfig, FuzzyIndex
 

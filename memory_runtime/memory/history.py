@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from memory_runtime.memory.config import RelationTable
-from memory_runtime.memory.databases import Cursor, Database
+from memory_runtime.memory.database import Cursor, Database
 from memory_runtime.memory.facts import COLUMNS, Fact, WriteResult, fact_from_row, id_chunks, local_time
 
 VERSION = "id, superseded_by, subject_norm, relation_norm, object_norm"  # what a purge reads of a version

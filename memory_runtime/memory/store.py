@@ -23,7 +23,8 @@ from pathlib import Path
 
 from memory_runtime.memory import history
 from memory_runtime.memory.config import MemoryConfig, RelationTable
-from memory_runtime.memory.databases import Cursor, Database, open_database
+from memory_runtime.memory.database import Cursor, Database
+from memory_runtime.memory.databases import open_database
 from memory_runtime.memory.facts import (
     COLUMNS,
     FIELDS,

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memory_runtime.memory.config import MemoryConfig
-from memory_runtime.memory.databases import InvalidDatabaseError
+from memory_runtime.memory.database import InvalidDatabaseError
 from memory_runtime.memory.history import RestoreRefused
 from memory_runtime.memory.store import TripletStore
 from memory_runtime.memory.terms import normalize_term
@@ -199,7 +199,7 @@ def test_a_fact_keeps_what_wrote_it(store):
 
 
 def test_a_memory_of_schema_version_1_gains_the_source_column_on_open(tmp_path):
-    from memory_runtime.memory.databases import APPLICATION_ID
+    from memory_runtime.memory.database import APPLICATION_ID
 
     path = tmp_path / "v1.sqlite"
     conn = sqlite3.connect(path)  # the triplets table as memlm wrote it before sources were kept
@@ -229,7 +229,7 @@ _V1_TABLE = (
 
 
 def test_a_memory_of_schema_version_1_is_rebuilt_to_never_reuse_ids_keeping_every_row(tmp_path):
-    from memory_runtime.memory.databases import APPLICATION_ID, SCHEMA_VERSION
+    from memory_runtime.memory.database import APPLICATION_ID, SCHEMA_VERSION
 
     path = tmp_path / "v1.sqlite"
     conn = sqlite3.connect(path)
@@ -266,7 +266,8 @@ def test_a_memory_of_schema_version_1_is_rebuilt_to_never_reuse_ids_keeping_ever
 
 
 def test_a_failed_rebuild_leaves_the_version_1_file_as_it_was(tmp_path, monkeypatch):
-    from memory_runtime.memory.databases import APPLICATION_ID, SqliteDatabase
+    from memory_runtime.memory.database import APPLICATION_ID
+    from memory_runtime.memory.sqlite_database import SqliteDatabase
 
     path = tmp_path / "v1.sqlite"
     conn = sqlite3.connect(path)
@@ -809,7 +810,7 @@ def test_functional_supersede_holds_across_stores(memory_location):
 def test_postgres_refuses_a_foreign_or_newer_database(postgres_url):
     import psycopg
 
-    from memory_runtime.memory.databases import InvalidDatabaseError
+    from memory_runtime.memory.database import InvalidDatabaseError
 
     with psycopg.connect(postgres_url, autocommit=True) as conn:
         conn.execute("CREATE TABLE triplets (name TEXT)")
