@@ -1,8 +1,8 @@
-"""A memory's history, apart from its everyday reads and writes: every version of a fact kept with its
-validity interval, an import that stores versions with their histories (TripletStore.import_versions),
-the earlier versions a purge erases with a fact, and the checks of `memlm memory check` (links to no
-fact or to another namespace's, histories that cannot have happened), with their repairs. The store
-calls these with its database; it checks what is given to it (terms, namespaces) before."""
+"""A fact's versions: how a new one ends those it supersedes (functional relations, `ends`), a
+forgotten fact restored, the earlier versions a purge erases with a fact, an import of versions with
+their histories, and `memlm memory check` (links to no fact or to another namespace's, histories that
+cannot have happened) with its repairs. The store calls these with its database and relation table,
+once it has checked what it was given (terms, namespaces, times); its reads are its own (store.py)."""
 
 from __future__ import annotations
 
@@ -14,81 +14,7 @@ from memory_runtime.memory.config import RelationTable
 from memory_runtime.memory.database import Cursor, Database
 from memory_runtime.memory.facts import COLUMNS, Fact, WriteResult, fact_from_row, id_chunks, local_time
 
-VERSION = "id, superseded_by, subject_norm, relation_norm, object_norm"  # what a purge reads of a version
-
-
-def earlier_versions(cur: Cursor, namespace: str, rows: list[tuple]) -> dict[int, tuple]:
-    """`rows` (of VERSION) with every earlier version of each, by id: the facts each superseded of the
-    same subject and relation, and theirs, back to the first (what a purge erases with a fact)."""
-    found = {row[0]: row for row in rows}
-    frontier = list(found)
-    while frontier:
-        later = []
-        for ids in id_chunks(frontier):
-            for row in cur.rows(
-                f"SELECT {VERSION} FROM triplets WHERE namespace = ? AND superseded_by IN"
-                f" ({', '.join('?' * len(ids))})",
-                (namespace, *ids),
-            ):
-                newer = found[row[1]]
-                if row[0] not in found and row[2:4] == newer[2:4]:  # same subject_norm, relation_norm
-                    found[row[0]] = row
-                    later.append(row[0])
-        frontier = later
-    return found
-
-
-@dataclass(frozen=True)
-class BrokenLink:
-    """A fact whose `superseded_by` points at no fact (`target_namespace` None) or at another namespace's."""
-
-    fact: Fact
-    target_namespace: str | None
-
-    def __str__(self) -> str:
-        f = self.fact
-        where = (
-            "which does not exist"
-            if self.target_namespace is None
-            else f"a fact of namespace {self.target_namespace!r}"
-        )
-        return (
-            f"namespace {f.namespace!r}: fact {f.id} ({f.subject} >> {f.relation} >> {f.object},"
-            f" {f.ended_by or 'current'}) says it was superseded by fact {f.superseded_by}, {where}"
-        )
-
-
-@dataclass(frozen=True)
-class HistoryProblem:
-    """A fact whose history cannot have happened (TripletStore.history_problems), with why."""
-
-    fact: Fact
-    reason: str
-
-    def __str__(self) -> str:
-        f = self.fact
-        return f"namespace {f.namespace!r}: fact {f.id} ({f.subject} >> {f.relation} >> {f.object}): {self.reason}"
-
-
-def superseding_cycles(successors: dict[int, int]) -> list[list[int]]:
-    """The chains of `successors` (a fact's id -> the id of the fact that superseded it) that come back
-    to where they started, each once, from its smallest id: no history can have happened so."""
-    state: dict[int, int] = {}  # 1: on the path being walked, 2: done
-    cycles = []
-    for start in successors:
-        path = []
-        node: int | None = start
-        while node is not None and node not in state:
-            state[node] = 1
-            path.append(node)
-            node = successors.get(node)
-        if node is not None and state[node] == 1:  # the walk met itself: the path from `node` on is a cycle
-            cycle = path[path.index(node) :]
-            first = cycle.index(min(cycle))
-            cycles.append(cycle[first:] + cycle[:first])
-        for seen in path:
-            state[seen] = 2
-    return cycles
+# --------------------------------------------------------------------------- a new version
 
 
 def write_version(
@@ -196,72 +122,33 @@ def _said(fact: Fact) -> str:
     return f"“{fact.subject} {fact.relation} {fact.object}”"
 
 
-def broken_links(db: Database) -> list[BrokenLink]:
-    """Every fact, of any namespace, whose `superseded_by` points at no fact or at a fact of
-    another namespace (`memlm memory check`); none in a memory this memlm wrote."""
-    columns = ", ".join(f"a.{name}" for name in COLUMNS.split(", "))
-    rows = db.rows(
-        f"SELECT {columns}, b.namespace FROM triplets a LEFT JOIN triplets b ON b.id = a.superseded_by"
-        " WHERE a.superseded_by IS NOT NULL AND (b.id IS NULL OR b.namespace <> a.namespace)"
-        " ORDER BY a.namespace, a.id"
-    )
-    return [BrokenLink(fact_from_row(row[:-1]), row[-1]) for row in rows]
+# --------------------------------------------------------------------------- a purge's earlier versions
+
+VERSION = "id, superseded_by, subject_norm, relation_norm, object_norm"  # what a purge reads of a version
 
 
-def history_problems(db: Database) -> list[HistoryProblem]:
-    """Every fact, of any namespace, whose history cannot have happened (`memlm memory check`): its
-    superseded_by links lead back to it, it is current yet names a successor, it ended before it
-    began, or it has an end without how it ended (or the other way round). None in a memory this
-    memlm wrote; an import refuses such a history (memory_runtime/memory/transfer.py)."""
-    problems: list[HistoryProblem] = []
-    with db.snapshot() as cur:  # one view across its statements
-        for row in cur.rows(
-            f"SELECT {COLUMNS} FROM triplets WHERE (valid_to IS NULL AND superseded_by IS NOT NULL)"
-            " OR valid_to < valid_from OR (valid_to IS NULL) <> (ended_by IS NULL) ORDER BY namespace, id"
-        ):
-            fact = fact_from_row(row)
-            if fact.current and fact.superseded_by is not None:
-                reason = f"it is current, yet says fact {fact.superseded_by} superseded it"
-            elif fact.valid_to is not None and fact.valid_to < fact.valid_from:
-                reason = f"it ended ({local_time(fact.valid_to)}) before it began ({local_time(fact.valid_from)})"
-            else:
-                reason = "it has an end without how it ended, or how it ended without an end"
-            problems.append(HistoryProblem(fact, reason))
-        links = dict(cur.rows("SELECT id, superseded_by FROM triplets WHERE superseded_by IS NOT NULL"))
-        for cycle in superseding_cycles(links):
-            marks = ", ".join("?" * len(cycle))
-            rows = cur.rows(f"SELECT {COLUMNS} FROM triplets WHERE id IN ({marks}) ORDER BY id", cycle)
-            chain = " -> ".join(map(str, [*cycle, cycle[0]]))
-            problems += [
-                HistoryProblem(fact_from_row(row), f"its successors lead back to it ({chain})") for row in rows
-            ]
-    return problems
+def earlier_versions(cur: Cursor, namespace: str, rows: list[tuple]) -> dict[int, tuple]:
+    """`rows` (of VERSION) with every earlier version of each, by id: the facts each superseded of the
+    same subject and relation, and theirs, back to the first (what a purge erases with a fact)."""
+    found = {row[0]: row for row in rows}
+    frontier = list(found)
+    while frontier:
+        later = []
+        for ids in id_chunks(frontier):
+            for row in cur.rows(
+                f"SELECT {VERSION} FROM triplets WHERE namespace = ? AND superseded_by IN"
+                f" ({', '.join('?' * len(ids))})",
+                (namespace, *ids),
+            ):
+                newer = found[row[1]]
+                if row[0] not in found and row[2:4] == newer[2:4]:  # same subject_norm, relation_norm
+                    found[row[0]] = row
+                    later.append(row[0])
+        frontier = later
+    return found
 
 
-def unlink_cycles(db: Database) -> int:
-    """Break the cycles history_problems() finds: each fact of one keeps its end, without a successor
-    (as when its successor is purged); how many links it removed."""
-    db.refuse_writes()
-    removed = 0
-    links = dict(db.rows("SELECT id, superseded_by FROM triplets WHERE superseded_by IS NOT NULL"))
-    for cycle in superseding_cycles(links):
-        marks = ", ".join("?" * len(cycle))
-        with db.transaction("memlm check") as cur:
-            removed += cur.execute(f"UPDATE triplets SET superseded_by = NULL WHERE id IN ({marks})", cycle)
-    return removed
-
-
-def unlink_broken(db: Database) -> int:
-    """Remove the broken links broken_links() finds (the facts stay, ended as they were); how many."""
-    db.refuse_writes()
-    removed = 0
-    for link in broken_links(db):
-        with db.transaction(link.fact.namespace) as cur:
-            removed += cur.execute(
-                "UPDATE triplets SET superseded_by = NULL WHERE id = ? AND superseded_by = ?",
-                (link.fact.id, link.fact.superseded_by),
-            )
-    return removed
+# --------------------------------------------------------------------------- import
 
 
 @dataclass(frozen=True)
@@ -410,9 +297,6 @@ def _settle(
         current.end(new_id)
 
 
-# ------------------------------------------------------------------ reading
-
-
 class _Current:
     """The current facts an import meets, by id with their (subject, relation, object) norms, and by
     subject and by object; kept as the import adds and ends facts (TripletStore.import_versions)."""
@@ -479,3 +363,127 @@ class _ImportPlan:
 
         self.stored = {real[k]: mapped(f) for k, f in self.stored.items()}
         self.superseded = {real.get(k, k): mapped(f) for k, f in self.superseded.items()}
+
+
+# --------------------------------------------------------------------------- memlm memory check
+
+
+@dataclass(frozen=True)
+class BrokenLink:
+    """A fact whose `superseded_by` points at no fact (`target_namespace` None) or at another namespace's."""
+
+    fact: Fact
+    target_namespace: str | None
+
+    def __str__(self) -> str:
+        f = self.fact
+        where = (
+            "which does not exist"
+            if self.target_namespace is None
+            else f"a fact of namespace {self.target_namespace!r}"
+        )
+        return (
+            f"namespace {f.namespace!r}: fact {f.id} ({f.subject} >> {f.relation} >> {f.object},"
+            f" {f.ended_by or 'current'}) says it was superseded by fact {f.superseded_by}, {where}"
+        )
+
+
+@dataclass(frozen=True)
+class HistoryProblem:
+    """A fact whose history cannot have happened (TripletStore.history_problems), with why."""
+
+    fact: Fact
+    reason: str
+
+    def __str__(self) -> str:
+        f = self.fact
+        return f"namespace {f.namespace!r}: fact {f.id} ({f.subject} >> {f.relation} >> {f.object}): {self.reason}"
+
+
+def superseding_cycles(successors: dict[int, int]) -> list[list[int]]:
+    """The chains of `successors` (a fact's id -> the id of the fact that superseded it) that come back
+    to where they started, each once, from its smallest id: no history can have happened so."""
+    state: dict[int, int] = {}  # 1: on the path being walked, 2: done
+    cycles = []
+    for start in successors:
+        path = []
+        node: int | None = start
+        while node is not None and node not in state:
+            state[node] = 1
+            path.append(node)
+            node = successors.get(node)
+        if node is not None and state[node] == 1:  # the walk met itself: the path from `node` on is a cycle
+            cycle = path[path.index(node) :]
+            first = cycle.index(min(cycle))
+            cycles.append(cycle[first:] + cycle[:first])
+        for seen in path:
+            state[seen] = 2
+    return cycles
+
+
+def broken_links(db: Database) -> list[BrokenLink]:
+    """Every fact, of any namespace, whose `superseded_by` points at no fact or at a fact of
+    another namespace (`memlm memory check`); none in a memory this memlm wrote."""
+    columns = ", ".join(f"a.{name}" for name in COLUMNS.split(", "))
+    rows = db.rows(
+        f"SELECT {columns}, b.namespace FROM triplets a LEFT JOIN triplets b ON b.id = a.superseded_by"
+        " WHERE a.superseded_by IS NOT NULL AND (b.id IS NULL OR b.namespace <> a.namespace)"
+        " ORDER BY a.namespace, a.id"
+    )
+    return [BrokenLink(fact_from_row(row[:-1]), row[-1]) for row in rows]
+
+
+def history_problems(db: Database) -> list[HistoryProblem]:
+    """Every fact, of any namespace, whose history cannot have happened (`memlm memory check`): its
+    superseded_by links lead back to it, it is current yet names a successor, it ended before it
+    began, or it has an end without how it ended (or the other way round). None in a memory this
+    memlm wrote; an import refuses such a history (memory_runtime/memory/transfer.py)."""
+    problems: list[HistoryProblem] = []
+    with db.snapshot() as cur:  # one view across its statements
+        for row in cur.rows(
+            f"SELECT {COLUMNS} FROM triplets WHERE (valid_to IS NULL AND superseded_by IS NOT NULL)"
+            " OR valid_to < valid_from OR (valid_to IS NULL) <> (ended_by IS NULL) ORDER BY namespace, id"
+        ):
+            fact = fact_from_row(row)
+            if fact.current and fact.superseded_by is not None:
+                reason = f"it is current, yet says fact {fact.superseded_by} superseded it"
+            elif fact.valid_to is not None and fact.valid_to < fact.valid_from:
+                reason = f"it ended ({local_time(fact.valid_to)}) before it began ({local_time(fact.valid_from)})"
+            else:
+                reason = "it has an end without how it ended, or how it ended without an end"
+            problems.append(HistoryProblem(fact, reason))
+        links = dict(cur.rows("SELECT id, superseded_by FROM triplets WHERE superseded_by IS NOT NULL"))
+        for cycle in superseding_cycles(links):
+            marks = ", ".join("?" * len(cycle))
+            rows = cur.rows(f"SELECT {COLUMNS} FROM triplets WHERE id IN ({marks}) ORDER BY id", cycle)
+            chain = " -> ".join(map(str, [*cycle, cycle[0]]))
+            problems += [
+                HistoryProblem(fact_from_row(row), f"its successors lead back to it ({chain})") for row in rows
+            ]
+    return problems
+
+
+def unlink_cycles(db: Database) -> int:
+    """Break the cycles history_problems() finds: each fact of one keeps its end, without a successor
+    (as when its successor is purged); how many links it removed."""
+    db.refuse_writes()
+    removed = 0
+    links = dict(db.rows("SELECT id, superseded_by FROM triplets WHERE superseded_by IS NOT NULL"))
+    for cycle in superseding_cycles(links):
+        marks = ", ".join("?" * len(cycle))
+        with db.transaction("memlm check") as cur:
+            removed += cur.execute(f"UPDATE triplets SET superseded_by = NULL WHERE id IN ({marks})", cycle)
+    return removed
+
+
+def unlink_broken(db: Database) -> int:
+    """Remove the broken links broken_links() finds (the facts stay, ended as they were); how many."""
+    db.refuse_writes()
+    removed = 0
+    for link in broken_links(db):
+        with db.transaction(link.fact.namespace) as cur:
+            removed += cur.execute(
+                "UPDATE triplets SET superseded_by = NULL WHERE id = ? AND superseded_by = ?",
+                (link.fact.id, link.fact.superseded_by),
+            )
+    return removed

@@ -8,9 +8,10 @@ supersede the older fact, which stays in history with its validity interval; a r
 lets a new fact end others of the same subject at other objects (a new employer ends the roles
 held at the old one).
 
-The fuzzy indexes are derived from the database, never persisted, and kept resident
-(fuzzy_indexes.py); the relation table is the config's (config.py); a fact's versions, imports of
-histories and the checks of a history are history.py's.
+Here: the store's checks of what it is given, its transactions, and its reads. A fact's versions
+(what a write supersedes, restore, import, purge, `memlm memory check`) are history.py's, the
+relation table config.py's, and the fuzzy indexes, derived from the database and never persisted,
+fuzzy_indexes.py's.
 """
 
 from __future__ import annotations
@@ -68,8 +69,9 @@ class TripletStore:
     """A namespaced, persistent triplet memory with exact-then-fuzzy lookup.
 
     Thread-safe, so a server shares one store: listings read what was last committed without waiting
-    for any write (databases.py), writes take turns in the database's transactions, and the resident fuzzy indexes
-    (fuzzy_indexes.py) have a lock of their own, a write updating them once its transaction has committed.
+    for any write (databases.py), writes take turns in the database's transactions, and the resident
+    fuzzy indexes (fuzzy_indexes.py) have a lock of their own; a write updates them once its
+    transaction has committed.
     """
 
     def __init__(self, path: str | Path = ":memory:", config: MemoryConfig | None = None) -> None:
