@@ -35,7 +35,7 @@ from data_gen.examples import build_records, kind_of
 from data_gen.oracle import MemoryOracle
 from data_gen.real_records import RealPassages
 from data_gen.world import World, build_world
-from memory_runtime.memory.store import RELATION_TABLE_FILE
+from memory_runtime.memory.config import RELATION_TABLE_FILE
 from memory_runtime.records import Record
 
 

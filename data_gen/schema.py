@@ -414,7 +414,7 @@ class Schema(Strict):
         return {r.name: r.functional for r in self.relations}
 
     def table(self) -> list[dict[str, Any]]:
-        """The memory's relation table entries of this schema (memory_runtime.memory.store.RelationSpec):
+        """The memory's relation table entries of this schema (memory_runtime.memory.config.RelationSpec):
         the relations with in_table, in schema order. memory_runtime/memory/relations.yaml is this for the
         shipped person–organisation schema (tests/data_gen/test_schema.py holds them equal)."""
         out = []

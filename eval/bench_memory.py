@@ -20,9 +20,11 @@ from pathlib import Path
 
 import numpy as np
 
-from memory_runtime.memory.databases import is_postgres, redacted
+from memory_runtime.memory.config import MemoryConfig
+from memory_runtime.memory.database import redacted
+from memory_runtime.memory.databases import is_postgres
 from memory_runtime.memory.fuzzy import jaccard, shingles, signatures
-from memory_runtime.memory.store import MemoryConfig, TripletStore
+from memory_runtime.memory.store import TripletStore
 from memory_runtime.memory.terms import normalize_term
 from memory_runtime.protocol import Triplet
 from memory_runtime.stats import percentile
@@ -228,7 +230,7 @@ def run_memory_bench(
             "exact_scan_p50_ms": _ms(exact_scan_lat, 50),
             "speedup_vs_scan": round(_ms(scan_lat, 50) / fuzzy_p50, 1),
             "peak_rss_mb": round(peak_rss_mb),
-            "resident_indexes": len(store._indexes),
+            "resident_indexes": len(store._fuzzy.keys()),
             **trigram,
         }
         store.close()

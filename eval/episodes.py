@@ -27,7 +27,8 @@ from eval.metrics import answer_correct, frac, names_in, triplet_prf
 from eval.parts import Part
 from eval.render import pyplot
 from eval.systems import Session, System, run_sessions
-from memory_runtime.memory.store import MemoryConfig, TripletStore
+from memory_runtime.memory.config import MemoryConfig
+from memory_runtime.memory.store import TripletStore
 from memory_runtime.stats import percentile
 
 if TYPE_CHECKING:

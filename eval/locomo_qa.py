@@ -47,7 +47,8 @@ from memory_runtime.memory.conversation import (
     said_when,
     turn_message,
 )
-from memory_runtime.memory.store import Fact, TripletStore
+from memory_runtime.memory.facts import Fact
+from memory_runtime.memory.store import TripletStore
 
 if TYPE_CHECKING:
     from eval.config import EvalConfig

@@ -26,7 +26,7 @@ from eval import MODULES
 if TYPE_CHECKING:
     from eval.config import EvalConfig
     from eval.systems import System
-    from memory_runtime.memory.store import MemoryConfig
+    from memory_runtime.memory.config import MemoryConfig
 
 
 @dataclass(frozen=True)

@@ -47,7 +47,8 @@ from eval.parts import Part
 from eval.render import markdown_table, num, pct
 from eval.systems import Session, System, run_sessions
 from memory_runtime.generation.write_gate import HELD_BACK
-from memory_runtime.memory.store import MemoryConfig, TripletStore
+from memory_runtime.memory.config import MemoryConfig
+from memory_runtime.memory.store import TripletStore
 from memory_runtime.memory.terms import normalize_term
 from memory_runtime.records import Record
 

@@ -36,7 +36,8 @@ from eval.parts import Part
 from eval.render import COLOURS, label_bars, markdown_table, pct, pyplot
 from eval.systems import Session, System, run_sessions, verbalise
 from memory_runtime.jsonl import read_models
-from memory_runtime.memory.store import MemoryConfig, TripletStore
+from memory_runtime.memory.config import MemoryConfig
+from memory_runtime.memory.store import TripletStore
 from memory_runtime.protocol import Call, parse_calls, strip_calls
 from memory_runtime.records import Record, turns
 

@@ -29,7 +29,7 @@ from eval.systems import System
 from memory_runtime.generation.runtime import open_runtime
 from memory_runtime.generation.write_gate import WriteGateConfig
 from memory_runtime.jsonl import read_dicts
-from memory_runtime.memory.store import MemoryConfig
+from memory_runtime.memory.config import MemoryConfig
 from memory_runtime.models.trained_run import trained_on
 
 Progress = Callable[[str, int], Callable[[], None]]

@@ -30,7 +30,7 @@ from trl import GRPOConfig, GRPOTrainer
 
 from learning_loop.sampling import Prompt, Run, load_prompts, run_cases
 from memory_runtime.generation.runtime import Generation
-from memory_runtime.memory.store import MemoryConfig
+from memory_runtime.memory.config import MemoryConfig
 from memory_runtime.yaml_config import ConfigError
 from training.config import TrainConfig
 from training.run import (

@@ -40,7 +40,8 @@ from pydantic import Field, model_validator
 from learning_loop.reward import TurnKind, TurnScore, score_turn
 from memory_runtime.generation.engine import Session, TurnEngine, TurnRequest, TurnResult, turn_messages
 from memory_runtime.generation.runtime import Generation, with_defaults
-from memory_runtime.memory.store import MemoryConfig, TripletStore
+from memory_runtime.memory.config import MemoryConfig
+from memory_runtime.memory.store import TripletStore
 from memory_runtime.protocol import SYSTEM_PROMPT
 from memory_runtime.records import LabelledTurn, PreferencePair, Record, turn_segments
 from memory_runtime.yaml_config import Strict

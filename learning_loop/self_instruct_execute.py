@@ -10,7 +10,8 @@ from collections.abc import Sequence
 from learning_loop.reward import score_turn
 from learning_loop.self_instruct_tasks import Task
 from memory_runtime.generation.engine import Session, TurnEngine, TurnRequest, TurnResult, turn_messages
-from memory_runtime.memory.store import MemoryConfig, TripletStore
+from memory_runtime.memory.config import MemoryConfig
+from memory_runtime.memory.store import TripletStore
 from memory_runtime.protocol import SYSTEM_PROMPT
 from memory_runtime.records import Record, turn_segments
 

@@ -7,7 +7,7 @@ version of a subject and `write_many` ran 2-5x slower from its sixth run on; mem
 forced custom plans. This script writes `--runs` batches of `--facts` facts into one namespace (each batch
 superseding the previous employers of half of its subjects) under both settings, each in a database of
 its own, run by run in turns, and prints one JSON line: every run's seconds for both, and the ratio of
-the medians after the fifth run (memory_runtime/memory/databases.py: CONNECTION_SETTINGS says which won).
+the medians after the fifth run (memory_runtime/memory/postgres_database.py: CONNECTION_SETTINGS says which won).
 
     bash scripts/postgres.sh start /tmp/pg     # prints the URL
     python3 scripts/bench_pg_plans.py --url "postgresql://memlm@/postgres?host=/tmp/pg"
@@ -22,7 +22,7 @@ import time
 
 import psycopg
 
-from memory_runtime.memory import databases
+from memory_runtime.memory import postgres_database
 from memory_runtime.memory.store import TripletStore
 
 
@@ -48,7 +48,7 @@ def timed_write(store: TripletStore, facts: list[tuple[str, str, str]]) -> float
 
 
 def open_store(url: str, settings: dict) -> TripletStore:
-    databases.CONNECTION_SETTINGS = settings  # read when the store opens its pool
+    postgres_database.CONNECTION_SETTINGS = settings  # read when the store opens its pool
     return TripletStore(url)
 
 

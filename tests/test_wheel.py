@@ -106,7 +106,7 @@ import json
 from importlib import resources
 from data_gen.config import TINY_CONFIG, DataConfig
 from data_gen.real import default_real_dir
-from memory_runtime.memory.store import MemoryConfig
+from memory_runtime.memory.config import MemoryConfig
 from memory_runtime.shipped import config_names, find_config
 from training.config import DEEPSPEED_PRESETS_DIR, TrainConfig
 config = DataConfig.load(find_config("data/default"))

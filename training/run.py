@@ -21,7 +21,7 @@ from typing import Any
 import torch
 from transformers import TrainerCallback
 
-from memory_runtime.memory.store import RELATION_TABLE_FILE
+from memory_runtime.memory.config import RELATION_TABLE_FILE
 from memory_runtime.models.hardware import DtypeChoice, resolve_dtype
 from training.config import (
     CONFIG_FILENAME,

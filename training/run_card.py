@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from memory_runtime.memory.store import RELATION_TABLE_FILE
+from memory_runtime.memory.config import RELATION_TABLE_FILE
 from memory_runtime.shipped import memlm_version
 from training.config import CONFIG_FILENAME, TrainConfig
 

@@ -25,7 +25,7 @@ OBJECT = typer.Option(None, "--object", "-o", help="Object: the fact's other end
 
 
 def _memory_config(config: Path | None):
-    from memory_runtime.memory.store import MemoryConfig
+    from memory_runtime.memory.config import MemoryConfig
 
     try:
         return MemoryConfig.load(find_config(config))
@@ -56,7 +56,7 @@ def _store(db: str, config: Path | None, must_exist: bool = True, writes: bool =
 
 def _refuse_writes(store) -> None:
     """One line and exit 2 where the memory was opened read-only (nothing is written)."""
-    from memory_runtime.memory.databases import ReadOnlyDatabaseError
+    from memory_runtime.memory.database import ReadOnlyDatabaseError
 
     try:
         store.refuse_writes()
@@ -68,7 +68,7 @@ def _print_facts(facts, title: str) -> None:
     table = Table(title=title)
     from rich.text import Text
 
-    from memory_runtime.memory.store import local_time
+    from memory_runtime.memory.facts import local_time
 
     for column in ("id", "subject", "relation", "object", "valid from", "valid to", "ended by", "source"):
         table.add_column(column, no_wrap=column in ("id", "ended by"))  # times wrap at their space
@@ -146,7 +146,7 @@ def memory_write(
     config: Path | None = CONFIG,
 ) -> None:
     """Store one fact by hand (the database is created if it does not exist)."""
-    from memory_runtime.memory.databases import ReadOnlyDatabaseError
+    from memory_runtime.memory.database import ReadOnlyDatabaseError
 
     with _store(db, config, must_exist=False, writes=True) as store:
         try:
@@ -171,7 +171,7 @@ def memory_forget(
     config: Path | None = CONFIG,
 ) -> None:
     """End (or with --purge, erase) the facts that match exactly."""
-    from memory_runtime.memory.databases import ReadOnlyDatabaseError
+    from memory_runtime.memory.database import ReadOnlyDatabaseError
 
     with _store(db, config, writes=True) as store:
         try:

@@ -27,7 +27,8 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
-from memory_runtime.memory.store import FieldMatch, TripletStore
+from memory_runtime.memory.facts import FieldMatch
+from memory_runtime.memory.store import TripletStore
 from memory_runtime.protocol import SYSTEM_PROMPT, Triplet
 
 Status = Literal["ok", "max_calls", "max_tokens", "cancelled"]

@@ -34,7 +34,8 @@ from pydantic import Field, model_validator
 
 from memory_runtime.generation.engine import TurnEngine, TurnRequest, turn_messages
 from memory_runtime.generation.write_gate import WriteGate, WriteGateConfig
-from memory_runtime.memory.store import MemoryConfig, TripletStore
+from memory_runtime.memory.config import MemoryConfig
+from memory_runtime.memory.store import TripletStore
 from memory_runtime.protocol import SYSTEM_PROMPT
 from memory_runtime.shipped import resolve_path
 from memory_runtime.yaml_config import Strict

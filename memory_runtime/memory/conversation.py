@@ -15,7 +15,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from memory_runtime.memory.dates import format_day
-from memory_runtime.memory.store import Fact
+from memory_runtime.memory.facts import Fact
 
 
 def turn_message(speaker: str, text: str, photo: str | None = None) -> str:

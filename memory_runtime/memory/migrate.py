@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from memory_runtime.memory.databases import Database, open_database, redacted
+from memory_runtime.memory.database import Database, redacted
+from memory_runtime.memory.databases import open_database
 
 _ROW = (
     "id, namespace, subject, relation, object, subject_norm, relation_norm, object_norm,"

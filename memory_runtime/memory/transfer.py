@@ -7,7 +7,7 @@ An export is one JSON document, a namespace's memory as the store keeps it:
      "facts":   [every current fact],
      "history": [every version, current ones included, in id order]}
 
-each fact a memory_runtime.memory.store.Fact: id, subject, relation, object, namespace, valid_from,
+each fact a memory_runtime.memory.facts.Fact: id, subject, relation, object, namespace, valid_from,
 valid_to (null while current), ended_by ("superseded" or "forgotten"), superseded_by (the id of the
 fact that ended it), source; times in unix seconds. It is written a page of facts at a time, never
 held whole.
@@ -41,7 +41,10 @@ from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from typing import Any, BinaryIO, TextIO
 
-from memory_runtime.memory.store import Fact, MemoryConfig, TripletStore, superseding_cycles
+from memory_runtime.memory.config import MemoryConfig
+from memory_runtime.memory.facts import Fact
+from memory_runtime.memory.history import superseding_cycles
+from memory_runtime.memory.store import TripletStore
 from memory_runtime.memory.terms import control_character, normalize_term
 
 MAX_PROBLEMS = 10  # named in one error; more are counted

@@ -46,8 +46,9 @@ from typing import Any
 import httpx
 
 from memory_runtime.generation.runtime import Generation
+from memory_runtime.memory.config import MemoryConfig
 from memory_runtime.memory.databases import is_postgres
-from memory_runtime.memory.store import MemoryConfig, TripletStore
+from memory_runtime.memory.store import TripletStore
 from memory_runtime.serving.soak_clients import BULK_NAMESPACE, Clients
 from memory_runtime.serving.soak_recorder import Recorder
 from memory_runtime.serving.soak_settings import SoakSettings

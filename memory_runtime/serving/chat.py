@@ -25,7 +25,8 @@ from rich.text import Text
 from memory_runtime.generation.engine import TurnEngine, TurnResult
 from memory_runtime.generation.runtime import Generation, with_defaults
 from memory_runtime.memory.conversation import turn_message
-from memory_runtime.memory.store import TripletStore, local_time
+from memory_runtime.memory.facts import local_time
+from memory_runtime.memory.store import TripletStore
 from memory_runtime.protocol import SEPARATOR, SYSTEM_PROMPT
 from memory_runtime.serving.feedback import Correction, Exchange, Feedback
 from memory_runtime.shipped import resolve_path

@@ -44,7 +44,8 @@ from pydantic import BaseModel, ConfigDict, model_validator
 
 from memory_runtime.generation.engine import Session, TurnRequest, TurnResult, turn_messages
 from memory_runtime.jsonl import read_models
-from memory_runtime.memory.store import Fact, TripletStore, WriteResult
+from memory_runtime.memory.facts import Fact, WriteResult
+from memory_runtime.memory.store import TripletStore
 from memory_runtime.memory.terms import normalize_term
 from memory_runtime.protocol import ACK, SYSTEM_PROMPT, Triplet, render_write
 from memory_runtime.records import Record, Segment, model_turn, prompt_segments, turn_segments

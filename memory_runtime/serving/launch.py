@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from memory_runtime.memory.databases import ReadOnlyDatabaseError
+from memory_runtime.memory.database import ReadOnlyDatabaseError
 from memory_runtime.memory.store import TripletStore
 from memory_runtime.serving.app import create_app
 from memory_runtime.serving.config import ServeConfig

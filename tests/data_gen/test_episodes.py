@@ -5,7 +5,8 @@ import pytest
 from data_gen.config import functional_of, memory_table
 from data_gen.episodes import Episode, EpisodeTurn, build_episodes, dump_episodes, load_episodes
 from data_gen.oracle import MemoryOracle
-from memory_runtime.memory.store import MemoryConfig, TripletStore
+from memory_runtime.memory.config import MemoryConfig
+from memory_runtime.memory.store import TripletStore
 
 TABLE = MemoryConfig.load()
 

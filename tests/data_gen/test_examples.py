@@ -5,7 +5,8 @@ from data_gen.examples import allot, build_records
 from data_gen.generate import generate_records
 from data_gen.oracle import MemoryOracle
 from data_gen.text import oxford
-from memory_runtime.memory.store import MemoryConfig, TripletStore
+from memory_runtime.memory.config import MemoryConfig
+from memory_runtime.memory.store import TripletStore
 from memory_runtime.protocol import Call, ParseError, parse_calls, render_results
 
 TABLE = MemoryConfig.load()

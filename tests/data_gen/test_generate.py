@@ -101,7 +101,7 @@ def test_every_trained_call_passes_the_runtime_copy_constraint(tiny_records):
     to the relation table or copies (memory_runtime.generation.field_copy); a record that names something
     else could never be generated."""
     from memory_runtime.generation.field_copy import allowed
-    from memory_runtime.memory.store import MemoryConfig
+    from memory_runtime.memory.config import MemoryConfig
     from memory_runtime.records import messages
 
     relations = MemoryConfig.load().relation_names

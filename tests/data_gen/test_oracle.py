@@ -1,5 +1,6 @@
 from data_gen.oracle import MemoryOracle
-from memory_runtime.memory.store import MemoryConfig, TripletStore
+from memory_runtime.memory.config import MemoryConfig
+from memory_runtime.memory.store import TripletStore
 
 TABLE = MemoryConfig.load()
 MEMORY = [("Dorothea Altemus", "employed by", "Pfizer"), ("Tia Batres", "customer of", "BMW")]

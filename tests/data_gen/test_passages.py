@@ -11,7 +11,8 @@ from data_gen.config import ConfigError, DataConfig
 from data_gen.passage_bank import _TEMPLATE_SLOTS, PassageBank
 from data_gen.passages import MAX_LIST_ORGS, MAX_ROLE_WRITES, PassageMaker
 from data_gen.world import real_companies
-from memory_runtime.memory.store import MemoryConfig, TripletStore
+from memory_runtime.memory.config import MemoryConfig
+from memory_runtime.memory.store import TripletStore
 from memory_runtime.protocol import parse_calls
 
 REPO = Path(__file__).resolve().parents[2]

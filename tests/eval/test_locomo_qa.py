@@ -24,7 +24,8 @@ from eval.locomo_qa import (
 )
 from eval.systems import System
 from memory_runtime.generation.backend import ScriptedBackend
-from memory_runtime.memory.store import MemoryConfig, TripletStore
+from memory_runtime.memory.config import MemoryConfig
+from memory_runtime.memory.store import TripletStore
 from memory_runtime.protocol import render_write
 
 

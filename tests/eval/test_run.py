@@ -570,7 +570,7 @@ def test_a_stopped_eval_keeps_its_finished_parts_and_resume_finishes_it(tiny_dat
 def test_a_part_of_another_schema_is_skipped_saying_why_and_never_scored(tiny_model_dir, tmp_path):
     """Real text checked only for person–organisation relations says nothing of a model of another schema:
     the part is skipped, the report says why, no figure is made."""
-    from memory_runtime.memory.store import MemoryConfig
+    from memory_runtime.memory.config import MemoryConfig
 
     team = MemoryConfig.model_validate({"relations": [{"name": "maintains"}, {"name": "mentors"}]})
     config = EvalConfig(limit=1, systems=["memlm"], parts=["real"], generation={"model": str(tiny_model_dir)})
@@ -617,7 +617,7 @@ def test_the_schema_warning_reads_a_table_of_open_relations(tmp_path):
     import yaml
 
     from eval.run import schema_mismatch
-    from memory_runtime.memory.store import MemoryConfig
+    from memory_runtime.memory.config import MemoryConfig
 
     conversations = {"open_relations": True, "relations": [{"name": "lives in"}, {"name": "works as"}]}
     (tmp_path / "relations.yaml").write_text(yaml.safe_dump(conversations))

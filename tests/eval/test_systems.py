@@ -4,7 +4,8 @@ self-instruct probe samples) and its memory's relations and common objects (a co
 from __future__ import annotations
 
 from eval.systems import System
-from memory_runtime.memory.store import MemoryConfig, TripletStore
+from memory_runtime.memory.config import MemoryConfig
+from memory_runtime.memory.store import TripletStore
 
 
 def test_a_turn_alone_takes_the_requests_sampling_and_its_memorys_terms(tiny_model, smollm2_tokenizer):

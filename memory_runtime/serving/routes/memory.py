@@ -15,7 +15,8 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
-from memory_runtime.memory.store import MAX_ROW_NUMBER, RestoreRefused, TripletStore
+from memory_runtime.memory.history import RestoreRefused
+from memory_runtime.memory.store import MAX_ROW_NUMBER, TripletStore
 from memory_runtime.memory.transfer import (
     BadImport,
     Imported,

@@ -6,7 +6,7 @@ import pytest
 
 from memory_runtime.generation.batching import BatchDecoder
 from memory_runtime.generation.runtime import Generation, choose_engine, open_runtime
-from memory_runtime.memory.store import MemoryConfig
+from memory_runtime.memory.config import MemoryConfig
 from memory_runtime.yaml_config import ConfigError
 
 

@@ -15,8 +15,8 @@ import pytest
 from typer.testing import CliRunner
 
 from memlm.cli import app
-from memory_runtime.memory import databases
-from memory_runtime.memory.databases import (
+from memory_runtime.memory import sqlite_database
+from memory_runtime.memory.database import (
     APPLICATION_ID,
     CannotCreateDatabaseError,
     InvalidDatabaseError,
@@ -124,7 +124,7 @@ def test_a_file_sqlite_refuses_to_write_opens_read_only(memory, monkeypatch):
     def refused(conn):
         raise sqlite3.OperationalError("attempt to write a readonly database")
 
-    monkeypatch.setattr(databases, "_probe_write", refused)  # e.g. a -shm file left read-only by another user
+    monkeypatch.setattr(sqlite_database, "_probe_write", refused)  # e.g. a -shm file left read-only by another user
     with TripletStore(memory) as store:
         assert store.read_only and "(SQLite: attempt to write a readonly database)" in store.read_only_notice
         assert store.count() == 2
@@ -176,9 +176,9 @@ def test_a_new_memory_where_no_file_can_be_made_is_named_and_nothing_is_left(tmp
 def test_a_new_file_sqlite_cannot_write_is_removed(tmp_path, monkeypatch):
     def refused(self, conn):
         conn.close()
-        raise databases._WriteRefused(sqlite3.OperationalError("attempt to write a readonly database"))
+        raise sqlite_database._WriteRefused(sqlite3.OperationalError("attempt to write a readonly database"))
 
-    monkeypatch.setattr(databases.SqliteDatabase, "_checked", refused)
+    monkeypatch.setattr(sqlite_database.SqliteDatabase, "_checked", refused)
     path = tmp_path / "m.sqlite"
     with pytest.raises(CannotCreateDatabaseError, match=f"cannot create memory {path}: attempt to write"):
         TripletStore(path)

@@ -7,8 +7,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memory_runtime.memory.databases import InvalidDatabaseError
-from memory_runtime.memory.store import MemoryConfig, RestoreRefused, TripletStore
+from memory_runtime.memory.config import MemoryConfig
+from memory_runtime.memory.database import InvalidDatabaseError
+from memory_runtime.memory.history import RestoreRefused
+from memory_runtime.memory.store import TripletStore
 from memory_runtime.memory.terms import normalize_term
 
 
@@ -197,7 +199,7 @@ def test_a_fact_keeps_what_wrote_it(store):
 
 
 def test_a_memory_of_schema_version_1_gains_the_source_column_on_open(tmp_path):
-    from memory_runtime.memory.databases import APPLICATION_ID
+    from memory_runtime.memory.database import APPLICATION_ID
 
     path = tmp_path / "v1.sqlite"
     conn = sqlite3.connect(path)  # the triplets table as memlm wrote it before sources were kept
@@ -227,7 +229,7 @@ _V1_TABLE = (
 
 
 def test_a_memory_of_schema_version_1_is_rebuilt_to_never_reuse_ids_keeping_every_row(tmp_path):
-    from memory_runtime.memory.databases import APPLICATION_ID, SCHEMA_VERSION
+    from memory_runtime.memory.database import APPLICATION_ID, SCHEMA_VERSION
 
     path = tmp_path / "v1.sqlite"
     conn = sqlite3.connect(path)
@@ -264,7 +266,8 @@ def test_a_memory_of_schema_version_1_is_rebuilt_to_never_reuse_ids_keeping_ever
 
 
 def test_a_failed_rebuild_leaves_the_version_1_file_as_it_was(tmp_path, monkeypatch):
-    from memory_runtime.memory.databases import APPLICATION_ID, SqliteDatabase
+    from memory_runtime.memory.database import APPLICATION_ID
+    from memory_runtime.memory.sqlite_database import SqliteDatabase
 
     path = tmp_path / "v1.sqlite"
     conn = sqlite3.connect(path)
@@ -439,11 +442,11 @@ def test_index_stays_in_sync_with_later_writes(store):
 def test_warm_fuzzy_builds_each_index_once_while_searches_wait_for_it(store, monkeypatch):
     """The page warms a namespace's indexes when it opens; a search arriving during that build waits
     for it instead of building the same index a second time."""
-    from memory_runtime.memory import store as store_module
+    from memory_runtime.memory import fuzzy
 
     store.write_many([(f"Person Number{i}", "employed by", f"Org {i}") for i in range(300)], namespace="big")
     built, started, release = [], threading.Event(), threading.Event()
-    add = store_module.FuzzyIndex.add
+    add = fuzzy.FuzzyIndex.add
 
     def slow_add(index, terms):
         terms = list(terms)
@@ -453,7 +456,7 @@ def test_warm_fuzzy_builds_each_index_once_while_searches_wait_for_it(store, mon
             release.wait(5)
         return add(index, terms)
 
-    monkeypatch.setattr(store_module.FuzzyIndex, "add", slow_add)
+    monkeypatch.setattr(fuzzy.FuzzyIndex, "add", slow_add)
     warm = threading.Thread(target=store.warm_fuzzy, args=("big",))
     warm.start()
     assert started.wait(5)
@@ -467,7 +470,7 @@ def test_warm_fuzzy_builds_each_index_once_while_searches_wait_for_it(store, mon
     search.join(5)
     assert found[0].triplets == [("Person Number7", "employed by", "Org 7")]
     assert built.count(300) == 2  # the subject and object indexes, once each; relation: one term
-    assert set(store._indexes) == {("big", "subject"), ("big", "relation"), ("big", "object")}
+    assert set(store._fuzzy.keys()) == {("big", "subject"), ("big", "relation"), ("big", "object")}
 
 
 def test_resident_indexes_are_bounded():
@@ -476,7 +479,7 @@ def test_resident_indexes_are_bounded():
         for i in range(10):
             s.write(f"Person Number{i}", "employed by", "Pfizer", namespace=f"user{i}")
             assert len(s.query(subject=f"Person Numbr{i}", namespace=f"user{i}")) == 1
-        assert len(s._indexes) == 3
+        assert len(s._fuzzy.keys()) == 3
 
 
 @pytest.mark.parametrize(
@@ -691,7 +694,7 @@ def test_a_new_employer_ends_the_roles_at_the_old_one(store):
 
 
 def test_ends_must_name_relations_of_the_table():
-    from memory_runtime.memory.store import MemoryConfig
+    from memory_runtime.memory.config import MemoryConfig
 
     with pytest.raises(ValueError, match="not relation names"):
         MemoryConfig.model_validate({"relations": [{"name": "employed by", "ends": ["boss of"]}]})
@@ -807,7 +810,7 @@ def test_functional_supersede_holds_across_stores(memory_location):
 def test_postgres_refuses_a_foreign_or_newer_database(postgres_url):
     import psycopg
 
-    from memory_runtime.memory.databases import InvalidDatabaseError
+    from memory_runtime.memory.database import InvalidDatabaseError
 
     with psycopg.connect(postgres_url, autocommit=True) as conn:
         conn.execute("CREATE TABLE triplets (name TEXT)")
@@ -995,7 +998,7 @@ def test_opening_a_store_waits_for_no_other_transaction(memory_location, held):
 def test_open_relations_come_with_a_trained_models_relation_table(tmp_path):
     """A run trained on a schema with open relations opens its memory with them: relations free in decoding,
     objects of relations outside the table may be common nouns."""
-    from memory_runtime.memory.store import ANY_RELATION, RELATION_TABLE_FILE, MemoryConfig
+    from memory_runtime.memory.config import ANY_RELATION, RELATION_TABLE_FILE, MemoryConfig
 
     (tmp_path / RELATION_TABLE_FILE).write_text(
         "relations:\n- name: lives in\n  functional: subject\nopen_relations: true\n"

@@ -279,8 +279,8 @@ def test_a_conversational_memory_hears_each_turn_from_its_speaker_dated_now():
     from datetime import date, timedelta
 
     from memory_runtime.generation.backend import ScriptedBackend
+    from memory_runtime.memory.config import MemoryConfig
     from memory_runtime.memory.dates import format_day
-    from memory_runtime.memory.store import MemoryConfig
 
     backend = ScriptedBackend(["[MEM_WRITE{Caroline>>went to>>pottery class yesterday}] Noted."])
     with TripletStore(":memory:", MemoryConfig(open_relations=True)) as store:

@@ -772,7 +772,7 @@ def test_the_page_warms_the_callers_fuzzy_indexes_and_no_one_elses(client, store
     store.write("Ivo Renner", "founder of", "BMW", namespace="bob")
     r = client.post("/v1/memory/index", headers=ALICE)
     assert r.status_code == 200 and r.json()["namespace"] == "alice" and r.json()["seconds"] >= 0
-    assert {key for key in store._indexes} == {("alice", "subject"), ("alice", "relation"), ("alice", "object")}
+    assert set(store._fuzzy.keys()) == {("alice", "subject"), ("alice", "relation"), ("alice", "object")}
     assert client.post("/v1/memory/index").status_code == 401
 
 
