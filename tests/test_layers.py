@@ -147,3 +147,31 @@ def test_the_cycle_check_sees_a_lazy_circle_and_one_for_type_checkers(tmp_path, 
     )
     monkeypatch.setattr(sys.modules[__name__], "REPO", tmp_path)
     assert import_cycles(("eval",)) == [["eval.a", "eval.b"], ["eval.c", "eval.d"]]
+
+
+MAX_MODULE_LINES = 600
+"""A module a newcomer can read in one sitting; one over it holds several jobs (issue 59: store.py held the
+relation table, the store, its history and its indexes in 1,258 lines)."""
+
+
+def long_modules(root: Path = REPO, limit: int = MAX_MODULE_LINES) -> dict[str, int]:
+    """`package/module.py` -> lines, for every module of the library's packages longer than `limit`."""
+    return {
+        path.relative_to(root).as_posix(): lines
+        for package in LAYER
+        for path in sorted((root / package).rglob("*.py"))
+        if (lines := len(path.read_text(encoding="utf-8").splitlines())) > limit
+    }
+
+
+def test_no_module_of_the_library_is_over_600_lines():
+    assert long_modules() == {}, f"modules over {MAX_MODULE_LINES} lines (split them by job)"
+
+
+def test_the_module_length_check_sees_a_long_module_in_a_subfolder(tmp_path):
+    (tmp_path / "eval" / "deep").mkdir(parents=True)
+    (tmp_path / "eval" / "deep" / "long.py").write_text("x = 1\n" * (MAX_MODULE_LINES + 1))
+    (tmp_path / "eval" / "short.py").write_text("x = 1\n" * MAX_MODULE_LINES)
+    (tmp_path / "scripts").mkdir()
+    (tmp_path / "scripts" / "tool.py").write_text("x = 1\n" * 2000)  # scripts are not the library
+    assert long_modules(tmp_path) == {"eval/deep/long.py": MAX_MODULE_LINES + 1}
