@@ -5,7 +5,7 @@
     zero_shot  the base model without memory: every fact it may need is in its prompt
                (the RET-LLM paper's comparison with Alpaca)
 
-Every system answers through a turn engine (memory_runtime.generation.engine) and its memory
+Every system answers through a decoder (memory_runtime.generation.decoder) and its memory
 controller, so calls, replies, tokens and timings are measured the same way; the zero-shot system
 gets an empty store, and any call it emits finds nothing.
 """
@@ -19,8 +19,9 @@ from typing import Any
 
 from memory_runtime.generation.backend import Backend
 from memory_runtime.generation.batching import BatchDecoder, OneAtATime
-from memory_runtime.generation.engine import Session, TurnEngine, TurnRequest, TurnResult, turn_messages
+from memory_runtime.generation.decoder import Decoder, Session
 from memory_runtime.generation.hf_backend import HFBackend
+from memory_runtime.generation.turn import TurnRequest, TurnResult, turn_messages
 from memory_runtime.generation.write_gate import WriteGate
 from memory_runtime.memory.store import TripletStore
 from memory_runtime.protocol import (
@@ -84,7 +85,7 @@ class System:
     copy_fields: bool = True  # names in calls copied from the conversation, relations from the table (field_copy)
     system_prompt: str | None = SYSTEM_PROMPT  # memlm's: the one its model was trained with
     write_gate: WriteGate | None = None  # scores the writes it generates, may hold some back
-    decoder: TurnEngine | None = None  # the engine of all its turns (the vllm engine's); default: the model's
+    decoder: Decoder | None = None  # the engine of all its turns (the vllm engine's); default: the model's
     temperature: float = 0.0  # eval decodes greedily; self-instruct's probe samples as its config says
     top_p: float = 1.0
     one_forward_per_step: bool | None = None  # batches: prompts and read results in the step's forward (batching.py)
@@ -145,7 +146,7 @@ class System:
             source=source,
         )
 
-    def decoder_for(self, batch_size: int = 1) -> TurnEngine:
+    def decoder_for(self, batch_size: int = 1) -> Decoder:
         """The engine of this system's turns: its own (the vllm engine's), `batch_size` turns at once
         over the model (memory_runtime.generation.batching; the same greedy results), or one at a time
         over a streaming backend (OneAtATime)."""

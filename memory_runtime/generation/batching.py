@@ -4,7 +4,7 @@ Decoding a turn of a small model is mostly overhead (a forward pass for one toke
 more for eight), and a large model on a GPU is idle at batch one. :class:`BatchDecoder` runs up to
 ``max_batch_size`` turns at once over one KV cache (rows packed into one on the CPU, stacked elsewhere):
 
-- every turn has its own :class:`~memory_runtime.generation.turn_decoder.TurnDecoder` (tokens, text, the
+- every turn has its own :class:`~memory_runtime.generation.turn_state.TurnState` (tokens, text, the
   field-copy constraint, sampling) and :class:`~memory_runtime.generation.controller.MemoryController`
   (its store, namespace, calls and limits), the same two pieces `OneAtATime` + `HFBackend` use one
   turn at a time;
@@ -26,7 +26,7 @@ more for eight), and a large model on a GPU is idle at batch one. :class:`BatchD
 Greedy decoding gives the same turns as one at a time (tested on the real embedded model).
 Models whose cache cannot be stacked (sliding-window attention) are run one turn at a time by
 :class:`OneAtATime`, the engine over any streaming backend (the server's tests drive it with
-scripted backends). Both are turn engines (memory_runtime.generation.engine): callers submit
+scripted backends). Both are decoders (memory_runtime.generation.decoder): callers submit
 independent turns (``run``) or sessions (``run_sessions``) the same way.
 """
 
@@ -43,11 +43,12 @@ import torch
 from memory_runtime.generation.backend import Backend
 from memory_runtime.generation.batch_cache import BatchCache, new_cache, supports
 from memory_runtime.generation.controller import MemoryController
-from memory_runtime.generation.engine import Outcome, TurnEngine, TurnRequest, TurnResult, drop
+from memory_runtime.generation.decoder import Decoder, Outcome, drop
 from memory_runtime.generation.hf_backend import HFBackend, input_device
 from memory_runtime.generation.packed_cache import PackedCache
-from memory_runtime.generation.queued_engine import QueuedEngine
-from memory_runtime.generation.turn_decoder import TurnDecoder, end_token_ids
+from memory_runtime.generation.queued_decoder import QueuedDecoder
+from memory_runtime.generation.turn import TurnRequest, TurnResult
+from memory_runtime.generation.turn_state import TurnState, end_token_ids
 from memory_runtime.generation.write_gate import WriteGate
 
 # the most tokens a feed packed beside the others' may have: the pass scores each fed token against every
@@ -61,7 +62,7 @@ class _Turn:
 
     key: int
     request: TurnRequest
-    decoder: TurnDecoder
+    decoder: TurnState
     cache: BatchCache
     controller: MemoryController = field(init=False)
     model_seconds: float = 0.0
@@ -92,7 +93,7 @@ class _Streamed:
         self.resumed = True
 
 
-class OneAtATime(TurnEngine):
+class OneAtATime(Decoder):
     """The engine over any streaming backend (backend.Backend): one whole turn per step, a backend from
     `backend_factory(request)` for each (the server's tests drive it with scripted backends)."""
 
@@ -155,7 +156,7 @@ class OneAtATime(TurnEngine):
         )
 
 
-class BatchDecoder(QueuedEngine):
+class BatchDecoder(QueuedDecoder):
     """Decodes many turns at once (see the module docstring). Not thread-safe: one thread steps it."""
 
     def __init__(
@@ -309,7 +310,7 @@ class BatchDecoder(QueuedEngine):
             generator.manual_seed(int(request.seed))
         names = request.store.config.relation_names  # None: relations are free (an empty table, open relations)
         relations = frozenset(names) if self.copy_fields and names is not None else None
-        decoder = TurnDecoder(
+        decoder = TurnState(
             self.tokenizer,
             self.end_token_ids,
             temperature=float(request.temperature),

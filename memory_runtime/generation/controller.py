@@ -1,5 +1,5 @@
 """The memory controller: executes the memory calls of one turn as the model generates them, and says
-what the decoding does next. Every engine (memory_runtime.generation.engine) runs one per turn.
+what the decoding does next. Every engine (memory_runtime.generation.decoder) runs one per turn.
 
 Generated text is fed to the protocol's StreamParser as it arrives. A complete MEM_WRITE is
 stored at once; when a MEM_READ query closes ("}:") generation pauses, the store is queried,
@@ -22,8 +22,8 @@ from __future__ import annotations
 import time
 from typing import Literal, Protocol
 
-from memory_runtime.generation.engine import CallRecord, Status, TurnRequest, TurnResult
 from memory_runtime.generation.field_copy import common_object, names_nobody
+from memory_runtime.generation.turn import CallRecord, Status, TurnRequest, TurnResult
 from memory_runtime.generation.write_gate import WriteGate
 from memory_runtime.memory.dates import resolve_relative_times
 from memory_runtime.memory.injection import REFUSED, InjectionGuard

@@ -109,7 +109,7 @@ def kept() -> dict[str, dict[str, Any]]:
 
 
 def _requests(n: int) -> list[Any]:
-    from memory_runtime.generation.engine import TurnRequest, turn_messages
+    from memory_runtime.generation.turn import TurnRequest, turn_messages
     from memory_runtime.memory.store import TripletStore
 
     store = TripletStore()

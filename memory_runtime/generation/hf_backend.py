@@ -6,7 +6,7 @@ memory read such as ``[MEM_READ{>>employed by>>B}:``, looks the query up, and ca
 pause on such a text condition and keep its cache, so this module runs its own decode
 loop over ``model(...)`` with a :class:`~transformers.DynamicCache`, and on resume keeps
 the cache for every token that is still valid. The turn itself (its tokens, its exact text,
-the choice of each next token) is a :class:`~memory_runtime.generation.turn_decoder.TurnDecoder`,
+the choice of each next token) is a :class:`~memory_runtime.generation.turn_state.TurnState`,
 which the batched engines decode with too.
 
 Invariant (``P`` = prompt tokens, ``A`` = assistant tokens): the KV cache holds the first
@@ -22,8 +22,8 @@ from typing import Any
 
 import torch
 
-from memory_runtime.generation.engine import check_sampling
-from memory_runtime.generation.turn_decoder import TurnDecoder, end_token_ids
+from memory_runtime.generation.turn import check_sampling
+from memory_runtime.generation.turn_state import TurnState, end_token_ids
 
 
 class HFBackend:
@@ -60,7 +60,7 @@ class HFBackend:
             generator.manual_seed(int(seed))
         self._device = input_device(model)
         self.end_token_ids: frozenset[int] = end_token_ids(model, tokenizer)
-        self.turn = TurnDecoder(
+        self.turn = TurnState(
             tokenizer,
             self.end_token_ids,
             temperature=float(temperature),

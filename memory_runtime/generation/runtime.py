@@ -4,13 +4,13 @@
 (serve, chat, eval, self-instruct; the benchmarks take its ``key=value`` overrides): which model,
 where and how it runs, a turn's limits and sampling, the memory's relation table and the write
 gate. :func:`open_runtime` opens it and returns a :class:`Runtime`, ready to run turns or sessions
-through :attr:`Runtime.decoder`, the turn engine (memory_runtime.generation.engine.TurnEngine):
+through :attr:`Runtime.decoder`, the decoder (memory_runtime.generation.decoder.Decoder):
 
     engine hf    the model in this process (transformers), many turns at once
                  (memory_runtime.generation.batching.BatchDecoder; one at a time where its cache cannot be
                  stacked); writes can be gated (memory_runtime.generation.write_gate); :meth:`Runtime.backend`
                  also streams plain text from it, one turn at a time (self-instruct's sentences)
-    engine vllm  vLLM's engine (memory_runtime.generation.vllm_backend.VLLMDecoder): continuous batching,
+    engine vllm  vLLM's engine (memory_runtime.generation.vllm_decoder.VLLMDecoder): continuous batching,
                  prefix caching, the adapter applied per request; on a GPU, or on the CPU with vLLM's CPU build
     engine onnx  the model exported once to ONNX Runtime GenAI (memory_runtime.generation.onnx_backend), int8
                  or float32 weights, on the CPU, one turn at a time, with the hf engine's decoding rules
@@ -32,7 +32,8 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from memory_runtime.generation.engine import TurnEngine, TurnRequest, turn_messages
+from memory_runtime.generation.decoder import Decoder
+from memory_runtime.generation.turn import TurnRequest, turn_messages
 from memory_runtime.generation.write_gate import WriteGate, WriteGateConfig
 from memory_runtime.memory.config import MemoryConfig
 from memory_runtime.memory.store import TripletStore
@@ -244,7 +245,7 @@ class Runtime:
     generation: Generation
     memory: MemoryConfig
     tokenizer: Any
-    decoder: TurnEngine  # the engine every turn runs through: BatchDecoder (hf) or VLLMDecoder (vllm)
+    decoder: Decoder  # the engine every turn runs through: BatchDecoder (hf) or VLLMDecoder (vllm)
     model: Any = None  # the transformers model (engine hf), the exported one (onnx); None on vllm
     device: str = "cpu"
     dtype: str = "float32"
@@ -349,7 +350,7 @@ def open_runtime(
     memory = generation.memory()
     prompt = trained_system_prompt(model)
     if generation.engine == "vllm":
-        from memory_runtime.generation.vllm_backend import load_vllm_decoder
+        from memory_runtime.generation.vllm_decoder import load_vllm_decoder
 
         decoder = load_vllm_decoder(
             model, max_batch_size=generation.batch_size(), copy_fields=generation.copy_fields, dtype=generation.dtype

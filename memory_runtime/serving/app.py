@@ -19,7 +19,7 @@ from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
 from memory_runtime.generation.backend import Backend
 from memory_runtime.generation.batching import OneAtATime
-from memory_runtime.generation.engine import TurnEngine
+from memory_runtime.generation.decoder import Decoder
 from memory_runtime.memory.store import TripletStore
 from memory_runtime.protocol import SYSTEM_PROMPT
 from memory_runtime.serving.config import ServeConfig
@@ -65,7 +65,7 @@ def create_app(
     api_keys: dict[str, str | Sequence[str]] | None = None,
     host: str = "127.0.0.1",
     system_prompt: str | None = SYSTEM_PROMPT,
-    decoder: TurnEngine | None = None,
+    decoder: Decoder | None = None,
     on_shutdown: Callable[[], None] | None = None,
 ) -> FastAPI:
     """The server over a store and a decoder of turns (memory_runtime.generation.batching.BatchDecoder; by

@@ -4,8 +4,8 @@ Lines are statements or questions for the model; lines starting with "/" are com
 (`/help`). The REPL reads from any text stream, so a test can drive it through stdin or a
 StringIO; on a terminal it uses readline, with the history kept in the memlm cache.
 Each user name is its own memory namespace and its own conversation. Every turn, and the model's
-turn on a /correct, runs through the turn engine that `generation.engine` opened, as serve and
-eval run theirs (memory_runtime.generation.engine): hf, batched, or vLLM.
+turn on a /correct, runs through the decoder that `generation.engine` opened, as serve and
+eval run theirs (memory_runtime.generation.decoder): hf, batched, or vLLM.
 """
 
 from __future__ import annotations
@@ -22,8 +22,9 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from memory_runtime.generation.engine import TurnEngine, TurnResult
+from memory_runtime.generation.decoder import Decoder
 from memory_runtime.generation.runtime import Generation, with_defaults
+from memory_runtime.generation.turn import TurnResult
 from memory_runtime.memory.conversation import turn_message
 from memory_runtime.memory.facts import local_time
 from memory_runtime.memory.store import TripletStore
@@ -48,7 +49,7 @@ Type a statement ("Dorothea Altemus works for Pfizer.") or a question ("Who work
 class _Model:
     """The engine and how the chat's turns run on it: `generation`'s limits and sampling, `system_prompt` first."""
 
-    engine: TurnEngine
+    engine: Decoder
     store: TripletStore
     generation: Generation
     system_prompt: str | None
@@ -90,7 +91,7 @@ class _Conversation:
 
 
 def run_chat(
-    engine: TurnEngine,
+    engine: Decoder,
     store: TripletStore,
     input_stream: TextIO,
     console: Console,
@@ -105,7 +106,7 @@ def run_chat(
 ) -> None:
     """Run the REPL until end of input or /quit.
 
-    `engine` runs every turn (a turn engine: memory_runtime.generation.engine), each with `generation`'s
+    `engine` runs every turn (a decoder: memory_runtime.generation.decoder), each with `generation`'s
     limits and sampling (default: its defaults) after `system_prompt`; the last `history_turns`
     exchanges (calls included, as in training) are sent with each turn. The default is none:
     the memory, not the history, is what lasts, and the models memlm trains see single turns.

@@ -42,7 +42,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
-from memory_runtime.generation.engine import Session, TurnRequest, TurnResult, turn_messages
+from memory_runtime.generation.decoder import Session
+from memory_runtime.generation.turn import TurnRequest, TurnResult, turn_messages
 from memory_runtime.jsonl import read_models
 from memory_runtime.memory.facts import Fact, WriteResult
 from memory_runtime.memory.store import TripletStore

@@ -7,7 +7,7 @@ import time
 from collections import deque
 from typing import Any
 
-from memory_runtime.generation.engine import TurnResult
+from memory_runtime.generation.turn import TurnResult
 from memory_runtime.stats import percentile
 
 

@@ -3,7 +3,7 @@
 Requests wait in one queue per owner (a namespace: one API key's user). Whenever the engine has a
 free place, the next owner in turn (round robin) gives its oldest request, so a key that sends
 fifty requests delays another key's one by at most one turn per other waiting key, not by fifty.
-One thread steps the engine (any memory_runtime.generation.engine.TurnEngine, through that interface
+One thread steps the engine (any memory_runtime.generation.decoder.Decoder, through that interface
 only) and hands results back to the event loop: a turn that failed alone fails its own request only.
 A turn's text is handed over as it grows, for streaming. Sessions of turns (a feedback correction)
 queue their turns like any other; jobs that need the model thread outside a turn run on it between
@@ -18,7 +18,8 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from memory_runtime.generation.engine import Session, TurnEngine, TurnRequest, TurnResult, check_engine
+from memory_runtime.generation.decoder import Decoder, Session, check_decoder
+from memory_runtime.generation.turn import TurnRequest, TurnResult
 
 
 class Overloaded(Exception):
@@ -33,8 +34,8 @@ class TurnScheduler:
     """Admits requests fairly into `engine` and steps it on its own thread. An engine that does not
     implement the interface is refused here, before the thread starts, with its name and what it lacks."""
 
-    def __init__(self, engine: TurnEngine, max_queue: int, max_per_owner: int | None = None) -> None:
-        self.engine = check_engine(engine, "the server's engine")
+    def __init__(self, engine: Decoder, max_queue: int, max_per_owner: int | None = None) -> None:
+        self.engine = check_decoder(engine, "the server's engine")
         self.max_queue = max_queue
         self.max_per_owner = max_per_owner  # turns one owner may have waiting or running at once
         self._in_flight: collections.Counter[str] = collections.Counter()  # owner -> turns waiting or running

@@ -9,7 +9,7 @@ from typing import Any, Literal
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from memory_runtime.generation.engine import SEED_RANGE, turn_messages, unencodable
+from memory_runtime.generation.turn import SEED_RANGE, turn_messages, unencodable
 from memory_runtime.memory.store import MAX_ROW_NUMBER
 
 DATE_YEARS = (1900, 2200)  # a turn's date: what a conversation can be dated, well inside what timestamps hold
@@ -113,7 +113,7 @@ def _text_of(message: ChatMessage, index: int) -> str:
 
 
 def turn_messages_of(messages: list[ChatMessage], system_prompt: str | None) -> list[dict[str, str]]:
-    """A request's messages as the turn's chat messages (memory_runtime.generation.engine.turn_messages):
+    """A request's messages as the turn's chat messages (memory_runtime.generation.turn.turn_messages):
     `system_prompt`, the earlier user/assistant turns, the user's text. The client's system messages
     are dropped: the model was trained with memlm's own system prompt."""
     roles = [m.role for m in messages]

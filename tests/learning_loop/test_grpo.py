@@ -8,7 +8,7 @@ import pytest
 from learning_loop.grpo import MemoryRollout, grpo_prompts, train_grpo
 from learning_loop.reward import TurnScore
 from learning_loop.sampling import Prompt, Run
-from memory_runtime.generation.engine import TurnResult
+from memory_runtime.generation.turn import TurnResult
 from memory_runtime.protocol import render_read
 from memory_runtime.yaml_config import ConfigError
 from tests.learning_loop.test_sampling import HARD, NEGATIVE, QUESTION, STATEMENT

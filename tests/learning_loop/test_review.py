@@ -14,7 +14,7 @@ from learning_loop.review import decide, export, summary
 from memlm.cli import app
 from memory_runtime.generation.backend import ScriptedBackend
 from memory_runtime.generation.batching import OneAtATime
-from memory_runtime.generation.engine import TurnRequest, turn_messages
+from memory_runtime.generation.turn import TurnRequest, turn_messages
 from memory_runtime.memory.store import TripletStore
 from memory_runtime.protocol import render_read, render_write
 from memory_runtime.records import LabelledTurn, PreferencePair, Record, Segment, prompt_segments, turn_segments

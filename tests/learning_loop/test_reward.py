@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from learning_loop.reward import score_turn
-from memory_runtime.generation.engine import CallRecord
+from memory_runtime.generation.turn import CallRecord
 from memory_runtime.memory.injection import REFUSED
 from memory_runtime.memory.store import TripletStore
 from memory_runtime.protocol import Triplet, render_write

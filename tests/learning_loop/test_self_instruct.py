@@ -1,4 +1,4 @@
-"""Self-instruct with a scripted model: drafting, augmentation filters, execution through a turn engine, kept
+"""Self-instruct with a scripted model: drafting, augmentation filters, execution through a decoder, kept
 records, a round."""
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
 
-from memory_runtime.generation.engine import TurnRequest, TurnResult
+from memory_runtime.generation.turn import TurnRequest, TurnResult
 from memory_runtime.protocol import streamed_reply
 from memory_runtime.serving.feedback import Exchange
 from memory_runtime.serving.keys import Caller

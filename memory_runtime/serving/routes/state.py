@@ -12,7 +12,7 @@ from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from memory_runtime.generation.backend import Backend
-from memory_runtime.generation.engine import TurnEngine
+from memory_runtime.generation.decoder import Decoder
 from memory_runtime.memory.store import TripletStore
 from memory_runtime.serving.config import Limits, ServeConfig
 from memory_runtime.serving.feedback import Exchange, Feedback
@@ -38,7 +38,7 @@ class ServerState:
     system_prompt: str | None  # the system message the model was trained with
     has_model: bool  # False for `memlm ui`: the memory routes only, chat answers 501
     backend_factory: BackendFactory | None  # corrections decode alone over it (hf engine only)
-    decoder: TurnEngine  # the engine the scheduler steps (BatchDecoder, OneAtATime, the vLLM decoder)
+    decoder: Decoder  # the engine the scheduler steps (BatchDecoder, OneAtATime, the vLLM decoder)
     scheduler: TurnScheduler  # the model thread: turns of every key, fairly
     metrics: Metrics
     feedback: Feedback

@@ -11,8 +11,8 @@ import torch
 
 from memory_runtime.generation import batching
 from memory_runtime.generation.batching import BatchDecoder, OneAtATime
-from memory_runtime.generation.engine import TurnRequest, TurnResult, turn_messages
 from memory_runtime.generation.hf_backend import HFBackend
+from memory_runtime.generation.turn import TurnRequest, TurnResult, turn_messages
 from memory_runtime.memory.store import TripletStore
 from memory_runtime.protocol import SYSTEM_PROMPT, render_read, render_results, render_write
 

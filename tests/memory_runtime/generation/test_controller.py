@@ -5,7 +5,7 @@ import pytest
 
 from memory_runtime.generation.backend import ScriptedBackend
 from memory_runtime.generation.batching import OneAtATime
-from memory_runtime.generation.engine import TurnRequest, TurnResult, turn_messages
+from memory_runtime.generation.turn import TurnRequest, TurnResult, turn_messages
 from memory_runtime.memory.store import TripletStore
 from memory_runtime.protocol import SYSTEM_PROMPT
 

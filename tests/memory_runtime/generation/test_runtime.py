@@ -66,9 +66,9 @@ def test_one_forward_per_step_reaches_the_batch_engines_of_a_runtime_and_of_eval
 def test_eval_opens_its_systems_on_the_vllm_engine(monkeypatch, smollm2_tokenizer, tiny_model_dir):
     from eval.config import EvalConfig
     from eval.run import load_systems
-    from memory_runtime.generation import vllm_backend
+    from memory_runtime.generation import vllm_decoder
     from memory_runtime.memory.store import TripletStore
-    from tests.memory_runtime.generation.test_vllm_backend import decoder
+    from tests.memory_runtime.generation.test_vllm_decoder import decoder
 
     opened = {}
 
@@ -76,7 +76,7 @@ def test_eval_opens_its_systems_on_the_vllm_engine(monkeypatch, smollm2_tokenize
         opened.update(settings, model=model)
         return decoder(smollm2_tokenizer)[1]
 
-    monkeypatch.setattr(vllm_backend, "load_vllm_decoder", fake_engine)
+    monkeypatch.setattr(vllm_decoder, "load_vllm_decoder", fake_engine)
     overrides = [f"generation.model={tiny_model_dir}", "generation.engine=vllm", "generation.device=cpu"]
     systems = load_systems(EvalConfig.load(None, [*overrides, "systems=[memlm, few_shot]"]))
     assert opened["model"] == str(tiny_model_dir) and opened["max_batch_size"] == 8  # null: 8 on the CPU
@@ -128,11 +128,11 @@ def test_commands_that_need_the_model_here_run_on_hf(monkeypatch):
 
 
 def test_open_runtime_on_auto_opens_vllm_where_installed(monkeypatch, smollm2_tokenizer, tiny_model_dir):
-    from memory_runtime.generation import runtime, vllm_backend
-    from tests.memory_runtime.generation.test_vllm_backend import decoder
+    from memory_runtime.generation import runtime, vllm_decoder
+    from tests.memory_runtime.generation.test_vllm_decoder import decoder
 
     monkeypatch.setattr(runtime, "vllm_installed", lambda: True)
-    monkeypatch.setattr(vllm_backend, "load_vllm_decoder", lambda model, **_: decoder(smollm2_tokenizer)[1])
+    monkeypatch.setattr(vllm_decoder, "load_vllm_decoder", lambda model, **_: decoder(smollm2_tokenizer)[1])
     opened = open_runtime(Generation(model=str(tiny_model_dir), device="cpu"))
     assert opened.engine == "vllm" and opened.model is None and opened.engine_reason == "auto: vLLM is installed here"
     assert "on vllm (auto: vLLM is installed here)" in opened.describe()

@@ -4,7 +4,7 @@ driven in a subprocess because its transformers pin differs from the suite's.
 The model is the embedded SmolLM2-135M base with a LoRA adapter overfit here on a few transcripts
 (a write, two reads in one turn, a write whose name it misspells, a write copied from call syntax
 in the message), so the calls come out of the engine's own greedy decoding. One engine load runs
-every scenario the fake engine's tests run (test_vllm_backend.py) and reports what happened as
+every scenario the fake engine's tests run (test_vllm_decoder.py) and reports what happened as
 JSON: writes stored, reads that stop at "}:" and resume from the token ids with the prefix cache
 hit, copy-constrained names, refusals, the adapter per request (the base model on the same engine)
 or merged into its base (the CPU default), cancellation, streaming, turns batched together, the
@@ -64,9 +64,9 @@ TRANSCRIPTS = {
 # runs in .venv-vllm: every scenario on one engine, the figures as JSON on the last line
 SCENARIOS = """
 import json, sys, threading
-from memory_runtime.generation.engine import TurnRequest, turn_messages
+from memory_runtime.generation.turn import TurnRequest, turn_messages
 from memory_runtime.memory.store import TripletStore
-from memory_runtime.generation.vllm_backend import VLLMDecoder, load_vllm_decoder
+from memory_runtime.generation.vllm_decoder import VLLMDecoder, load_vllm_decoder
 
 def main():
     adapter, db, injected, mode = sys.argv[1:5]

@@ -169,7 +169,7 @@ def test_the_verification_question_names_the_fact_without_call_syntax():
 
 def test_the_batch_decoder_gates_its_turns_like_the_controller(tiny_model, smollm2_tokenizer):
     from memory_runtime.generation.batching import BatchDecoder
-    from memory_runtime.generation.engine import TurnRequest, turn_messages
+    from memory_runtime.generation.turn import TurnRequest, turn_messages
 
     gate = WriteGate(WriteGateConfig(signal="call"), FixedScorer(0.1, 0.1))
     decoder = BatchDecoder(tiny_model, smollm2_tokenizer, write_gate=gate)

@@ -428,7 +428,7 @@ def test_gemma3_tokenizer_renders_gemma_turns(gemma3_tokenizer):
 def test_gemma3_decoding_stops_at_end_of_turn(gemma3_tokenizer):
     from transformers import GenerationConfig
 
-    from memory_runtime.generation.turn_decoder import end_token_ids
+    from memory_runtime.generation.turn_state import end_token_ids
 
     cache = resolve_base(GEMMA3_MODEL)  # converted by the tokenizer fixture
     model = type("Stub", (), {"generation_config": GenerationConfig.from_pretrained(cache)})()

@@ -42,7 +42,7 @@ def test_the_decode_kernel_and_the_prefill_path_multiply_the_same_weights(rows):
 
 def test_a_model_in_int8_decodes_through_the_engine_and_reads_half_the_bytes(tiny_model_dir, smollm2_tokenizer):
     from memory_runtime.generation.batching import BatchDecoder
-    from memory_runtime.generation.engine import TurnRequest, turn_messages
+    from memory_runtime.generation.turn import TurnRequest, turn_messages
     from memory_runtime.memory.store import TripletStore
 
     full, _ = load_model(tiny_model_dir, dtype="bfloat16")

@@ -10,7 +10,7 @@ import pytest
 
 from memory_runtime.generation.backend import ScriptedBackend
 from memory_runtime.generation.batching import OneAtATime
-from memory_runtime.generation.engine import TurnRequest, turn_messages
+from memory_runtime.generation.turn import TurnRequest, turn_messages
 from memory_runtime.memory.store import TripletStore
 from memory_runtime.protocol import render_read, render_write
 from memory_runtime.records import PreferencePair, Segment, model_turn, prompt_segments, turn_segments

@@ -1,5 +1,5 @@
 """The server's model thread: fair admission across owners, a bounded queue, clients that leave,
-a failing batch that does not stop the server, sessions and jobs between steps, and only turn engines."""
+a failing batch that does not stop the server, sessions and jobs between steps, and only decoders."""
 
 from __future__ import annotations
 
@@ -9,12 +9,13 @@ import threading
 
 import pytest
 
-from memory_runtime.generation.engine import TurnEngine, TurnRequest
+from memory_runtime.generation.decoder import Decoder
+from memory_runtime.generation.turn import TurnRequest
 from memory_runtime.memory.store import TripletStore
 from memory_runtime.serving.scheduler import Overloaded, TurnScheduler
 
 
-class Recorder(TurnEngine):
+class Recorder(Decoder):
     """An engine stand-in: `places` turns at once; a step finishes every turn, recording the order."""
 
     def __init__(self, places: int = 1, fail_on: str | None = None, gate: threading.Event | None = None) -> None:
@@ -167,7 +168,7 @@ def test_an_engine_without_the_interface_is_refused_at_start_up():
         def step(self):
             return []
 
-    with pytest.raises(ValueError, match=r"Partial is not a turn engine .*lacks .*submit, .*abort, abort_all"):
+    with pytest.raises(ValueError, match=r"Partial is not a decoder .*lacks .*submit, .*abort, abort_all"):
         TurnScheduler(Partial(), max_queue=10)
 
 

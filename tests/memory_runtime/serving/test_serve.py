@@ -821,7 +821,7 @@ def test_a_prompt_over_the_limit_is_refused_before_any_decoding(store, tiny_mode
 
 
 def test_a_prompt_over_the_limit_is_refused_on_the_vllm_engine_too(store, smollm2_tokenizer):
-    from tests.memory_runtime.generation.test_vllm_backend import decoder
+    from tests.memory_runtime.generation.test_vllm_decoder import decoder
 
     engine, vllm = decoder(smollm2_tokenizer)
     vllm.context = 2048  # the engine's max_model_len

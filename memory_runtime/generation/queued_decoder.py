@@ -6,11 +6,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from memory_runtime.generation.engine import TurnEngine, TurnRequest
-from memory_runtime.generation.turn_decoder import prompt_decoder
+from memory_runtime.generation.decoder import Decoder
+from memory_runtime.generation.turn import TurnRequest
+from memory_runtime.generation.turn_state import prompt_state
 
 
-class QueuedEngine(TurnEngine):
+class QueuedDecoder(Decoder):
     """An engine of this process whose turns wait in `waiting` and decode in `active`, prompted with
     `tokenizer`'s chat template (BatchDecoder, VLLMDecoder): how many turns it holds and a prompt's
     length, counted alike by both."""
@@ -25,4 +26,4 @@ class QueuedEngine(TurnEngine):
         return len(self.waiting) + len(self.active)
 
     def prompt_tokens(self, request: TurnRequest) -> int | None:
-        return len(prompt_decoder(self.tokenizer, self.end_token_ids, request.messages).prompt_ids)
+        return len(prompt_state(self.tokenizer, self.end_token_ids, request.messages).prompt_ids)

@@ -7,8 +7,8 @@ from __future__ import annotations
 import re
 from types import SimpleNamespace
 
-from memory_runtime.generation.engine import TurnRequest, turn_messages
-from memory_runtime.generation.vllm_backend import VLLMDecoder
+from memory_runtime.generation.turn import TurnRequest, turn_messages
+from memory_runtime.generation.vllm_decoder import VLLMDecoder
 from memory_runtime.memory.store import TripletStore
 from memory_runtime.protocol import render_read, render_results, render_write
 

@@ -10,7 +10,7 @@ engine serves the base and any adapter). Names in calls are held to copies of th
 and relations to the memory's table by a regular expression per request (field_copy.calls_regex,
 vLLM's structured outputs), the rule HFBackend applies token by token.
 
-:class:`VLLMDecoder` is a turn engine (memory_runtime.generation.engine), so serve, chat, eval and
+:class:`VLLMDecoder` is a decoder (memory_runtime.generation.decoder), so serve, chat, eval and
 sampling drive it as they drive the hf engines. vLLM's engine is anything with ``LLMEngine``'s
 methods ``add_request``, ``abort_request`` and ``step``: the tests use a fake.
 """
@@ -24,10 +24,11 @@ from pathlib import Path
 from typing import Any
 
 from memory_runtime.generation.controller import MemoryController
-from memory_runtime.generation.engine import Outcome, TurnRequest, TurnResult, drop
+from memory_runtime.generation.decoder import Outcome, drop
 from memory_runtime.generation.field_copy import calls_regex
-from memory_runtime.generation.queued_engine import QueuedEngine
-from memory_runtime.generation.turn_decoder import TurnDecoder, end_token_ids, prompt_decoder
+from memory_runtime.generation.queued_decoder import QueuedDecoder
+from memory_runtime.generation.turn import TurnRequest, TurnResult
+from memory_runtime.generation.turn_state import TurnState, end_token_ids, prompt_state
 from memory_runtime.protocol import READ_QUERY_CLOSE
 from memory_runtime.shipped import checkout_script
 
@@ -37,7 +38,7 @@ class _VTurn:
     """A turn through vLLM: one vLLM request at a time (a new one after each read)."""
 
     request: TurnRequest
-    decoder: TurnDecoder  # the turn's token ids and exact text (no model: vLLM chooses the tokens)
+    decoder: TurnState  # the turn's token ids and exact text (no model: vLLM chooses the tokens)
     owner: VLLMDecoder
     controller: MemoryController = field(init=False)
     engine_id: str = ""
@@ -98,7 +99,7 @@ def lora_request(adapter_dir: str | None) -> Any:
     return LoRARequest(f"memlm-{lora_id}", lora_id, path)
 
 
-class VLLMDecoder(QueuedEngine):
+class VLLMDecoder(QueuedDecoder):
     """Turns through a vLLM engine (see the module docstring)."""
 
     def __init__(
@@ -197,7 +198,7 @@ class VLLMDecoder(QueuedEngine):
     # ------------------------------------------------------------------ a turn
 
     def _admit(self, request: TurnRequest) -> None:
-        turn = _VTurn(request, prompt_decoder(self.tokenizer, self.end_token_ids, request.messages), self)
+        turn = _VTurn(request, prompt_state(self.tokenizer, self.end_token_ids, request.messages), self)
         turn.controller = MemoryController(request, turn)  # no write gate: the model is not in this process
         self._submit(turn)
 

@@ -1,4 +1,4 @@
-"""The turn engine interface: every engine implements it, anything else is refused where an engine is
+"""The decoder interface: every engine implements it, anything else is refused where an engine is
 accepted (naming what it lacks), and the drivers every engine shares."""
 
 from __future__ import annotations
@@ -7,7 +7,8 @@ import pytest
 
 from memory_runtime.generation.backend import ScriptedBackend
 from memory_runtime.generation.batching import BatchDecoder, OneAtATime
-from memory_runtime.generation.engine import INTERFACE, TurnEngine, TurnRequest, check_engine, turn_messages
+from memory_runtime.generation.decoder import INTERFACE, Decoder, check_decoder
+from memory_runtime.generation.turn import TurnRequest, turn_messages
 from memory_runtime.memory.store import TripletStore
 
 
@@ -22,10 +23,10 @@ def test_an_engine_that_lacks_the_interface_is_refused_naming_what_it_lacks():
             pass
 
     with pytest.raises(ValueError) as refused:
-        check_engine(Stepper(), "create_app(decoder=...)")
+        check_decoder(Stepper(), "create_app(decoder=...)")
     message = str(refused.value)
     assert message.startswith("create_app(decoder=...): ")
-    assert "tests.memory_runtime.generation.test_engine." in message and "Stepper is not a turn engine" in message
+    assert "tests.memory_runtime.generation.test_decoder." in message and "Stepper is not a decoder" in message
     lacks = [name for name in INTERFACE if name != "step"]
     assert message.endswith("it lacks " + ", ".join(lacks))
     assert {"submit", "abort", "abort_all", "prompt_tokens", "close"} <= set(lacks)
@@ -37,12 +38,12 @@ def test_an_object_with_every_member_must_still_be_a_turn_engine():
 
     for name in INTERFACE:
         setattr(LookAlike, name, None)
-    with pytest.raises(ValueError, match="LookAlike is not a turn engine.*does not derive from TurnEngine"):
-        check_engine(LookAlike())
+    with pytest.raises(ValueError, match="LookAlike is not a decoder.*does not derive from Decoder"):
+        check_decoder(LookAlike())
 
 
 def test_a_turn_engine_that_leaves_a_method_out_cannot_be_made():
-    class Half(TurnEngine):
+    class Half(Decoder):
         def submit(self, request):
             pass
 
@@ -54,15 +55,15 @@ def test_a_turn_engine_that_leaves_a_method_out_cannot_be_made():
 
 
 def test_every_engine_implements_the_interface(tiny_model, smollm2_tokenizer):
-    from memory_runtime.generation.vllm_backend import VLLMDecoder
-    from tests.memory_runtime.generation.test_vllm_backend import FakeEngine, script
+    from memory_runtime.generation.vllm_decoder import VLLMDecoder
+    from tests.memory_runtime.generation.test_vllm_decoder import FakeEngine, script
 
     engines = [
         OneAtATime(lambda request: ScriptedBackend(["ok"])),
         BatchDecoder(tiny_model, smollm2_tokenizer),
         VLLMDecoder(FakeEngine(smollm2_tokenizer, script), smollm2_tokenizer),
     ]
-    assert all(check_engine(engine) is engine for engine in engines)
+    assert all(check_decoder(engine) is engine for engine in engines)
 
 
 def test_one_at_a_time_drops_a_waiting_turn_and_runs_the_others():

@@ -1,7 +1,7 @@
 """One assistant turn being decoded, apart from the model that decodes it: its tokens, its exact text, the
 choice of each next token from the model's logits, the field-copy constraint, taking tokens back, resuming
 from rewritten text. HFBackend (hf_backend.py) runs it one turn at a time with its own KV cache,
-memory_runtime.generation.batching many at once through one padded cache, vLLM (vllm_backend.py) with its own
+memory_runtime.generation.batching many at once through one padded cache, vLLM (vllm_decoder.py) with its own
 sampler; so every engine decodes a turn the same way.
 
 The assistant text is exact even where the controller inserted text whose tokenization would not decode
@@ -37,7 +37,7 @@ class Step(NamedTuple):
     backtracked: bool  # a call-field token was taken back instead: the cache must drop it
 
 
-class TurnDecoder:
+class TurnState:
     """One assistant turn being decoded: prompt and generated token ids, the turn's exact text, and
     the choice of each next token (greedy or sampled; with ``copy_fields`` the subject and object of
     a memory call are held to word-aligned copies of the conversation, its relation to ``relations``;
@@ -306,10 +306,10 @@ class TurnDecoder:
         return True
 
 
-def prompt_decoder(tokenizer: Any, end_token_ids: frozenset[int], messages: list[dict[str, str]]) -> TurnDecoder:
+def prompt_state(tokenizer: Any, end_token_ids: frozenset[int], messages: list[dict[str, str]]) -> TurnState:
     """A turn started from `messages`: their prompt's token ids and text, no constraint on fields (an engine
     that chooses the tokens elsewhere, or counts a prompt)."""
-    decoder = TurnDecoder(tokenizer, end_token_ids, copy_fields=False)
+    decoder = TurnState(tokenizer, end_token_ids, copy_fields=False)
     decoder.start(messages)
     return decoder
 
