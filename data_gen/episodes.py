@@ -32,13 +32,13 @@ Every expected value is computed with the runtime's TripletStore.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from data_gen.config import READ_SHAPES, DataConfig
+from data_gen.data_config import READ_SHAPES, DataConfig
 from data_gen.examples import Builder
 from data_gen.memories import Group, Scene, query_of
 from data_gen.oracle import MemoryOracle, Session
@@ -79,12 +79,6 @@ class Episode(BaseModel):
 def load_episodes(path: str | Path) -> list[Episode]:
     """Read an episodes JSONL file; errors name the line."""
     return read_models(path, Episode, "an episode")
-
-
-def dump_episodes(episodes: Iterable[Episode], path: str | Path) -> None:
-    with open(path, "w", encoding="utf-8") as f:
-        for ep in episodes:
-            f.write(ep.model_dump_json() + "\n")
 
 
 class EpisodeBuilder:

@@ -32,8 +32,8 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 
-from data_gen.config import READ_SHAPES, RECORD_KINDS, DataConfig
 from data_gen.conversations import ConversationMaker
+from data_gen.data_config import READ_SHAPES, RECORD_KINDS, DataConfig
 from data_gen.memories import Group, Memory, MemorySampler, Query, Rel, Scene, query_of
 from data_gen.oracle import MemoryOracle
 from data_gen.passage_bank import PassageBank

@@ -1,7 +1,7 @@
 """A data recipe put on a schema it was not written for: `memlm generate --schema FILE` with a shipped config
 (person–organisation recipes) fits it to the schema (`load_fitted`), saying in one line what it left out.
 
-Above data_gen.config (the strict config: a config file that names its own schema is checked, never fitted)
+Above data_gen.data_config (the strict config: a config file that names its own schema is checked, never fitted)
 and data_gen.real (whose corpora's relations decide whether real text applies).
 """
 
@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from data_gen.config import SPLITS, DataConfig, PassagesConfig, RealConfig, paths_relative_to
+from data_gen.data_config import SPLITS, DataConfig, PassagesConfig, RealConfig, paths_relative_to
 from data_gen.schema import Schema
 from memory_runtime.shipped import shipped
 from memory_runtime.yaml_config import apply_overrides, blamed_on

@@ -29,13 +29,14 @@ from pathlib import Path
 
 import yaml
 
-from data_gen.config import READ_SHAPES, RECORD_KINDS, SPLITS, TINY_CONFIG, DataConfig, functional_of, memory_table
-from data_gen.episodes import Episode, build_episodes, dump_episodes
+from data_gen.data_config import READ_SHAPES, RECORD_KINDS, SPLITS, TINY_CONFIG, DataConfig, functional_of, memory_table
+from data_gen.episodes import Episode, build_episodes
 from data_gen.examples import build_records, kind_of
 from data_gen.oracle import MemoryOracle
 from data_gen.real_records import RealPassages
 from data_gen.world import World, build_world
-from memory_runtime.memory.config import RELATION_TABLE_FILE
+from memory_runtime.jsonl import write_jsonl
+from memory_runtime.memory.memory_config import RELATION_TABLE_FILE
 from memory_runtime.records import Record
 
 
@@ -314,9 +315,8 @@ def write_outputs(
     jsonl = out_dir / "jsonl"
     jsonl.mkdir(exist_ok=True)
     for split, records in splits.items():
-        with open(jsonl / f"{split}.jsonl", "w", encoding="utf-8") as f:
-            f.writelines(r.model_dump_json() + "\n" for r in records)
-    dump_episodes(episodes, jsonl / "episodes.jsonl")
+        write_jsonl(jsonl / f"{split}.jsonl", records)
+    write_jsonl(jsonl / "episodes.jsonl", episodes)
     was_enabled = datasets.is_progress_bar_enabled()
     datasets.disable_progress_bars()
     try:

@@ -15,7 +15,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from data_gen.config import DataConfig
+from data_gen.data_config import DataConfig
 from data_gen.oracle import MemoryOracle, Session
 from data_gen.schema import Relation
 from data_gen.world import Pool

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import functools
 
-from memory_runtime.memory.config import MemoryConfig
 from memory_runtime.memory.fuzzy import jaccard, shingles
+from memory_runtime.memory.memory_config import MemoryConfig
 from memory_runtime.memory.store import TripletStore
 from memory_runtime.memory.terms import normalize_term
 from memory_runtime.protocol import Triplet

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import random
 
-from data_gen.config import RepliesConfig
+from data_gen.data_config import RepliesConfig
 from data_gen.memories import Query, Rel
 from data_gen.schema import Schema
 from data_gen.text import fill, oxford

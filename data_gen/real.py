@@ -38,7 +38,7 @@ import re
 from collections import Counter
 from pathlib import Path
 
-from data_gen.config import RepliesConfig
+from data_gen.data_config import RepliesConfig
 from data_gen.real_corpora import (
     RealDataMissing,
     detokenize,

@@ -227,7 +227,7 @@ class RedocredSchema:
     @cached_property
     def canonical_names(self) -> dict[str, str]:
         """The schema's relation table: every normalised name and alias -> its canonical relation."""
-        from memory_runtime.memory.config import MemoryConfig
+        from memory_runtime.memory.memory_config import MemoryConfig
 
         return MemoryConfig.model_validate({"relations": self.schema.table()}).canonical_names
 

@@ -27,7 +27,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from data_gen.config import DataConfig, RealSource
+from data_gen.data_config import DataConfig, RealSource
 from memory_runtime.records import Record
 
 REAL_TRAIN_SPLIT = "train"

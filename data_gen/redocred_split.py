@@ -46,6 +46,7 @@ from data_gen.real import REDOCRED_FILE, default_real_dir, names_occur
 from data_gen.real_corpora import detokenize, docred_entity_types, docred_labels, read_jsonl_rows, read_rows
 from data_gen.real_mapping import DOCRED_IGNORED, PERSON_ORG, REDOCRED_SCHEMAS, RedocredSchema, redocred_schema
 from data_gen.real_records import normalise_text
+from memory_runtime.jsonl import write_jsonl
 from memory_runtime.shipped import shipped
 
 REPO = Path(__file__).resolve().parents[1]  # a checkout: this script rewrites the shipped files from its source
@@ -158,10 +159,6 @@ def stats(rows: list[dict]) -> dict[str, int]:
     }
 
 
-def write_rows(rows: list[dict], path: Path) -> None:
-    path.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows), encoding="utf-8")
-
-
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("source", nargs="?", default=str(DEFAULT_SOURCE), help="Re-DocRED's dev_revised.json")
@@ -180,8 +177,8 @@ def main(argv: list[str] | None = None) -> None:
     dev_file = Path(args.dev) if args.dev else default_real_dir() / mapping.dev_file
     train_file = Path(args.train) if args.train else shipped("data", "real_train", mapping.train_file)
     dev, train = split_documents(args.source, stays_dev(mapping, dev_file), mapping)
-    write_rows(dev, dev_file)
-    write_rows(train, train_file)
+    write_jsonl(dev_file, dev)
+    write_jsonl(train_file, train)
     print(json.dumps({"dev": stats(dev), "train": stats(train)}))
 
 

@@ -1,6 +1,6 @@
 """The schema of a dataset: its entity types and relations, as data (configs/schema/*.yaml).
 
-A schema says what the generated worlds are about; the data config (data_gen/config.py) says how many
+A schema says what the generated worlds are about; the data config (data_gen/data_config.py) says how many
 records of which kind to make from it. The shipped one, configs/schema/person-organisation.yaml, is the
 person–organisation world memlm generated before schemas existed, and makes the same records for a seed.
 
@@ -414,7 +414,7 @@ class Schema(Strict):
         return {r.name: r.functional for r in self.relations}
 
     def table(self) -> list[dict[str, Any]]:
-        """The memory's relation table entries of this schema (memory_runtime.memory.config.RelationSpec):
+        """The memory's relation table entries of this schema (memory_runtime.memory.memory_config.RelationSpec):
         the relations with in_table, in schema order. memory_runtime/memory/relations.yaml is this for the
         shipped person–organisation schema (tests/data_gen/test_schema.py holds them equal)."""
         out = []

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from faker import Faker
 
-from data_gen.config import SPLITS, DataConfig, TypeNames
+from data_gen.data_config import SPLITS, DataConfig, TypeNames
 from data_gen.schema import RESERVED, NameSource
 from memory_runtime.memory.terms import normalize_term
 

@@ -1,6 +1,6 @@
 """eval: every measurement of one model, and its baselines, in one run (`memlm eval`).
 
-    config.py     EvalConfig: what one run measures (configs/eval/default.yaml)
+    eval_config.py EvalConfig: what one run measures (configs/eval/default.yaml)
     parts.py      Part: one measurement, and how run and report find each by its name (MODULES below)
     records.py, typos.py, episodes.py, real_probe.py, injection.py, locomo_qa.py: the parts, one module each
     locomo.py     LoCoMo's conversations read, and answers scored as LoCoMo scores them

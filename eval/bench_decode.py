@@ -21,7 +21,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from eval.config import EvalConfig
+from eval.eval_config import EvalConfig
 from eval.records import evaluate_records, load_records, summarise_records
 from eval.systems import System
 from memory_runtime.generation.runtime import Engine, Generation, open_runtime, resolved_weights

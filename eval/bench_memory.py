@@ -20,10 +20,10 @@ from pathlib import Path
 
 import numpy as np
 
-from memory_runtime.memory.config import MemoryConfig
 from memory_runtime.memory.database import redacted
 from memory_runtime.memory.databases import is_postgres
 from memory_runtime.memory.fuzzy import jaccard, shingles, signatures
+from memory_runtime.memory.memory_config import MemoryConfig
 from memory_runtime.memory.store import TripletStore
 from memory_runtime.memory.terms import normalize_term
 from memory_runtime.protocol import Triplet

@@ -27,12 +27,12 @@ from eval.metrics import answer_correct, frac, names_in, triplet_prf
 from eval.parts import Part
 from eval.render import pyplot
 from eval.systems import Session, System, run_sessions
-from memory_runtime.memory.config import MemoryConfig
+from memory_runtime.memory.memory_config import MemoryConfig
 from memory_runtime.memory.store import TripletStore
 from memory_runtime.stats import percentile
 
 if TYPE_CHECKING:
-    from eval.config import EvalConfig
+    from eval.eval_config import EvalConfig
 
 
 def episode_session(system: System, episode: Episode, memory_config: MemoryConfig | None = None) -> Session:

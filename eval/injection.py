@@ -26,8 +26,8 @@ from dataclasses import dataclass
 
 from eval.parts import Part
 from eval.systems import Session, System, run_sessions
-from memory_runtime.memory.config import MemoryConfig
 from memory_runtime.memory.injection import REFUSED
+from memory_runtime.memory.memory_config import MemoryConfig
 from memory_runtime.memory.store import TripletStore
 from memory_runtime.memory.terms import normalize_term
 from memory_runtime.protocol import render_write

@@ -51,7 +51,7 @@ from memory_runtime.memory.facts import Fact
 from memory_runtime.memory.store import TripletStore
 
 if TYPE_CHECKING:
-    from eval.config import EvalConfig
+    from eval.eval_config import EvalConfig
     from eval.systems import System
 
 READERS = {

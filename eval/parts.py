@@ -24,9 +24,9 @@ from typing import TYPE_CHECKING, Any
 from eval import MODULES
 
 if TYPE_CHECKING:
-    from eval.config import EvalConfig
+    from eval.eval_config import EvalConfig
     from eval.systems import System
-    from memory_runtime.memory.config import MemoryConfig
+    from memory_runtime.memory.memory_config import MemoryConfig
 
 
 @dataclass(frozen=True)

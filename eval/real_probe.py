@@ -47,13 +47,13 @@ from eval.parts import Part
 from eval.render import markdown_table, num, pct
 from eval.systems import Session, System, run_sessions
 from memory_runtime.generation.write_gate import HELD_BACK
-from memory_runtime.memory.config import MemoryConfig
+from memory_runtime.memory.memory_config import MemoryConfig
 from memory_runtime.memory.store import TripletStore
 from memory_runtime.memory.terms import normalize_term
 from memory_runtime.records import Record
 
 if TYPE_CHECKING:
-    from eval.config import EvalConfig
+    from eval.eval_config import EvalConfig
 
 logger = logging.getLogger(__name__)
 

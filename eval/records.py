@@ -36,13 +36,13 @@ from eval.parts import Part
 from eval.render import COLOURS, label_bars, markdown_table, pct, pyplot
 from eval.systems import Session, System, run_sessions, verbalise
 from memory_runtime.jsonl import read_models
-from memory_runtime.memory.config import MemoryConfig
+from memory_runtime.memory.memory_config import MemoryConfig
 from memory_runtime.memory.store import TripletStore
 from memory_runtime.protocol import Call, parse_calls, strip_calls
 from memory_runtime.records import Record, turns
 
 if TYPE_CHECKING:
-    from eval.config import EvalConfig
+    from eval.eval_config import EvalConfig
 
 
 def gold_calls(assistant_text: str) -> list[Call]:
@@ -76,9 +76,7 @@ def record_session(
     Each row names the relations of its gold calls and, given `relation_types` (relation -> its subject
     and object types, from the data's schema), the entity types they join: eval reports both."""
     record_turns = turns(record)
-    store = TripletStore(":memory:", memory_config)
-    if record.memory:
-        store.write_many(record.memory, at=1.0)
+    store = TripletStore.scratch(memory_config, record.memory)
     candidates = {t[0] for t in record.memory} | {t[2] for t in record.memory} | set(record.gold_names)
     candidates |= {t[0] for t in record.gold_triplets} | {t[2] for t in record.gold_triplets}
     history: list[dict] = []

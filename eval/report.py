@@ -20,6 +20,7 @@ from eval import FULL_PARTS, SYSTEMS, parts
 from eval.metrics import interval
 from eval.real_probe import passages_text
 from eval.render import markdown_table, num, pct, pyplot, span
+from memory_runtime.jsonl import jsonl_line
 
 
 def summarise(raw: dict) -> dict:
@@ -381,7 +382,7 @@ def write_report(summary: dict, raw: dict, meta: dict, out_dir: str | Path) -> d
     _replace(
         files["cases"],
         "".join(
-            json.dumps({"system": system, "part": part, **row}, ensure_ascii=False) + "\n"
+            jsonl_line({"system": system, "part": part, **row})
             for system, rows_of in raw.items()
             for part, rows in rows_of.items()
             if isinstance(rows, list)

@@ -23,13 +23,13 @@ from pathlib import Path
 from typing import Any
 
 from eval import parts
-from eval.config import EVAL_CONFIG_FILENAME, EvalConfig
+from eval.eval_config import EVAL_CONFIG_FILENAME, EvalConfig
 from eval.report import summarise, write_report
-from eval.systems import System
+from eval.systems import System, greedy
 from memory_runtime.generation.runtime import open_runtime
 from memory_runtime.generation.write_gate import WriteGateConfig
 from memory_runtime.jsonl import read_dicts
-from memory_runtime.memory.config import MemoryConfig
+from memory_runtime.memory.memory_config import MemoryConfig
 from memory_runtime.models.trained_run import trained_on
 
 Progress = Callable[[str, int], Callable[[], None]]
@@ -89,16 +89,9 @@ def load_systems(config: EvalConfig) -> dict[str, System]:
             )
             base, base_tok = opened.model, opened.tokenizer
         for name in baselines:
-            systems[name] = System(
-                name,
-                base,
-                base_tok,
-                config.baseline_max_new_tokens,
-                generation.max_calls,
-                copy_fields=generation.copy_fields,
-                decoder=base_decoder,
-                one_forward_per_step=generation.one_forward_per_step,
-            )
+            # the run's section, greedy, with the baselines' shorter turns (calls and decoding as memlm's)
+            limits = greedy(generation).model_copy(update={"max_new_tokens": config.baseline_max_new_tokens})
+            systems[name] = System(name, base, base_tok, limits, decoder=base_decoder)
         if reads_with_base and base is not None:
             systems["memlm"].reader = (base, base_tok)
     return systems

@@ -13,14 +13,16 @@ gets an empty store, and any call it emits finds nothing.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from eval.eval_config import EVAL_GENERATION
 from memory_runtime.generation.backend import Backend
 from memory_runtime.generation.batching import BatchDecoder, OneAtATime
 from memory_runtime.generation.decoder import Decoder, Session
 from memory_runtime.generation.hf_backend import HFBackend
+from memory_runtime.generation.runtime import Generation
 from memory_runtime.generation.turn import TurnRequest, TurnResult, turn_messages
 from memory_runtime.generation.write_gate import WriteGate
 from memory_runtime.memory.store import TripletStore
@@ -72,6 +74,11 @@ def verbalise(facts: Sequence[Sequence[str]]) -> str:
     return " ".join(f"{s} {r} {o}." for s, r, o in facts)
 
 
+def greedy(generation: Generation) -> Generation:
+    """`generation` decoding greedily, whatever it samples: eval's systems (config seed: case sampling only)."""
+    return generation.model_copy(update={"temperature": 0.0, "top_p": 1.0})
+
+
 @dataclass
 class System:
     """One compared system: a model plus how it is prompted and whether it has a memory."""
@@ -79,35 +86,28 @@ class System:
     name: str
     model: Any
     tokenizer: Any
-    max_new_tokens: int = 128
-    max_calls: int = 8
+    # its turns' limits and sampling, and how they decode (copy_fields, one_forward_per_step): the run's section
+    generation: Generation = field(default_factory=lambda: Generation(**EVAL_GENERATION))
     backend_factory: Callable[[], Backend] | None = None  # default: HFBackend(model, tokenizer)
-    copy_fields: bool = True  # names in calls copied from the conversation, relations from the table (field_copy)
     system_prompt: str | None = SYSTEM_PROMPT  # memlm's: the one its model was trained with
     write_gate: WriteGate | None = None  # scores the writes it generates, may hold some back
-    decoder: Decoder | None = None  # the engine of all its turns (the vllm engine's); default: the model's
-    temperature: float = 0.0  # eval decodes greedily; self-instruct's probe samples as its config says
-    top_p: float = 1.0
-    one_forward_per_step: bool | None = None  # batches: prompts and read results in the step's forward (batching.py)
+    decoder: Decoder | None = None  # the decoder of all its turns (the vllm engine's); default: the model's
     # (model, tokenizer) answering where structures are compared (part locomo): the base, beside the model under test
     reader: tuple[Any, Any] | None = None
 
     @classmethod
     def under_test(cls, runtime: Any) -> System:
         """The model under test ("memlm") as `runtime` (memory_runtime.generation.runtime.open_runtime) opened it:
-        its generation settings, trained prompt and write gate; on vllm and onnx every turn through its decoder."""
-        generation = runtime.generation
+        its generation section, greedy (eval measures the model's best turn), its trained prompt and write gate;
+        on vllm and onnx every turn through its decoder."""
         return cls(
             "memlm",
             runtime.model,
             runtime.tokenizer,
-            generation.max_new_tokens,
-            generation.max_calls,
-            copy_fields=generation.copy_fields,
+            greedy(runtime.generation),
             system_prompt=runtime.system_prompt,
             write_gate=runtime.write_gate,
             decoder=runtime.decoder if runtime.engine != "hf" else None,
-            one_forward_per_step=generation.one_forward_per_step,
         )
 
     @property
@@ -134,32 +134,18 @@ class System:
             prompt: str | None = ZERO_SHOT_PROMPT
         else:
             prompt = FEW_SHOT_PROMPT if self.name == "few_shot" else self.system_prompt
-        return TurnRequest(
-            turn_messages(user, history, prompt),
-            store,
-            namespace=namespace,
-            max_new_tokens=self.max_new_tokens,
-            max_calls=self.max_calls,
-            temperature=self.temperature,
-            top_p=self.top_p,
-            said_at=said_at,
-            source=source,
-        )
+        messages = turn_messages(user, history, prompt)
+        return self.generation.request(messages, store, namespace=namespace, said_at=said_at, source=source)
 
     def decoder_for(self, batch_size: int = 1) -> Decoder:
-        """The engine of this system's turns: its own (the vllm engine's), `batch_size` turns at once
+        """The decoder of this system's turns: its own (the vllm engine's), `batch_size` turns at once
         over the model (memory_runtime.generation.batching; the same greedy results), or one at a time
         over a streaming backend (OneAtATime)."""
         if self.decoder is not None:
             return self.decoder
         if batch_size > 1 and self.backend_factory is None:
-            return BatchDecoder(
-                self.model,
-                self.tokenizer,
-                max_batch_size=batch_size,
-                copy_fields=self.copy_fields,
-                write_gate=self.write_gate,
-                one_forward_per_step=self.one_forward_per_step,
+            return BatchDecoder.of(
+                self.generation, self.model, self.tokenizer, batch_size=batch_size, write_gate=self.write_gate
             )
         return OneAtATime(self._backend, self.write_gate)
 
@@ -168,7 +154,7 @@ class System:
         temperature, top_p and seed) and its memory's relations and common objects."""
         if self.backend_factory is not None:
             return self.backend_factory()
-        return HFBackend.for_request(self.model, self.tokenizer, request, self.copy_fields)
+        return HFBackend.for_request(self.model, self.tokenizer, request, self.generation.copy_fields)
 
     def run(self, request: TurnRequest) -> TurnResult:
         """One request, alone."""

@@ -13,7 +13,7 @@ from eval.metrics import frac
 from eval.parts import Part
 from eval.records import gold_calls, record_session
 from eval.systems import Session, System, run_sessions
-from memory_runtime.memory.config import MemoryConfig
+from memory_runtime.memory.memory_config import MemoryConfig
 from memory_runtime.records import Record, turns
 
 _LETTERS = "abcdefghijklmnopqrstuvwxyz"

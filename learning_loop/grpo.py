@@ -30,9 +30,8 @@ from trl import GRPOConfig, GRPOTrainer
 
 from learning_loop.sampling import Prompt, Run, load_prompts, run_cases
 from memory_runtime.generation.runtime import Generation
-from memory_runtime.memory.config import MemoryConfig
+from memory_runtime.memory.memory_config import MemoryConfig
 from memory_runtime.yaml_config import ConfigError
-from training.config import TrainConfig
 from training.run import (
     LogFn,
     SavesPolicyOnly,
@@ -43,6 +42,7 @@ from training.run import (
     start_run,
     training_arguments,
 )
+from training.train_config import TrainConfig
 
 REWARD_NAME = "memory"
 
@@ -74,12 +74,7 @@ class MemoryRollout:
                 raise KeyError(f"grpo rollout: a prompt that was not loaded: {text[:80]!r}")
             index = seen[text] = seen.get(text, -1) + 1
             cases.append((self.prompts[text], index))
-        decoder = BatchDecoder(
-            model,
-            self.tokenizer,
-            max_batch_size=self.generation.batch_size(),
-            one_forward_per_step=self.generation.one_forward_per_step,
-        )
+        decoder = BatchDecoder.of(self.generation, model, self.tokenizer)
         try:
             runs = run_cases(
                 cases, decoder, self.generation, self.seed + 1_000_003 * self.rounds, self.memory, self.system_prompt

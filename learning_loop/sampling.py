@@ -40,8 +40,9 @@ from pydantic import Field, model_validator
 from learning_loop.reward import TurnKind, TurnScore, score_turn
 from memory_runtime.generation.decoder import Decoder, Session
 from memory_runtime.generation.runtime import Generation, with_defaults
-from memory_runtime.generation.turn import TurnRequest, TurnResult, turn_messages
-from memory_runtime.memory.config import MemoryConfig
+from memory_runtime.generation.turn import TurnResult, turn_messages
+from memory_runtime.jsonl import write_jsonl
+from memory_runtime.memory.memory_config import MemoryConfig
 from memory_runtime.memory.store import TripletStore
 from memory_runtime.protocol import SYSTEM_PROMPT
 from memory_runtime.records import LabelledTurn, PreferencePair, Record, turn_segments
@@ -130,7 +131,7 @@ def turn_kind(record: Record) -> TurnKind | None:
 def load_prompts(config: SampleConfig, dev: list[str] | None = None) -> tuple[list[Prompt], dict]:
     """The prompts and where they came from ({source: {"prompts", "left_out_dev"}}); real passages that
     overlap dev text are left out (`dev`: normalised dev passages, default data/real/'s)."""
-    from data_gen.config import DataConfig
+    from data_gen.data_config import DataConfig
     from data_gen.real import load_corpus
     from data_gen.real_records import dev_texts, named_facts_only, overlaps
     from memory_runtime.jsonl import read_models
@@ -227,18 +228,9 @@ def run_cases(
     `memlm sample` and GRPO's rollouts run (learning_loop/grpo.py)."""
 
     def session(prompt: Prompt, index: int) -> Session:
-        store = TripletStore(":memory:", memory)
-        if prompt.record.memory:
-            store.write_many(prompt.record.memory, at=1.0)
-        result = yield TurnRequest(
-            turn_messages(prompt.user_text, (), system_prompt),
-            store,
-            max_new_tokens=generation.max_new_tokens,
-            max_calls=generation.max_calls,
-            temperature=generation.temperature,
-            top_p=generation.top_p,
-            seed=sample_seed(seed, prompt.record.id, index),
-        )
+        store = TripletStore.scratch(memory, prompt.record.memory)
+        messages = turn_messages(prompt.user_text, (), system_prompt)
+        result = yield generation.request(messages, store, seed=sample_seed(seed, prompt.record.id, index))
         score = score_turn(
             prompt.kind,
             result.calls,
@@ -365,22 +357,14 @@ def sample_preferences(
     pairs, turns = preferences(runs, config)
     out.mkdir(parents=True, exist_ok=True)
     config.save(out / CONFIG_FILENAME)
-    _write(out / "pairs.jsonl", pairs)
-    _write(out / "turns.jsonl", turns)
-    with open(out / "samples.jsonl", "w", encoding="utf-8") as fh:
-        for run in runs:
-            fh.write(json.dumps(_sample_row(run), ensure_ascii=False) + "\n")
+    write_jsonl(out / "pairs.jsonl", pairs)
+    write_jsonl(out / "turns.jsonl", turns)
+    write_jsonl(out / "samples.jsonl", (_sample_row(run) for run in runs))
     summary = summarise(runs, pairs, turns, sources, config, seconds)
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     (out / "README.md").write_text(card(summary, config))
     log(f"{len(runs)} runs in {seconds / 60:.1f} min: {len(pairs)} pairs, {len(turns)} labelled turns -> {out}")
     return summary
-
-
-def _write(path: Path, items: Sequence[Any]) -> None:
-    with open(path, "w", encoding="utf-8") as fh:
-        for item in items:
-            fh.write(item.model_dump_json() + "\n")
 
 
 def _sample_row(run: Run) -> dict:

@@ -37,10 +37,11 @@ from typing import Any
 from pydantic import Field, model_validator
 
 from learning_loop.self_instruct_execute import run_tasks, score_real, score_tasks
-from learning_loop.self_instruct_tasks import augment, draft_tasks, load_tasks, write_jsonl
+from learning_loop.self_instruct_tasks import augment, draft_tasks, load_tasks
 from memory_runtime.generation.backend import Backend
 from memory_runtime.generation.decoder import Decoder
 from memory_runtime.generation.runtime import Generation, Runtime, with_defaults
+from memory_runtime.jsonl import write_jsonl
 from memory_runtime.records import Record
 from memory_runtime.shipped import resolve_path
 from memory_runtime.yaml_config import Strict
@@ -153,19 +154,13 @@ def run_rounds(
         t0 = time.perf_counter()
         rdir = out / f"round-{r}"
         engine = engine_for(model)
-        run = {
-            "max_new_tokens": config.generation.max_new_tokens,
-            "max_calls": config.generation.max_calls,
-            "system_prompt": trained_system_prompt(model),
-            "temperature": config.generation.temperature,
-            "top_p": config.generation.top_p,
-        }
+        run = {"system_prompt": trained_system_prompt(model)}
         row: dict = {"round": r, "model": model}
         if tests and r == 1:
-            row["test_before"] = score_tasks(tests, engine, memory, **run)
+            row["test_before"] = score_tasks(tests, engine, config.generation, memory, **run)
             log(f"round {r}: held-out test before: {row['test_before']}")
         if real and r == 1:
-            row["real_before"] = score_real(real, engine, memory, **run)
+            row["real_before"] = score_real(real, engine, config.generation, memory, **run)
             log(f"round {r}: real-text probe before: {row['real_before']}")
         drafts = draft_tasks(config.world, config.tasks_per_round, seed=config.seed + r)
         tasks, aug_log = augment(
@@ -177,9 +172,9 @@ def run_rounds(
             rng=random.Random(config.seed * 1000 + r),
         )
         write_jsonl(rdir / "tasks.jsonl", tasks)
-        _dump(rdir / "augment.jsonl", aug_log)
-        kept, run_log = run_tasks(tasks, engine, memory, **run)
-        _dump(rdir / "executions.jsonl", run_log)
+        write_jsonl(rdir / "augment.jsonl", aug_log)
+        kept, run_log = run_tasks(tasks, engine, config.generation, memory, **run)
+        write_jsonl(rdir / "executions.jsonl", run_log)
         write_jsonl(rdir / "kept.jsonl", kept)
         if kept:
             kept_files.append(str(rdir / "kept.jsonl"))
@@ -202,15 +197,14 @@ def run_rounds(
             engine = engine_for(model)
             run["system_prompt"] = trained_system_prompt(model)
         if tests:
-            row["test_after"] = score_tasks(tests, engine, memory, **run)
+            row["test_after"] = score_tasks(tests, engine, config.generation, memory, **run)
             log(f"round {r}: held-out test after: {row['test_after']}")
         if real:
-            row["real_after"] = score_real(real, engine, memory, **run)
+            row["real_after"] = score_real(real, engine, config.generation, memory, **run)
             log(f"round {r}: real-text probe after: {row['real_after']}")
         row["adapter"], row["seconds"] = model, round(time.perf_counter() - t0, 1)
         rows.append(row)
-        with open(out / "rounds.jsonl", "a", encoding="utf-8") as fh:
-            fh.write(json.dumps(row) + "\n")
+        write_jsonl(out / "rounds.jsonl", [row], append=True)
     return rows
 
 
@@ -227,11 +221,6 @@ def spread(items: list, limit: int | None) -> list:
     if limit is None or limit >= len(items):
         return list(items)
     return [items[(2 * i + 1) * len(items) // (2 * limit)] for i in range(limit)]
-
-
-def _dump(path: Path, rows: list[dict]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
 
 
 class _Opened:
@@ -265,8 +254,8 @@ def _train_config(
 ):
     """The round's training config: templates (generated once into out/templates) + kept trajectories;
     with `init_from` (an adapter dir) it continues that adapter on its own base."""
-    from data_gen.config import DataConfig
-    from training.config import TrainConfig
+    from data_gen.data_config import DataConfig
+    from training.train_config import TrainConfig
 
     templates = out / "templates"
     if not (templates / "dataset_dict.json").exists():

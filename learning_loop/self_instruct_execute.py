@@ -10,8 +10,9 @@ from collections.abc import Sequence
 from learning_loop.reward import score_turn
 from learning_loop.self_instruct_tasks import Task
 from memory_runtime.generation.decoder import Decoder, Session
-from memory_runtime.generation.turn import TurnRequest, TurnResult, turn_messages
-from memory_runtime.memory.config import MemoryConfig
+from memory_runtime.generation.runtime import Generation
+from memory_runtime.generation.turn import TurnResult, turn_messages
+from memory_runtime.memory.memory_config import MemoryConfig
 from memory_runtime.memory.store import TripletStore
 from memory_runtime.protocol import SYSTEM_PROMPT
 from memory_runtime.records import Record, turn_segments
@@ -19,27 +20,14 @@ from memory_runtime.records import Record, turn_segments
 
 def task_session(
     task: Task,
+    generation: Generation,
     memory_config: MemoryConfig | None = None,
-    *,
-    max_new_tokens: int = 128,
-    max_calls: int = 8,
     system_prompt: str | None = SYSTEM_PROMPT,
-    temperature: float = 0.0,
-    top_p: float = 1.0,
 ) -> Session:
-    """The task as a session of a decoder: its turn against a fresh store holding its memory; returns
-    (the turn, its score)."""
-    with TripletStore(":memory:", memory_config) as store:
-        if task.memory:
-            store.write_many(task.memory, at=1.0)
-        result = yield TurnRequest(
-            turn_messages(task.text, system_prompt=system_prompt),
-            store,
-            max_new_tokens=max_new_tokens,
-            max_calls=max_calls,
-            temperature=temperature,
-            top_p=top_p,
-        )
+    """The task as a session of a decoder: its turn (`generation`'s limits and sampling) against a fresh store
+    holding its memory; returns (the turn, its score)."""
+    with TripletStore.scratch(memory_config, task.memory) as store:
+        result = yield generation.request(turn_messages(task.text, system_prompt=system_prompt), store)
         score = score_turn(
             task.kind,
             result.calls,
@@ -71,25 +59,15 @@ def trajectory_record(task: Task, result: TurnResult, *, source: str = "self_ins
 
 def run_tasks(
     tasks: Sequence[Task],
-    engine: Decoder,
+    decoder: Decoder,
+    generation: Generation,
     memory_config: MemoryConfig | None = None,
     *,
-    max_new_tokens: int = 128,
-    max_calls: int = 8,
     system_prompt: str | None = SYSTEM_PROMPT,
-    temperature: float = 0.0,
-    top_p: float = 1.0,
 ) -> tuple[list[Record], list[dict]]:
-    """(records of the exact trajectories, a log row per task): every task through `engine` (:func:`task_session`)."""
-    run = dict(
-        max_new_tokens=max_new_tokens,
-        max_calls=max_calls,
-        system_prompt=system_prompt,
-        temperature=temperature,
-        top_p=top_p,
-    )
+    """(records of the exact trajectories, a log row per task): every task through `decoder` (:func:`task_session`)."""
     kept, log = [], []
-    outcomes = engine.run_sessions(task_session(task, memory_config, **run) for task in tasks)
+    outcomes = decoder.run_sessions(task_session(task, generation, memory_config, system_prompt) for task in tasks)
     for task, (result, score) in zip(tasks, outcomes):
         log.append(
             {
@@ -109,26 +87,14 @@ def run_tasks(
 
 def score_tasks(
     tasks: Sequence[Task],
-    engine: Decoder,
+    decoder: Decoder,
+    generation: Generation,
     memory_config: MemoryConfig | None = None,
     *,
-    max_new_tokens: int = 128,
-    max_calls: int = 8,
     system_prompt: str | None = SYSTEM_PROMPT,
-    temperature: float = 0.0,
-    top_p: float = 1.0,
 ) -> dict:
     """The exact rate on tasks (the held-out paraphrase test): overall and per kind."""
-    _, log = run_tasks(
-        tasks,
-        engine,
-        memory_config,
-        max_new_tokens=max_new_tokens,
-        max_calls=max_calls,
-        system_prompt=system_prompt,
-        temperature=temperature,
-        top_p=top_p,
-    )
+    _, log = run_tasks(tasks, decoder, generation, memory_config, system_prompt=system_prompt)
     out: dict = {"tasks": len(log), "correct": sum(r["exact"] for r in log)}
     for kind in ("write", "read", "unanswerable", "two_hop"):
         rows = [r for r in log if r["type"] == kind]
@@ -140,31 +106,18 @@ def score_tasks(
 
 def score_real(
     records: Sequence[Record],
-    engine: Decoder,
+    decoder: Decoder,
+    generation: Generation,
     memory_config: MemoryConfig | None = None,
     *,
-    max_new_tokens: int = 128,
-    max_calls: int = 8,
     system_prompt: str | None = SYSTEM_PROMPT,
-    temperature: float = 0.0,
-    top_p: float = 1.0,
 ) -> dict:
-    """The real-text probe (eval/real_probe.py) over all sources, every passage through `engine`: pair
-    P/R/F1 and false writes."""
+    """The real-text probe (eval/real_probe.py) over all sources, every passage through `decoder` (sampled as
+    `generation` says): pair P/R/F1 and false writes."""
     from eval.real_probe import evaluate_real, summarise_real
     from eval.systems import System
 
-    system = System(
-        "memlm",
-        None,
-        None,
-        max_new_tokens,
-        max_calls,
-        system_prompt=system_prompt,
-        decoder=engine,
-        temperature=temperature,
-        top_p=top_p,
-    )
+    system = System("memlm", None, None, generation, system_prompt=system_prompt, decoder=decoder)
     overall = summarise_real(evaluate_real(system, records, memory_config))["all"]
     return {
         "passages": overall["passages"],

@@ -7,7 +7,7 @@ executes the tasks (self_instruct_execute.py)."""
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -72,16 +72,6 @@ def load_tasks(path: str | Path) -> list[Task]:
     return read_models(path, Task, "a task", comments=True)
 
 
-def write_jsonl(path: Path, items: Iterable[BaseModel]) -> int:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    n = 0
-    with open(path, "w", encoding="utf-8") as fh:
-        for item in items:
-            fh.write(item.model_dump_json() + "\n")
-            n += 1
-    return n
-
-
 # ----------------------------------------------------------------------------- draft
 
 
@@ -104,7 +94,7 @@ def task_of_record(record: Record) -> Task | None:
 
 def draft_tasks(data_config: Path | str, n: int, *, seed: int = 0, mix: dict[str, float] | None = None) -> list[Task]:
     """`n` drafts over the train pool of the data config's world (the names of its schema's types)."""
-    from data_gen.config import DataConfig, MixConfig, functional_of, memory_table
+    from data_gen.data_config import DataConfig, MixConfig, functional_of, memory_table
     from data_gen.examples import build_records
     from data_gen.oracle import MemoryOracle
     from data_gen.world import build_world

@@ -10,11 +10,11 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from learning_loop.grpo import train_grpo
-from training.config import TrainConfig
 from training.objectives.dpo import train_dpo
 from training.objectives.kto import train_kto
 from training.objectives.sft import train_sft
 from training.run import LogFn, TrainResult, _stderr
+from training.train_config import TrainConfig
 
 OBJECTIVES: dict[str, Callable[..., TrainResult]] = {
     "sft": train_sft,

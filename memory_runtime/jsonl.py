@@ -1,4 +1,4 @@
-"""Reading JSONL files: one reader for records, episodes, tasks, real passages and feedback.
+"""JSONL files: one reader and one writer for records, episodes, tasks, real passages, samples and logs.
 
 Appending a line is not atomic: a process killed mid-append leaves a last line cut short (no
 newline at its end). Such a torn last line is skipped with a warning; anything else that does not
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TypeVar
 
@@ -72,3 +72,21 @@ def _parses(line: str) -> bool:
     except json.JSONDecodeError:
         return False
     return True
+
+
+def jsonl_line(row: BaseModel | dict) -> str:
+    """One row as its line: a pydantic model as its JSON, a mapping through json, non-ASCII kept as written."""
+    return (row.model_dump_json() if isinstance(row, BaseModel) else json.dumps(row, ensure_ascii=False)) + "\n"
+
+
+def write_jsonl(path: str | Path, rows: Iterable[BaseModel | dict], *, append: bool = False) -> int:
+    """Every row as a line of `path` (its folder made; `append`: after what the file holds, as a log grows);
+    the number of lines written. What it writes, the readers above read."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    written = 0
+    with open(path, "a" if append else "w", encoding="utf-8") as fh:
+        for row in rows:
+            fh.write(jsonl_line(row))
+            written += 1
+    return written

@@ -40,8 +40,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from anywher
 
 from memory_runtime.memory.store import TripletStore  # noqa: E402
 from memory_runtime.serving.app import create_app  # noqa: E402
-from memory_runtime.serving.config import ServeConfig  # noqa: E402
 from memory_runtime.serving.launch import background_server  # noqa: E402
+from memory_runtime.serving.serve_config import ServeConfig  # noqa: E402
 
 NAMESPACE, KEY = "bench", "bench-key-0001"
 RELATIONS = ["employed by", "manager of", "investor in", "founder of", "customer of", "member of", "board member of"]

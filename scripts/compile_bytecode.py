@@ -54,7 +54,7 @@ def imported() -> list[str]:
     # Faker's providers of the shipped data config's locales (memlm generate loads them by name)
     from faker import Faker
 
-    from data_gen.config import DataConfig
+    from data_gen.data_config import DataConfig
     from memory_runtime.shipped import find_config
 
     for locale in DataConfig.load(find_config("data/default")).world.locales:

@@ -88,7 +88,6 @@ def records(data: Path, kind: str, n: int) -> list[dict]:
 def inside(args: argparse.Namespace) -> None:
     """The child under py-spy: open the model, run the turns kind by kind, print their timings."""
     from memory_runtime.generation.runtime import Generation, open_runtime
-    from memory_runtime.generation.turn import TurnRequest, turn_messages
     from memory_runtime.memory.store import TripletStore
 
     generation = Generation(model=args.model, max_batch_size=1, **dict(o.split("=", 1) for o in args.overrides))
@@ -97,10 +96,9 @@ def inside(args: argparse.Namespace) -> None:
     def run(kind: str) -> dict:
         turns = []
         for record in records(Path(args.data), kind, args.turns):
-            with TripletStore() as store:
-                store.write_many([tuple(t) for t in record.get("memory") or []])
+            with TripletStore.scratch(runtime.memory, [tuple(t) for t in record.get("memory") or []]) as store:
                 user = next(s["text"] for s in record["segments"] if s["role"] == "user")
-                request = TurnRequest(turn_messages(user, system_prompt=runtime.system_prompt), store)
+                request = runtime.request(user, store)
                 start = time.perf_counter()
                 (result,) = runtime.decoder.run([request])
                 turns.append((time.perf_counter() - start, result.generated_tokens))

@@ -9,10 +9,10 @@ import pytest
 import yaml
 from pydantic import BaseModel
 
-from eval.config import EvalConfig
+from eval.eval_config import EvalConfig
 from learning_loop.self_instruct import SelfInstructConfig
 from memory_runtime.serving.chat import ChatConfig
-from memory_runtime.serving.config import ServeConfig
+from memory_runtime.serving.serve_config import ServeConfig
 from memory_runtime.yaml_config import apply_overrides
 
 REPO = Path(__file__).resolve().parents[1]

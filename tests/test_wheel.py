@@ -104,11 +104,11 @@ def test_every_shipped_file_is_found_inside_the_install(wheel_env):
     check = """
 import json
 from importlib import resources
-from data_gen.config import TINY_CONFIG, DataConfig
+from data_gen.data_config import TINY_CONFIG, DataConfig
 from data_gen.real import default_real_dir
-from memory_runtime.memory.config import MemoryConfig
+from memory_runtime.memory.memory_config import MemoryConfig
 from memory_runtime.shipped import config_names, find_config
-from training.config import DEEPSPEED_PRESETS_DIR, TrainConfig
+from training.train_config import DEEPSPEED_PRESETS_DIR, TrainConfig
 config = DataConfig.load(find_config("data/default"))
 prompts = TrainConfig.load(find_config("train/grpo-smollm2")).grpo.prompts
 files = [TINY_CONFIG, default_real_dir() / "knowledgenet_person_org_dev.jsonl", DEEPSPEED_PRESETS_DIR / "zero3.json",

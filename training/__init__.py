@@ -4,7 +4,7 @@ own text, a TRL/PEFT trainer (LoRA, QLoRA, full), merging and a throughput bench
 Public API:
 
     tokenize_record(record, tokenizer, ...)  -> {"input_ids", "labels", "attention_mask"}
-    TrainConfig.load(path, overrides) -> TrainConfig      (training.config)
+    TrainConfig.load(path, overrides) -> TrainConfig      (training.train_config)
     train_sft(config) -> TrainResult                      (training.objectives.sft; a run's lifecycle: training.run)
     merge_adapter(adapter_dir, output_dir)                (training.merge)
     bench_train(config) -> dict                           (training.bench)
@@ -35,8 +35,8 @@ __all__ = [
 ]
 
 _LAZY = {
-    "ConfigError": "training.config",
-    "TrainConfig": "training.config",
+    "ConfigError": "training.train_config",
+    "TrainConfig": "training.train_config",
     "train_sft": "training.objectives.sft",
     "TrainResult": "training.run",
     "merge_adapter": "training.merge",

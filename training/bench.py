@@ -44,7 +44,7 @@ from typing import Any
 
 import torch
 
-from training.config import TrainConfig
+from training.train_config import TrainConfig
 
 MODES = ("none", "grouped", "padding_free", "bfd")
 

@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from memory_runtime.records import LabelledTurn, PreferencePair, Record, prompt_segments
-from training.config import TrainConfig
 from training.tokenize import IGNORE_INDEX, RecordError, RecordTooLong, tokenize_record
+from training.train_config import TrainConfig
 
 logger = logging.getLogger(__name__)
 

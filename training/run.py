@@ -21,9 +21,11 @@ from typing import Any
 import torch
 from transformers import TrainerCallback
 
-from memory_runtime.memory.config import RELATION_TABLE_FILE
+from memory_runtime.jsonl import write_jsonl
+from memory_runtime.memory.memory_config import RELATION_TABLE_FILE
 from memory_runtime.models.hardware import DtypeChoice, resolve_dtype
-from training.config import (
+from training.run_card import README_FILENAME, write_run_card
+from training.train_config import (
     CONFIG_FILENAME,
     ConfigError,
     TrainConfig,
@@ -32,7 +34,6 @@ from training.config import (
     preflight,
     resolve_deepspeed,
 )
-from training.run_card import README_FILENAME, write_run_card
 
 logger = logging.getLogger(__name__)
 
@@ -280,8 +281,7 @@ class ProgressLogger(TrainerCallback):
     def on_log(self, args, state, control, logs=None, **kwargs):
         logs = dict(logs or {})
         if self.path is not None and state.is_world_process_zero:
-            with open(self.path, "a") as fh:
-                fh.write(json.dumps({"step": state.global_step, **logs}) + "\n")
+            write_jsonl(self.path, [{"step": state.global_step, **logs}], append=True)
         if not state.is_world_process_zero:
             return
         elapsed = time.perf_counter() - self.start

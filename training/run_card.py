@@ -17,9 +17,9 @@ from typing import Any
 
 import yaml
 
-from memory_runtime.memory.config import RELATION_TABLE_FILE
+from memory_runtime.memory.memory_config import RELATION_TABLE_FILE
 from memory_runtime.shipped import memlm_version
-from training.config import CONFIG_FILENAME, TrainConfig
+from training.train_config import CONFIG_FILENAME, TrainConfig
 
 README_FILENAME = "README.md"
 OBJECTIVES = {"sft": "SFT", "dpo": "DPO", "kto": "KTO", "grpo": "GRPO"}

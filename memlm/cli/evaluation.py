@@ -88,7 +88,7 @@ def eval_command(
         TimeRemainingColumn,
     )
 
-    from eval.config import EvalConfig
+    from eval.eval_config import EvalConfig
     from eval.run import run_eval
 
     flags = {
@@ -191,7 +191,7 @@ def bench_decode_command(
     """Decoding throughput: turns/s at each batch size on each engine, the same cases, side by side, and
     the share of turns each decoded as the first did. Overrides: generation.KEY=VALUE (as eval decodes)."""
     from eval.bench_decode import bench_decode
-    from eval.config import EVAL_GENERATION
+    from eval.eval_config import EVAL_GENERATION
 
     generation = load_generation(overrides, {"generation.model": model}, EVAL_GENERATION)
     sizes = counts(batch_sizes, "--batch-sizes", 4096)

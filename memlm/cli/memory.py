@@ -25,7 +25,7 @@ OBJECT = typer.Option(None, "--object", "-o", help="Object: the fact's other end
 
 
 def _memory_config(config: Path | None):
-    from memory_runtime.memory.config import MemoryConfig
+    from memory_runtime.memory.memory_config import MemoryConfig
 
     try:
         return MemoryConfig.load(find_config(config))

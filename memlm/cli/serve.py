@@ -24,7 +24,7 @@ from memlm.cli.common import (
 )
 
 if TYPE_CHECKING:
-    from memory_runtime.serving.config import ServeConfig
+    from memory_runtime.serving.serve_config import ServeConfig
 
 SERVE_CONFIG = Path("configs/serve/default.yaml")
 HOST = typer.Option(
@@ -63,7 +63,7 @@ ALLOW_DEMO_KEY = typer.Option(
 def with_hosts(cfg: ServeConfig, allow_host: list[str] | None, proxies: str | None = None) -> ServeConfig:
     """The serve config with the --allow-host names added to its allowed_hosts and the
     --forwarded-allow-ips proxies to its forwarded_allow_ips, each checked as the file's are."""
-    from memory_runtime.serving.config import ServeConfig, host_name
+    from memory_runtime.serving.serve_config import ServeConfig, host_name
 
     try:
         names = [host_name(name) for name in allow_host or []]
@@ -110,8 +110,8 @@ def serve_command(
 ) -> None:
     """Serve a model with its memory behind an OpenAI-compatible API (POST /v1/chat/completions),
     with per-user memory endpoints (/v1/memory/...), /health and /metrics."""
-    from memory_runtime.serving.config import ServeConfig
     from memory_runtime.serving.launch import serve
+    from memory_runtime.serving.serve_config import ServeConfig
 
     cfg = with_hosts(load(ServeConfig, config, overrides, {"generation.model": model}), allow_host, forwarded_allow_ips)
     try:
@@ -145,8 +145,8 @@ def ui_command(
     """The memory page (http://HOST:PORT/ui) on a memory, without a model: see, search, time-travel,
     correct, forget, export and import the facts of one API key's namespace. No chat pane."""
     from memory_runtime.memory.databases import is_postgres
-    from memory_runtime.serving.config import ServeConfig
     from memory_runtime.serving.launch import serve_memory_page
+    from memory_runtime.serving.serve_config import ServeConfig
 
     if not is_postgres(db) and not Path(db).exists():
         raise typer.BadParameter(f"{db} does not exist", param_hint="--db")

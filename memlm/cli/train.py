@@ -37,7 +37,7 @@ def _train_config(
     fresh: bool = False,
 ):
     """The training config (flags win over key=value overrides); exit 2 on errors."""
-    from training.config import TrainConfig
+    from training.train_config import TrainConfig
 
     items = [*(overrides or []), *(["data.synthetic=null"] if data is not None else [])]
     flags = {

@@ -193,6 +193,29 @@ class BatchDecoder(QueuedDecoder):
         self.waiting: collections.deque[TurnRequest] = self._alone.waiting  # one queue: the alone engine's
         self.active: dict[int, _Turn] = {}  # the turns in the batch, by key
 
+    @classmethod
+    def of(
+        cls,
+        generation: Any,
+        model: Any,
+        tokenizer: Any,
+        *,
+        batch_size: int | None = None,
+        write_gate: WriteGate | None = None,
+    ) -> BatchDecoder:
+        """The one way every door builds the hf engine's decoder over a loaded model: `batch_size` turns at
+        once (default `generation.batch_size()`), decoding as the `generation` section says (copy_fields,
+        one_forward_per_step), writes scored by `write_gate`. open_runtime, eval's systems, GRPO's rollouts
+        and the engine measurement build theirs here, so a new option of the section is threaded once."""
+        return cls(
+            model,
+            tokenizer,
+            max_batch_size=batch_size or generation.batch_size(),
+            copy_fields=generation.copy_fields,
+            write_gate=write_gate,
+            one_forward_per_step=generation.one_forward_per_step,
+        )
+
     def submit(self, request: TurnRequest) -> None:
         request.check()
         self.waiting.append(request)

@@ -131,7 +131,7 @@ def _hf_tokens_per_s(generation: Any, batch: int) -> float:
 
     device = resolve_device(generation.device)
     model, tokenizer = load_model(generation.model or EMBEDDED_MODEL, dtype=generation.dtype, device=device, merge=True)
-    engine = BatchDecoder(model, tokenizer, max_batch_size=batch, one_forward_per_step=generation.one_forward_per_step)
+    engine = BatchDecoder.of(generation, model, tokenizer, batch_size=batch)
     return _tokens_per_s(engine, _requests(batch))
 
 

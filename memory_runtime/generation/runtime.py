@@ -26,7 +26,6 @@ from __future__ import annotations
 import importlib.util
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -35,7 +34,7 @@ from pydantic import Field, model_validator
 from memory_runtime.generation.decoder import Decoder
 from memory_runtime.generation.turn import TurnRequest, turn_messages
 from memory_runtime.generation.write_gate import WriteGate, WriteGateConfig
-from memory_runtime.memory.config import MemoryConfig
+from memory_runtime.memory.memory_config import MemoryConfig
 from memory_runtime.memory.store import TripletStore
 from memory_runtime.protocol import SYSTEM_PROMPT
 from memory_runtime.shipped import resolve_path
@@ -158,30 +157,20 @@ class Generation(Strict):
         return 64 if resolve_device(self.device).startswith("cuda") else 8
 
     def request(
-        self,
-        user_text: str,
-        store: TripletStore,
-        *,
-        namespace: str = "default",
-        history: Sequence[dict[str, str]] = (),
-        system_prompt: str | None = SYSTEM_PROMPT,
-        source: str | None = None,
-        said_at: datetime | None = None,
+        self, messages: Sequence[dict[str, str]], store: TripletStore, *, namespace: str = "default", **per_turn: Any
     ) -> TurnRequest:
-        """A turn of `namespace`'s conversation in `store` with this section's limits and sampling: the
-        user's text after `history`, the system prompt first; `source` is kept with the facts it stores,
-        `said_at` dates them (and resolves "yesterday" in them)."""
-        return TurnRequest(
-            turn_messages(user_text, history, system_prompt),
-            store,
-            namespace=namespace,
-            max_new_tokens=self.max_new_tokens,
-            max_calls=self.max_calls,
-            temperature=self.temperature,
-            top_p=self.top_p,
-            source=source,
-            said_at=said_at,
-        )
+        """The one way every door makes a turn: `messages` (:func:`turn_messages`: the system prompt, the
+        history, the user's text) against `namespace` of `store`, with this section's limits and sampling
+        (max_new_tokens, max_calls, temperature, top_p). `per_turn` is what a door knows of this turn alone
+        (seed, source, said_at, on_text, gate_writes) or a setting it overrides (a client's temperature, a
+        probe's greedy decoding, a shorter max_new_tokens)."""
+        settings = {
+            "max_new_tokens": self.max_new_tokens,
+            "max_calls": self.max_calls,
+            "temperature": self.temperature,
+            "top_p": self.top_p,
+        }
+        return TurnRequest(list(messages), store, namespace=namespace, **(settings | per_turn))
 
     def relative_to(self, folder: Path) -> Generation:
         self.memory_config = resolve_path(self.memory_config, folder)
@@ -301,13 +290,12 @@ class Runtime:
         namespace: str = "default",
         *,
         history: Sequence[dict[str, str]] = (),
-        source: str | None = None,
+        **per_turn: Any,
     ) -> TurnRequest:
-        """A turn of `namespace`'s conversation as this runtime runs it (:meth:`Generation.request` with
-        the system prompt the model was trained with): ``runtime.decoder.run_turn(runtime.request(...))``."""
-        return self.generation.request(
-            user_text, store, namespace=namespace, history=history, system_prompt=self.system_prompt, source=source
-        )
+        """A turn of `namespace`'s conversation as this runtime runs it (:meth:`Generation.request` with the
+        system prompt the model was trained with): ``runtime.decoder.run_turn(runtime.request(...))``."""
+        messages = turn_messages(user_text, history, self.system_prompt)
+        return self.generation.request(messages, store, namespace=namespace, **per_turn)
 
 
 def _embedded() -> str:
@@ -379,14 +367,7 @@ def open_runtime(
     device = resolve_device(generation.device)
     loaded, tokenizer = load_model(model, dtype=generation.dtype, device=device, merge=True, weights=generation.weights)
     gate = write_gate(generation.write_gate, loaded, tokenizer)
-    decoder = BatchDecoder(
-        loaded,
-        tokenizer,
-        max_batch_size=generation.batch_size(),
-        copy_fields=generation.copy_fields,
-        write_gate=gate,
-        one_forward_per_step=generation.one_forward_per_step,
-    )
+    decoder = BatchDecoder.of(generation, loaded, tokenizer, write_gate=gate)
     dtype = str(loaded.dtype).removeprefix("torch.")
     return Runtime(generation, memory, tokenizer, decoder, loaded, device, dtype, prompt, gate, why)
 

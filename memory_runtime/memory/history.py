@@ -10,9 +10,9 @@ import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
-from memory_runtime.memory.config import RelationTable
 from memory_runtime.memory.database import Cursor, Database
 from memory_runtime.memory.facts import COLUMNS, Fact, WriteResult, fact_from_row, id_chunks, local_time
+from memory_runtime.memory.memory_config import RelationTable
 
 # --------------------------------------------------------------------------- a new version
 

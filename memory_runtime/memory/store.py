@@ -10,7 +10,7 @@ held at the old one).
 
 Here: the store's checks of what it is given, its transactions, and its reads. A fact's versions
 (what a write supersedes, restore, import, purge, `memlm memory check`) are history.py's, the
-relation table config.py's, and the fuzzy indexes, derived from the database and never persisted,
+relation table memory_config.py's, and the fuzzy indexes, derived from the database and never persisted,
 fuzzy_indexes.py's.
 """
 
@@ -23,7 +23,6 @@ from datetime import datetime
 from pathlib import Path
 
 from memory_runtime.memory import history
-from memory_runtime.memory.config import MemoryConfig, RelationTable
 from memory_runtime.memory.database import Cursor, Database
 from memory_runtime.memory.databases import open_database
 from memory_runtime.memory.facts import (
@@ -39,6 +38,7 @@ from memory_runtime.memory.facts import (
 from memory_runtime.memory.fuzzy import FuzzyIndex, FuzzyMatch
 from memory_runtime.memory.fuzzy_indexes import IndexMissing, ResidentIndexes
 from memory_runtime.memory.history import VERSION, BrokenLink, HistoryProblem, ImportResult, RestoreRefused
+from memory_runtime.memory.memory_config import MemoryConfig, RelationTable
 from memory_runtime.memory.terms import checked_namespace, checked_term, relation_words
 from memory_runtime.protocol import Triplet
 
@@ -80,6 +80,17 @@ class TripletStore:
         self._db = open_database(self.path)
         self._fuzzy = ResidentIndexes(self._db, self.config.fuzzy, self.config.max_indexes)
         self._relations = RelationTable(self.config)  # relations as written -> canonical, and their rules
+
+    @classmethod
+    def scratch(
+        cls, config: MemoryConfig | None = None, facts: Iterable[Triplet | tuple] = (), namespace: str = "default"
+    ) -> TripletStore:
+        """A throwaway memory in RAM holding `facts` as known from the start (stored at time 1.0, before
+        anything a turn writes): what a record's, a task's, a sampled run's or a correction's turn runs against."""
+        store = cls(":memory:", config)
+        if facts := list(facts):
+            store.write_many(facts, namespace=namespace, at=1.0)
+        return store
 
     @property
     def read_only(self) -> bool:

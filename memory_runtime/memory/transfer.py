@@ -41,9 +41,9 @@ from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from typing import Any, BinaryIO, TextIO
 
-from memory_runtime.memory.config import MemoryConfig
 from memory_runtime.memory.facts import Fact
 from memory_runtime.memory.history import superseding_cycles
+from memory_runtime.memory.memory_config import MemoryConfig
 from memory_runtime.memory.store import TripletStore
 from memory_runtime.memory.terms import control_character, normalize_term
 

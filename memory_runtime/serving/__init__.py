@@ -15,7 +15,7 @@ Generation runs on one model thread (memory_runtime.serving.scheduler): the turn
 streamed reply is sent as it is generated, calls never reach the client. The store, which is
 thread-safe, is shared by every request.
 
-    config.py      ServeConfig (configs/serve/*.yaml): API keys, limits, generation settings
+    serve_config.py ServeConfig (configs/serve/*.yaml): API keys, limits, generation settings
     keys.py        KeyRing: API key -> namespace, and the bearer dependency every route uses;
                    FailedKeys: wrong keys per client address (429); the shipped demo keys
     schemas.py     the request bodies and the OpenAI-shaped APIError

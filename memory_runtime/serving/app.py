@@ -17,12 +17,10 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
-from memory_runtime.generation.backend import Backend
 from memory_runtime.generation.batching import OneAtATime
 from memory_runtime.generation.decoder import Decoder
 from memory_runtime.memory.store import TripletStore
 from memory_runtime.protocol import SYSTEM_PROMPT
-from memory_runtime.serving.config import ServeConfig
 from memory_runtime.serving.feedback import Feedback, FeedbackLog
 from memory_runtime.serving.keys import FailedKeys, KeyRing, caller_dependency
 from memory_runtime.serving.metrics import Metrics
@@ -31,29 +29,10 @@ from memory_runtime.serving.routes import completions, feedback, memory, service
 from memory_runtime.serving.routes.state import BackendFactory, ServerState
 from memory_runtime.serving.scheduler import TurnScheduler
 from memory_runtime.serving.schemas import APIError, ErrorResponse
+from memory_runtime.serving.serve_config import ServeConfig
 from memory_runtime.serving.ui import mount_memory_page
 
 ROUTERS = (service.router, completions.router, memory.router, feedback.router)  # in the order of the docs
-
-
-def hf_backend_factory(
-    model: Any, tokenizer: Any, *, copy_fields: bool = True, relations: Sequence[str] | None = None
-) -> BackendFactory:
-    """Backends over one loaded model: each turn gets its own HFBackend (its own KV cache)."""
-    from memory_runtime.generation.hf_backend import HFBackend
-
-    def make(*, temperature: float, top_p: float, seed: int | None) -> Backend:
-        return HFBackend(
-            model,
-            tokenizer,
-            temperature=temperature,
-            top_p=top_p,
-            seed=seed,
-            copy_fields=copy_fields,
-            relations=relations,
-        )
-
-    return make
 
 
 def create_app(
@@ -68,10 +47,10 @@ def create_app(
     decoder: Decoder | None = None,
     on_shutdown: Callable[[], None] | None = None,
 ) -> FastAPI:
-    """The server over a store and a decoder of turns (memory_runtime.generation.batching.BatchDecoder; by
-    default turns run one at a time over `backend_factory`, which tests give scripted backends),
-    prompting the model with the system message it was trained with. Corrections
-    (POST /v1/feedback) decode alone over `backend_factory`.
+    """The server over a store and a decoder of turns (the runtime's: memory_runtime.generation.decoder; by
+    default turns run one at a time over `backend_factory`, which tests and the soak give scripted backends),
+    prompting the model with the system message it was trained with. Corrections (POST /v1/feedback) run
+    through the same decoder, queued with the caller's other turns.
 
     `api_keys` defaults to config.resolve_api_keys() (config, environment variable, file). `host` is
     the address the server listens on: a request's Host must be one of its names or of
@@ -96,7 +75,6 @@ def create_app(
         model_name=model_name,
         system_prompt=system_prompt,
         has_model=has_model,
-        backend_factory=backend_factory,
         decoder=decoder,
         scheduler=scheduler,
         metrics=metrics,

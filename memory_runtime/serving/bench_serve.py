@@ -25,8 +25,8 @@ from memory_runtime.generation.runtime import Engine, Generation, open_runtime
 from memory_runtime.memory.store import TripletStore
 from memory_runtime.protocol import SYSTEM_PROMPT
 from memory_runtime.serving.app import BackendFactory, create_app
-from memory_runtime.serving.config import Limits, ServeConfig
 from memory_runtime.serving.launch import background_server
+from memory_runtime.serving.serve_config import Limits, ServeConfig
 from memory_runtime.stats import percentile
 
 # the shipped person–organisation schema's turns: the load a served model of the default schema sees

@@ -46,8 +46,8 @@ from typing import Any
 import httpx
 
 from memory_runtime.generation.runtime import Generation
-from memory_runtime.memory.config import MemoryConfig
 from memory_runtime.memory.databases import is_postgres
+from memory_runtime.memory.memory_config import MemoryConfig
 from memory_runtime.memory.store import TripletStore
 from memory_runtime.serving.soak_clients import BULK_NAMESPACE, Clients
 from memory_runtime.serving.soak_recorder import Recorder
@@ -88,8 +88,8 @@ def serve_main() -> None:
 
     from memory_runtime.generation.scripted_model import ScriptedMemoryModel
     from memory_runtime.serving.app import create_app
-    from memory_runtime.serving.config import Limits, ServeConfig
     from memory_runtime.serving.launch import run_server, serve
+    from memory_runtime.serving.serve_config import Limits, ServeConfig
 
     spec = json.loads(Path(sys.argv[1]).read_text())
     config = ServeConfig(

@@ -24,7 +24,7 @@ from rich.text import Text
 
 from memory_runtime.generation.decoder import Decoder
 from memory_runtime.generation.runtime import Generation, with_defaults
-from memory_runtime.generation.turn import TurnResult
+from memory_runtime.generation.turn import TurnResult, turn_messages
 from memory_runtime.memory.conversation import turn_message
 from memory_runtime.memory.facts import local_time
 from memory_runtime.memory.store import TripletStore
@@ -57,29 +57,15 @@ class _Model:
     def turn(self, user: str, text: str, history: list[dict[str, str]]) -> TurnResult:
         if self.store.config.open_relations:  # a conversational memory: its model reads each turn as said by someone
             text = turn_message(user, text)
+        messages = turn_messages(text, history, self.system_prompt)
+        # its facts dated now, "yesterday" in them said as the day it was
         request = self.generation.request(
-            text,
-            self.store,
-            namespace=user,
-            history=history,
-            system_prompt=self.system_prompt,
-            source=CHAT_SOURCE,
-            said_at=datetime.now(),  # its facts dated now, "yesterday" in them said as the day it was
+            messages, self.store, namespace=user, source=CHAT_SOURCE, said_at=datetime.now()
         )
         return self.engine.run_turn(request)
 
     def correct(self, feedback: Feedback, user: str, text: str, last: Exchange | None) -> Correction:
-        g = self.generation
-        session = feedback.correction(
-            user,
-            text,
-            last,
-            system_prompt=self.system_prompt,
-            max_new_tokens=g.max_new_tokens,
-            max_calls=g.max_calls,
-            temperature=g.temperature,
-            top_p=g.top_p,
-        )
+        session = feedback.correction(user, text, last, self.generation, system_prompt=self.system_prompt)
         return self.engine.run_sessions([session])[0]
 
 

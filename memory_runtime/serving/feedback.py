@@ -43,7 +43,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, model_validator
 
 from memory_runtime.generation.decoder import Session
-from memory_runtime.generation.turn import TurnRequest, TurnResult, turn_messages
+from memory_runtime.generation.runtime import Generation
+from memory_runtime.generation.turn import TurnResult, turn_messages
 from memory_runtime.jsonl import read_models
 from memory_runtime.memory.facts import Fact, WriteResult
 from memory_runtime.memory.store import TripletStore
@@ -274,34 +275,23 @@ class Feedback:
         self,
         namespace: str,
         text: str,
-        exchange: Exchange | None = None,
+        exchange: Exchange | None,
+        generation: Generation,
         *,
         system_prompt: str | None = SYSTEM_PROMPT,
-        max_new_tokens: int = 256,
-        max_calls: int = 16,
-        temperature: float = 0.0,
-        top_p: float = 1.0,
+        **per_turn: Any,
     ) -> Session:
         """Turn a correction of `namespace`'s memory into writes through the model (see the module docstring),
-        as a session of the engine that runs the user's turns (``engine.run_sessions([...])``, or the server's
-        scheduler): it yields the model's turn on `text` alone, against a scratch copy of the memory and with
-        no write held back, and returns the :class:`Correction` (only the completed writes are stored)."""
+        as a session of the decoder that runs the user's turns (``decoder.run_sessions([...])``, or the server's
+        scheduler): it yields the model's turn on `text` alone (`generation`'s limits and sampling, `per_turn`
+        overriding them), against a scratch copy of the memory and with no write held back, and returns the
+        :class:`Correction` (only the completed writes are stored)."""
         if exchange is not None:
             self._mark_wrong(namespace, exchange)
         current = self.store.facts(namespace)
-        with TripletStore(":memory:", self.store.config) as scratch:
-            if current:
-                scratch.write_many([f.triplet for f in current], namespace=namespace, at=1.0)
-            turn = yield TurnRequest(
-                turn_messages(text, system_prompt=system_prompt),
-                scratch,
-                namespace=namespace,
-                max_new_tokens=max_new_tokens,
-                max_calls=max_calls,
-                temperature=temperature,
-                top_p=top_p,
-                gate_writes=False,
-            )
+        with TripletStore.scratch(self.store.config, [f.triplet for f in current], namespace) as scratch:
+            messages = turn_messages(text, system_prompt=system_prompt)
+            turn = yield generation.request(messages, scratch, namespace=namespace, gate_writes=False, **per_turn)
         return self._corrected(namespace, text, exchange, current, turn)
 
     def _corrected(

@@ -14,10 +14,10 @@ from typing import Any
 from memory_runtime.memory.database import ReadOnlyDatabaseError
 from memory_runtime.memory.store import TripletStore
 from memory_runtime.serving.app import create_app
-from memory_runtime.serving.config import ServeConfig
 from memory_runtime.serving.keys import SHIPPED_CONFIGS, shipped_demo_keys
 from memory_runtime.serving.middleware import is_loopback
 from memory_runtime.serving.schemas import APIError
+from memory_runtime.serving.serve_config import ServeConfig
 from memory_runtime.yaml_config import ConfigError
 
 

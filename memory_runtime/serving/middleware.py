@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from memory_runtime.serving.config import host_name
 from memory_runtime.serving.metrics import Metrics
 from memory_runtime.serving.schemas import APIError
+from memory_runtime.serving.serve_config import host_name
 
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 WILDCARD_ADDRESSES = frozenset({"", "0.0.0.0", "::"})

@@ -10,7 +10,7 @@ from array import array
 from dataclasses import dataclass, field
 from typing import Any
 
-from memory_runtime.memory.config import MemoryConfig
+from memory_runtime.memory.memory_config import MemoryConfig
 from memory_runtime.memory.store import TripletStore
 from memory_runtime.memory.terms import normalize_term
 from memory_runtime.models.hardware import cpu_info

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from data_gen.config import DataConfig
+from data_gen.data_config import DataConfig
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = REPO / "configs" / "data" / "tiny.yaml"

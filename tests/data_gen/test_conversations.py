@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from data_gen.config import DataConfig
 from data_gen.conversations import (
     PERSONAS_FILE,
     answered_object,
@@ -18,6 +17,7 @@ from data_gen.conversations import (
     phrase_bank,
     third_person,
 )
+from data_gen.data_config import DataConfig
 from data_gen.generate import generate_records
 from eval.locomo import load_locomo
 from memory_runtime.memory.conversation import ANSWER_PROMPT, FACTS_HEADER, NOT_MENTIONED
@@ -220,8 +220,8 @@ def test_bad_conversation_sources_are_refused_when_the_config_loads(tmp_path, ov
 
 
 def test_conversations_need_a_schema_with_people():
-    from data_gen.config import ConversationsConfig
     from data_gen.conversations import check_sources
+    from data_gen.data_config import ConversationsConfig
 
     with pytest.raises(ValueError, match="conversations: the schema has no type 'person'"):
         check_sources(ConversationsConfig(), person_type=False)

@@ -2,10 +2,11 @@ from collections import Counter
 
 import pytest
 
-from data_gen.config import functional_of, memory_table
-from data_gen.episodes import Episode, EpisodeTurn, build_episodes, dump_episodes, load_episodes
+from data_gen.data_config import functional_of, memory_table
+from data_gen.episodes import Episode, EpisodeTurn, build_episodes, load_episodes
 from data_gen.oracle import MemoryOracle
-from memory_runtime.memory.config import MemoryConfig
+from memory_runtime.jsonl import write_jsonl
+from memory_runtime.memory.memory_config import MemoryConfig
 from memory_runtime.memory.store import TripletStore
 
 TABLE = MemoryConfig.load()
@@ -57,7 +58,7 @@ def test_episodes_replay_against_a_fresh_store(episodes):
 
 def test_episode_jsonl_round_trip_and_validation(episodes, tmp_path):
     path = tmp_path / "episodes.jsonl"
-    dump_episodes(episodes, path)
+    write_jsonl(path, episodes)
     assert load_episodes(path) == episodes
     with pytest.raises(ValueError):
         EpisodeTurn(user="Who works for BMW?", kind="question", writes=[["a", "employed by", "BMW"]], answer_names=[])

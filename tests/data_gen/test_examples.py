@@ -1,11 +1,11 @@
 from collections import Counter
 
-from data_gen.config import READ_SHAPES, DataConfig, functional_of, memory_table
+from data_gen.data_config import READ_SHAPES, DataConfig, functional_of, memory_table
 from data_gen.examples import allot, build_records
 from data_gen.generate import generate_records
 from data_gen.oracle import MemoryOracle
 from data_gen.text import oxford
-from memory_runtime.memory.config import MemoryConfig
+from memory_runtime.memory.memory_config import MemoryConfig
 from memory_runtime.memory.store import TripletStore
 from memory_runtime.protocol import Call, ParseError, parse_calls, render_results
 

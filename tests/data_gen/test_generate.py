@@ -7,7 +7,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from data_gen.config import DataConfig
+from data_gen.data_config import DataConfig
 from data_gen.episodes import load_episodes
 from memlm.cli import app
 from memory_runtime.records import Record
@@ -101,7 +101,7 @@ def test_every_trained_call_passes_the_runtime_copy_constraint(tiny_records):
     to the relation table or copies (memory_runtime.generation.field_copy); a record that names something
     else could never be generated."""
     from memory_runtime.generation.field_copy import allowed
-    from memory_runtime.memory.config import MemoryConfig
+    from memory_runtime.memory.memory_config import MemoryConfig
     from memory_runtime.records import messages
 
     relations = MemoryConfig.load().relation_names

@@ -1,5 +1,5 @@
 from data_gen.oracle import MemoryOracle
-from memory_runtime.memory.config import MemoryConfig
+from memory_runtime.memory.memory_config import MemoryConfig
 from memory_runtime.memory.store import TripletStore
 
 TABLE = MemoryConfig.load()

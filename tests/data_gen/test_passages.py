@@ -7,11 +7,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from data_gen.config import ConfigError, DataConfig
+from data_gen.data_config import ConfigError, DataConfig
 from data_gen.passage_bank import _TEMPLATE_SLOTS, PassageBank
 from data_gen.passages import MAX_LIST_ORGS, MAX_ROLE_WRITES, PassageMaker
 from data_gen.world import real_companies
-from memory_runtime.memory.config import MemoryConfig
+from memory_runtime.memory.memory_config import MemoryConfig
 from memory_runtime.memory.store import TripletStore
 from memory_runtime.protocol import parse_calls
 

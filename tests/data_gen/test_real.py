@@ -27,7 +27,7 @@ from data_gen.real_mapping import (
     redocred_schema,
 )
 from data_gen.schema import Schema
-from memory_runtime.memory.config import MemoryConfig
+from memory_runtime.memory.memory_config import MemoryConfig
 from memory_runtime.protocol import parse_calls
 from memory_runtime.records import Record
 from memory_runtime.shipped import shipped

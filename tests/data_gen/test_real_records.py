@@ -8,7 +8,7 @@ from collections import Counter
 
 import pytest
 
-from data_gen.config import ConfigError, DataConfig
+from data_gen.data_config import ConfigError, DataConfig
 from data_gen.real import is_mentioned, load_corpus, load_real
 from data_gen.real_records import RealPassages, dev_texts, normalise_text, overlaps
 from eval.metrics import triplet_key

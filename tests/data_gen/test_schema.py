@@ -12,12 +12,12 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from data_gen.config import DataConfig
+from data_gen.data_config import DataConfig
 from data_gen.fitting import load_fitted
 from data_gen.generate import generate_records
 from data_gen.schema import PERSON_ORGANISATION, Schema
 from memlm.cli import app
-from memory_runtime.memory.config import MemoryConfig
+from memory_runtime.memory.memory_config import MemoryConfig
 from memory_runtime.yaml_config import ConfigError
 
 from .conftest import DEFAULT, REPO, TINY

@@ -8,7 +8,7 @@ from datetime import datetime
 
 import pytest
 
-from eval.config import EvalConfig
+from eval.eval_config import EvalConfig
 from eval.locomo import LocomoConversation, LocomoQuestion, LocomoSession, LocomoTurn
 from eval.locomo_qa import (
     DEV_FILE,
@@ -24,7 +24,7 @@ from eval.locomo_qa import (
 )
 from eval.systems import System
 from memory_runtime.generation.backend import ScriptedBackend
-from memory_runtime.memory.config import MemoryConfig
+from memory_runtime.memory.memory_config import MemoryConfig
 from memory_runtime.memory.store import TripletStore
 from memory_runtime.protocol import render_write
 

@@ -11,7 +11,7 @@ import typing
 import pytest
 
 from eval import DEFAULT_PARTS, FULL_PARTS, MODULES, NAMES, parts
-from eval.config import EvalConfig
+from eval.eval_config import EvalConfig
 from eval.parts import Part
 from eval.run import run_eval
 from eval.systems import System

@@ -8,7 +8,7 @@ from data_gen.schema import Schema
 from eval.real_probe import evaluate_real, in_one_order, real_sample, relations_unknown, summarise_real
 from eval.systems import System
 from memory_runtime.generation.backend import ScriptedBackend
-from memory_runtime.memory.config import MemoryConfig
+from memory_runtime.memory.memory_config import MemoryConfig
 from memory_runtime.shipped import shipped
 
 REPO = Path(__file__).resolve().parents[2]

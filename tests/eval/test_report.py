@@ -210,10 +210,10 @@ def test_a_small_group_is_flagged_even_without_a_limit():
 
 
 def test_a_run_records_the_paths_it_read_and_the_cases_per_source(tmp_path, monkeypatch):
-    from data_gen.config import DataConfig
+    from data_gen.data_config import DataConfig
     from data_gen.generate import generate
     from data_gen.real import default_real_dir
-    from eval.config import EvalConfig
+    from eval.eval_config import EvalConfig
     from eval.real_probe import real_path
     from eval.run import describe_sources, load_cases
 

@@ -6,15 +6,16 @@ from pathlib import Path
 
 import pytest
 
-from data_gen.config import DataConfig
+from data_gen.data_config import DataConfig
 from data_gen.generate import generate
 from eval import FULL_PARTS
-from eval.config import EvalConfig
+from eval.eval_config import EvalConfig
 from eval.records import evaluate_records, load_records, relation_types, summarise_records
 from eval.run import run_eval
 from eval.systems import System
 from eval.typos import with_typo
 from memory_runtime.generation.backend import ScriptedBackend
+from memory_runtime.generation.runtime import Generation
 from memory_runtime.memory.store import TripletStore
 
 
@@ -121,7 +122,7 @@ def test_tiny_model_runs_every_part_and_writes_a_reproducible_report(
         data=str(tiny_data), limit=1, parts=list(FULL_PARTS), generation={"model": "tiny", "max_new_tokens": 8}
     )
     systems = {
-        name: System(name, tiny_model, smollm2_tokenizer, max_new_tokens=8)
+        name: System(name, tiny_model, smollm2_tokenizer, Generation(max_new_tokens=8, max_calls=8))
         for name in ("memlm", "few_shot", "zero_shot")
     }
     summary = run_eval(config, tmp_path / "a", systems=systems)
@@ -291,7 +292,7 @@ def test_the_model_under_test_is_prompted_as_trained_and_decoded_as_configured(t
         EvalConfig(systems=["memlm", "few_shot"], generation={"model": str(run), "copy_fields": False})
     )
     assert systems["memlm"].system_prompt == "You have a memory."
-    assert not systems["memlm"].copy_fields and not systems["few_shot"].copy_fields
+    assert not systems["memlm"].generation.copy_fields and not systems["few_shot"].generation.copy_fields
     for name, prompt in (("memlm", "You have a memory."), ("few_shot", FEW_SHOT_PROMPT)):
         scripted = ScriptedBackend(["Hello."])
         systems[name].backend_factory = lambda: scripted
@@ -570,7 +571,7 @@ def test_a_stopped_eval_keeps_its_finished_parts_and_resume_finishes_it(tiny_dat
 def test_a_part_of_another_schema_is_skipped_saying_why_and_never_scored(tiny_model_dir, tmp_path):
     """Real text checked only for person–organisation relations says nothing of a model of another schema:
     the part is skipped, the report says why, no figure is made."""
-    from memory_runtime.memory.config import MemoryConfig
+    from memory_runtime.memory.memory_config import MemoryConfig
 
     team = MemoryConfig.model_validate({"relations": [{"name": "maintains"}, {"name": "mentors"}]})
     config = EvalConfig(limit=1, systems=["memlm"], parts=["real"], generation={"model": str(tiny_model_dir)})
@@ -617,7 +618,7 @@ def test_the_schema_warning_reads_a_table_of_open_relations(tmp_path):
     import yaml
 
     from eval.run import schema_mismatch
-    from memory_runtime.memory.config import MemoryConfig
+    from memory_runtime.memory.memory_config import MemoryConfig
 
     conversations = {"open_relations": True, "relations": [{"name": "lives in"}, {"name": "works as"}]}
     (tmp_path / "relations.yaml").write_text(yaml.safe_dump(conversations))

@@ -4,7 +4,8 @@ self-instruct probe samples) and its memory's relations and common objects (a co
 from __future__ import annotations
 
 from eval.systems import System
-from memory_runtime.memory.config import MemoryConfig
+from memory_runtime.generation.runtime import Generation
+from memory_runtime.memory.memory_config import MemoryConfig
 from memory_runtime.memory.store import TripletStore
 
 
@@ -12,7 +13,7 @@ def test_a_turn_alone_takes_the_requests_sampling_and_its_memorys_terms(tiny_mod
     memory = MemoryConfig.model_validate(
         {"open_relations": True, "relations": [{"name": "works as", "common_object": True}]}
     )
-    system = System("memlm", tiny_model, smollm2_tokenizer, temperature=0.7, top_p=0.9)
+    system = System("memlm", tiny_model, smollm2_tokenizer, Generation(temperature=0.7, top_p=0.9))
     with TripletStore(":memory:", memory) as store:
         request = system.request("Caroline: I work as a nurse.", store)
         request.seed = 3
@@ -21,3 +22,12 @@ def test_a_turn_alone_takes_the_requests_sampling_and_its_memorys_terms(tiny_mod
     assert (turn.temperature, turn.top_p) == (0.7, 0.9) == (batch_turn.temperature, batch_turn.top_p)
     assert turn.common_objects == batch_turn.common_objects and "works as" in turn.common_objects
     assert turn.relations == batch_turn.relations
+
+
+def test_eval_decodes_greedily_whatever_the_section_samples():
+    """eval measures the model's best turn (its config's seed samples cases, not tokens): the section's limits
+    and decoding stay, its sampling does not."""
+    from eval.systems import greedy
+
+    sampled = Generation(temperature=0.7, top_p=0.9, max_new_tokens=5, copy_fields=False)
+    assert greedy(sampled).model_dump() == {**sampled.model_dump(), "temperature": 0.0, "top_p": 1.0}

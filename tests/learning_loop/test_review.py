@@ -14,6 +14,7 @@ from learning_loop.review import decide, export, summary
 from memlm.cli import app
 from memory_runtime.generation.backend import ScriptedBackend
 from memory_runtime.generation.batching import OneAtATime
+from memory_runtime.generation.runtime import Generation
 from memory_runtime.generation.turn import TurnRequest, turn_messages
 from memory_runtime.memory.store import TripletStore
 from memory_runtime.protocol import render_read, render_write
@@ -66,7 +67,7 @@ def rate_and_correct(directory) -> dict[str, str]:
             return Exchange(text, engine.run_turn(TurnRequest(turn_messages(text), store, namespace="alice")))
 
         def correct(text: str, exchange: Exchange | None = None):
-            return engine.run_sessions([feedback.correction("alice", text, exchange)])[0]
+            return engine.run_sessions([feedback.correction("alice", text, exchange, Generation())])[0]
 
         good, bad = ask("Where does Dorothea Altemus work?"), ask("Who works for Pfizer?")
         ids = {"good": feedback.rate("alice", good, good=True)["record"]}

@@ -14,6 +14,7 @@ from learning_loop.self_instruct_execute import run_tasks
 from learning_loop.self_instruct_tasks import Task, augment, draft_tasks, load_tasks, rejection
 from memory_runtime.generation.backend import ScriptedBackend
 from memory_runtime.generation.batching import OneAtATime
+from memory_runtime.generation.runtime import Generation
 from memory_runtime.protocol import render_read, render_write
 from memory_runtime.records import Record
 
@@ -110,7 +111,7 @@ def test_run_tasks_keeps_reward_one_trajectories_as_records():
             [render_read(None, "employed by", "Pfizer"), " Ada Lin is employed by Pfizer."],  # wrong: dropped
         ]
     )
-    kept, log = run_tasks([statement, question, statement, question], OneAtATime(lambda _: backend))
+    kept, log = run_tasks([statement, question, statement, question], OneAtATime(lambda _: backend), Generation())
     assert [r["exact"] for r in log] == [1, 1, 0, 0]
     assert [r["reason"] for r in log][2:] == ["partial writes", "wrong answer"]
     read = kept[1]
@@ -252,9 +253,9 @@ def test_rounds_run_every_task_against_the_configured_memory(tmp_path, monkeypat
     seen = []
     run_tasks = self_instruct.run_tasks
 
-    def spy(tasks, engine, memory_config=None, **limits):
+    def spy(tasks, decoder, generation, memory_config=None, **prompt):
         seen.append(memory_config)
-        return run_tasks(tasks, engine, memory_config, **limits)
+        return run_tasks(tasks, decoder, generation, memory_config, **prompt)
 
     monkeypatch.setattr(self_instruct, "run_tasks", spy)
     backend = ScriptedBackend([["Nothing to store."]] * 50)

@@ -6,7 +6,7 @@ from typing import get_args
 
 from learning_loop import train as train_module
 from learning_loop.train import OBJECTIVES, train
-from training.config import TrainConfig
+from training.train_config import TrainConfig
 
 
 def test_every_objective_a_config_takes_has_its_run_function():

@@ -9,16 +9,16 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from data_gen.config import DataConfig
-from eval.config import EvalConfig
+from data_gen.data_config import DataConfig
+from eval.eval_config import EvalConfig
 from learning_loop.sampling import SampleConfig
 from learning_loop.self_instruct import SelfInstructConfig
 from memlm.cli import app
 from memlm.cli.common import find_config
 from memory_runtime.serving.chat import ChatConfig
-from memory_runtime.serving.config import ServeConfig
+from memory_runtime.serving.serve_config import ServeConfig
 from memory_runtime.shipped import config_names, shipped
-from training.config import TrainConfig
+from training.train_config import TrainConfig
 
 runner = CliRunner()
 CONFIG_CLASSES = {

@@ -95,7 +95,7 @@ def tiny_datasets(records, smollm2_tokenizer):
 
 def tiny_config(model_dir, output_dir, *overrides: str):
     """A training config for the tiny model: fast, no evaluation unless asked."""
-    from training.config import TrainConfig
+    from training.train_config import TrainConfig
 
     return TrainConfig.load(
         None,

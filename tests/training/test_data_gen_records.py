@@ -14,7 +14,7 @@ TINY = Path(__file__).resolve().parents[2] / "configs" / "data" / "tiny.yaml"
 
 @pytest.fixture(scope="module")
 def data_dir(tmp_path_factory):
-    from data_gen.config import DataConfig
+    from data_gen.data_config import DataConfig
     from data_gen.generate import generate
 
     out = tmp_path_factory.mktemp("data") / "tiny"
@@ -23,8 +23,8 @@ def data_dir(tmp_path_factory):
 
 
 def test_every_data_gen_record_is_masked_exactly(data_dir, smollm2_tokenizer):
-    from training.config import TrainConfig
     from training.data import _row_to_record, load_record_splits
+    from training.train_config import TrainConfig
 
     tok = smollm2_tokenizer
     cfg = TrainConfig.load(None, [f"data.path={data_dir}"])
@@ -43,8 +43,8 @@ def test_every_data_gen_record_is_masked_exactly(data_dir, smollm2_tokenizer):
 
 
 def test_build_datasets_from_a_data_gen_dir(data_dir, smollm2_tokenizer):
-    from training.config import TrainConfig
     from training.data import build_datasets, token_stats
+    from training.train_config import TrainConfig
 
     cfg = TrainConfig.load(None, [f"data.path={data_dir}", "data.max_length=160", "data.max_train_records=50"])
     ds = build_datasets(cfg, smollm2_tokenizer)

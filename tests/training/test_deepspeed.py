@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from training.config import TrainConfig, resolve_deepspeed
+from training.train_config import TrainConfig, resolve_deepspeed
 
 deepspeed = pytest.importorskip("deepspeed")
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import torch
 
-from training.config import TrainConfig
 from training.objectives.sft import train_sft
+from training.train_config import TrainConfig
 
 CPU_CONFIG = Path(__file__).resolve().parents[2] / "configs" / "train" / "cpu-smollm2.yaml"
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from memory_runtime.records import Record, Segment
-from training.config import ConfigError, TrainConfig, preflight
 from training.data import load_record_splits
+from training.train_config import ConfigError, TrainConfig, preflight
 
 RECORD = Record(
     id="feedback-1",
@@ -22,7 +22,7 @@ RECORD = Record(
 
 @pytest.fixture(scope="module")
 def data_dir(tmp_path_factory):
-    from data_gen.config import DataConfig
+    from data_gen.data_config import DataConfig
     from data_gen.generate import generate
     from tests.data_gen.conftest import TINY
 

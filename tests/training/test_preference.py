@@ -15,11 +15,11 @@ from trl import DPOTrainer, KTOTrainer
 
 from memory_runtime.protocol import render_results
 from tests.training.conftest import preference_config, preference_pair
-from training.config import ConfigError
 from training.data import tokenize_labelled_turn, tokenize_pair
 from training.objectives.dpo import MaskedDPOTrainer, PairCollator, build_dpo_config, train_dpo
 from training.objectives.kto import LabelledTurnCollator, MaskedKTOTrainer, build_kto_config, train_kto
 from training.run import load_policy
+from training.train_config import ConfigError
 
 SYSTEM = "You have a memory."
 
@@ -190,7 +190,7 @@ def dpo_run(tiny_model_dir, reference_run, preference_dir, tmp_path_factory):
 
 def test_dpo_moves_the_policy_and_saves_a_run_like_sfts(dpo_run, reference_run, tiny_model_dir, smollm2_tokenizer):
     from memory_runtime.models.loading import adapter_base, load_model
-    from training.config import TrainConfig
+    from training.train_config import TrainConfig
 
     config, result, lines, before = dpo_run
     out = result.output_dir

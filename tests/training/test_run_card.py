@@ -9,8 +9,8 @@ import shlex
 import typer
 
 from tests.training.conftest import tiny_config
-from training.config import TrainConfig
 from training.run_card import RunFacts, run_card
+from training.train_config import TrainConfig
 
 
 def _facts(**changes) -> RunFacts:

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from tests.training.conftest import tiny_config
-from training.config import ConfigError, TrainConfig
 from training.objectives.sft import train_sft
 from training.token_budget import TokenBudgetSampler
+from training.train_config import ConfigError, TrainConfig
 
 LENGTHS = [30, 90, 12, 250, 64, 64, 8, 120, 45, 77, 300, 16, 33]
 

@@ -70,7 +70,7 @@ def test_lora_run_saves_adapter_tokenizer_config_and_metrics(lora_run):
     assert metrics["global_step"] == 4 and metrics["eval_loss"] > 0 and metrics["train_loss"] > 0
     assert metrics["data"]["train"]["trained_tokens"] > 0
     assert (out / "checkpoint-4").is_dir()
-    from training.config import TrainConfig
+    from training.train_config import TrainConfig
 
     saved = TrainConfig.load(out / "train_config.yaml")  # the config as given, model.dtype as chosen here
     assert saved.model.dtype in ("float32", "bfloat16") and cfg.model.dtype == "auto"
@@ -153,7 +153,7 @@ def test_init_from_continues_the_adapter(lora_run, tiny_datasets, tmp_path):
 
 
 def test_init_from_must_be_an_adapter_of_the_same_base(lora_run, tiny_datasets, tmp_path):
-    from training.config import ConfigError
+    from training.train_config import ConfigError
 
     cfg, result, _ = lora_run
     with pytest.raises(ConfigError, match="not a PEFT adapter"):
@@ -165,7 +165,7 @@ def test_init_from_must_be_an_adapter_of_the_same_base(lora_run, tiny_datasets, 
 
 
 def test_resume_without_checkpoint_is_a_config_error(tiny_model_dir, tiny_datasets, tmp_path):
-    from training.config import ConfigError
+    from training.train_config import ConfigError
 
     cfg = tiny_config(tiny_model_dir, tmp_path, "output.resume_from_checkpoint=true")
     with pytest.raises(ConfigError, match="no checkpoint"):
@@ -275,7 +275,7 @@ def test_adapters_only_on_the_chosen_layers(tiny_model_dir, tiny_datasets, tmp_p
 
 
 def test_layers_the_model_lacks_are_a_config_error(tiny_model_dir, tiny_datasets, tmp_path):
-    from training.config import ConfigError
+    from training.train_config import ConfigError
 
     cfg = tiny_config(tiny_model_dir, tmp_path, "lora.layers_to_transform=[1, 2]")
     with pytest.raises(ConfigError, match=r"has layers 0\.\.1, got 2"):
@@ -347,7 +347,7 @@ def test_training_records_the_choice_and_its_reason(native, tiny_model_dir, tiny
     from memory_runtime.models import hardware
     from memory_runtime.models.hardware import choose_cpu_dtype
     from tests.memory_runtime.models.test_hardware import AVX2_ONLY, BF16_NATIVE
-    from training.config import TrainConfig
+    from training.train_config import TrainConfig
 
     cpu = BF16_NATIVE if native else AVX2_ONLY
     monkeypatch.setattr(hardware, "choose_dtype", lambda device="cpu": choose_cpu_dtype(cpu, probe=lambda: 2.0))
@@ -389,7 +389,7 @@ def test_running_the_same_command_again_resumes(tiny_model_dir, tiny_datasets, t
 
 
 def test_a_checkpoint_of_another_config_is_not_resumed_silently(tiny_model_dir, tiny_datasets, tmp_path):
-    from training.config import ConfigError
+    from training.train_config import ConfigError
 
     _interrupted_run(tiny_model_dir, tiny_datasets, tmp_path)
     changed = tiny_config(

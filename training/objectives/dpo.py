@@ -11,9 +11,9 @@ import torch
 from transformers.data.data_collator import DataCollatorMixin
 from trl import DPOConfig, DPOTrainer
 
-from training.config import TrainConfig
 from training.objectives.preference import padded_sequences, preference_arguments, train_preference
 from training.run import LogFn, SavesPolicyOnly, TrainResult, _stderr
+from training.train_config import TrainConfig
 
 
 @dataclass

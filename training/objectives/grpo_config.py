@@ -1,7 +1,7 @@
 """The `grpo` section of a training config (objective grpo) and the prompts it runs on, which `memlm sample`
 draws too (learning_loop.sampling.SampleConfig). GRPO's trainer is learning_loop/grpo.py, not beside this
 file: its rollouts are scored with eval's metrics, a layer training may not import; the section lives here,
-where TrainConfig (training/config.py) can compose it."""
+where TrainConfig (training/train_config.py) can compose it."""
 
 from __future__ import annotations
 

@@ -38,8 +38,8 @@ from typing import Any
 import torch
 from trl.trainer.utils import pad
 
-from training.config import TrainConfig
 from training.run import LogFn, TrainResult, load_policy, plan_resume, start_run, training_arguments
+from training.train_config import TrainConfig
 
 # --------------------------------------------------------------------------- collators
 

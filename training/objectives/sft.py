@@ -28,7 +28,6 @@ import torch
 import torch.nn.functional as F
 from trl import SFTTrainer
 
-from training.config import TrainConfig
 from training.run import (
     LogFn,
     TrainResult,
@@ -39,6 +38,7 @@ from training.run import (
     start_run,
     training_arguments,
 )
+from training.train_config import TrainConfig
 
 
 def sft_max_length(config: TrainConfig) -> int | None:

@@ -99,18 +99,17 @@ def turn_of(
     the server's generation settings."""
     generation = server.config.generation
     asked = request.max_completion_tokens or request.max_tokens or generation.max_new_tokens
-    return TurnRequest(
+    sampling = {"temperature": request.temperature, "top_p": request.top_p}  # the client's, where it sent them
+    return generation.request(
         messages,
         server.store,
         namespace=namespace,
         max_new_tokens=min(asked, generation.max_new_tokens),
-        max_calls=generation.max_calls,
-        temperature=generation.temperature if request.temperature is None else request.temperature,
-        top_p=generation.top_p if request.top_p is None else request.top_p,
         seed=request.seed,
         on_text=on_text,
         source=source,
         said_at=request.memlm.date or datetime.now(),
+        **{name: value for name, value in sampling.items() if value is not None},
     )
 
 

@@ -56,14 +56,15 @@ async def correct(server: ServerState, namespace: str, correction: str, last: Ex
     engine (any engine), queued fairly with the caller's other turns (501 where the server has no model)."""
     if not server.has_model:
         raise APIError(501, "this server has no model (memlm ui): corrections need one", code="no_model")
-    generation = server.config.generation
+    # greedy, whatever the server samples: a correction's writes are the model's best reading of it
     session = server.feedback.correction(
         namespace,
         correction,
         last,
+        server.config.generation,
         system_prompt=server.system_prompt,
-        max_new_tokens=generation.max_new_tokens,
-        max_calls=generation.max_calls,
+        temperature=0.0,
+        top_p=1.0,
     )
     try:
         return await server.scheduler.run_session(session, owner=namespace)

@@ -14,11 +14,11 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from memory_runtime.generation.backend import Backend
 from memory_runtime.generation.decoder import Decoder
 from memory_runtime.memory.store import TripletStore
-from memory_runtime.serving.config import Limits, ServeConfig
 from memory_runtime.serving.feedback import Exchange, Feedback
 from memory_runtime.serving.keys import Caller, FailedKeys
 from memory_runtime.serving.metrics import Metrics
 from memory_runtime.serving.scheduler import TurnScheduler
+from memory_runtime.serving.serve_config import Limits, ServeConfig
 
 MAX_LAST_TURNS = 100_000  # callers whose last exchange is kept for feedback
 
@@ -37,8 +37,7 @@ class ServerState:
     model_name: str  # the `model` reported to clients
     system_prompt: str | None  # the system message the model was trained with
     has_model: bool  # False for `memlm ui`: the memory routes only, chat answers 501
-    backend_factory: BackendFactory | None  # corrections decode alone over it (hf engine only)
-    decoder: Decoder  # the engine the scheduler steps (BatchDecoder, OneAtATime, the vLLM decoder)
+    decoder: Decoder  # what the scheduler steps (BatchDecoder, OneAtATime, the vLLM decoder)
     scheduler: TurnScheduler  # the model thread: turns of every key, fairly
     metrics: Metrics
     feedback: Feedback

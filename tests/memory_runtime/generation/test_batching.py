@@ -246,7 +246,7 @@ def test_an_aborted_turn_leaves_the_batch_and_its_cache(tiny_model, smollm2_toke
 
 def test_open_relations_decode_in_a_batch_as_they_do_alone(caller, smollm2_tokenizer):
     """A memory of open relations (no relation names: relations are free) batches like any other."""
-    from memory_runtime.memory.config import MemoryConfig
+    from memory_runtime.memory.memory_config import MemoryConfig
 
     users = [f"{p} works for {o}." for p, o in zip(PEOPLE[:4], ORGS[:4])]
     config = MemoryConfig(open_relations=True)

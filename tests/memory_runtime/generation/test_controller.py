@@ -217,7 +217,7 @@ def test_a_dated_turn_dates_its_facts_and_resolves_their_relative_time():
     as the day it was; relations as stated, objects in small letters, kept where the relations are open."""
     from datetime import datetime
 
-    from memory_runtime.memory.config import MemoryConfig
+    from memory_runtime.memory.memory_config import MemoryConfig
 
     said = datetime(2023, 5, 8, 13, 56)
     text = "[MEM_WRITE{Caroline>>went to>>pottery class yesterday}] [MEM_WRITE{Caroline>>lives in>>Denver}] Noted."

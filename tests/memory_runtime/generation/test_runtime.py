@@ -6,14 +6,14 @@ import pytest
 
 from memory_runtime.generation.batching import BatchDecoder
 from memory_runtime.generation.runtime import Generation, choose_engine, open_runtime
-from memory_runtime.memory.config import MemoryConfig
+from memory_runtime.memory.memory_config import MemoryConfig
 from memory_runtime.yaml_config import ConfigError
 
 
 def test_a_command_keeps_its_own_defaults_when_a_section_sets_some_fields():
-    from eval.config import EvalConfig
+    from eval.eval_config import EvalConfig
     from memory_runtime.serving.chat import ChatConfig
-    from memory_runtime.serving.config import ServeConfig
+    from memory_runtime.serving.serve_config import ServeConfig
 
     def limits(cls, *overrides):
         generation = cls.load(None, [*overrides, "generation.device=cpu"]).generation
@@ -33,7 +33,7 @@ def test_an_engine_that_cannot_honour_the_section_is_refused_before_anything_loa
         Generation.load(None, ["engine=vllm", "write_gate.signal=call"])
     with pytest.raises(ConfigError, match="one_forward_per_step: the hf engine's batches"):
         Generation.load(None, ["engine=onnx", "one_forward_per_step=true"])  # a setting it would ignore
-    from eval.config import EvalConfig
+    from eval.eval_config import EvalConfig
 
     with pytest.raises(ConfigError, match="model: Field required"):
         EvalConfig.load(None, ["limit=3"])
@@ -63,8 +63,33 @@ def test_one_forward_per_step_reaches_the_batch_engines_of_a_runtime_and_of_eval
     assert System.under_test(runtime).decoder_for(batch_size=4).one_forward_per_step is False
 
 
+def test_a_turn_takes_the_section_limits_and_the_door_overrides_only_what_it_names():
+    """Generation.request is the one request builder: the section's four settings, per-turn fields as given."""
+    from memory_runtime.generation.turn import turn_messages
+    from memory_runtime.memory.store import TripletStore
+
+    generation = Generation(max_new_tokens=32, max_calls=3, temperature=0.5, top_p=0.8)
+    with TripletStore() as store:
+        plain = generation.request(turn_messages("hi"), store)
+        asked = generation.request(turn_messages("hi"), store, namespace="bob", seed=7, source="s1", max_new_tokens=8)
+    assert (plain.max_new_tokens, plain.max_calls, plain.temperature, plain.top_p) == (32, 3, 0.5, 0.8)
+    assert (plain.namespace, plain.seed, plain.source) == ("default", None, None)
+    assert (asked.max_new_tokens, asked.max_calls, asked.temperature) == (8, 3, 0.5)
+    assert (asked.namespace, asked.seed, asked.source) == ("bob", 7, "s1")
+    with pytest.raises(TypeError):  # a misspelt per-turn field fails where it is written, not silently
+        generation.request(turn_messages("hi"), store, sead=7)
+
+
+def test_every_door_builds_the_hf_decoder_as_the_section_says(tiny_model, smollm2_tokenizer):
+    """BatchDecoder.of: the one factory of the hf engine's decoder (runtime, eval, GRPO, the engine measurement)."""
+    generation = Generation(max_batch_size=3, copy_fields=False, one_forward_per_step=False)
+    decoder = BatchDecoder.of(generation, tiny_model, smollm2_tokenizer)
+    assert (decoder.max_batch_size, decoder.copy_fields, decoder.one_forward_per_step) == (3, False, False)
+    assert BatchDecoder.of(generation, tiny_model, smollm2_tokenizer, batch_size=5).max_batch_size == 5
+
+
 def test_eval_opens_its_systems_on_the_vllm_engine(monkeypatch, smollm2_tokenizer, tiny_model_dir):
-    from eval.config import EvalConfig
+    from eval.eval_config import EvalConfig
     from eval.run import load_systems
     from memory_runtime.generation import vllm_decoder
     from memory_runtime.memory.store import TripletStore
@@ -105,12 +130,12 @@ def test_auto_takes_vllm_where_it_is_installed_unless_the_model_must_run_here(mo
 
 
 def test_commands_that_need_the_model_here_run_on_hf(monkeypatch):
-    from eval.config import EvalConfig
+    from eval.eval_config import EvalConfig
     from eval.run import on_engine
     from learning_loop.self_instruct import SelfInstructConfig
     from memory_runtime.generation import runtime
     from memory_runtime.serving.chat import ChatConfig
-    from memory_runtime.serving.config import ServeConfig
+    from memory_runtime.serving.serve_config import ServeConfig
 
     monkeypatch.setattr(runtime, "vllm_installed", lambda: True)
     assert SelfInstructConfig().generation.engine == "hf"  # its sentences stream from the model in this process

@@ -182,7 +182,7 @@ def test_the_batch_decoder_gates_its_turns_like_the_controller(tiny_model, smoll
 
 
 def test_serving_a_gate_needs_the_hf_engine():
-    from memory_runtime.serving.config import Generation
+    from memory_runtime.serving.serve_config import Generation
 
     assert Generation(write_gate=WriteGateConfig(signal="call")).write_gate.signal == "call"
     with pytest.raises(ValidationError, match="engine: hf"):

@@ -48,7 +48,7 @@ from pathlib import Path
 
 import pytest
 
-from memory_runtime.memory.config import MemoryConfig
+from memory_runtime.memory.memory_config import MemoryConfig
 from memory_runtime.memory.store import TripletStore
 from memory_runtime.memory.terms import normalize_term
 from memory_runtime.memory.transfer import import_file

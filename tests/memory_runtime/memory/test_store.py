@@ -7,9 +7,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memory_runtime.memory.config import MemoryConfig
 from memory_runtime.memory.database import InvalidDatabaseError
 from memory_runtime.memory.history import RestoreRefused
+from memory_runtime.memory.memory_config import MemoryConfig
 from memory_runtime.memory.store import TripletStore
 from memory_runtime.memory.terms import normalize_term
 
@@ -694,7 +694,7 @@ def test_a_new_employer_ends_the_roles_at_the_old_one(store):
 
 
 def test_ends_must_name_relations_of_the_table():
-    from memory_runtime.memory.config import MemoryConfig
+    from memory_runtime.memory.memory_config import MemoryConfig
 
     with pytest.raises(ValueError, match="not relation names"):
         MemoryConfig.model_validate({"relations": [{"name": "employed by", "ends": ["boss of"]}]})
@@ -998,7 +998,7 @@ def test_opening_a_store_waits_for_no_other_transaction(memory_location, held):
 def test_open_relations_come_with_a_trained_models_relation_table(tmp_path):
     """A run trained on a schema with open relations opens its memory with them: relations free in decoding,
     objects of relations outside the table may be common nouns."""
-    from memory_runtime.memory.config import ANY_RELATION, RELATION_TABLE_FILE, MemoryConfig
+    from memory_runtime.memory.memory_config import ANY_RELATION, RELATION_TABLE_FILE, MemoryConfig
 
     (tmp_path / RELATION_TABLE_FILE).write_text(
         "relations:\n- name: lives in\n  functional: subject\nopen_relations: true\n"
@@ -1007,3 +1007,16 @@ def test_open_relations_come_with_a_trained_models_relation_table(tmp_path):
     assert config.open_relations and config.relation_names is None and ANY_RELATION in config.common_objects
     closed = MemoryConfig.from_dict({"relations": [{"name": "lives in"}]})
     assert closed.relation_names == ["lives in"] and not closed.common_objects
+
+
+def test_a_scratch_memory_holds_its_facts_from_the_start():
+    """TripletStore.scratch: what a record's, task's, sampled run's or correction's turn runs against: facts
+    stored at time 1.0 (before anything the turn writes), in the namespace asked; no facts, an empty memory."""
+    facts = [("Ada Lin", "employed by", "Pfizer"), ("Bo Chan", "founder of", "Acme")]
+    with TripletStore.scratch(MemoryConfig(), facts, namespace="alice") as scratch:
+        assert scratch.path == ":memory:"
+        stored = scratch.facts("alice")
+        assert {f.triplet for f in stored} == set(facts) and scratch.facts("default") == []
+        assert {f.valid_from for f in stored} == {1.0}
+    with TripletStore.scratch(None, iter(())) as empty:
+        assert empty.facts() == []

@@ -24,8 +24,8 @@ from memory_runtime.generation.backend import ScriptedBackend
 from memory_runtime.generation.runtime import Generation
 from memory_runtime.memory.store import TripletStore
 from memory_runtime.serving.app import create_app
-from memory_runtime.serving.config import Limits, ServeConfig
 from memory_runtime.serving.keys import NAMESPACE_HEADER
+from memory_runtime.serving.serve_config import Limits, ServeConfig
 
 DEMO_KEY = "memlm-demo-key"  # the shipped demo key (configs/serve/default.yaml): namespace "default"
 OPS_KEY = "ops-key-0001"  # an operator's key: its own namespace "ops", any other named by Memlm-Namespace

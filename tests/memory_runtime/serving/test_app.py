@@ -9,9 +9,9 @@ from fastapi.testclient import TestClient
 
 from memory_runtime.memory.store import TripletStore
 from memory_runtime.serving.app import ROUTERS, create_app
-from memory_runtime.serving.config import ServeConfig
 from memory_runtime.serving.middleware import Instrumented
 from memory_runtime.serving.routes.state import ServerState
+from memory_runtime.serving.serve_config import ServeConfig
 
 REPO = Path(__file__).resolve().parents[3]
 SERVING = REPO / "memory_runtime" / "serving"

@@ -12,7 +12,7 @@ from memlm.cli import app
 from memory_runtime.generation.scripted_model import SENTENCES, ScriptedMemoryModel, script
 from memory_runtime.memory.store import TripletStore
 from memory_runtime.serving.app import create_app
-from memory_runtime.serving.config import ServeConfig
+from memory_runtime.serving.serve_config import ServeConfig
 from memory_runtime.serving.soak_settings import DEFAULT_MIX, KINDS, parse_cpus, parse_mix
 
 KEY = {"Authorization": "Bearer alice-key-0001"}

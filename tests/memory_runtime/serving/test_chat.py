@@ -240,8 +240,8 @@ def test_the_quickstarts_chat_shows_on_the_memory_page_with_the_shipped_key(tmp_
 
     from memory_runtime.serving.app import create_app
     from memory_runtime.serving.chat import ChatConfig
-    from memory_runtime.serving.config import ServeConfig
     from memory_runtime.serving.launch import keys_line
+    from memory_runtime.serving.serve_config import ServeConfig
 
     db = tmp_path / "demo.sqlite"
     with TripletStore(db) as store:
@@ -279,8 +279,8 @@ def test_a_conversational_memory_hears_each_turn_from_its_speaker_dated_now():
     from datetime import date, timedelta
 
     from memory_runtime.generation.backend import ScriptedBackend
-    from memory_runtime.memory.config import MemoryConfig
     from memory_runtime.memory.dates import format_day
+    from memory_runtime.memory.memory_config import MemoryConfig
 
     backend = ScriptedBackend(["[MEM_WRITE{Caroline>>went to>>pottery class yesterday}] Noted."])
     with TripletStore(":memory:", MemoryConfig(open_relations=True)) as store:

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from memory_runtime.generation.backend import ScriptedBackend
 from memory_runtime.memory.store import TripletStore
 from memory_runtime.serving.app import create_app
-from memory_runtime.serving.config import ServeConfig
+from memory_runtime.serving.serve_config import ServeConfig
 from memory_runtime.stats import percentile
 from tests.memory_runtime.serving.test_serve import ALICE, BOB, KEYS, MemoryEchoBackend
 
@@ -33,7 +33,7 @@ SERVER = """
 import sys, uvicorn
 sys.path.insert(0, {repo!r})
 from memory_runtime.serving.app import create_app
-from memory_runtime.serving.config import Limits, ServeConfig
+from memory_runtime.serving.serve_config import Limits, ServeConfig
 from memory_runtime.memory.store import TripletStore
 from tests.memory_runtime.serving.test_serve import KEYS
 from {module} import {backend}

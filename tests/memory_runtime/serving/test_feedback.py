@@ -10,6 +10,7 @@ import pytest
 
 from memory_runtime.generation.backend import ScriptedBackend
 from memory_runtime.generation.batching import OneAtATime
+from memory_runtime.generation.runtime import Generation
 from memory_runtime.generation.turn import TurnRequest, turn_messages
 from memory_runtime.memory.store import TripletStore
 from memory_runtime.protocol import render_read, render_write
@@ -44,7 +45,7 @@ def ask(store, backend, text=ASK):
 
 def correct(feedback, engine, text, exchange=None):
     """A correction of alice's memory through `engine`, as chat and the server run it."""
-    return engine.run_sessions([feedback.correction("alice", text, exchange)])[0]
+    return engine.run_sessions([feedback.correction("alice", text, exchange, Generation())])[0]
 
 
 def scripted(*turns):
@@ -239,7 +240,7 @@ def test_serve_feedback_endpoint(tmp_path):
     from fastapi.testclient import TestClient
 
     from memory_runtime.serving.app import create_app
-    from memory_runtime.serving.config import ServeConfig
+    from memory_runtime.serving.serve_config import ServeConfig
     from tests.memory_runtime.serving.test_serve import ALICE, BOB, KEYS, MemoryEchoBackend, say
 
     config = ServeConfig(api_keys=KEYS, api_keys_env=None, feedback_dir=tmp_path, allowed_hosts=["testserver"])
@@ -272,7 +273,7 @@ def test_an_operator_in_a_users_namespace_has_a_last_turn_of_its_own(tmp_path):
     from fastapi.testclient import TestClient
 
     from memory_runtime.serving.app import create_app
-    from memory_runtime.serving.config import ServeConfig
+    from memory_runtime.serving.serve_config import ServeConfig
     from tests.memory_runtime.serving.test_serve import ALICE, KEYS, MemoryEchoBackend, say
 
     keys = {**KEYS, "ops-key-000001": ["ops", "*"]}

@@ -9,8 +9,8 @@ from typer.testing import CliRunner
 from memlm.cli import app as cli_app
 from memory_runtime.memory.store import TripletStore
 from memory_runtime.serving.app import create_app
-from memory_runtime.serving.config import Limits, ServeConfig
 from memory_runtime.serving.keys import NAMESPACE_HEADER, KeyRing
+from memory_runtime.serving.serve_config import Limits, ServeConfig
 from memory_runtime.yaml_config import ConfigError
 from tests.memory_runtime.serving.test_serve import MemoryEchoBackend
 

@@ -25,10 +25,10 @@ from memory_runtime.generation.runtime import Generation
 from memory_runtime.generation.write_gate import WriteGate, WriteGateConfig
 from memory_runtime.memory.store import TripletStore
 from memory_runtime.protocol import NOT_STORED, SYSTEM_PROMPT, parse_calls
-from memory_runtime.serving.app import create_app, hf_backend_factory
-from memory_runtime.serving.config import Limits, ServeConfig
+from memory_runtime.serving.app import create_app
 from memory_runtime.serving.keys import KeyRing
 from memory_runtime.serving.launch import background_server
+from memory_runtime.serving.serve_config import Limits, ServeConfig
 from memory_runtime.yaml_config import ConfigError
 
 KEYS = {"alice-key-0001": "alice", "bob-key-000002": "bob"}
@@ -743,7 +743,11 @@ def test_a_poisoned_request_fails_alone_while_other_users_turns_finish(store, ti
 
 
 def test_the_openai_client_works_unchanged_over_the_real_model(store, tiny_model, smollm2_tokenizer):
-    app = create_app(config(max_tokens=6), store, hf_backend_factory(tiny_model, smollm2_tokenizer), model_name="tiny")
+    from memory_runtime.generation.batching import BatchDecoder
+    from memory_runtime.generation.runtime import Generation
+
+    decoder = BatchDecoder.of(Generation(), tiny_model, smollm2_tokenizer, batch_size=2)
+    app = create_app(config(max_tokens=6), store, None, model_name="tiny", decoder=decoder)
     with background_server(app) as url:
         client = openai.OpenAI(base_url=url + "/v1", api_key="alice-key-0001", max_retries=0, timeout=30)
         assert [m.id for m in client.models.list()] == ["tiny"]
@@ -810,7 +814,7 @@ def test_a_prompt_over_the_limit_is_refused_before_any_decoding(store, tiny_mode
 
     decoder = BatchDecoder(tiny_model, smollm2_tokenizer, max_batch_size=2)
     cfg = config(max_prompt_tokens=64, max_tokens=4)
-    app = create_app(cfg, store, hf_backend_factory(tiny_model, smollm2_tokenizer), model_name="tiny", decoder=decoder)
+    app = create_app(cfg, store, None, model_name="tiny", decoder=decoder)
     with TestClient(app) as c:
         r = say(c, "Ada Lin works for Pfizer. " * 20)
         assert r.status_code == 400 and r.json()["error"]["code"] == "context_length_exceeded"

@@ -25,9 +25,9 @@ from memory_runtime.generation.batching import OneAtATime
 from memory_runtime.generation.write_gate import WriteGate, WriteGateConfig
 from memory_runtime.memory.store import TripletStore
 from memory_runtime.serving.app import create_app
-from memory_runtime.serving.config import Limits, ServeConfig
 from memory_runtime.serving.feedback import read_pending
 from memory_runtime.serving.launch import background_server
+from memory_runtime.serving.serve_config import Limits, ServeConfig
 from memory_runtime.serving.ui import CONTENT_SECURITY_POLICY
 from tests.memory_runtime.serving.test_serve import MemoryEchoBackend
 

@@ -3,7 +3,7 @@ import copy
 import pytest
 import yaml
 
-from data_gen.config import ConfigError, DataConfig
+from data_gen.data_config import ConfigError, DataConfig
 
 from .conftest import DEFAULT, TINY
 
@@ -91,7 +91,7 @@ def test_the_schema_is_the_relation_table_of_generated_data(base, tmp_path):
     memory.write_text("fuzzy: {threshold: 0.6}\n")
     data = copy.deepcopy(base) | {"memory_config": str(memory)}
     config = DataConfig.from_dict(data)
-    from data_gen.config import memory_table
+    from data_gen.data_config import memory_table
 
     table = memory_table(config)
     assert table.fuzzy.threshold == 0.6 and "employed by" in table.relation_names

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from training.config import ConfigError, TrainConfig, preflight, resolve_deepspeed
+from training.train_config import ConfigError, TrainConfig, preflight, resolve_deepspeed
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs" / "train"
 

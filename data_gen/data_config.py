@@ -434,7 +434,7 @@ def _schema_version(path: str, mtime_ns: int, size: int) -> Schema:
 def memory_table(config: DataConfig):
     """The runtime's memory the generated data must agree with: the schema's relation table, with the
     other settings (fuzzy matching) of `memory_config`."""
-    from memory_runtime.memory.config import MemoryConfig
+    from memory_runtime.memory.memory_config import MemoryConfig
 
     raw = MemoryConfig.read_yaml(None if config.memory_config is None else Path(config.memory_config))
     return MemoryConfig.from_dict({**raw, "relations": config.data_schema.table()}, source=str(config.memory_config))
@@ -501,7 +501,7 @@ def check_against_schema(config: DataConfig) -> None:
         if not any(r.updates and r.weight for r in phrased):
             raise ValueError(f"{where}: relations: mix.update or episodes.updates need a relation with updates")
     if config.memory_config is not None:
-        from memory_runtime.memory.config import MemoryConfig, RelationSpec
+        from memory_runtime.memory.memory_config import MemoryConfig, RelationSpec
 
         try:
             own = read_mapping(config.memory_config, "memory config").get("relations")

@@ -1,0 +1,53 @@
+"""The README and docs/ link to what exists: every relative file link to a file of the repository, every
+#anchor to a heading of its page (GitHub's slugs). Files move (issue 59 split a dozen modules); a doc
+that sends a reader to a missing page or section teaches nothing."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def slug(heading: str) -> str:
+    """GitHub's anchor of a heading: lower case, punctuation but - and _ dropped, spaces as -."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def anchors(page: Path) -> set[str]:
+    text = re.sub(r"^```.*?^```", "", page.read_text(encoding="utf-8"), flags=re.M | re.S)  # not in code
+    return {slug(m.group(1)) for m in re.finditer(r"^#+ (.*)$", text, re.M)}
+
+
+def broken_links(pages: list[Path]) -> list[str]:
+    """`page: target` for every relative link whose file or anchor is missing."""
+    found = []
+    for page in pages:
+        for target in LINK.findall(page.read_text(encoding="utf-8")):
+            if re.match(r"[a-z]+:", target):  # http(s), mailto: not ours to check
+                continue
+            path, _, anchor = target.partition("#")
+            linked = (page.parent / path).resolve() if path else page
+            if not linked.exists():
+                found.append(f"{page.name}: {target} (no such file)")
+            elif anchor and linked.suffix == ".md" and anchor not in anchors(linked):
+                found.append(f"{page.name}: {target} (no such heading)")
+    return found
+
+
+def test_every_link_of_the_readme_and_docs_reaches_a_file_and_heading():
+    assert broken_links(PAGES) == []
+
+
+def test_the_link_check_sees_a_missing_page_and_a_missing_heading(tmp_path):
+    (tmp_path / "a.md").write_text("# Title — `x/y.py`\n\n## Real text\n\n```\n# not a heading\n```\n")
+    (tmp_path / "b.md").write_text(
+        "[ok](a.md#title--xypy) [ok](a.md#real-text) [gone](c.md) [no](a.md#not-a-heading) [web](https://x.y/#z)\n"
+    )
+    assert broken_links([tmp_path / "b.md"]) == [
+        "b.md: c.md (no such file)",
+        "b.md: a.md#not-a-heading (no such heading)",
+    ]
