@@ -154,13 +154,13 @@ def run_rounds(
         t0 = time.perf_counter()
         rdir = out / f"round-{r}"
         engine = engine_for(model)
-        run = {"system_prompt": trained_system_prompt(model)}
+        prompt = trained_system_prompt(model)  # the model of this round was trained with it
         row: dict = {"round": r, "model": model}
         if tests and r == 1:
-            row["test_before"] = score_tasks(tests, engine, config.generation, memory, **run)
+            row["test_before"] = score_tasks(tests, engine, config.generation, memory, system_prompt=prompt)
             log(f"round {r}: held-out test before: {row['test_before']}")
         if real and r == 1:
-            row["real_before"] = score_real(real, engine, config.generation, memory, **run)
+            row["real_before"] = score_real(real, engine, config.generation, memory, system_prompt=prompt)
             log(f"round {r}: real-text probe before: {row['real_before']}")
         drafts = draft_tasks(config.world, config.tasks_per_round, seed=config.seed + r)
         tasks, aug_log = augment(
@@ -173,7 +173,7 @@ def run_rounds(
         )
         write_jsonl(rdir / "tasks.jsonl", tasks)
         write_jsonl(rdir / "augment.jsonl", aug_log)
-        kept, run_log = run_tasks(tasks, engine, config.generation, memory, **run)
+        kept, run_log = run_tasks(tasks, engine, config.generation, memory, system_prompt=prompt)
         write_jsonl(rdir / "executions.jsonl", run_log)
         write_jsonl(rdir / "kept.jsonl", kept)
         if kept:
@@ -195,12 +195,12 @@ def run_rounds(
         model = str(adapter)
         if tests or real:
             engine = engine_for(model)
-            run["system_prompt"] = trained_system_prompt(model)
+            prompt = trained_system_prompt(model)
         if tests:
-            row["test_after"] = score_tasks(tests, engine, config.generation, memory, **run)
+            row["test_after"] = score_tasks(tests, engine, config.generation, memory, system_prompt=prompt)
             log(f"round {r}: held-out test after: {row['test_after']}")
         if real:
-            row["real_after"] = score_real(real, engine, config.generation, memory, **run)
+            row["real_after"] = score_real(real, engine, config.generation, memory, system_prompt=prompt)
             log(f"round {r}: real-text probe after: {row['real_after']}")
         row["adapter"], row["seconds"] = model, round(time.perf_counter() - t0, 1)
         rows.append(row)

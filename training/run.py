@@ -435,6 +435,15 @@ class Run:
             if relation_table:
                 keep_relation_table(self.config, self.out)
 
+    def data_stats(self, train_ds: Any, eval_ds: Any, measure: Callable[[Any], dict]) -> dict[str, Any]:
+        """`measure` (an objective's token statistics) of the train split and the validation split where there is
+        one, logged as the `data:` line: what :meth:`finish` writes as metrics.json's `data`."""
+        stats = {"train": measure(train_ds)}
+        if eval_ds is not None:
+            stats["validation"] = measure(eval_ds)
+        self.log(f"data: {json.dumps(stats)}")
+        return stats
+
     def callbacks(self, callbacks: Sequence[Any] = ()) -> list[Any]:
         """The trainer's callbacks: the progress lines and train_log.jsonl, the time budget, then the caller's."""
         self.budget = time_budget(self.config, self.resume, self.log)

@@ -31,7 +31,6 @@ What TRL (1.16) does, read from its source, and what changes here:
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -116,10 +115,7 @@ def train_preference(
     run.resume = plan_resume(config, log)  # may remove checkpoints (--fresh): only once the input is known good
     run.save_config()
     train_ds, eval_ds = datasets["train"], datasets.get("validation")
-    stats = {"train": preference_token_stats(train_ds)}
-    if eval_ds is not None:
-        stats["validation"] = preference_token_stats(eval_ds)
-    log(f"data: {json.dumps(stats)}")
+    stats = run.data_stats(train_ds, eval_ds, preference_token_stats)
 
     args = build_args(config, has_eval=eval_ds is not None)  # before the model: ZeRO-3 init
     if describe is not None:

@@ -19,7 +19,6 @@ globally) is built *before* the model is loaded, so ``from_pretrained`` partitio
 from __future__ import annotations
 
 import inspect
-import json
 from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
@@ -229,10 +228,7 @@ def train_sft(
         datasets = build_datasets(config, tokenizer)
     run.save_config()  # only once the data is there: bad data leaves nothing
     train_ds, eval_ds = datasets["train"], datasets.get("validation")
-    stats = {"train": token_stats(train_ds)}
-    if eval_ds is not None:
-        stats["validation"] = token_stats(eval_ds)
-    log(f"data: {json.dumps(stats)}")
+    stats = run.data_stats(train_ds, eval_ds, token_stats)
 
     args = build_sft_config(config, has_eval=eval_ds is not None)  # before the model: ZeRO-3 init
     model = build_model(config)
