@@ -49,3 +49,11 @@ def test_sides_asked_different_questions_are_refused(tmp_path):
     b = _run(tmp_path, "b", [("q2", 4, 1.0, "x")])
     with pytest.raises(SystemExit, match="not asked the same questions"):
         locomo_paired.paired(a, b, resamples=10)
+
+
+def test_a_folder_without_locomo_rows_is_named(tmp_path):
+    with pytest.raises(SystemExit, match="no cases.jsonl"):
+        locomo_paired.pooled(str(tmp_path))
+    seed = _run(tmp_path, "s0", [("q1", 4, 1.0, "x")])
+    with pytest.raises(SystemExit, match="no locomo rows of structure 'mixed'"):
+        locomo_paired.pooled(f"{seed}@mixed")
