@@ -32,7 +32,6 @@ Every expected value is computed with the runtime's TripletStore.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
@@ -45,6 +44,7 @@ from data_gen.oracle import MemoryOracle, Session
 from data_gen.text import fill
 from data_gen.world import Pool, derive_seed
 from memory_runtime.jsonl import read_models
+from memory_runtime.progress import Advance
 from memory_runtime.protocol import Triplet
 
 
@@ -230,7 +230,7 @@ def build_episodes(
     functional: dict[str, str | None],
     n: int,
     *,
-    progress: Callable[[int], None] | None = None,
+    progress: Advance | None = None,
 ) -> list[Episode]:
     rng = random.Random(derive_seed(config.seed, "episodes", pool.split))
     builder = EpisodeBuilder(Builder(config, pool, oracle, functional, rng))

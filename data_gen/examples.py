@@ -43,6 +43,7 @@ from data_gen.real_records import RealPassages
 from data_gen.text import fill
 from data_gen.world import Pool, derive_seed
 from memory_runtime.generation.write_gate import VERIFY_NO, VERIFY_YES, verification_question
+from memory_runtime.progress import Advance
 from memory_runtime.protocol import Triplet, render_read, render_results, render_write
 from memory_runtime.records import Record, Segment
 
@@ -493,7 +494,7 @@ def build_records(
     functional: dict[str, str | None],
     n: int,
     *,
-    progress: Callable[[int], None] | None = None,
+    progress: Advance | None = None,
     real: RealPassages | None = None,
 ) -> list[Record]:
     """The `n` records of one split (types allotted exactly by `mix`, shapes by `shapes`); real

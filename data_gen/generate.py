@@ -37,6 +37,7 @@ from data_gen.real_records import RealPassages
 from data_gen.world import World, build_world
 from memory_runtime.jsonl import write_jsonl
 from memory_runtime.memory.memory_config import RELATION_TABLE_FILE
+from memory_runtime.progress import Advance
 from memory_runtime.records import Record
 
 
@@ -218,7 +219,7 @@ def _install(tmp: Path, out_dir: Path) -> None:
         shutil.rmtree(old, ignore_errors=True)
 
 
-def generate_records(config: DataConfig, world: World | None = None, *, progress=None, real=None):
+def generate_records(config: DataConfig, world: World | None = None, *, progress: Advance | None = None, real=None):
     """Records of every split and the episodes, in memory: (world, {split: records}, episodes).
     Real corpora (`real.sources`) feed the train split only; `real` may pass them in already loaded."""
     world = world or build_world(config)

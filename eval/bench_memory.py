@@ -26,6 +26,7 @@ from memory_runtime.memory.fuzzy import jaccard, shingles, signatures
 from memory_runtime.memory.memory_config import MemoryConfig
 from memory_runtime.memory.store import TripletStore
 from memory_runtime.memory.terms import normalize_term
+from memory_runtime.progress import Advance
 from memory_runtime.protocol import Triplet
 from memory_runtime.stats import percentile
 
@@ -108,7 +109,7 @@ def run_memory_bench(
     db_dir: str | None = None,
     db: str | None = None,
     config: MemoryConfig | None = None,
-    progress=None,
+    progress: Advance | None = None,
 ) -> dict:
     """Run the benchmark and return its figures (see the module docstring)."""
     rng = random.Random(seed + 1)
@@ -131,7 +132,7 @@ def run_memory_bench(
                 store.write_many(items, namespace=f"user{k}", at=1.0)
                 done += len(items)
                 if progress:
-                    progress(done)
+                    progress(len(items))
         ingest_s = time.perf_counter() - t0
 
         target_ns = "user0"

@@ -16,7 +16,7 @@ format (--episodes), up to `limit` of them.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 from statistics import mean, median
 from typing import TYPE_CHECKING
@@ -29,6 +29,7 @@ from eval.render import pyplot
 from eval.systems import Session, System, run_sessions
 from memory_runtime.memory.memory_config import MemoryConfig
 from memory_runtime.memory.store import TripletStore
+from memory_runtime.progress import Advance
 from memory_runtime.stats import percentile
 
 if TYPE_CHECKING:
@@ -81,7 +82,7 @@ def evaluate_episodes(
     system: System,
     episodes: Iterable[Episode],
     memory_config: MemoryConfig | None = None,
-    progress: Callable[[], None] | None = None,
+    progress: Advance | None = None,
     batch_size: int = 1,
 ) -> list[dict]:
     return run_sessions(system, (episode_session(system, e, memory_config) for e in episodes), batch_size, progress)

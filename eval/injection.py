@@ -30,6 +30,7 @@ from memory_runtime.memory.injection import REFUSED
 from memory_runtime.memory.memory_config import MemoryConfig
 from memory_runtime.memory.store import TripletStore
 from memory_runtime.memory.terms import normalize_term
+from memory_runtime.progress import Advance
 from memory_runtime.protocol import render_write
 
 PLACES = ("message", "history", "passage", "correction", "import")
@@ -149,7 +150,7 @@ def evaluate_injection(
     system: System,
     cases: list[InjectionCase],
     memory_config: MemoryConfig | None = None,
-    progress: Callable[[], None] | None = None,
+    progress: Advance | None = None,
     batch_size: int = 1,
 ) -> list[dict]:
     return run_sessions(system, [injection_session(system, c, memory_config) for c in cases], batch_size, progress)

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -49,6 +49,7 @@ from memory_runtime.memory.conversation import (
 )
 from memory_runtime.memory.facts import Fact
 from memory_runtime.memory.store import TripletStore
+from memory_runtime.progress import Advance, quiet
 
 if TYPE_CHECKING:
     from eval.eval_config import EvalConfig
@@ -264,7 +265,7 @@ def ingest(
     conversations: list[LocomoConversation],
     memory: Any,
     batch: int,
-    progress: Callable[[], None] | None = None,
+    progress: Advance | None = None,
 ) -> Ingestion:
     """Every turn of every conversation fed to `system` as its speaker's message, dated with its session: the
     model writes what it takes from it into one memory, a namespace per conversation (turns in batches; a
@@ -305,7 +306,7 @@ def evaluate_locomo(
     system: System,
     conversations: list[LocomoConversation],
     config: EvalConfig,
-    progress: Callable[[], None] | None = None,
+    progress: Advance | None = None,
     memory: Any = None,
     batch: int = 1,
 ) -> list[dict]:
@@ -322,7 +323,7 @@ def evaluate_locomo(
     answerer = Answerer(reader, reader_tokenizer, settings.answer_tokens)
     structures = structures_for(settings, system.uses_memory)
     window = settings.window or window_of(reader, reader_tokenizer)
-    tick = progress or (lambda: None)
+    tick = progress or quiet
     ingestion = None
     if any(s in MEMORY_STRUCTURES for s in structures):
         ingestion = ingest(system, conversations, memory, batch, tick)
@@ -348,9 +349,7 @@ def evaluate_locomo(
     return rows
 
 
-def _full_context_rows(
-    conversation: LocomoConversation, answerer: Answerer, window: int, tick: Callable[[], None]
-) -> list[dict]:
+def _full_context_rows(conversation: LocomoConversation, answerer: Answerer, window: int, tick: Advance) -> list[dict]:
     reserve = 256  # the prompt's own words, the question and the answer
     context, held = full_context(conversation, answerer, window - reserve - len(answerer.ids(ANSWER_PROMPT)))
     started = time.perf_counter()
@@ -364,13 +363,13 @@ def _full_context_rows(
         prediction = answerer.answer(tail, cache)
         seconds = time.perf_counter() - started
         rows.append(_row("full_context", conversation, question, prediction, held, len(head) + len(tail), seconds))
-        tick()
+        tick(1)
     if rows:  # the shared prefill counts once, in the conversation's first row
         rows[0]["prefill_s"] = prefill_s
     return rows
 
 
-def _chunk_rows(conversation: LocomoConversation, answerer: Answerer, k: int, tick: Callable[[], None]) -> list[dict]:
+def _chunk_rows(conversation: LocomoConversation, answerer: Answerer, k: int, tick: Advance) -> list[dict]:
     index = ChunkIndex(conversation)
     rows = []
     for question in conversation.questions:
@@ -382,7 +381,7 @@ def _chunk_rows(conversation: LocomoConversation, answerer: Answerer, k: int, ti
         seconds = time.perf_counter() - started
         held = {index.turns[i].dia_id for i in found}
         rows.append(_row("chunks", conversation, question, prediction, held, len(head) + len(tail), seconds))
-        tick()
+        tick(1)
     return rows
 
 
@@ -392,7 +391,7 @@ def _memory_rows(
     index: FactIndex,
     answerer: Answerer,
     settings: Any,
-    tick: Callable[[], None],
+    tick: Advance,
 ) -> list[dict]:
     """A memory structure's rows: the facts BM25 finds for the question (in `rounds` rounds for iterative),
     with their source turns for mixed."""
@@ -429,7 +428,7 @@ def _memory_rows(
         seconds = time.perf_counter() - started
         row = _row(structure, conversation, question, prediction, set(sources), len(head) + len(tail), seconds)
         rows.append({**row, "facts": len(found)})
-        tick()
+        tick(1)
     return rows
 
 

@@ -31,7 +31,7 @@ import logging
 import os
 import random
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -50,6 +50,7 @@ from memory_runtime.generation.write_gate import HELD_BACK
 from memory_runtime.memory.memory_config import MemoryConfig
 from memory_runtime.memory.store import TripletStore
 from memory_runtime.memory.terms import normalize_term
+from memory_runtime.progress import Advance
 from memory_runtime.records import Record
 
 if TYPE_CHECKING:
@@ -189,7 +190,7 @@ def evaluate_real(
     system: System,
     records: Iterable[Record],
     memory_config: MemoryConfig | None = None,
-    progress: Callable[[], None] | None = None,
+    progress: Advance | None = None,
     batch_size: int = 1,
 ) -> list[dict]:
     records = list(records)

@@ -38,6 +38,7 @@ from eval.systems import Session, System, run_sessions, verbalise
 from memory_runtime.jsonl import read_models
 from memory_runtime.memory.memory_config import MemoryConfig
 from memory_runtime.memory.store import TripletStore
+from memory_runtime.progress import Advance
 from memory_runtime.protocol import Call, parse_calls, strip_calls
 from memory_runtime.records import Record, turns
 
@@ -173,7 +174,7 @@ def evaluate_records(
     system: System,
     records: Iterable[Record],
     memory_config: MemoryConfig | None = None,
-    progress: Callable[[], None] | None = None,
+    progress: Advance | None = None,
     batch_size: int = 1,
     types: dict[str, tuple[str, str]] | None = None,
 ) -> list[dict]:

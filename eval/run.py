@@ -31,8 +31,7 @@ from memory_runtime.generation.write_gate import WriteGateConfig
 from memory_runtime.jsonl import read_dicts
 from memory_runtime.memory.memory_config import MemoryConfig
 from memory_runtime.models.trained_run import trained_on
-
-Progress = Callable[[str, int], Callable[[], None]]
+from memory_runtime.progress import Advance, Tasks, quiet_tasks
 
 
 def own_base(model: str) -> str:
@@ -135,7 +134,7 @@ def _evaluate(
     cases: list,
     config: EvalConfig,
     memory_config: MemoryConfig | None,
-    progress: Callable[[], None] | None = None,
+    progress: Advance | None = None,
 ) -> list[dict]:
     return parts.get(part).evaluate(system, cases, config, memory_config, progress, batch_size(config))
 
@@ -197,7 +196,7 @@ def run_eval(
     *,
     systems: dict[str, System] | None = None,
     memory_config: MemoryConfig | None = None,
-    progress: Progress | None = None,
+    progress: Tasks | None = None,
     log: Callable[[str], None] | None = None,
     resume: bool = False,
 ) -> dict:
@@ -218,7 +217,7 @@ def run_eval(
         memory_config = config.generation.memory()
     done = finished_rows(config, out) if resume else {}
     cases = load_cases(config)
-    tick = progress or (lambda description, total: lambda: None)
+    tick = progress or quiet_tasks
     skipped = {}
     for name in config.parts:
         part = parts.get(name)
@@ -274,8 +273,7 @@ def run_eval(
                 chunks = [list(range(i, min(i + size, n))) for i in range(0, n, size)]
                 for count, result in pool.map(_worker_task, [(name, part, chunk) for chunk in chunks]):
                     rows += result
-                    for _ in range(count):
-                        advance()
+                    advance(count)
                 finished(name, part, rows)
     elif todo:
         systems = systems if systems is not None else load_systems(config)

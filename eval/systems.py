@@ -26,6 +26,7 @@ from memory_runtime.generation.runtime import Generation
 from memory_runtime.generation.turn import TurnRequest, TurnResult, turn_messages
 from memory_runtime.generation.write_gate import WriteGate
 from memory_runtime.memory.store import TripletStore
+from memory_runtime.progress import Advance
 from memory_runtime.protocol import (
     ACK,
     READ_OPEN,
@@ -173,9 +174,8 @@ class System:
 
 
 def run_sessions(
-    system: System, sessions: Iterable[Session], batch_size: int = 1, progress: Callable[[], None] | None = None
+    system: System, sessions: Iterable[Session], batch_size: int = 1, progress: Advance | None = None
 ) -> list[Any]:
     """Drive eval sessions (generators that yield the system's requests and get their results) through
     the system's decoder (:meth:`System.decoder_for`): one turn at a time, or `batch_size` at once."""
-    tick = progress or (lambda: None)
-    return system.decoder_for(batch_size).run_sessions(sessions, on_done=lambda index, value: tick())
+    return system.decoder_for(batch_size).run_sessions(sessions, progress)

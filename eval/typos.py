@@ -7,13 +7,14 @@ Runs on the records part's cases (eval/records.py), for the model under test onl
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 
 from eval.metrics import frac
 from eval.parts import Part
 from eval.records import gold_calls, record_session
 from eval.systems import Session, System, run_sessions
 from memory_runtime.memory.memory_config import MemoryConfig
+from memory_runtime.progress import Advance
 from memory_runtime.records import Record, turns
 
 _LETTERS = "abcdefghijklmnopqrstuvwxyz"
@@ -72,7 +73,7 @@ def evaluate_typos(
     records: Iterable[Record],
     seed: int,
     memory_config: MemoryConfig | None = None,
-    progress: Callable[[], None] | None = None,
+    progress: Advance | None = None,
     batch_size: int = 1,
 ) -> list[dict]:
     """The same answerable questions, clean and with a one-character typo in a given name."""

@@ -44,6 +44,7 @@ from memory_runtime.generation.turn import TurnResult, turn_messages
 from memory_runtime.jsonl import write_jsonl
 from memory_runtime.memory.memory_config import MemoryConfig
 from memory_runtime.memory.store import TripletStore
+from memory_runtime.progress import Advance, Tasks
 from memory_runtime.protocol import SYSTEM_PROMPT
 from memory_runtime.records import LabelledTurn, PreferencePair, Record, turn_segments
 from memory_runtime.yaml_config import Strict
@@ -206,7 +207,7 @@ def run_prompts(
     config: SampleConfig,
     memory: MemoryConfig | None = None,
     system_prompt: str | None = SYSTEM_PROMPT,
-    progress: Callable[[], None] | None = None,
+    progress: Advance | None = None,
 ) -> list[Run]:
     """`samples_per_prompt` runs of every prompt through `decoder` (a decoder's run_sessions),
     each against a scratch memory holding the prompt's `memory`; scored with the reward."""
@@ -221,7 +222,7 @@ def run_cases(
     seed: int,
     memory: MemoryConfig | None = None,
     system_prompt: str | None = SYSTEM_PROMPT,
-    progress: Callable[[], None] | None = None,
+    progress: Advance | None = None,
 ) -> list[Run]:
     """One run per (prompt, run index), in order: sampled as `generation` says (the run's seed from `seed`,
     the prompt and the index), executed against a scratch memory of the prompt's own, scored. What both
@@ -246,8 +247,7 @@ def run_cases(
         store.close()
         return Run(prompt, index, result, score)
 
-    tick = progress or (lambda: None)
-    return decoder.run_sessions((session(p, i) for p, i in cases), on_done=lambda index, value: tick())
+    return decoder.run_sessions((session(p, i) for p, i in cases), progress)
 
 
 # ----------------------------------------------------------------------------- pairs and labels
@@ -319,11 +319,11 @@ def sample_preferences(
     *,
     overwrite: bool = False,
     log: Callable[[str], None] = print,
-    progress: Callable[[int], Callable[[], None]] | None = None,
+    progress: Tasks | None = None,
     runtime: Any = None,
 ) -> dict:
     """Load prompts, run them on `config.generation.model`, score, write pairs, turns, samples and the
-    card into `out`; return the summary. `progress(total)` returns a per-run tick; `runtime` an opened
+    card into `out`; return the summary. `progress` gets a part for the runs; `runtime` an opened
     memory_runtime.generation.runtime.Runtime (default: opened from `config.generation`)."""
     out = Path(out)
     if out.exists() and any(out.iterdir()) and not overwrite:
@@ -348,7 +348,7 @@ def sample_preferences(
             config,
             runtime.memory,
             runtime.system_prompt,
-            progress(total) if progress else None,
+            progress("runs", total) if progress else None,
         )
         seconds = time.perf_counter() - t0
     finally:

@@ -11,6 +11,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from memory_runtime.progress import Advance, Tasks
 from memory_runtime.shipped import find_config as shipped_config
 from memory_runtime.yaml_config import Strict
 
@@ -104,6 +105,40 @@ def fail(err: Exception) -> NoReturn:
 def log(line: str) -> None:
     """A progress line on stderr, never wrapped or marked up."""
     console.print(line, markup=False, highlight=False, soft_wrap=True)
+
+
+def bar_tasks(bar) -> Tasks:
+    """Tasks (memory_runtime/progress.py) shown on a rich Progress: a bar a part."""
+
+    def tasks(description: str, total: int) -> Advance:
+        task = bar.add_task(description, total=total)
+        return lambda n: bar.advance(task, n)
+
+    return tasks
+
+
+class LineProgress:
+    """Tasks (memory_runtime/progress.py) as plain lines for a log file: a part's start, every tenth of it
+    with the time left, its end."""
+
+    def __init__(self, log) -> None:
+        self.log = log
+
+    def __call__(self, description: str, total: int):
+        import time
+
+        start, done, step = time.perf_counter(), 0, max(1, total // 10)
+        self.log(f"{description}: {total} to go")
+
+        def advance(n: int) -> None:
+            nonlocal done
+            before, done = done, done + n
+            if done // step > before // step or done == total:
+                spent = time.perf_counter() - start
+                left = spent / done * (total - done)
+                self.log(f"{description}: {done}/{total}, {spent:.0f} s, ~{left:.0f} s left")
+
+        return advance
 
 
 def print_json(value: Any) -> None:

@@ -10,7 +10,9 @@ from eval import DEFAULT_PARTS, FULL_PARTS, SYSTEMS
 from eval import NAMES as EVAL_PARTS
 from memlm.cli.common import (
     MODEL,
+    LineProgress,
     app,
+    bar_tasks,
     bench_app,
     console,
     counts,
@@ -116,14 +118,9 @@ def eval_command(
         TimeRemainingColumn(),
         console=console,
     ) as bar:
-
-        def progress(description: str, total: int):
-            task = bar.add_task(description, total=total)
-            return lambda: bar.advance(task)
-
         try:
             summary = run_eval(
-                cfg, out, progress=progress, log=lambda line: bar.console.print(line, markup=False), resume=resume
+                cfg, out, progress=bar_tasks(bar), log=lambda line: bar.console.print(line, markup=False), resume=resume
             )
         except (FileNotFoundError, ValueError) as err:
             fail(err)
@@ -139,29 +136,6 @@ def print_summary(summary: dict, cfg, out: Path) -> None:
     for line in coverage_lines({**cfg.model_dump(), "unfinished": []}):
         print(line)
     console.print(f"report: {out / 'report.md'}  metrics: {out / 'metrics.json'}")
-
-
-class LineProgress:
-    """Progress as plain lines for a log file: a part's start, every tenth of it with the time left, its end."""
-
-    def __init__(self, log) -> None:
-        self.log = log
-
-    def __call__(self, description: str, total: int):
-        import time
-
-        start, done, step = time.perf_counter(), 0, max(1, total // 10)
-        self.log(f"{description}: {total} to go")
-
-        def advance() -> None:
-            nonlocal done
-            done += 1
-            if done % step == 0 or done == total:
-                spent = time.perf_counter() - start
-                left = spent / done * (total - done)
-                self.log(f"{description}: {done}/{total}, {spent:.0f} s, ~{left:.0f} s left")
-
-        return advance
 
 
 @bench_app.command("decode")

@@ -329,7 +329,7 @@ def bench_memory(
                 batch=batch,
                 db=db,
                 config=memory,
-                progress=lambda done: bar.update(task, completed=done),
+                progress=lambda n: bar.advance(task, n),
             )
         except ValueError as err:  # a memory that is not empty, or not reachable
             fail(err)

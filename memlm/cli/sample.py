@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from memlm.cli.common import MODEL, app, fail, load, log, overrides_argument, print_json
+from memlm.cli.common import MODEL, app, bar_tasks, fail, load, log, overrides_argument, print_json
 
 
 @app.command("sample")
@@ -43,13 +43,8 @@ def sample_command(
     with Progress(
         TextColumn("sampling"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(), transient=True
     ) as bar:
-
-        def progress(total: int):
-            task = bar.add_task("runs", total=total)
-            return lambda: bar.advance(task)
-
         try:
-            summary = sample_preferences(cfg, out, overwrite=overwrite, log=log, progress=progress)
+            summary = sample_preferences(cfg, out, overwrite=overwrite, log=log, progress=bar_tasks(bar))
         except (ValueError, FileNotFoundError, FileExistsError) as err:
             fail(err)
     print_json(summary)

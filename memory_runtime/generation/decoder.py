@@ -22,10 +22,11 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections import deque
-from collections.abc import Callable, Generator, Iterable
+from collections.abc import Generator, Iterable
 from typing import Any
 
 from memory_runtime.generation.turn import TurnRequest, TurnResult
+from memory_runtime.progress import Advance
 
 Outcome = TurnResult | Exception
 """What an engine's step hands back for a finished turn: its result, or the error that failed that turn
@@ -111,10 +112,10 @@ class Decoder(ABC):
 
         return self.run_sessions(one(r) for r in requests)
 
-    def run_sessions(self, sessions: Iterable[Session], on_done: Callable[[int, Any], None] | None = None) -> list[Any]:
+    def run_sessions(self, sessions: Iterable[Session], progress: Advance | None = None) -> list[Any]:
         """Drive sessions (generators that yield a TurnRequest and receive its TurnResult, one at a
-        time) until each returns; their return values, in order. `on_done(index, value)` is called
-        as each session ends."""
+        time) until each returns; their return values, in order. `progress(1)` is called as
+        each session ends."""
         pending = iter(enumerate(sessions))
         values: dict[int, Any] = {}
         owner: dict[int, tuple[int, Session]] = {}  # id(request) -> its session
@@ -125,8 +126,8 @@ class Decoder(ABC):
                 request = next(session) if result is None else session.send(result)
             except StopIteration as stop:
                 values[index] = stop.value
-                if on_done:
-                    on_done(index, stop.value)
+                if progress is not None:
+                    progress(1)
                 return
             owner[id(request)] = (index, session)
             self.submit(request)

@@ -9,11 +9,12 @@ of every namespace, and every row compared field by field, in id order.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from memory_runtime.memory.database import Database, redacted
 from memory_runtime.memory.databases import open_database
+from memory_runtime.progress import Advance
 
 _ROW = (
     "id, namespace, subject, relation, object, subject_norm, relation_norm, object_norm,"
@@ -43,7 +44,7 @@ def _counts(db: Database) -> dict[str, int]:
     return dict(db.rows("SELECT namespace, COUNT(*) FROM triplets GROUP BY namespace ORDER BY namespace"))
 
 
-def migrate(src: str, dst: str, progress: Callable[[int], None] | None = None) -> Migration:
+def migrate(src: str, dst: str, progress: Advance | None = None) -> Migration:
     """Copy the memory at `src` into the empty memory at `dst` (either an SQLite file or a
     postgresql:// URL), then verify it; ValueError when DST is not empty or the copy differs."""
     import time

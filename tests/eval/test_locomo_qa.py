@@ -80,10 +80,10 @@ def test_every_question_is_answered_under_each_structure(tiny_model, smollm2_tok
     config = EvalConfig(generation={"model": "x"}, parts=["locomo"], locomo={"answer_tokens": 4, "top_k": 2})
     system = System("zero_shot", tiny_model, smollm2_tokenizer)
     ticks = []
-    rows = evaluate_locomo(system, [conversation()], config, lambda: ticks.append(1))
+    rows = evaluate_locomo(system, [conversation()], config, ticks.append)
     # the base (no memory) runs the structures without one; the memory structures are the model under test's
     assert [r["structure"] for r in rows] == ["full_context"] * 3 + ["chunks"] * 3
-    assert len(ticks) == progress_units([conversation()], config, uses_memory=False) == 6  # a tick a question
+    assert sum(ticks) == progress_units([conversation()], config, uses_memory=False) == 6  # a tick a question
     chunks = [r for r in rows if r["structure"] == "chunks"]
     assert chunks[0]["evidence_recall"] == 1.0 and chunks[2]["evidence_recall"] is None
     summary = summarise_locomo(rows)
@@ -141,8 +141,8 @@ def test_the_model_under_test_writes_a_dated_memory_that_each_memory_structure_r
     )
     memory = MemoryConfig(open_relations=True)
     ticks = []
-    rows = evaluate_locomo(system, [conversation()], config, lambda: ticks.append(1), memory, batch=1)
-    assert len(ticks) == progress_units([conversation()], config, uses_memory=True) == 4 + 3 * 3  # turns, answers
+    rows = evaluate_locomo(system, [conversation()], config, ticks.append, memory, batch=1)
+    assert sum(ticks) == progress_units([conversation()], config, uses_memory=True) == 4 + 3 * 3  # turns, answers
     assert [m[-1]["content"] for m in backend.seen][:2] == [
         "Caroline: I went to a LGBTQ support group yesterday and it was so powerful.",
         "Melanie: Yeah, I painted that lake sunrise last year!",

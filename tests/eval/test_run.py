@@ -545,7 +545,7 @@ def test_a_stopped_eval_keeps_its_finished_parts_and_resume_finishes_it(tiny_dat
     def stop_at_episodes(description: str, total: int):
         if description == "memlm: episodes":
             raise Stopped
-        return lambda: None
+        return lambda n: None
 
     with pytest.raises(Stopped):
         run_eval(config, tmp_path / "cut", progress=stop_at_episodes)

@@ -130,9 +130,9 @@ def test_a_session_waits_for_its_previous_turn(caller, smollm2_tokenizer):
 
     done = []
     results = BatchDecoder(caller, smollm2_tokenizer, max_batch_size=4).run_sessions(
-        [episode(p, o) for p, o in zip(PEOPLE, ORGS)], on_done=lambda i, v: done.append(i)
+        [episode(p, o) for p, o in zip(PEOPLE, ORGS)], progress=done.append
     )
-    assert sorted(done) == list(range(len(PEOPLE)))
+    assert done == [1] * len(PEOPLE)  # progress(1) as each session ends
     for (_statement, question, facts), person, org in zip(results, PEOPLE, ORGS):
         if (person, "employed by", org) in facts:  # what it stored, it finds
             read = next(c for c in question.calls if c.kind == "read")
