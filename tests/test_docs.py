@@ -1,11 +1,14 @@
 """The README and docs/ link to what exists: every relative file link to a file of the repository, every
 #anchor to a heading of its page (GitHub's slugs). Files move (issue 59 split a dozen modules); a doc
-that sends a reader to a missing page or section teaches nothing."""
+that sends a reader to a missing page or section teaches nothing. A user guide opens with what a user
+does, as commands, and stays short: the figures live in docs/results.md, the history in docs/archive/."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
+
+import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
@@ -51,3 +54,27 @@ def test_the_link_check_sees_a_missing_page_and_a_missing_heading(tmp_path):
         "b.md: c.md (no such file)",
         "b.md: a.md#not-a-heading (no such heading)",
     ]
+
+
+GUIDE_LIMIT = 15_000  # characters: a guide a user reads through, not a lab notebook (issue 59)
+GUIDES = [p for p in sorted((REPO / "docs").glob("*.md")) if p.name not in ("results.md", "architecture.md")]
+FIRST_COMMANDS = 1_500  # characters: a guide's first code block starts within them
+
+
+def opens_with_commands(text: str) -> bool:
+    """A fenced code block starts in the page's first FIRST_COMMANDS characters."""
+    fence = re.search(r"^```", text, re.M)
+    return fence is not None and fence.start() < FIRST_COMMANDS
+
+
+@pytest.mark.parametrize("guide", GUIDES, ids=lambda p: p.name)
+def test_each_user_guide_opens_with_commands_and_fits_in_a_read(guide):
+    text = guide.read_text(encoding="utf-8")
+    assert len(text) <= GUIDE_LIMIT, f"{guide.name}: {len(text):,} characters, over {GUIDE_LIMIT:,}"
+    assert opens_with_commands(text), f"{guide.name}: no command block in its first {FIRST_COMMANDS:,} characters"
+
+
+def test_the_guide_check_sees_a_page_that_opens_with_prose_only():
+    prose = "# A page\n\n" + "Words about runs. " * 100 + "\n\n```bash\nmemlm eval\n```\n"
+    assert not opens_with_commands(prose)
+    assert opens_with_commands("# A page\n\nWhat you do:\n\n```bash\nmemlm eval\n```\n" + prose)
