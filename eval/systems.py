@@ -12,7 +12,7 @@ gets an empty store, and any call it emits finds nothing.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -89,10 +89,9 @@ class System:
     tokenizer: Any
     # its turns' limits and sampling, and how they decode (copy_fields, one_forward_per_step): the run's section
     generation: Generation = field(default_factory=lambda: Generation(**EVAL_GENERATION))
-    backend_factory: Callable[[], Backend] | None = None  # default: HFBackend(model, tokenizer)
     system_prompt: str | None = SYSTEM_PROMPT  # memlm's: the one its model was trained with
     write_gate: WriteGate | None = None  # scores the writes it generates, may hold some back
-    decoder: Decoder | None = None  # the decoder of all its turns (the vllm engine's); default: the model's
+    decoder: Decoder | None = None  # the decoder of all its turns (the vllm engine's, a test's); default: the model's
     # (model, tokenizer) answering where structures are compared (part locomo): the base, beside the model under test
     reader: tuple[Any, Any] | None = None
 
@@ -144,7 +143,7 @@ class System:
         over a streaming backend (OneAtATime)."""
         if self.decoder is not None:
             return self.decoder
-        if batch_size > 1 and self.backend_factory is None:
+        if batch_size > 1:
             return BatchDecoder.of(
                 self.generation, self.model, self.tokenizer, batch_size=batch_size, write_gate=self.write_gate
             )
@@ -153,8 +152,6 @@ class System:
     def _backend(self, request: TurnRequest) -> Backend:
         """The request's backend, as a batch's row gets it (BatchDecoder.backend_for): its sampling (a probe's
         temperature, top_p and seed) and its memory's relations and common objects."""
-        if self.backend_factory is not None:
-            return self.backend_factory()
         return HFBackend.for_request(self.model, self.tokenizer, request, self.generation.copy_fields)
 
     def run(self, request: TurnRequest) -> TurnResult:

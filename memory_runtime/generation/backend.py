@@ -23,6 +23,11 @@ class Backend(Protocol):
         """Set the assistant text so far (a prefix of what was generated + inserted results)."""
 
 
+class BackendFactory(Protocol):
+    def __call__(self, *, temperature: float, top_p: float, seed: int | None) -> Backend:
+        """A fresh backend for one turn, sampling as the turn asks (OneAtATime.over calls it)."""
+
+
 class ScriptedBackend:
     """Replays fixed assistant text, `chunk` characters at a time: the controller's mechanics
     can be tested without a model.

@@ -40,7 +40,7 @@ from typing import Any
 
 import torch
 
-from memory_runtime.generation.backend import Backend
+from memory_runtime.generation.backend import Backend, BackendFactory
 from memory_runtime.generation.batch_cache import BatchCache, new_cache, supports
 from memory_runtime.generation.controller import MemoryController
 from memory_runtime.generation.decoder import Decoder, Outcome, drop
@@ -101,6 +101,12 @@ class OneAtATime(Decoder):
         self.backend_factory = backend_factory
         self.write_gate = write_gate
         self.waiting: collections.deque[TurnRequest] = collections.deque()
+
+    @classmethod
+    def over(cls, factory: BackendFactory, write_gate: WriteGate | None = None) -> OneAtATime:
+        """Turns one at a time, each on a backend from `factory` with the turn's sampling settings: the
+        scripted models of the server's tests, the soak and the serve bench."""
+        return cls(lambda r: factory(temperature=r.temperature, top_p=r.top_p, seed=r.seed), write_gate)
 
     def submit(self, request: TurnRequest) -> None:
         request.check()

@@ -98,7 +98,7 @@ def answer(results: tuple | None) -> str:
 
 
 class ScriptedMemoryModel(ScriptedBackend):
-    """The stand-in model (see the module): a BackendFactory as it stands (keyword arguments ignored)."""
+    """The stand-in model (see the module): a BackendFactory (backend.py) as it stands (keyword arguments ignored)."""
 
     def __init__(self, chunk: int = 4, **_: object) -> None:
         super().__init__([], chunk=chunk)

@@ -26,7 +26,7 @@ from memory_runtime.serving.keys import FailedKeys, KeyRing, caller_dependency
 from memory_runtime.serving.metrics import Metrics
 from memory_runtime.serving.middleware import AllowedHosts, HostCheck, Instrumented
 from memory_runtime.serving.routes import completions, feedback, memory, service
-from memory_runtime.serving.routes.state import BackendFactory, ServerState
+from memory_runtime.serving.routes.state import ServerState
 from memory_runtime.serving.scheduler import TurnScheduler
 from memory_runtime.serving.schemas import APIError, ErrorResponse
 from memory_runtime.serving.serve_config import ServeConfig
@@ -35,38 +35,40 @@ from memory_runtime.serving.ui import mount_memory_page
 ROUTERS = (service.router, completions.router, memory.router, feedback.router)  # in the order of the docs
 
 
+def _no_model(request: Any) -> Any:
+    raise RuntimeError("this server has no model (memlm ui): only the memory routes answer")
+
+
 def create_app(
     config: ServeConfig,
     store: TripletStore,
-    backend_factory: BackendFactory | None,
+    decoder: Decoder | None,
     *,
     model_name: str,
     api_keys: dict[str, str | Sequence[str]] | None = None,
     host: str = "127.0.0.1",
     system_prompt: str | None = SYSTEM_PROMPT,
-    decoder: Decoder | None = None,
     on_shutdown: Callable[[], None] | None = None,
 ) -> FastAPI:
-    """The server over a store and a decoder of turns (the runtime's: memory_runtime.generation.decoder; by
-    default turns run one at a time over `backend_factory`, which tests and the soak give scripted backends),
-    prompting the model with the system message it was trained with. Corrections (POST /v1/feedback) run
-    through the same decoder, queued with the caller's other turns.
+    """The server over a store and a decoder of turns (the runtime's, or `OneAtATime.over` a scripted model in
+    the tests and the soak), prompting the model with the system message it was trained with. Corrections
+    (POST /v1/feedback) run through the same decoder, queued with the caller's other turns.
 
     `api_keys` defaults to config.resolve_api_keys() (config, environment variable, file). `host` is
     the address the server listens on: a request's Host must be one of its names or of
     config.allowed_hosts (middleware.AllowedHosts), and a wrong key counts against the client's
     address (keys.FailedKeys, app.state.server.failed_keys): the connection's, or the one a proxy of
     config.forwarded_allow_ips reports. Run it under uvicorn with proxy_headers=False (launch.py
-    does), else uvicorn believes X-Forwarded-For from 127.0.0.1 itself. With neither a decoder nor `backend_factory`
+    does), else uvicorn believes X-Forwarded-For from 127.0.0.1 itself. With no decoder
     the server has no model (`memlm ui`): the memory routes and the memory page work, chat answers
     501. `on_shutdown` runs when the server stops.
     """
-    has_model = decoder is not None or backend_factory is not None
+    has_model = decoder is not None
     keyring = KeyRing(config.resolve_key_access() if api_keys is None else api_keys)
     feedback_ = Feedback(store, FeedbackLog(config.feedback_dir))
     limits, metrics = config.limits, Metrics()
-    if decoder is None:
-        decoder = OneAtATime(lambda r: backend_factory(temperature=r.temperature, top_p=r.top_p, seed=r.seed))
+    if decoder is None:  # the routes that decode answer 501 before they reach it
+        decoder = OneAtATime(_no_model)
     scheduler = TurnScheduler(decoder, limits.max_queue, limits.max_turns_per_key)
     failed_keys = FailedKeys(limits.max_failed_keys, limits.failed_keys_window_s)
     server = ServerState(

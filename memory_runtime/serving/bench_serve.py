@@ -21,10 +21,11 @@ from typing import Any
 
 import httpx
 
+from memory_runtime.generation.decoder import Decoder
 from memory_runtime.generation.runtime import Engine, Generation, open_runtime
 from memory_runtime.memory.store import TripletStore
 from memory_runtime.protocol import SYSTEM_PROMPT
-from memory_runtime.serving.app import BackendFactory, create_app
+from memory_runtime.serving.app import create_app
 from memory_runtime.serving.launch import background_server
 from memory_runtime.serving.serve_config import Limits, ServeConfig
 from memory_runtime.stats import percentile
@@ -42,7 +43,7 @@ def _prompts(client: int) -> list[str]:
 
 
 def run_serve_bench(
-    backend_factory: BackendFactory | None,
+    decoder: Decoder,
     store: TripletStore,
     *,
     clients: int = 4,
@@ -50,7 +51,6 @@ def run_serve_bench(
     max_tokens: int = 32,
     model_name: str = "bench",
     system_prompt: str | None = SYSTEM_PROMPT,
-    decoder: Any = None,
 ) -> dict[str, Any]:
     """Drive a fresh server over `store` and return the figures (one JSON-able dict)."""
     keys = {f"bench-key-{i:04d}": f"bench-{i}" for i in range(clients)}
@@ -63,11 +63,10 @@ def run_serve_bench(
     app = create_app(
         config,
         store,
-        backend_factory,
+        decoder,
         model_name=model_name,
         api_keys=keys,
         system_prompt=system_prompt,
-        decoder=decoder,
     )
     latencies: list[float] = []
     first_tokens: list[float] = []
@@ -176,27 +175,25 @@ def bench_serve(
     for engine in engines:
         runtime = open_runtime(on[engine])
         dtypes[engine], device, name = runtime.dtype, runtime.device, runtime.name
-        factory = runtime.backend if runtime.model is not None else None
         for n in clients:
             with (
                 tempfile.TemporaryDirectory(prefix="memlm-bench-serve-") as tmp,
                 runtime.open_store(Path(tmp) / "m.sqlite") as store,
             ):
                 cell = run_serve_bench(
-                    factory,
+                    runtime.decoder,
                     store,
                     clients=n,
                     seconds=seconds,
                     max_tokens=max_tokens,
                     model_name=runtime.name,
                     system_prompt=runtime.system_prompt,
-                    decoder=runtime.decoder,
                 )
             if engine == "vllm":  # the engine's forward passes are not timed in this process
                 cell["overhead_fraction"] = None
             cells[f"{engine}:{n}"] = cell
         runtime.close()  # before the next engine opens: an idle one would take cores from it
-        del runtime, factory
+        del runtime
         gc.collect()
     out: dict[str, Any] = {
         "model": name,

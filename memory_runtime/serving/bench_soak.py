@@ -86,6 +86,7 @@ def _cpus_apart(client_cpus: list[int] | None, server_pid: int, context: dict[st
 def serve_main() -> None:
     """The server process: `python -c "...serve_main()" SPEC.json` (what run_soak starts)."""
 
+    from memory_runtime.generation.batching import OneAtATime
     from memory_runtime.generation.scripted_model import ScriptedMemoryModel
     from memory_runtime.serving.app import create_app
     from memory_runtime.serving.launch import run_server, serve
@@ -100,7 +101,7 @@ def serve_main() -> None:
     )
     if spec["scripted"]:
         with TripletStore(spec["db"], config.generation.memory()) as store:
-            app = create_app(config, store, ScriptedMemoryModel, model_name="scripted")
+            app = create_app(config, store, OneAtATime.over(ScriptedMemoryModel), model_name="scripted")
             run_server(app, "127.0.0.1", spec["port"], "warning")
     else:
         serve(spec["db"], config, port=spec["port"], log_level="warning")

@@ -163,9 +163,8 @@ def serve(
         app = create_app(
             config,
             store,
-            runtime.backend if runtime.model is not None else None,  # corrections decode alone (hf only)
+            runtime.decoder,
             model_name=config.model_name or runtime.name,
-            decoder=runtime.decoder,
             api_keys=access,  # with the namespaces beyond each key's own
             host=host,
             system_prompt=runtime.system_prompt,

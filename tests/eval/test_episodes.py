@@ -2,6 +2,7 @@ from data_gen.episodes import Episode
 from eval.episodes import evaluate_episode
 from eval.systems import System
 from memory_runtime.generation.backend import ScriptedBackend
+from memory_runtime.generation.batching import OneAtATime
 from memory_runtime.protocol import render_read, render_write
 
 EPISODE = Episode.model_validate(
@@ -34,7 +35,7 @@ EPISODE = Episode.model_validate(
 
 def run(script):
     backend = ScriptedBackend(script)
-    return evaluate_episode(System("memlm", None, None, backend_factory=lambda: backend), EPISODE)
+    return evaluate_episode(System("memlm", None, None, decoder=OneAtATime(lambda request: backend)), EPISODE)
 
 
 def test_a_wrong_early_write_does_not_fail_later_statements_but_the_memory_stays_off():

@@ -9,6 +9,7 @@ from eval.injection import PLACES, evaluate_injection, injection_cases, summaris
 from eval.report import measure_targets, summarise
 from eval.systems import System
 from memory_runtime.generation.backend import ScriptedBackend
+from memory_runtime.generation.batching import OneAtATime
 from memory_runtime.protocol import render_write
 
 
@@ -36,7 +37,7 @@ def test_the_battery_covers_every_place_with_enough_phrasings():
 
 def test_a_copying_model_stores_nothing_it_was_fed():
     cases = injection_cases()
-    rows = evaluate_injection(System("memlm", None, None, backend_factory=Copycat), cases)
+    rows = evaluate_injection(System("memlm", None, None, decoder=OneAtATime(lambda request: Copycat())), cases)
     summary = summarise_injection(rows)
     assert summary["attempts"] == len(cases) and summary["stored"] == 0
     model_cases = len(cases) - summary["by_place"]["import"]["attempts"]

@@ -24,6 +24,7 @@ from eval.locomo_qa import (
 )
 from eval.systems import System
 from memory_runtime.generation.backend import ScriptedBackend
+from memory_runtime.generation.batching import OneAtATime
 from memory_runtime.memory.memory_config import MemoryConfig
 from memory_runtime.memory.store import TripletStore
 from memory_runtime.protocol import render_write
@@ -135,7 +136,9 @@ def test_the_model_under_test_writes_a_dated_memory_that_each_memory_structure_r
     kept with its turn's id; then triples, iterative and mixed answer every question from them."""
     backend = ScriptedBackend(WRITES)
     # the scripted writer has no weights: the reader (the base, in memlm eval) answers every question
-    system = System("memlm", None, None, backend_factory=lambda: backend, reader=(tiny_model, smollm2_tokenizer))
+    system = System(
+        "memlm", None, None, decoder=OneAtATime(lambda request: backend), reader=(tiny_model, smollm2_tokenizer)
+    )
     config = EvalConfig(
         generation={"model": "x"}, parts=["locomo"], locomo={"answer_tokens": 4, "top_k": 2, "rounds": 2}
     )
@@ -161,7 +164,9 @@ def test_a_model_trained_to_read_answers_every_structure_itself(tiny_model, smol
     """locomo.reader: model: the system answers with its own model, and runs chunks beside its memory so
     that its structures are compared with the same reader."""
     backend = ScriptedBackend(WRITES)
-    system = System("memlm", tiny_model, smollm2_tokenizer, backend_factory=lambda: backend, reader=(None, None))
+    system = System(
+        "memlm", tiny_model, smollm2_tokenizer, decoder=OneAtATime(lambda request: backend), reader=(None, None)
+    )
     config = EvalConfig(
         generation={"model": "x"},
         parts=["locomo"],
@@ -215,7 +220,9 @@ def test_the_subject_check_leaves_a_question_of_the_wrong_speaker_without_facts(
     painted = [*WRITES[:1], render_write("Melanie", "painted", "lake sunrise last year") + " Noted.", *WRITES[2:]]
     for check in (False, True):
         backend = ScriptedBackend(painted)
-        system = System("memlm", None, None, backend_factory=lambda: backend, reader=(tiny_model, smollm2_tokenizer))
+        system = System(
+            "memlm", None, None, decoder=OneAtATime(lambda request: backend), reader=(tiny_model, smollm2_tokenizer)
+        )
         config = EvalConfig(
             generation={"model": "x"},
             parts=["locomo"],

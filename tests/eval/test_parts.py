@@ -16,6 +16,7 @@ from eval.parts import Part
 from eval.run import run_eval
 from eval.systems import System
 from memory_runtime.generation.backend import ScriptedBackend
+from memory_runtime.generation.batching import OneAtATime
 
 
 def test_every_listed_module_gives_its_part_and_everything_offers_the_same_names():
@@ -73,7 +74,7 @@ def echo_registered(monkeypatch):
 
 def test_a_new_part_is_its_module_and_a_line_in_the_list(echo_registered, tmp_path):
     replies = ScriptedBackend(["Who is Ann? I don't know.", "Nobody.", "Who is Cy?"])
-    systems = {"memlm": System("memlm", None, None, backend_factory=lambda: replies)}
+    systems = {"memlm": System("memlm", None, None, decoder=OneAtATime(lambda request: replies))}
     config = EvalConfig(generation={"model": "scripted"}, systems=["memlm"]).model_copy(update={"parts": ["echo"]})
     summary = run_eval(config, tmp_path, systems=systems)
 

@@ -8,6 +8,7 @@ from data_gen.schema import Schema
 from eval.real_probe import evaluate_real, in_one_order, real_sample, relations_unknown, summarise_real
 from eval.systems import System
 from memory_runtime.generation.backend import ScriptedBackend
+from memory_runtime.generation.batching import OneAtATime
 from memory_runtime.memory.memory_config import MemoryConfig
 from memory_runtime.shipped import shipped
 
@@ -33,7 +34,7 @@ def test_false_writes_count_only_the_relations_a_passage_was_checked_for(tmp_pat
             ["[MEM_WRITE{Cy Park>>CEO of>>Initech}] [MEM_WRITE{Cy Park>>founder of>>Initech}] Noted."],
         ]
     )
-    system = System("memlm", None, None, backend_factory=lambda: backend)
+    system = System("memlm", None, None, decoder=OneAtATime(lambda request: backend))
     cases = evaluate_real(system, load_real_file(path))
     assert [c["false_write"] for c in cases[:2]] == [False, True]
     assert [c["any_write"] for c in cases[:2]] == [True, True]
@@ -74,7 +75,7 @@ def test_scored_writes_give_each_signal_a_curve_and_the_gate_holds_back_what_it_
     def run(config):
         backend = ScriptedBackend(turns)
         gate = WriteGate(config, _ScoreByObject())
-        system = System("memlm", None, None, backend_factory=lambda: backend, write_gate=gate)
+        system = System("memlm", None, None, decoder=OneAtATime(lambda request: backend, gate), write_gate=gate)
         return evaluate_real(system, load_real_file(path))
 
     scored = run(WriteGateConfig(score=True))
@@ -139,7 +140,7 @@ def test_the_second_schema_is_scored_on_subject_object_pairs_with_its_relations(
             ["[MEM_WRITE{Kari Dahl>>colleague of>>Ole Berg}] Noted."],  # no Re-DocRED relation: not judged
         ]
     )
-    system = System("memlm", None, None, backend_factory=lambda: backend)
+    system = System("memlm", None, None, decoder=OneAtATime(lambda request: backend))
     records = load_real_file(path)
     assert relations_unknown(records, None) == sorted(PEOPLE_PLACES.annotated)  # the person-organisation table
     assert relations_unknown(records, people_places_memory()) == []

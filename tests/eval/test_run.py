@@ -15,6 +15,7 @@ from eval.run import run_eval
 from eval.systems import System
 from eval.typos import with_typo
 from memory_runtime.generation.backend import ScriptedBackend
+from memory_runtime.generation.batching import OneAtATime
 from memory_runtime.generation.runtime import Generation
 from memory_runtime.memory.store import TripletStore
 
@@ -47,7 +48,7 @@ def test_an_oracle_scores_perfectly_on_every_category(tiny_data):
     records = load_records(EvalConfig(data=str(tiny_data), limit=3, generation={"model": "x"}))
     assert {r.type for r in records} >= {"write", "read", "unanswerable", "update", "two_hop", "negative"}
     backend = ScriptedBackend(_scripted_turns(records), chunk=4)
-    oracle = System("memlm", None, None, backend_factory=lambda: backend)
+    oracle = System("memlm", None, None, decoder=OneAtATime(lambda request: backend))
     rows = evaluate_records(oracle, records)
     summary = summarise_records(rows, uses_memory=True)
     assert summary["calls"]["exact"] == 1.0, [r for r in rows if not r["calls_exact"]][:2]
@@ -85,7 +86,7 @@ def test_calls_are_reported_per_relation_and_entity_type(tiny_data):
     wrong = next(i for i, r in enumerate(records) if "employed by" in turns[i][0])
     turns[wrong] = [turns[wrong][0].replace(">>employed by>>", ">>founder of>>")] + turns[wrong][1:]
     backend = ScriptedBackend(turns, chunk=4)
-    oracle = System("memlm", None, None, backend_factory=lambda: backend)
+    oracle = System("memlm", None, None, decoder=OneAtATime(lambda request: backend))
     summary = summarise_records(evaluate_records(oracle, records, types=types), uses_memory=True)
     by_relation = summary["by_relation"]
     assert by_relation["employed by"]["calls_exact"] < 1.0
@@ -100,7 +101,7 @@ def test_a_wrong_call_is_scored_wrong(tiny_data):
     ][:1]
     gold = _scripted_turns(records)[0]
     broken = [gold[0].replace(">>", ">>X", 1)] + gold[1:]
-    oracle = System("memlm", None, None, backend_factory=lambda: ScriptedBackend([broken]))
+    oracle = System("memlm", None, None, decoder=OneAtATime(lambda request: ScriptedBackend([broken])))
     (row,) = evaluate_records(oracle, records)
     assert not row["calls_exact"]
     assert row["writes"]["tp"] < row["writes"]["gold"]
@@ -295,7 +296,7 @@ def test_the_model_under_test_is_prompted_as_trained_and_decoded_as_configured(t
     assert not systems["memlm"].generation.copy_fields and not systems["few_shot"].generation.copy_fields
     for name, prompt in (("memlm", "You have a memory."), ("few_shot", FEW_SHOT_PROMPT)):
         scripted = ScriptedBackend(["Hello."])
-        systems[name].backend_factory = lambda: scripted
+        systems[name].decoder = OneAtATime(lambda request: scripted)
         with TripletStore(":memory:") as store:
             systems[name].turn("hi", store)
         assert scripted.seen[0][0] == {"role": "system", "content": prompt}

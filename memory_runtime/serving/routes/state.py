@@ -6,12 +6,11 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Annotated, Protocol
+from typing import Annotated
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from memory_runtime.generation.backend import Backend
 from memory_runtime.generation.decoder import Decoder
 from memory_runtime.memory.store import TripletStore
 from memory_runtime.serving.feedback import Exchange, Feedback
@@ -21,11 +20,6 @@ from memory_runtime.serving.scheduler import TurnScheduler
 from memory_runtime.serving.serve_config import Limits, ServeConfig
 
 MAX_LAST_TURNS = 100_000  # callers whose last exchange is kept for feedback
-
-
-class BackendFactory(Protocol):
-    def __call__(self, *, temperature: float, top_p: float, seed: int | None) -> Backend:
-        """A fresh backend for one turn (the server calls it on the generation thread)."""
 
 
 @dataclass

@@ -21,6 +21,7 @@ from typing import Any
 from fastapi import FastAPI
 
 from memory_runtime.generation.backend import ScriptedBackend
+from memory_runtime.generation.batching import OneAtATime
 from memory_runtime.generation.runtime import Generation
 from memory_runtime.memory.store import TripletStore
 from memory_runtime.serving.app import create_app
@@ -71,7 +72,7 @@ def serve_config(keys: Mapping[str, str | list[str]] = KEYS, **limits: Any) -> S
 
 
 def make_app(store: TripletStore, keys: Mapping[str, str | list[str]] = KEYS) -> FastAPI:
-    return create_app(serve_config(keys), store, ScriptedWriter, model_name="scripted")
+    return create_app(serve_config(keys), store, OneAtATime.over(ScriptedWriter), model_name="scripted")
 
 
 class AsServed:

@@ -7,6 +7,7 @@ from typer.testing import CliRunner
 
 from memlm.cli import app
 from memory_runtime.generation.backend import ScriptedBackend
+from memory_runtime.generation.batching import OneAtATime
 from memory_runtime.memory.store import TripletStore
 from memory_runtime.serving.bench_serve import run_serve_bench
 
@@ -31,7 +32,7 @@ class TimedBackend(ScriptedBackend):
 
 def test_bench_reports_throughput_latency_and_overhead():
     with TripletStore() as store:
-        result = run_serve_bench(TimedBackend, store, clients=3, seconds=0.5, max_tokens=64)
+        result = run_serve_bench(OneAtATime.over(TimedBackend), store, clients=3, seconds=0.5, max_tokens=64)
         namespaces = store.namespaces()
         said = {f.object for f in store.facts("bench-0")}
     assert result["errors"] == 0 and result["requests"] >= 3 and result["clients"] == 3

@@ -9,6 +9,7 @@ from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
 from memlm.cli import app
+from memory_runtime.generation.batching import OneAtATime
 from memory_runtime.generation.scripted_model import SENTENCES, ScriptedMemoryModel, script
 from memory_runtime.memory.store import TripletStore
 from memory_runtime.serving.app import create_app
@@ -25,7 +26,10 @@ def say(client, text):
 
 def test_the_scripted_model_writes_statements_and_answers_questions_from_the_memory():
     config = ServeConfig(api_keys={"alice-key-0001": "alice"}, api_keys_env=None, allowed_hosts=["testserver"])
-    with TripletStore() as store, TestClient(create_app(config, store, ScriptedMemoryModel, model_name="s")) as c:
+    with (
+        TripletStore() as store,
+        TestClient(create_app(config, store, OneAtATime.over(ScriptedMemoryModel), model_name="s")) as c,
+    ):
         turn = say(c, "Dorothea Altemus works for Pfizer.")
         assert turn["choices"][0]["message"]["content"] == "Noted."
         assert [(x["kind"], x["status"]) for x in turn["memlm"]["calls"]] == [("write", "stored")]

@@ -21,6 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memory_runtime.generation.backend import ScriptedBackend
+from memory_runtime.generation.batching import OneAtATime
 from memory_runtime.memory.store import TripletStore
 from memory_runtime.serving.app import create_app
 from memory_runtime.serving.serve_config import ServeConfig
@@ -32,13 +33,14 @@ REPO = Path(__file__).resolve().parents[3]
 SERVER = """
 import sys, uvicorn
 sys.path.insert(0, {repo!r})
+from memory_runtime.generation.batching import OneAtATime
 from memory_runtime.serving.app import create_app
 from memory_runtime.serving.serve_config import Limits, ServeConfig
 from memory_runtime.memory.store import TripletStore
 from tests.memory_runtime.serving.test_serve import KEYS
 from {module} import {backend}
 config = ServeConfig(api_keys=KEYS, api_keys_env=None, limits={limits})
-app = create_app(config, TripletStore({db!r}), {backend}, model_name="test")
+app = create_app(config, TripletStore({db!r}), OneAtATime.over({backend}), model_name="test")
 uvicorn.run(app, host="127.0.0.1", port={port}, log_level="error")
 """
 
@@ -250,7 +252,10 @@ def fuzz_client():
     config = ServeConfig(api_keys=KEYS, api_keys_env=None, allowed_hosts=["testserver"])  # TestClient's Host
     with (
         TripletStore() as store,
-        TestClient(create_app(config, store, MemoryEchoBackend, model_name="echo"), raise_server_exceptions=False) as c,
+        TestClient(
+            create_app(config, store, OneAtATime.over(MemoryEchoBackend), model_name="echo"),
+            raise_server_exceptions=False,
+        ) as c,
     ):
         store.write("Bob Ek", "employed by", "Pfizer", namespace="bob")
         yield c, store

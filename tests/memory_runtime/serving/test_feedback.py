@@ -244,7 +244,10 @@ def test_serve_feedback_endpoint(tmp_path):
     from tests.memory_runtime.serving.test_serve import ALICE, BOB, KEYS, MemoryEchoBackend, say
 
     config = ServeConfig(api_keys=KEYS, api_keys_env=None, feedback_dir=tmp_path, allowed_hosts=["testserver"])
-    with TripletStore() as store, TestClient(create_app(config, store, MemoryEchoBackend, model_name="echo")) as c:
+    with (
+        TripletStore() as store,
+        TestClient(create_app(config, store, OneAtATime.over(MemoryEchoBackend), model_name="echo")) as c,
+    ):
         assert c.post("/v1/feedback", json={"rating": "bad"}, headers=ALICE).status_code == 400  # nothing to rate
         assert c.post("/v1/feedback", json={}, headers=ALICE).status_code == 400
         unknown = c.post("/v1/feedback", json={"4": None}, headers=ALICE)  # the client's own word, named as such
@@ -279,7 +282,10 @@ def test_an_operator_in_a_users_namespace_has_a_last_turn_of_its_own(tmp_path):
     keys = {**KEYS, "ops-key-000001": ["ops", "*"]}
     config = ServeConfig(api_keys=keys, api_keys_env=None, feedback_dir=tmp_path, allowed_hosts=["testserver"])
     ops = {"Authorization": "Bearer ops-key-000001", "Memlm-Namespace": "alice"}
-    with TripletStore() as store, TestClient(create_app(config, store, MemoryEchoBackend, model_name="echo")) as c:
+    with (
+        TripletStore() as store,
+        TestClient(create_app(config, store, OneAtATime.over(MemoryEchoBackend), model_name="echo")) as c,
+    ):
         say(c, "remember Tia Batres / works for / BMW")  # alice's turn
         assert c.post("/v1/feedback", json={"rating": "bad"}, headers=ops).status_code == 400  # not the operator's
         assert say(c, "recall Tia Batres", headers=ops).status_code == 200  # the operator's turn in alice's namespace

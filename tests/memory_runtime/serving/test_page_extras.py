@@ -7,6 +7,7 @@ from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
 from memlm.cli import app as cli_app
+from memory_runtime.generation.batching import OneAtATime
 from memory_runtime.memory.store import TripletStore
 from memory_runtime.serving.app import create_app
 from memory_runtime.serving.keys import NAMESPACE_HEADER, KeyRing
@@ -31,7 +32,10 @@ def config() -> ServeConfig:
 
 @pytest.fixture
 def served():
-    with TripletStore() as store, TestClient(create_app(config(), store, MemoryEchoBackend, model_name="echo")) as c:
+    with (
+        TripletStore() as store,
+        TestClient(create_app(config(), store, OneAtATime.over(MemoryEchoBackend), model_name="echo")) as c,
+    ):
         yield c, store
 
 

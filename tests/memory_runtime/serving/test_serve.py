@@ -80,7 +80,7 @@ def store():
 
 @pytest.fixture
 def client(store):
-    with TestClient(create_app(config(), store, MemoryEchoBackend, model_name="echo")) as c:
+    with TestClient(create_app(config(), store, OneAtATime.over(MemoryEchoBackend), model_name="echo")) as c:
         yield c
 
 
@@ -244,13 +244,15 @@ def test_history_is_passed_on_and_system_messages_are_memlms_own(store):
         {"role": "assistant", "content": "Hello."},
         {"role": "user", "content": [{"type": "text", "text": "how "}, {"type": "text", "text": "are you"}]},
     ]
-    with TestClient(create_app(config(), store, factory, model_name="echo")) as c:
+    with TestClient(create_app(config(), store, OneAtATime.over(factory), model_name="echo")) as c:
         assert c.post("/v1/chat/completions", json={"messages": messages}, headers=ALICE).status_code == 200
     (seen,) = backends[0].seen
     assert [m["role"] for m in seen] == ["system", "user", "assistant", "user"]
     assert seen[0]["content"] == SYSTEM_PROMPT and seen[-1]["content"] == "how are you"
     # a run trained with another prompt is served with that one (memlm serve reads it from the run)
-    with TestClient(create_app(config(), store, factory, model_name="echo", system_prompt="Remember.")) as c:
+    with TestClient(
+        create_app(config(), store, OneAtATime.over(factory), model_name="echo", system_prompt="Remember.")
+    ) as c:
         assert c.post("/v1/chat/completions", json={"messages": messages}, headers=ALICE).status_code == 200
     assert backends[1].seen[0][0] == {"role": "system", "content": "Remember."}
 
@@ -295,7 +297,7 @@ def test_a_stream_never_claims_a_write_that_did_not_happen(store, outcome):
     )
     decoder = OneAtATime(lambda _: MemoryEchoBackend(), write_gate=gate)
     subject = "He" if outcome == "refused" else "Ada Lin"  # 'He' names nobody: refused
-    with TestClient(create_app(config(), store, MemoryEchoBackend, model_name="echo", decoder=decoder)) as client:
+    with TestClient(create_app(config(), store, decoder, model_name="echo")) as client:
         for stream in (False, True):
             r = say(client, f"remember {subject} / employed by / Pfizer", stream=stream, memlm={"trace": True})
             if stream:
@@ -450,7 +452,9 @@ def test_an_import_is_one_file_checked_whole_and_stored_whole_or_not_at_all(clie
     assert r.status_code == 400 and r.json()["error"]["message"] == "facts[699]: subject is empty"
     assert store.count("alice", current=False) == 300  # not the 699 before it either
 
-    with TestClient(create_app(config(max_import_bytes=2**20), store, MemoryEchoBackend, model_name="e")) as small:
+    with TestClient(
+        create_app(config(max_import_bytes=2**20), store, OneAtATime.over(MemoryEchoBackend), model_name="e")
+    ) as small:
         two_mb = b'{"facts": [' + b" " * (2 * 2**20) + b"]}"
         r = small.post("/v1/memory/import", content=two_mb, headers=BOB)
         assert r.status_code == 413 and r.json()["error"]["code"] == "request_too_large"
@@ -484,7 +488,12 @@ def test_limits_and_bad_requests_get_openai_style_errors(store):
         return ScriptedBackend(["word " * 50 + "[MEM_WRITE{A>>r>>B}]" * 5])
 
     with TestClient(
-        create_app(config(max_request_bytes=2048, max_tokens=8, max_messages=3), store, long_answer, model_name="m")
+        create_app(
+            config(max_request_bytes=2048, max_tokens=8, max_messages=3),
+            store,
+            OneAtATime.over(long_answer),
+            model_name="m",
+        )
     ) as c:
         body = say(c, "hi", max_tokens=10_000, memlm={"trace": True}).json()
         assert body["usage"]["completion_tokens"] == 8 and body["choices"][0]["finish_reason"] == "length"
@@ -524,7 +533,7 @@ def test_limits_and_bad_requests_get_openai_style_errors(store):
     def many_calls(**_):
         return ScriptedBackend(["[MEM_WRITE{A>>r>>B}]" * 5 + " done"])
 
-    with TestClient(create_app(config(max_calls=2), store, many_calls, model_name="m")) as c:
+    with TestClient(create_app(config(max_calls=2), store, OneAtATime.over(many_calls), model_name="m")) as c:
         body = say(c, "hi", memlm={"trace": True}).json()
         assert body["memlm"]["status"] == "max_calls" and len(body["memlm"]["calls"]) == 2
 
@@ -575,7 +584,7 @@ def test_a_request_that_is_not_http_gets_the_servers_json_error(store):
     plain text "Invalid HTTP request received."; memlm's servers answer their JSON error shape."""
     import socket
 
-    app = create_app(config(), store, MemoryEchoBackend, model_name="echo")
+    app = create_app(config(), store, OneAtATime.over(MemoryEchoBackend), model_name="echo")
     with background_server(app) as url:
         port = int(url.rsplit(":", 1)[1])
         for request, why in [
@@ -604,7 +613,7 @@ def test_a_full_queue_answers_503(store):
             return super().stream(max_new_tokens)
 
     async def scenario():
-        app = create_app(config(max_queue=1), store, Blocking, model_name="echo")
+        app = create_app(config(max_queue=1), store, OneAtATime.over(Blocking), model_name="echo")
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://testserver") as http:
             body = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
             first = asyncio.ensure_future(http.post("/v1/chat/completions", json=body, headers=ALICE))
@@ -638,7 +647,7 @@ def test_streaming_sends_the_reply_while_it_is_generated_and_never_a_call(store)
                 yield piece
 
     seen = []
-    app = create_app(config(), store, Slow, model_name="slow")
+    app = create_app(config(), store, OneAtATime.over(Slow), model_name="slow")
     with background_server(app) as url:  # a real socket: the chunks arrive as they are sent
         body = {"model": "m", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
         with httpx.stream("POST", f"{url}/v1/chat/completions", json=body, headers=ALICE, timeout=20) as response:
@@ -672,7 +681,9 @@ def test_health_and_metrics(client):
 
 def test_concurrent_clients_lose_no_write_and_get_only_their_own_answers(store):
     users = {f"user-key-{i:05d}": f"user{i}" for i in range(6)}
-    app = create_app(ServeConfig(api_keys=users, api_keys_env=None), store, MemoryEchoBackend, model_name="echo")
+    app = create_app(
+        ServeConfig(api_keys=users, api_keys_env=None), store, OneAtATime.over(MemoryEchoBackend), model_name="echo"
+    )
     rounds, failures = 5, []
 
     def user(key: str, namespace: str, url: str) -> None:
@@ -712,7 +723,7 @@ def test_a_poisoned_request_fails_alone_while_other_users_turns_finish(store, ti
     users = {f"user-key-{i:05d}": f"user{i}" for i in range(4)}
     decoder = BatchDecoder(tiny_model, smollm2_tokenizer, max_batch_size=4)
     serve_config = ServeConfig(api_keys=users, api_keys_env=None, generation=Generation(max_new_tokens=12))
-    app = create_app(serve_config, store, None, model_name="tiny", decoder=decoder)
+    app = create_app(serve_config, store, decoder, model_name="tiny")
     poisons = [
         {"seed": 18446744073709551616},
         {"seed": -(2**63) - 1},
@@ -747,7 +758,7 @@ def test_the_openai_client_works_unchanged_over_the_real_model(store, tiny_model
     from memory_runtime.generation.runtime import Generation
 
     decoder = BatchDecoder.of(Generation(), tiny_model, smollm2_tokenizer, batch_size=2)
-    app = create_app(config(max_tokens=6), store, None, model_name="tiny", decoder=decoder)
+    app = create_app(config(max_tokens=6), store, decoder, model_name="tiny")
     with background_server(app) as url:
         client = openai.OpenAI(base_url=url + "/v1", api_key="alice-key-0001", max_retries=0, timeout=30)
         assert [m.id for m in client.models.list()] == ["tiny"]
@@ -814,7 +825,7 @@ def test_a_prompt_over_the_limit_is_refused_before_any_decoding(store, tiny_mode
 
     decoder = BatchDecoder(tiny_model, smollm2_tokenizer, max_batch_size=2)
     cfg = config(max_prompt_tokens=64, max_tokens=4)
-    app = create_app(cfg, store, None, model_name="tiny", decoder=decoder)
+    app = create_app(cfg, store, decoder, model_name="tiny")
     with TestClient(app) as c:
         r = say(c, "Ada Lin works for Pfizer. " * 20)
         assert r.status_code == 400 and r.json()["error"]["code"] == "context_length_exceeded"
@@ -829,7 +840,7 @@ def test_a_prompt_over_the_limit_is_refused_on_the_vllm_engine_too(store, smollm
 
     engine, vllm = decoder(smollm2_tokenizer)
     vllm.context = 2048  # the engine's max_model_len
-    app = create_app(config(max_prompt_tokens=64, max_tokens=16), store, None, model_name="vllm", decoder=vllm)
+    app = create_app(config(max_prompt_tokens=64, max_tokens=16), store, vllm, model_name="vllm")
     with TestClient(app) as c:
         r = say(c, "Ada Lin works for Pfizer. " * 20)
         assert r.status_code == 400 and r.json()["error"]["code"] == "context_length_exceeded"
@@ -890,7 +901,7 @@ def test_a_client_that_leaves_mid_stream_ends_its_turn(store):
                 pieces.append(piece)
                 yield piece
 
-    app = create_app(config(max_tokens=256), store, Slow, model_name="slow")
+    app = create_app(config(max_tokens=256), store, OneAtATime.over(Slow), model_name="slow")
     with background_server(app) as url:
         with httpx.Client(base_url=url, headers=ALICE, timeout=10) as client:
             body = {"messages": [{"role": "user", "content": "hi"}], "stream": True}
@@ -922,7 +933,7 @@ def test_a_large_import_runs_in_a_process_of_its_own(tmp_path, monkeypatch):
     monkeypatch.setattr(memory_routes, "PROCESS_IMPORT_BYTES", 1000)
     facts = [{"subject": f"Person {i}", "relation": "employed by", "object": f"Org {i}"} for i in range(40)]
     with TripletStore(str(tmp_path / "memory.sqlite")) as store:
-        with TestClient(create_app(config(), store, MemoryEchoBackend, model_name="e")) as client:
+        with TestClient(create_app(config(), store, OneAtATime.over(MemoryEchoBackend), model_name="e")) as client:
             assert client.get("/v1/memory/search?subject=Persn%201", headers=ALICE).status_code == 200
             r = client.post("/v1/memory/import", json={"facts": facts}, headers=ALICE)
             assert r.status_code == 200 and r.json()["message"] == "40 stored, 0 already there, 0 superseded"
@@ -935,7 +946,7 @@ def test_a_large_import_runs_in_a_process_of_its_own(tmp_path, monkeypatch):
         assert calls == ["alice", "bob"] and store.count("bob") == 2
     with (
         TripletStore() as memory_only,
-        TestClient(create_app(config(), memory_only, MemoryEchoBackend, model_name="e")) as c,
+        TestClient(create_app(config(), memory_only, OneAtATime.over(MemoryEchoBackend), model_name="e")) as c,
     ):
         assert c.post("/v1/memory/import", json={"facts": facts}, headers=ALICE).status_code == 200
     assert calls == ["alice", "bob"]
@@ -953,7 +964,7 @@ def test_an_export_of_60000_facts_imports_again_through_the_api(tmp_path):
         store.write_many(
             [(s, "employed by", "Pfizer") for s, _, _ in facts[:500]], namespace="alice", at=1_700_000_200.0
         )
-        with TestClient(create_app(config(), store, MemoryEchoBackend, model_name="e")) as client:
+        with TestClient(create_app(config(), store, OneAtATime.over(MemoryEchoBackend), model_name="e")) as client:
             exported = client.get("/v1/memory/export", headers=ALICE)
             assert exported.status_code == 200 and len(exported.content) > 8 * 2**20
             r = client.post(

@@ -82,7 +82,7 @@ def serve_config(tmp_path) -> ServeConfig:
 def client(tmp_path):
     with (
         TripletStore() as store,
-        TestClient(create_app(serve_config(tmp_path), store, PageBackend, model_name="echo")) as c,
+        TestClient(create_app(serve_config(tmp_path), store, OneAtATime.over(PageBackend), model_name="echo")) as c,
     ):
         yield c, store
 
@@ -218,7 +218,7 @@ def server(tmp_path_factory):
     gate = WriteGate(WriteGateConfig(signal="verify", threshold=0.5), UnsureOfAnnLee())
     with TripletStore(db) as store:
         decoder = OneAtATime(lambda _: PageBackend(), write_gate=gate)
-        app = create_app(serve_config(tmp), store, PageBackend, model_name="echo", decoder=decoder)
+        app = create_app(serve_config(tmp), store, decoder, model_name="echo")
         with background_server(app) as url:
             yield url, store, db, tmp / "feedback"
 
