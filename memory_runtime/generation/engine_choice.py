@@ -4,7 +4,7 @@
 no write gate), may run hf, which decodes the server's turns together in batches of `max_batch_size`,
 or onnx, which decodes them one after another with int8 weights. Which serves more depends on the CPU
 and its cores: on a 2-core AMD EPYC onnx served 1.83x hf's requests/s at 8 clients, on a 2-core Xeon with
-AMX 1.7x at 8 and 1.07x at 32 (docs/serving.md), while a CPU of many cores spreads a batch over them where
+AMX 1.7x at 8 and 1.07x at 32 (docs/results.md), while a CPU of many cores spreads a batch over them where
 one ONNX Runtime stream does not. So the server measures both the first time it starts on a machine with a model
 (a batch of `max_batch_size` turns on hf against turns one after another on onnx, `TOKENS` tokens
 each), takes the one that decoded more tokens a second, and keeps the figures in

@@ -15,7 +15,7 @@ through :attr:`Runtime.decoder`, the decoder (memory_runtime.generation.decoder.
     engine onnx  the model exported once to ONNX Runtime GenAI (memory_runtime.generation.onnx_backend), int8
                  or float32 weights, on the CPU, one turn at a time, with the hf engine's decoding rules
     engine auto  (the default) vllm where vLLM is installed and the command can run on it, else hf
-                 (:func:`choose_engine`): vLLM is the faster engine on the CPU too (docs/serving.md)
+                 (:func:`choose_engine`): vLLM is the faster engine on the CPU too (docs/results.md)
 
 Every command runs its turns the same way on either engine: :meth:`Runtime.request` (or
 :meth:`Generation.request`) makes a turn, the engine's ``run_turn``, ``run`` or ``run_sessions`` decodes it.

@@ -23,7 +23,7 @@ from memory_runtime.yaml_config import ConfigError
 
 def http_protocol() -> type:
     """uvicorn's HTTP/1.1 protocol on httptools (its C parser; with uvloop a read's server CPU 4.00 → 3.71 ms
-    on the 2-core Xeon, docs/serving.md), answering a request that is not HTTP (two Host headers, a header
+    on the 2-core Xeon, docs/archive/serving-notes.md), answering a request that is not HTTP (two Host headers, a header
     line that is no header) with the server's JSON error saying why, where uvicorn answers plain text
     "Invalid HTTP request received." (uvicorn's `http=`; the imports are deferred as uvicorn's)."""
     import httptools

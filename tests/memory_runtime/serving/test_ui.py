@@ -3,7 +3,7 @@ Playwright, against a uvicorn server on a thread with the scripted stand-in mode
 
 The page goes through the JSON API with the key in the Authorization header, so what it may do
 is what the API lets that key do: these tests check what a person sees (and that nothing from the
-memory or the model runs as HTML). MEMLM_SCREENSHOTS=1 writes the screenshots of docs/serving.md
+memory or the model runs as HTML). MEMLM_SCREENSHOTS=1 writes the screenshots of docs/chat.md
 (docs/img/ui-*.png).
 """
 
