@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU training figures of docs/training.md ("On a GPU"), one benchmark per line of the table, each
+# The GPU training figures of docs/results.md ("On a GPU"), one benchmark per line of the table, each
 # change measured against the same recipe without it. Run on a CUDA machine from the repository root:
 #   bash scripts/bench_gpu.sh [OUT_DIR]        # DATA=runs/data by default (memlm generate's output)
 # Each benchmark writes OUT_DIR/NAME.log (progress and table) and OUT_DIR/NAME.json (its figures).

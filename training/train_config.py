@@ -204,8 +204,8 @@ class GpuSettings(Strict):
         False,
         description="let sdpa use cuDNN's attention on CUDA. It builds a plan for every new sequence length, and "
         "token-budget, padding-free and padded batches bring a new length almost every micro-batch: in the H200 "
-        "profile (docs/training.md) that was 2.9 ms of CPU a call, a third of a step's CPU time. false leaves "
-        "PyTorch's flash and memory-efficient kernels",
+        "profile (docs/archive/training-notes.md) that was 2.9 ms of CPU a call, a third of a step's CPU time. "
+        "false leaves PyTorch's flash and memory-efficient kernels",
     )
 
     @model_validator(mode="after")

@@ -83,7 +83,7 @@ class TrainedPositionsSFTTrainer(SFTTrainer):
     default that was ~36% of a step, though only ~41% of the positions carry a label.  Here the
     model's own ``logits_to_keep`` projects just the positions whose next token is trained, and
     the loss is cross-entropy on those (same value as TRL's; steps 1.2-1.4x faster, see
-    docs/training.md).  GPUs, MoE auxiliary losses and callers that want all logits keep TRL's
+    docs/results.md).  GPUs, MoE auxiliary losses and callers that want all logits keep TRL's
     path.  ``loraplus_lr_ratio`` builds LoRA+'s optimizer groups (PEFT) instead of one learning rate;
     ``max_tokens_per_step`` batches by a token budget (training/token_budget.py).
 
