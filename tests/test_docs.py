@@ -78,3 +78,12 @@ def test_the_guide_check_sees_a_page_that_opens_with_prose_only():
     prose = "# A page\n\n" + "Words about runs. " * 100 + "\n\n```bash\nmemlm eval\n```\n"
     assert not opens_with_commands(prose)
     assert opens_with_commands("# A page\n\nWhat you do:\n\n```bash\nmemlm eval\n```\n" + prose)
+
+
+def test_the_readme_is_a_first_page_that_starts_with_its_two_commands():
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    assert len(text) <= 10_000, f"README.md: {len(text):,} characters, over 10,000"
+    first = re.search(r"^```bash\n(.*?)^```", text, re.M | re.S)
+    assert first is not None and first.start() < 200, "README.md opens with a bash block"
+    commands = [line for line in first.group(1).splitlines() if line.strip() and not line.startswith("#")]
+    assert commands == ["bash scripts/quickstart.sh", "bash scripts/install.sh --tests && python3 -m pytest -q"]

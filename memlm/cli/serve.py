@@ -168,7 +168,7 @@ def bench_serve_command(
     engines: str | None = typer.Option(
         None,
         "--engines",
-        help="Comma-separated engines (hf, vllm), each at every number of clients (default: generation.engine, "
+        help="Comma-separated engines (hf, onnx, vllm), each at every number of clients (default: generation.engine, "
         "auto: vllm where installed).",
     ),
     overrides: list[str] | None = overrides_argument("generation.max_batch_size=16"),

@@ -72,7 +72,7 @@ class Generation(Strict):
         description="auto: int8 on the onnx engine, full elsewhere; full: the weights in `dtype` (onnx: float32); "
         "int8: each linear layer's weights rounded to int8, half the bytes a token reads (hf engine: per output "
         "channel, CPU, bfloat16 only, memory_runtime.models.quantize; onnx engine: per block of 32 inputs); int4: "
-        "onnx engine only, a quarter; greedy turns differ from full's: docs/decoding.md measures by how much",
+        "onnx engine only, a quarter; greedy turns differ from full's: docs/results.md measures by how much",
     )
     threads: int | None = Field(
         None,
