@@ -21,8 +21,8 @@ from pathlib import Path
 import numpy as np
 
 from memory_runtime.memory.database import redacted
-from memory_runtime.memory.databases import is_postgres
 from memory_runtime.memory.fuzzy import jaccard, shingles, signatures
+from memory_runtime.memory.location import is_postgres
 from memory_runtime.memory.memory_config import MemoryConfig
 from memory_runtime.memory.store import TripletStore
 from memory_runtime.memory.terms import normalize_term
@@ -269,7 +269,7 @@ def _pg_trgm(store: TripletStore, namespace: str, typos: list[tuple[str, str, st
 
 
 def _empty(location: str) -> None:
-    from memory_runtime.memory.databases import open_database
+    from memory_runtime.memory.location import open_database
 
     db = open_database(location)
     try:

@@ -36,7 +36,7 @@ def _memory_config(config: Path | None):
 def _store(db: str, config: Path | None, must_exist: bool = True, writes: bool = False):
     """The memory at `db`; one line and exit 2 where it cannot be opened, or is read-only and `writes`.
     A memory opened read-only says so on stderr, once."""
-    from memory_runtime.memory.databases import is_postgres
+    from memory_runtime.memory.location import is_postgres
     from memory_runtime.memory.store import TripletStore
 
     if must_exist and not is_postgres(db) and not Path(db).exists():
@@ -282,7 +282,7 @@ def memory_migrate(
     dst: str = typer.Argument(..., help="An empty memory to copy into (SQLite file, created; or postgresql:// URL)."),
 ) -> None:
     """Copy a memory between SQLite and PostgreSQL, every version with its id, then verify it row by row."""
-    from memory_runtime.memory.databases import is_postgres
+    from memory_runtime.memory.location import is_postgres
     from memory_runtime.memory.migrate import migrate
 
     if not is_postgres(src) and not Path(src).exists():

@@ -144,7 +144,7 @@ def ui_command(
 ) -> None:
     """The memory page (http://HOST:PORT/ui) on a memory, without a model: see, search, time-travel,
     correct, forget, export and import the facts of one API key's namespace. No chat pane."""
-    from memory_runtime.memory.databases import is_postgres
+    from memory_runtime.memory.location import is_postgres
     from memory_runtime.serving.launch import serve_memory_page
     from memory_runtime.serving.serve_config import ServeConfig
 

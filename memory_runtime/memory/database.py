@@ -1,4 +1,4 @@
-"""What a memory's database is, whichever kind (databases.py opens one): the interface the store
+"""What a memory's database is, whichever kind (location.py opens one): the interface the store
 uses (Database, Cursor), the table both kinds keep (its columns, indexes and schema version), and the
 errors of a database that is not a memlm memory, or cannot be written or made."""
 

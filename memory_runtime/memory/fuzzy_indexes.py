@@ -95,7 +95,7 @@ class ResidentIndexes:
     def _catch_up(self, key: tuple[str, str], index: FuzzyIndex) -> None:
         """Add the terms written since the index last looked, by any process (a second server on the
         same database): the rows of the namespace past the last id it has seen. Writers of a
-        namespace take turns (databases.py), so its ids commit in order. Under the lock."""
+        namespace take turns (location.py), so its ids commit in order. Under the lock."""
         namespace, name = key
         rows = self._db.rows(
             f"SELECT id, {name}_norm FROM triplets WHERE namespace = ? AND id > ? ORDER BY id",

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from memory_runtime.memory.database import Database, redacted
-from memory_runtime.memory.databases import open_database
+from memory_runtime.memory.location import open_database
 from memory_runtime.progress import Advance
 
 _ROW = (

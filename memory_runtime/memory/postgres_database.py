@@ -1,6 +1,6 @@
 """A PostgreSQL memory (a ``postgresql://`` URL; psycopg 3 and a connection pool: ``pip install
 'memlm[postgres]'``): every statement autocommits, a write transaction takes an advisory lock on its
-namespace (databases.py says what both kinds of database promise)."""
+namespace (location.py says what both kinds of database promise)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """An SQLite memory (a file, or ":memory:"): one connection writes, each thread reads through one of
 its own (WAL), a file this process cannot write opens read-only, and a version-1 file is rebuilt on
-open (databases.py says what both kinds of database promise)."""
+open (location.py says what both kinds of database promise)."""
 
 from __future__ import annotations
 

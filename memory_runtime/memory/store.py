@@ -24,7 +24,6 @@ from pathlib import Path
 
 from memory_runtime.memory import history
 from memory_runtime.memory.database import Cursor, Database
-from memory_runtime.memory.databases import open_database
 from memory_runtime.memory.facts import (
     COLUMNS,
     FIELDS,
@@ -38,6 +37,7 @@ from memory_runtime.memory.facts import (
 from memory_runtime.memory.fuzzy import FuzzyIndex, FuzzyMatch
 from memory_runtime.memory.fuzzy_indexes import IndexMissing, ResidentIndexes
 from memory_runtime.memory.history import VERSION, BrokenLink, HistoryProblem, ImportResult, RestoreRefused
+from memory_runtime.memory.location import open_database
 from memory_runtime.memory.memory_config import MemoryConfig, RelationTable
 from memory_runtime.memory.terms import checked_namespace, checked_term, relation_words
 from memory_runtime.protocol import Triplet
@@ -69,7 +69,7 @@ class TripletStore:
     """A namespaced, persistent triplet memory with exact-then-fuzzy lookup.
 
     Thread-safe, so a server shares one store: listings read what was last committed without waiting
-    for any write (databases.py), writes take turns in the database's transactions, and the resident
+    for any write (location.py), writes take turns in the database's transactions, and the resident
     fuzzy indexes (fuzzy_indexes.py) have a lock of their own; a write updates them once its
     transaction has committed.
     """

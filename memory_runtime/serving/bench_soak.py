@@ -46,7 +46,7 @@ from typing import Any
 import httpx
 
 from memory_runtime.generation.runtime import Generation
-from memory_runtime.memory.databases import is_postgres
+from memory_runtime.memory.location import is_postgres
 from memory_runtime.memory.memory_config import MemoryConfig
 from memory_runtime.memory.store import TripletStore
 from memory_runtime.serving.soak_clients import BULK_NAMESPACE, Clients

@@ -347,7 +347,7 @@ class ChatConfig(Strict):
 
 def default_feedback_dir(db: str | Path) -> Path:
     """Beside an SQLite file (its name + '-feedback'); for a PostgreSQL memory, ./memlm-feedback."""
-    from memory_runtime.memory.databases import is_postgres
+    from memory_runtime.memory.location import is_postgres
 
     return Path("memlm-feedback") if is_postgres(str(db)) else Path(db).with_name(Path(db).stem + "-feedback")
 
