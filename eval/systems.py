@@ -18,10 +18,8 @@ from datetime import datetime
 from typing import Any
 
 from eval.eval_config import EVAL_GENERATION
-from memory_runtime.generation.backend import Backend
 from memory_runtime.generation.batching import BatchDecoder, OneAtATime
 from memory_runtime.generation.decoder import Decoder, Session
-from memory_runtime.generation.hf_backend import HFBackend
 from memory_runtime.generation.runtime import Generation
 from memory_runtime.generation.turn import TurnRequest, TurnResult, turn_messages
 from memory_runtime.generation.write_gate import WriteGate
@@ -147,12 +145,7 @@ class System:
             return BatchDecoder.of(
                 self.generation, self.model, self.tokenizer, batch_size=batch_size, write_gate=self.write_gate
             )
-        return OneAtATime(self._backend, self.write_gate)
-
-    def _backend(self, request: TurnRequest) -> Backend:
-        """The request's backend, as a batch's row gets it (BatchDecoder.backend_for): its sampling (a probe's
-        temperature, top_p and seed) and its memory's relations and common objects."""
-        return HFBackend.for_request(self.model, self.tokenizer, request, self.generation.copy_fields)
+        return OneAtATime.of(self.generation, self.model, self.tokenizer, write_gate=self.write_gate)
 
     def run(self, request: TurnRequest) -> TurnResult:
         """One request, alone."""

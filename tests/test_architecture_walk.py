@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import re
+import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -75,8 +76,24 @@ def wrong_references(page: Path, repo: Path = REPO) -> list[str]:
     return found
 
 
+def moved_references(page: Path) -> str:
+    """The page's text with every Python-name reference that no longer holds moved to the one line of its
+    file that defines the name (code above it grew or shrank); references it cannot place stay as they are."""
+
+    def move(match: re.Match) -> str:
+        path, line, name = REPO / match.group(1), int(match.group(2)), match.group(4)
+        if not name or not PYTHON_NAME.fullmatch(name) or not path.exists():
+            return match.group(0)
+        lines = [n for n, names in definitions(path.read_text(encoding="utf-8")).items() if name in names]
+        if len(lines) != 1 or lines[0] == line:
+            return match.group(0)
+        return f"`{match.group(1)}:{lines[0]}`{match.group(3)}"
+
+    return REFERENCE.sub(move, page.read_text(encoding="utf-8"))
+
+
 def test_every_line_reference_of_the_architecture_page_holds():
-    assert wrong_references(PAGE) == []
+    assert wrong_references(PAGE) == [], "python3 tests/test_architecture_walk.py --fix moves the lines that moved"
 
 
 def test_the_page_fits_in_a_read():
@@ -134,3 +151,18 @@ def test_a_page_without_references_is_reported(tmp_path):
     page = tmp_path / "empty.md"
     page.write_text("# Nothing here\n\n`mod.py` alone is no reference.\n")
     assert wrong_references(page, tmp_path) == ["empty.md: no `path.py:LINE` `name` reference"]
+
+
+def test_fix_moves_a_reference_to_where_its_name_now_is(tmp_path, monkeypatch):
+    module = tmp_path / "m.py"
+    module.write_text("import os\n\n\nclass A:\n    def f(self):\n        pass\n")
+    page = tmp_path / "page.md"
+    page.write_text("`m.py:2` `A.f` and `m.py:1` `import os` and `m.py:9` `gone`\n")
+    monkeypatch.setattr(sys.modules[__name__], "REPO", tmp_path)
+    assert moved_references(page) == "`m.py:5` `A.f` and `m.py:1` `import os` and `m.py:9` `gone`\n"
+
+
+if __name__ == "__main__":  # python3 tests/test_architecture_walk.py --fix: after code above a reference moved
+    if sys.argv[1:] == ["--fix"]:
+        PAGE.write_text(moved_references(PAGE), encoding="utf-8")
+    print("\n".join(wrong_references(PAGE)) or "every reference holds")

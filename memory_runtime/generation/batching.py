@@ -103,6 +103,20 @@ class OneAtATime(Decoder):
         self.waiting: collections.deque[TurnRequest] = collections.deque()
 
     @classmethod
+    def of(
+        cls,
+        generation: Any,
+        model: Any,
+        tokenizer: Any,
+        backend: type[HFBackend] = HFBackend,
+        write_gate: WriteGate | None = None,
+    ) -> OneAtATime:
+        """Turns one at a time, each on a `backend` (HFBackend, or OnnxBackend over an export) with the turn's
+        sampling and its memory's relations, decoding as the `generation` section says, as a row of
+        BatchDecoder.of: the onnx engine's decoder (open_runtime, the engine measurement) and eval's turn alone."""
+        return cls(lambda request: backend.for_request(model, tokenizer, request, generation.copy_fields), write_gate)
+
+    @classmethod
     def over(cls, factory: BackendFactory, write_gate: WriteGate | None = None) -> OneAtATime:
         """Turns one at a time, each on a backend from `factory` with the turn's sampling settings: the
         scripted models of the server's tests, the soak and the serve bench."""

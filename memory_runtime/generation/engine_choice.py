@@ -116,10 +116,10 @@ def _requests(n: int) -> list[Any]:
     return [TurnRequest(turn_messages(PROMPTS[i % len(PROMPTS)]), store, max_new_tokens=TOKENS) for i in range(n)]
 
 
-def _tokens_per_s(engine: Any, requests: list[Any]) -> float:
-    engine.run(_requests(1))  # warm: the first forward pass allocates
+def _tokens_per_s(decoder: Any, requests: list[Any]) -> float:
+    decoder.run(_requests(1))  # warm: the first forward pass allocates
     start = time.perf_counter()
-    results = engine.run(requests)
+    results = decoder.run(requests)
     return sum(r.generated_tokens for r in results) / (time.perf_counter() - start)
 
 
@@ -131,8 +131,8 @@ def _hf_tokens_per_s(generation: Any, batch: int) -> float:
 
     device = resolve_device(generation.device)
     model, tokenizer = load_model(generation.model or EMBEDDED_MODEL, dtype=generation.dtype, device=device, merge=True)
-    engine = BatchDecoder.of(generation, model, tokenizer, batch_size=batch)
-    return _tokens_per_s(engine, _requests(batch))
+    decoder = BatchDecoder.of(generation, model, tokenizer, batch_size=batch)
+    return _tokens_per_s(decoder, _requests(batch))
 
 
 def _onnx_tokens_per_s(generation: Any, weights: str) -> float:
@@ -141,8 +141,8 @@ def _onnx_tokens_per_s(generation: Any, weights: str) -> float:
     from memory_runtime.models.embedded import EMBEDDED_MODEL
 
     exported, tokenizer = load_onnx_model(generation.model or EMBEDDED_MODEL, weights, generation.threads)
-    engine = OneAtATime(lambda request: OnnxBackend.for_request(exported, tokenizer, request, True))
-    return _tokens_per_s(engine, _requests(2))
+    decoder = OneAtATime.of(generation, exported, tokenizer, OnnxBackend)
+    return _tokens_per_s(decoder, _requests(2))
 
 
 def _read(path: Path) -> dict[str, Any]:

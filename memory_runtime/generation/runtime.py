@@ -395,8 +395,5 @@ def _onnx_runtime(
     from memory_runtime.generation.batching import OneAtATime
     from memory_runtime.generation.onnx_backend import OnnxBackend
 
-    def backend_for(request: TurnRequest) -> OnnxBackend:  # as BatchDecoder.backend_for, over the export
-        return OnnxBackend.for_request(exported, tokenizer, request, generation.copy_fields)
-
-    one = OneAtATime(backend_for)
+    one = OneAtATime.of(generation, exported, tokenizer, OnnxBackend)
     return Runtime(generation, memory, tokenizer, one, exported, "cpu", "float32", prompt, engine_reason=why)
