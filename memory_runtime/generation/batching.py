@@ -103,17 +103,11 @@ class OneAtATime(Decoder):
         self.waiting: collections.deque[TurnRequest] = collections.deque()
 
     @classmethod
-    def of(
-        cls,
-        generation: Any,
-        model: Any,
-        tokenizer: Any,
-        backend: type[HFBackend] = HFBackend,
-        write_gate: WriteGate | None = None,
-    ) -> OneAtATime:
+    def of(cls, generation: Any, model: Any, tokenizer: Any, backend=HFBackend, write_gate=None) -> OneAtATime:
         """Turns one at a time, each on a `backend` (HFBackend, or OnnxBackend over an export) with the turn's
         sampling and its memory's relations, decoding as the `generation` section says, as a row of
-        BatchDecoder.of: the onnx engine's decoder (open_runtime, the engine measurement) and eval's turn alone."""
+        BatchDecoder.of: the onnx engine's decoder (open_runtime, the engine measurement) and eval's turn alone.
+        Writes are scored by `write_gate` (a WriteGate), as in BatchDecoder.of."""
         return cls(lambda request: backend.for_request(model, tokenizer, request, generation.copy_fields), write_gate)
 
     @classmethod
