@@ -269,7 +269,7 @@ def ingest(
 ) -> Ingestion:
     """Every turn of every conversation fed to `system` as its speaker's message, dated with its session: the
     model writes what it takes from it into one memory, a namespace per conversation (turns in batches; a
-    progress tick a turn)."""
+    progress(1) a turn)."""
     from eval.systems import run_sessions
 
     store = TripletStore(":memory:", memory)
@@ -295,7 +295,7 @@ def structures_for(settings: Any, uses_memory: bool) -> list[str]:
 
 
 def progress_units(conversations: list[LocomoConversation], config: EvalConfig, uses_memory: bool) -> int:
-    """A system's progress ticks: a turn read into its memory (if it has memory structures), a question
+    """The items of a system's progress: a turn read into its memory (if it has memory structures), a question
     answered under each structure."""
     structures = structures_for(config.locomo, uses_memory)
     turns = sum(len(c.turns()) for c in conversations) if set(structures) & set(MEMORY_STRUCTURES) else 0
@@ -323,20 +323,20 @@ def evaluate_locomo(
     answerer = Answerer(reader, reader_tokenizer, settings.answer_tokens)
     structures = structures_for(settings, system.uses_memory)
     window = settings.window or window_of(reader, reader_tokenizer)
-    tick = progress or quiet
+    advance = progress or quiet
     ingestion = None
     if any(s in MEMORY_STRUCTURES for s in structures):
-        ingestion = ingest(system, conversations, memory, batch, tick)
+        ingestion = ingest(system, conversations, memory, batch, advance)
     rows: list[dict] = []
     for conversation in conversations:
         if "full_context" in structures:
-            rows += _full_context_rows(conversation, answerer, window, tick)
+            rows += _full_context_rows(conversation, answerer, window, advance)
         if "chunks" in structures:
-            rows += _chunk_rows(conversation, answerer, settings.top_k, tick)
+            rows += _chunk_rows(conversation, answerer, settings.top_k, advance)
         if ingestion is not None:
             index = FactIndex(ingestion.store.facts(namespace=conversation.sample_id))
             for structure in (s for s in structures if s in MEMORY_STRUCTURES):
-                rows += _memory_rows(structure, conversation, index, answerer, settings, tick)
+                rows += _memory_rows(structure, conversation, index, answerer, settings, advance)
     if ingestion is not None and rows:
         rows[0]["ingestion"] = {
             "turns": ingestion.turns,
@@ -349,7 +349,9 @@ def evaluate_locomo(
     return rows
 
 
-def _full_context_rows(conversation: LocomoConversation, answerer: Answerer, window: int, tick: Advance) -> list[dict]:
+def _full_context_rows(
+    conversation: LocomoConversation, answerer: Answerer, window: int, advance: Advance
+) -> list[dict]:
     reserve = 256  # the prompt's own words, the question and the answer
     context, held = full_context(conversation, answerer, window - reserve - len(answerer.ids(ANSWER_PROMPT)))
     started = time.perf_counter()
@@ -363,13 +365,13 @@ def _full_context_rows(conversation: LocomoConversation, answerer: Answerer, win
         prediction = answerer.answer(tail, cache)
         seconds = time.perf_counter() - started
         rows.append(_row("full_context", conversation, question, prediction, held, len(head) + len(tail), seconds))
-        tick(1)
+        advance(1)
     if rows:  # the shared prefill counts once, in the conversation's first row
         rows[0]["prefill_s"] = prefill_s
     return rows
 
 
-def _chunk_rows(conversation: LocomoConversation, answerer: Answerer, k: int, tick: Advance) -> list[dict]:
+def _chunk_rows(conversation: LocomoConversation, answerer: Answerer, k: int, advance: Advance) -> list[dict]:
     index = ChunkIndex(conversation)
     rows = []
     for question in conversation.questions:
@@ -381,7 +383,7 @@ def _chunk_rows(conversation: LocomoConversation, answerer: Answerer, k: int, ti
         seconds = time.perf_counter() - started
         held = {index.turns[i].dia_id for i in found}
         rows.append(_row("chunks", conversation, question, prediction, held, len(head) + len(tail), seconds))
-        tick(1)
+        advance(1)
     return rows
 
 
@@ -391,7 +393,7 @@ def _memory_rows(
     index: FactIndex,
     answerer: Answerer,
     settings: Any,
-    tick: Advance,
+    advance: Advance,
 ) -> list[dict]:
     """A memory structure's rows: the facts BM25 finds for the question (in `rounds` rounds for iterative),
     with their source turns for mixed."""
@@ -428,7 +430,7 @@ def _memory_rows(
         seconds = time.perf_counter() - started
         row = _row(structure, conversation, question, prediction, set(sources), len(head) + len(tail), seconds)
         rows.append({**row, "facts": len(found)})
-        tick(1)
+        advance(1)
     return rows
 
 

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from eval.eval_config import EvalConfig
     from eval.systems import System
     from memory_runtime.memory.memory_config import MemoryConfig
+    from memory_runtime.progress import Advance
 
 
 @dataclass(frozen=True)
@@ -36,8 +37,9 @@ class Part:
     name: str
     systems: tuple[str, ...]
     """The systems it runs for (typos: the model under test only; real text: the systems with a memory)."""
-    evaluate: Callable[[System, list, EvalConfig, MemoryConfig | None, Callable[[], None] | None, int], list[dict]]
-    """(system, cases, config, memory config, progress tick per case, batch size) -> its rows (cases.jsonl)."""
+    evaluate: Callable[[System, list, EvalConfig, MemoryConfig | None, Advance | None, int], list[dict]]
+    """(system, cases, config, memory config, progress: advance(n) as n more cases are done, batch size) -> its
+    rows (cases.jsonl)."""
     summarise: Callable[[list[dict], bool], dict]
     """(one system's rows, whether the system uses a memory) -> its figures (metrics.json)."""
     sample_groups: Callable[[dict], list[tuple[str, int]]]
@@ -60,8 +62,8 @@ class Part:
     """(its cases, the config, the model's memory config) -> why it does not apply to the model (text of
     another schema: it is skipped, never scored), or None; None here: it always applies."""
     units: Callable[[list, EvalConfig, bool], int] | None = None
-    """(its cases, the config, whether the system uses a memory) -> the progress ticks of one system's run,
-    where a case is long work (a conversation's turns and questions); None: one tick a case."""
+    """(its cases, the config, whether the system uses a memory) -> the progress items of one system's run,
+    where a case is long work (a conversation's turns and questions); None: one item a case."""
 
     @property
     def cases_key(self) -> str:

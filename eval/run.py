@@ -217,7 +217,7 @@ def run_eval(
         memory_config = config.generation.memory()
     done = finished_rows(config, out) if resume else {}
     cases = load_cases(config)
-    tick = progress or quiet_tasks
+    tasks = progress or quiet_tasks
     skipped = {}
     for name in config.parts:
         part = parts.get(name)
@@ -268,7 +268,7 @@ def run_eval(
         ) as pool:
             for name, part in todo:
                 n, size = len(cases[parts.get(part).cases_key]), batch_size(config)
-                advance = tick(f"{name}: {part}", n)
+                advance = tasks(f"{name}: {part}", n)
                 rows: list[dict] = []
                 chunks = [list(range(i, min(i + size, n))) for i in range(0, n, size)]
                 for count, result in pool.map(_worker_task, [(name, part, chunk) for chunk in chunks]):
@@ -283,7 +283,7 @@ def run_eval(
             part_cases = cases[parts.get(part).cases_key]
             units = parts.get(part).units
             total = units(part_cases, config, systems[name].uses_memory) if units else len(part_cases)
-            rows = _evaluate(systems[name], part, part_cases, config, memory_config, tick(f"{name}: {part}", total))
+            rows = _evaluate(systems[name], part, part_cases, config, memory_config, tasks(f"{name}: {part}", total))
             finished(name, part, rows)
     summary = summarise(raw)
     write_report(summary, raw, {**meta, "wall_s": time.perf_counter() - start}, out)
