@@ -103,11 +103,42 @@ def sources(config: EvalConfig, records: list[Record]) -> dict:
     }
 
 
-def passage_session(system: System, record: Record, memory_config: MemoryConfig | None = None) -> Session:
-    """One passage against an empty memory (a session of one turn); its scores."""
+PROPOSAL_SAMPLING = {"temperature": 1.0, "top_p": 0.95}  # the runs after the first, as `memlm sample` draws
+
+
+def passage_session(
+    system: System, record: Record, memory_config: MemoryConfig | None = None, propose: int = 1
+) -> Session:
+    """One passage against an empty memory (a session of one turn), or of `propose` runs: the greedy one,
+    then propose - 1 sampled ones, each on an empty memory, their writes pooled (the candidates a verifier
+    judges: the pool's recall is what a verifier can keep); its scores."""
     store = TripletStore(":memory:", memory_config)
-    result = yield system.request(record.segments[0].text, store)
-    writes = [tuple(c.fields) for c in result.calls if c.kind == "write"]
+    results = [(yield system.request(record.segments[0].text, store))]
+    for index in range(1, propose):
+        scratch = TripletStore(":memory:", memory_config)
+        request = system.request(record.segments[0].text, scratch, seed=index, **PROPOSAL_SAMPLING)
+        results.append((yield request))
+        scratch.close()
+    calls = [c for result in results for c in result.calls]
+    proposed_by = {id(c): index for index, result in enumerate(results) for c in result.calls}  # its first run
+
+    def key(fields) -> tuple:
+        return (
+            normalize_term(fields[0]),
+            normalize_term(store.canonical_relation(fields[1])),
+            normalize_term(fields[2]),
+        )
+
+    def first_of_each(items):
+        seen: dict[tuple, object] = {}
+        for call in items:
+            seen.setdefault(key(call.fields), call)
+        return list(seen.values())
+
+    written = first_of_each(c for c in calls if c.kind == "write" and all(c.fields))
+    writes = [tuple(c.fields) for c in written]
+    held = first_of_each(c for c in calls if c.fields and all(c.fields) and c.status.startswith(HELD_BACK))
+    held = [c for c in held if key(c.fields) not in {key(w.fields) for w in written}]
 
     def counted(t) -> bool:
         return bool(counted_writes([t], record.annotated_relations, store.canonical_relation))
@@ -116,6 +147,11 @@ def passage_session(system: System, record: Record, memory_config: MemoryConfig 
         return in_one_order(triplets, store.canonical_relation, store.config.symmetric)
 
     scored = one_order(counted_writes(writes, record.annotated_relations, store.canonical_relation))
+    proposed = one_order(
+        counted_writes(
+            [*writes, *(tuple(c.fields) for c in held)], record.annotated_relations, store.canonical_relation
+        )
+    )
     # every write the gate scored, stored or held back by it (not those the store refused after it)
     gated = [
         {
@@ -123,9 +159,10 @@ def passage_session(system: System, record: Record, memory_config: MemoryConfig 
             "scores": c.scores,
             "held": c.kind != "write",
             "counted": counted(c.fields),
+            "run": proposed_by[id(c)],  # 0: the greedy run; the figures of k runs keep run < k
         }
-        for c in result.calls
-        if c.scores and c.fields and (c.kind == "write" or c.status.startswith(HELD_BACK))
+        for c in [*written, *held]
+        if c.scores
     ]
     gold = one_order(record.gold_triplets)
     mentioned = [t for t in gold if is_mentioned(record, t)]
@@ -140,10 +177,11 @@ def passage_session(system: System, record: Record, memory_config: MemoryConfig 
         "any_write": not gold and bool(writes),
         "pairs": pair_prf(scored, gold).to_dict(),
         "pairs_mentioned": pair_prf(scored, mentioned).to_dict(),
+        "pairs_proposed": pair_prf(proposed, gold).to_dict(),
         "triplets": triplet_prf(scored, gold, store.canonical_relation).to_dict(),
         "gated_writes": gated,
-        "tokens": result.generated_tokens,
-        "wall_s": result.wall_seconds,
+        "tokens": sum(r.generated_tokens for r in results),
+        "wall_s": sum(r.wall_seconds for r in results),
     }
 
 
@@ -182,8 +220,10 @@ def not_for_the_model(records: list[Record], memory_config: MemoryConfig | None)
     )
 
 
-def evaluate_passage(system: System, record: Record, memory_config: MemoryConfig | None = None) -> dict:
-    return run_sessions(system, [passage_session(system, record, memory_config)])[0]
+def evaluate_passage(
+    system: System, record: Record, memory_config: MemoryConfig | None = None, propose: int = 1
+) -> dict:
+    return run_sessions(system, [passage_session(system, record, memory_config, propose)])[0]
 
 
 def evaluate_real(
@@ -192,6 +232,7 @@ def evaluate_real(
     memory_config: MemoryConfig | None = None,
     progress: Advance | None = None,
     batch_size: int = 1,
+    propose: int = 1,
 ) -> list[dict]:
     records = list(records)
     unknown = relations_unknown(records, memory_config)
@@ -201,7 +242,8 @@ def evaluate_real(
             "(generation.memory_config; `memlm schema table SCHEMA --out FILE`) or a model trained on it",
             ", ".join(unknown),
         )
-    return run_sessions(system, (passage_session(system, r, memory_config) for r in records), batch_size, progress)
+    sessions = (passage_session(system, r, memory_config, propose) for r in records)
+    return run_sessions(system, sessions, batch_size, progress)
 
 
 def summarise_real(rows: list[dict]) -> dict:
@@ -221,6 +263,8 @@ def summarise_real(rows: list[dict]) -> dict:
             "passages": len(group),
             "pair": total("pairs").to_dict(),
             "pair_mentioned": total("pairs_mentioned").to_dict(),
+            # every write the runs proposed, stored or held back: the recall a gate can keep at best
+            "pair_proposed": total("pairs_proposed").to_dict(),
             "triplet": total("triplets").to_dict(),
             "no_fact_passages": len(no_fact),
             "false_write_rate": sum(r["false_write"] for r in no_fact) / len(no_fact) if no_fact else None,
@@ -368,7 +412,7 @@ PART = Part(
     systems=("memlm", "few_shot"),
     load=lambda config: real_sample(str(real_path(config)[0]), config.limit, config.seed),
     sources=sources,
-    evaluate=lambda system, records, config, *run: evaluate_real(system, records, *run),
+    evaluate=lambda system, records, config, *run: evaluate_real(system, records, *run, propose=config.propose),
     summarise=lambda rows, uses_memory: summarise_real(rows),
     sample_groups=sample_groups,
     applies=lambda records, config, memory_config: not_for_the_model(records, memory_config),

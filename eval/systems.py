@@ -122,10 +122,12 @@ class System:
         namespace: str = "default",
         said_at: datetime | None = None,
         source: str | None = None,
+        **sampling: Any,
     ) -> TurnRequest:
         """One user turn as this system asks it. `context` (zero-shot only) is prepended to the
         user's text: the statements or facts the memory would otherwise hold. `said_at` dates the facts
-        it writes, `source` is kept with them (a conversation's turn id)."""
+        it writes, `source` is kept with them (a conversation's turn id); `sampling` overrides the
+        section's decoding for this turn (temperature, top_p, seed: a proposal run)."""
         if self.name == "zero_shot":
             store = TripletStore(":memory:", store.config)
             user = f"Facts: {context}\n\nQuestion: {user}" if context else user
@@ -133,7 +135,7 @@ class System:
         else:
             prompt = FEW_SHOT_PROMPT if self.name == "few_shot" else self.system_prompt
         messages = turn_messages(user, history, prompt)
-        return self.generation.request(messages, store, namespace=namespace, said_at=said_at, source=source)
+        return self.generation.request(messages, store, namespace=namespace, said_at=said_at, source=source, **sampling)
 
     def decoder_for(self, batch_size: int = 1) -> Decoder:
         """The decoder of this system's turns: its own (the vllm engine's), `batch_size` turns at once

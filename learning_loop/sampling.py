@@ -12,6 +12,9 @@ writes what preference training reads:
                    <= `undesirable`, the rest left out (KTO); a gold turn joins as desirable where no
                    run was.
     samples.jsonl  every run: the prompt's id, source and kind, the text, the reward and its parts.
+    verifier.jsonl VerifierExample per distinct (statement passage, fact): its gold facts, swapped ones,
+                   and the writes of all its runs the gold can judge (the write verifier's data,
+                   learning_loop/verifier_data.py); relations.yaml the writer's relation table.
     README.md      the card: prompts and runs per source, rewards, pairs, labels, the config, timing.
     summary.json   the card's figures.
 
@@ -38,11 +41,12 @@ from typing import Any
 from pydantic import Field, model_validator
 
 from learning_loop.reward import TurnKind, TurnScore, score_turn
+from learning_loop.verifier_data import verifier_examples
 from memory_runtime.generation.decoder import Decoder, Session
 from memory_runtime.generation.runtime import Generation, with_defaults
 from memory_runtime.generation.turn import TurnResult, turn_messages
 from memory_runtime.jsonl import write_jsonl
-from memory_runtime.memory.memory_config import MemoryConfig
+from memory_runtime.memory.memory_config import RELATION_TABLE_FILE, MemoryConfig
 from memory_runtime.memory.store import TripletStore
 from memory_runtime.progress import Advance, Tasks
 from memory_runtime.protocol import SYSTEM_PROMPT
@@ -53,6 +57,7 @@ from training.objectives.grpo_config import Prompts
 STATEMENT_TYPES = ("write", "passage", "negative", "injection")
 QUESTION_TYPES = ("read", "unanswerable", "two_hop")
 CONFIG_FILENAME = "sample_config.yaml"
+VERIFIER_FILE = "verifier.jsonl"  # the write verifier's examples (learning_loop/verifier_data.py)
 
 # the runs of a statement or a question, as eval decodes them; sampled, one scratch memory per run
 SAMPLE_GENERATION: dict = {"max_new_tokens": 96, "max_calls": 8, "temperature": 1.0, "top_p": 0.95}
@@ -355,16 +360,56 @@ def sample_preferences(
         if opened:
             runtime.close()
     pairs, turns = preferences(runs, config)
+    memory = runtime.memory or MemoryConfig.load()
+    examples = verifier_examples_of(runs, memory, config.seed)
     out.mkdir(parents=True, exist_ok=True)
     config.save(out / CONFIG_FILENAME)
     write_jsonl(out / "pairs.jsonl", pairs)
     write_jsonl(out / "turns.jsonl", turns)
     write_jsonl(out / "samples.jsonl", (_sample_row(run) for run in runs))
+    write_jsonl(out / VERIFIER_FILE, examples)
+    save_relation_table(memory, out)
     summary = summarise(runs, pairs, turns, sources, config, seconds)
+    summary["verifier_examples"] = dict(Counter(f"{e.origin} {'holds' if e.holds else 'not'}" for e in examples))
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     (out / "README.md").write_text(card(summary, config))
     log(f"{len(runs)} runs in {seconds / 60:.1f} min: {len(pairs)} pairs, {len(turns)} labelled turns -> {out}")
     return summary
+
+
+def proposals(runs: Sequence[Run]) -> list[tuple[Record, list[tuple]]]:
+    """Each statement prompt with the writes of all its runs (the union the verifier judges), in order."""
+    by_prompt: dict[str, tuple[Record, list[tuple]]] = {}
+    for run in runs:
+        if run.prompt.kind == "statement":
+            entry = by_prompt.setdefault(run.prompt.record.id, (run.prompt.record, []))
+            entry[1].extend(tuple(c.fields) for c in run.result.calls if c.kind == "write" and all(c.fields))
+    return list(by_prompt.values())
+
+
+def verifier_examples_of(runs: Sequence[Run], memory: MemoryConfig, seed: int) -> list:
+    """The write verifier's examples from the statement prompts and their runs' writes (verifier_data.py)."""
+    store = TripletStore.scratch(memory)
+    try:
+        return verifier_examples(
+            proposals(runs),
+            [spec.name for spec in memory.relations],
+            canonical=store.canonical_relation,
+            symmetric=memory.symmetric,
+            seed=seed,
+        )
+    finally:
+        store.close()
+
+
+def save_relation_table(memory: MemoryConfig, out: Path) -> None:
+    """The writer's relation table beside its samples: a verifier trained on them keeps it (its card)."""
+    import yaml
+
+    entries = {"relations": [spec.model_dump(exclude_defaults=True) for spec in memory.relations]}
+    if memory.open_relations:
+        entries["open_relations"] = True
+    (out / RELATION_TABLE_FILE).write_text(yaml.safe_dump(entries, sort_keys=False, allow_unicode=True))
 
 
 def _sample_row(run: Run) -> dict:

@@ -13,6 +13,7 @@ from learning_loop.grpo import train_grpo
 from training.objectives.dpo import train_dpo
 from training.objectives.kto import train_kto
 from training.objectives.sft import train_sft
+from training.objectives.verifier import train_verifier
 from training.run import LogFn, TrainResult, _stderr
 from training.train_config import TrainConfig
 
@@ -21,6 +22,7 @@ OBJECTIVES: dict[str, Callable[..., TrainResult]] = {
     "dpo": train_dpo,
     "kto": train_kto,
     "grpo": train_grpo,
+    "verifier": train_verifier,
 }
 """objective -> its run function: (config, *, datasets, callbacks, log) -> TrainResult."""
 

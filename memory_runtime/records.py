@@ -205,3 +205,18 @@ class LabelledTurn(BaseModel):
     def _one_turn(self) -> LabelledTurn:
         _one_model_turn(self.record, f"turn {self.id}")
         return self
+
+
+class VerifierExample(BaseModel):
+    """A passage and one candidate fact, labelled: does the passage state it? What the write verifier trains
+    on (memory_runtime.generation.verifier; made by `memlm sample`, learning_loop/verifier_data.py)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    passage_id: str  # the prompt record's id: held-out splits go by passage, never by candidate
+    text: str
+    triplet: Triplet
+    holds: bool
+    origin: Literal["gold", "swap", "writer"]  # a gold fact, a gold fact with one field swapped, a writer's write
+    source: str | None = None  # the passage's corpus ("knowledgenet", "redocred", "synthetic")

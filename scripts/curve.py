@@ -104,23 +104,32 @@ def _intervals(cases: list[dict]) -> dict:
     return {"pair_f1_ci": np.percentile(f1s, [2.5, 97.5]), "false_writes_ci": np.percentile(fws, [2.5, 97.5])}
 
 
-def _gate_of(path: Path) -> tuple[Path, tuple[str, float] | None]:
-    """'CELL@verify:0.5' -> (CELL, ('verify', 0.5)); a plain path has no gate."""
+def _gate_of(path: Path) -> tuple[Path, tuple[str, float, int | None] | None]:
+    """'CELL@verify:0.5' -> (CELL, ('verify', 0.5, None)); 'CELL@verifier:0.6/k2' keeps the writes of the
+    first 2 runs of an evaluation with `propose` (k2); a plain path has no gate."""
     name, _, gate = str(path).partition("@")
     if not gate:
         return path, None
+    gate, _, runs = gate.partition("/k")
     signal, _, threshold = gate.partition(":")
-    return Path(name), (signal, float(threshold))
+    return Path(name), (signal, float(threshold), int(runs) if runs else None)
 
 
-def gated(case: dict, signal: str, threshold: float) -> dict:
-    """A real-text case as if only writes whose `signal` score is at least `threshold` were stored."""
+def gated(case: dict, signal: str, threshold: float, runs: int | None = None) -> dict:
+    """A real-text case as if only writes whose `signal` score is at least `threshold` were stored (of the
+    first `runs` proposal runs, where given)."""
     from eval.metrics import pair_prf
 
     if not case.get("gated_writes") and case["writes"]:
         sys.exit(f"case {case['id']}: its writes were not scored (evaluate with generation.write_gate.score=true)")
-    kept = [w["triplet"] for w in case.get("gated_writes", []) if w["counted"] and w["scores"][signal] >= threshold]
-    return {**case, "pairs": pair_prf(kept, case["gold"]).to_dict(), "false_write": not case["has_fact"] and bool(kept)}
+    proposed = [w for w in case.get("gated_writes", []) if runs is None or w.get("run", 0) < runs]
+    kept = [w["triplet"] for w in proposed if w["counted"] and w["scores"][signal] >= threshold]
+    return {
+        **case,
+        "gated_writes": proposed,
+        "pairs": pair_prf(kept, case["gold"]).to_dict(),
+        "false_write": not case["has_fact"] and bool(kept),
+    }
 
 
 def _real_cases(path: Path) -> list[dict]:
@@ -218,9 +227,8 @@ def gated_row(row: dict, cell: Path, signal: str, threshold: float) -> dict | No
 def signal_auc(cell: Path) -> str:
     """How well each gate signal tells a right write (its person-organisation pair is gold) from a
     wrong one: the area under the ROC curve over every write the cell made and scored (0.5: chance)."""
-    import numpy as np
-
     from eval.metrics import pair_key
+    from memory_runtime.stats import roc_auc
 
     right: dict[str, list[float]] = {}
     wrong: dict[str, list[float]] = {}
@@ -231,10 +239,7 @@ def signal_auc(cell: Path) -> str:
                 ok = pair_key(w["triplet"]) in gold
                 for signal, score in w["scores"].items():
                     (right if ok else wrong).setdefault(signal, []).append(score)
-    parts = []
-    for signal in sorted(right.keys() & wrong.keys()):
-        a, b = np.array(right[signal])[:, None], np.array(wrong[signal])[None, :]
-        parts.append(f"{signal} {np.mean(a > b) + 0.5 * np.mean(a == b):.3f}")
+    parts = [f"{signal} {roc_auc(right[signal], wrong[signal]):.3f}" for signal in sorted(right.keys() & wrong.keys())]
     n_right, n_wrong = (len(next(iter(d.values()), [])) for d in (right, wrong))
     return f"{cell.name}: {n_right} right, {n_wrong} wrong writes; AUC " + ", ".join(parts)
 

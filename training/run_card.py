@@ -22,7 +22,7 @@ from memory_runtime.shipped import memlm_version
 from training.train_config import CONFIG_FILENAME, TrainConfig
 
 README_FILENAME = "README.md"
-OBJECTIVES = {"sft": "SFT", "dpo": "DPO", "kto": "KTO", "grpo": "GRPO"}
+OBJECTIVES = {"sft": "SFT", "dpo": "DPO", "kto": "KTO", "grpo": "GRPO", "verifier": "write verifier"}
 METHODS = {"lora": "LoRA", "qlora": "QLoRA", "full": "full fine-tuning"}
 
 
@@ -223,6 +223,16 @@ def _figure_lines(config: TrainConfig, facts: RunFacts) -> list[str]:
     for key in ("rewards/margins", "rewards/accuracies", "kl"):
         if isinstance(metrics.get(key), (int, float)):
             lines.append(f"- {key}: {_number(metrics[key], '{:.3f}')} (last logged)")
+    verifier = metrics.get("verifier")
+    if isinstance(verifier, dict):
+        lines.append(
+            f"- held-out AUC: {verifier.get('auc_all')} over {verifier.get('held_out_all')} candidates "
+            f"(the writer's own proposals: {verifier.get('auc_writer')} over {verifier.get('held_out_writer')})"
+        )
+        lines.append(
+            f"- threshold: {verifier.get('threshold')} (F1 {verifier.get('threshold_f1')} on the held-out "
+            f"{verifier.get('threshold_chosen_on')} candidates; verifier.json)"
+        )
     rewards = metrics.get("rewards")
     if isinstance(rewards, dict):
         lines.append(
@@ -243,18 +253,19 @@ def run_card(config: TrainConfig, facts: RunFacts) -> str:
     table = "\n".join(f"| {k.ljust(width)} | {v} |" for k, v in rows)
     sections = [
         f"# {name}: memlm {OBJECTIVES[config.objective]} run, {METHODS[config.method]}",
-        "A model taught to use memlm's triplet memory (it reads and writes facts with calls), trained by "
-        f"`memlm train`. The full record of the run is `{CONFIG_FILENAME}` (the config as it ran, with notes "
-        "on why); this card says it in short.",
+        (
+            "A classifier that scores whether a passage states a candidate fact: the write gate's verifier"
+            if config.objective == "verifier"
+            else "A model taught to use memlm's triplet memory (it reads and writes facts with calls)"
+        )
+        + f", trained by `memlm train`. The full record of the run is `{CONFIG_FILENAME}` (the config as it ran, "
+        "with notes on why); this card says it in short.",
         "## Model\n\n" + "\n".join(_model_lines(config, facts)),
         "## Memory schema\n\n" + "\n".join(_schema_lines(config, facts)),
         "## Data\n\n" + "\n".join(_data_lines(config, facts)),
         f"## Training\n\n| {'what'.ljust(width)} | |\n|{'-' * (width + 2)}|---|\n{table}",
         "## Figures\n\n" + "\n".join(_figure_lines(config, facts)),
-        "## Use it\n\n```\n"
-        f"memlm eval --model {dir_arg} --out {report}      # on the test split of its data\n"
-        f"memlm chat --model {dir_arg} --db {memory}\n"
-        f"memlm serve --model {dir_arg} --db {memory}\n```",
+        _use_lines(config, dir_arg, report, memory),
         "## Files\n\n"
         f"- `{CONFIG_FILENAME}`: the full record of the run: every setting as it ran\n"
         "- `metrics.json`: the final figures; `train_log.jsonl`: every logged step\n"
@@ -266,6 +277,22 @@ def run_card(config: TrainConfig, facts: RunFacts) -> str:
         ),
     ]
     return "\n\n".join(sections) + "\n"
+
+
+def _use_lines(config: TrainConfig, dir_arg: str, report: str, memory: str) -> str:
+    if config.objective == "verifier":
+        gate = f"generation.write_gate.signal=verifier generation.write_gate.verifier={dir_arg}"
+        return (
+            "## Use it\n\nGate a writer of the same base and relation table with it:\n\n```\n"
+            f"memlm eval --model WRITER --out {report} --parts real {gate}\n"
+            f"memlm chat --model WRITER --db {memory} {gate}\n```"
+        )
+    return (
+        "## Use it\n\n```\n"
+        f"memlm eval --model {dir_arg} --out {report}      # on the test split of its data\n"
+        f"memlm chat --model {dir_arg} --db {memory}\n"
+        f"memlm serve --model {dir_arg} --db {memory}\n```"
+    )
 
 
 # ----------------------------------------------------------------------------- gathering and writing

@@ -43,6 +43,7 @@ from memory_runtime.shipped import shipped
 from memory_runtime.yaml_config import ConfigError, Strict
 from training.objectives.grpo_config import GrpoSettings
 from training.objectives.preference_config import DPO_ONLY, KTO_ONLY, PreferenceSettings
+from training.objectives.verifier import VerifierSettings
 
 CONFIG_FILENAME = TRAIN_CONFIG_FILENAME
 DEEPSPEED_PRESETS_DIR = shipped("configs", "deepspeed")
@@ -241,11 +242,12 @@ class OutputSettings(Strict):
 class TrainConfig(Strict):
     what = "training config"
 
-    objective: Literal["sft", "dpo", "kto", "grpo"] = Field(
+    objective: Literal["sft", "dpo", "kto", "grpo", "verifier"] = Field(
         "sft",
         description="sft: the records' trained tokens (TRL's SFTTrainer); dpo: PreferencePair JSONL; "
         "kto: LabelledTurn JSONL (both from `reference`, training/objectives/dpo.py, kto.py); grpo: the policy's "
-        "own runs with the memory, rewarded (from `reference`, learning_loop/grpo.py)",
+        "own runs with the memory, rewarded (from `reference`, learning_loop/grpo.py); verifier: the write "
+        "verifier, a classifier on VerifierExample JSONL (training/objectives/verifier.py)",
     )
     method: Literal["lora", "qlora", "full"] = "lora"
     model: ModelSettings = Field(default_factory=ModelSettings)
@@ -259,6 +261,7 @@ class TrainConfig(Strict):
     data: DataSettings = Field(default_factory=DataSettings)
     preference: PreferenceSettings = Field(default_factory=PreferenceSettings)
     grpo: GrpoSettings = Field(default_factory=GrpoSettings)
+    verifier: VerifierSettings = Field(default_factory=VerifierSettings)
     optim: OptimSettings = Field(default_factory=OptimSettings)
     packing: PackingSettings = Field(default_factory=PackingSettings)
     gpu: GpuSettings = Field(default_factory=GpuSettings)
@@ -308,6 +311,21 @@ class TrainConfig(Strict):
             raise ValueError(f"grpo: settings of objective grpo; objective is {objective} (set objective=grpo)")
         if objective == "grpo" and changed:
             raise ValueError(f"preference.{changed[0][0]}: a setting of objective dpo/kto; objective is grpo")
+        if self.verifier != VerifierSettings() and objective != "verifier":
+            raise ValueError(f"verifier: settings of objective verifier; objective is {objective}")
+        if objective == "verifier":
+            refused = (
+                ("reference", self.reference is not None, "a verifier is trained from the base"),
+                ("preference", bool(changed), "a setting of objective dpo/kto"),
+                ("method", self.method != "lora", "a verifier is a LoRA adapter with its head"),
+                ("data.synthetic", self.data.synthetic is not None, "it reads VerifierExample JSONL"),
+                ("packing.mode", self.packing.mode != "none", "its batches are padded: packing.mode=none"),
+                ("optim.max_tokens_per_step", self.optim.max_tokens_per_step is not None, "an SFT setting"),
+            )
+            for name, is_set, why in refused:
+                if is_set:
+                    raise ValueError(f"{name}: not with objective verifier: {why}")
+            return
         if objective == "sft":
             if self.reference is not None:
                 raise ValueError(
@@ -389,7 +407,11 @@ class TrainConfig(Strict):
                 )
             return
         if self.objective != "sft" and self.data.path is None and not self.data.extra_jsonl:
-            what = "pairs.jsonl: PreferencePair lines" if self.objective == "dpo" else "turns.jsonl: LabelledTurn lines"
+            what = {
+                "dpo": "pairs.jsonl: PreferencePair lines",
+                "kto": "turns.jsonl: LabelledTurn lines",
+                "verifier": "verifier.jsonl: VerifierExample lines",
+            }[self.objective]
             raise ConfigError(
                 f"data.path: no training data: pass --data DIR (a `memlm sample` directory with {what}) "
                 "or --data FILE.jsonl"
@@ -439,7 +461,7 @@ def check_init_from(config: TrainConfig) -> None:
 def check_reference(config: TrainConfig) -> None:
     """`reference` (objective dpo/kto/grpo: required) must be a LoRA run of this very base, trained with this
     system prompt (the policy is served with data.system_prompt; the reference learned its own)."""
-    if config.objective == "sft":
+    if config.objective in ("sft", "verifier"):
         return
     if config.reference is None:
         raise ConfigError(

@@ -120,11 +120,11 @@ class Generation(Strict):
             )
         if self.engine not in ("onnx", "auto") and self.weights == "int4":
             raise ValueError("weights: int4 is the onnx engine's (set generation.engine=onnx, or weights int8 or full)")
-        if self.engine in ("vllm", "onnx") and (self.write_gate.active or self.write_gate.score):
+        if self.engine in ("vllm", "onnx") and self.write_gate.active and self.write_gate.needs_writer_model:
             raise ValueError(
-                f"write_gate: the {self.engine} engine does not score writes (the gate needs the transformers "
-                f"model in this process, engine: hf); with {self.engine} set write_gate.signal=none and "
-                "write_gate.score=false"
+                f"write_gate: the {self.engine} engine cannot score writes with the writer's own signals (they need "
+                f"the transformers model in this process, engine: hf); with {self.engine} use "
+                "write_gate.signal=verifier (a trained verifier) and write_gate.score=false"
             )
         if self.engine in ("vllm", "onnx") and self.one_forward_per_step is not None:
             raise ValueError(
@@ -174,6 +174,7 @@ class Generation(Strict):
 
     def relative_to(self, folder: Path) -> Generation:
         self.memory_config = resolve_path(self.memory_config, folder)
+        self.write_gate.verifier = resolve_path(self.write_gate.verifier, folder)
         return self
 
 
@@ -210,7 +211,7 @@ def choose_engine(generation: Generation, hf_because: str | None = None) -> tupl
         return "onnx", "auto: weights int4 are the onnx engine's"
     if hf_because:
         return "hf", f"auto: {hf_because}"
-    if generation.write_gate.active:
+    if generation.write_gate.active and generation.write_gate.needs_writer_model:
         return "hf", "auto: the write gate scores writes with the model in this process"
     if vllm_installed():
         return "vllm", "auto: vLLM is installed here"
@@ -337,15 +338,20 @@ def open_runtime(
     model = generation.model or _embedded()
     memory = generation.memory()
     prompt = trained_system_prompt(model)
+    check_verifier(generation.write_gate, model, memory)  # before any model loads
     if generation.engine == "vllm":
         from memory_runtime.generation.vllm_decoder import load_vllm_decoder
+        from memory_runtime.generation.write_gate import write_gate
 
         decoder = load_vllm_decoder(
             model, max_batch_size=generation.batch_size(), copy_fields=generation.copy_fields, dtype=generation.dtype
         )
+        decoder.write_gate = gate = write_gate(generation.write_gate)  # a verifier's alone (checked above)
         device = resolve_device(generation.device)
         dtype = resolve_dtype(generation.dtype, device).dtype
-        return Runtime(generation, memory, decoder.tokenizer, decoder, None, device, dtype, prompt, engine_reason=why)
+        return Runtime(
+            generation, memory, decoder.tokenizer, decoder, None, device, dtype, prompt, gate, engine_reason=why
+        )
     if generation.engine == "onnx":
         from memory_runtime.generation.onnx_backend import ExportError, load_onnx_model
 
@@ -394,6 +400,21 @@ def _onnx_runtime(
     """The onnx engine's runtime: one turn at a time (OneAtATime) over OnnxBackend."""
     from memory_runtime.generation.batching import OneAtATime
     from memory_runtime.generation.onnx_backend import OnnxBackend
+    from memory_runtime.generation.write_gate import write_gate
 
-    one = OneAtATime.of(generation, exported, tokenizer, OnnxBackend)
-    return Runtime(generation, memory, tokenizer, one, exported, "cpu", "float32", prompt, engine_reason=why)
+    gate = write_gate(generation.write_gate)  # a verifier's alone (the config refuses the writer's own signals)
+    one = OneAtATime.of(generation, exported, tokenizer, OnnxBackend, write_gate=gate)
+    return Runtime(generation, memory, tokenizer, one, exported, "cpu", "float32", prompt, gate, engine_reason=why)
+
+
+def check_verifier(gate: WriteGateConfig, model: str, memory: MemoryConfig) -> None:
+    """A verifier must exist, keep its head, and share the writer's base and relation table: one-line errors
+    (memory_runtime.generation.verifier) before anything loads."""
+    if gate.verifier is None:
+        return
+    from memory_runtime.generation.verifier import check_pairing, read_card
+    from memory_runtime.models.loading import adapter_base, is_adapter_dir
+
+    card = read_card(gate.verifier)
+    base = adapter_base(model) if is_adapter_dir(model) else model
+    check_pairing(card, base, [spec.name for spec in memory.relations])

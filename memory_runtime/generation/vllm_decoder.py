@@ -122,6 +122,7 @@ class VLLMDecoder(QueuedDecoder):
         self.waiting: collections.deque[TurnRequest] = collections.deque()
         self.active: dict[str, _VTurn] = {}  # engine request id -> its turn
         self.merged_adapter: str | None = None  # set when the engine's weights are an adapter merged into its base
+        self.write_gate: Any = None  # a WriteGate of a verifier alone (the writer's model is not in this process)
         self._ids = itertools.count()
 
     def with_adapter(self, adapter: str | None) -> VLLMDecoder:
@@ -142,6 +143,7 @@ class VLLMDecoder(QueuedDecoder):
             lora=self._make_lora,
         )
         twin._ids = self._ids  # one engine, one sequence of request ids
+        twin.write_gate = self.write_gate
         twin.context = self.context
         return twin
 
@@ -199,7 +201,7 @@ class VLLMDecoder(QueuedDecoder):
 
     def _admit(self, request: TurnRequest) -> None:
         turn = _VTurn(request, prompt_state(self.tokenizer, self.end_token_ids, request.messages), self)
-        turn.controller = MemoryController(request, turn)  # no write gate: the model is not in this process
+        turn.controller = MemoryController(request, turn, self.write_gate)
         self._submit(turn)
 
     def _submit(self, turn: _VTurn) -> None:

@@ -14,6 +14,13 @@ right or not. Three signals, each a probability in [0, 1] from the model that wr
              this fact: S | R | O?" -> P(Yes) / (P(Yes) + P(No)) at the answer's first token.
              data_gen trains the question (`verify` records), so an adapter knows how to answer it.
 
+and a fourth from a model of its own:
+
+    verifier a classifier trained for this one judgement (memory_runtime.generation.verifier): the user's
+             text and the candidate fact -> P(the text states it). It does not need the writer's model in
+             this process, so it gates the onnx and vLLM engines' writes too; its threshold defaults to
+             the one chosen when it was trained (on held-out training text, never dev).
+
 :class:`WriteGateConfig` is the operating point (which signal, which threshold); the same field
 is read by `memlm chat`, `memlm serve` (generation.write_gate) and `memlm eval` (write_gate). With
 ``score: true`` every write is scored with every signal whether or not it is gated: eval does
@@ -25,15 +32,19 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
+from memory_runtime.generation.verifier import Verifier, VerifierCard
 from memory_runtime.protocol import SYSTEM_PROMPT, Triplet
 from memory_runtime.yaml_config import Strict
 
-Signal = Literal["call", "call_min", "verify"]
-SIGNALS: tuple[Signal, ...] = ("call", "call_min", "verify")
+Signal = Literal["call", "call_min", "verify", "verifier"]
+SIGNALS: tuple[Signal, ...] = ("call", "call_min", "verify", "verifier")
+WRITER_SIGNALS = ("call", "call_min", "verify")  # scored by the writer's own model (engine hf)
+DEFAULT_THRESHOLD = 0.5
 VERIFY_YES, VERIFY_NO = "Yes", "No"
 HELD_BACK = "held back"  # how the status of a write the gate did not store begins
 
@@ -55,15 +66,48 @@ def verification_messages(text: str, triplet: Triplet, system_prompt: str | None
 class WriteGateConfig(Strict):
     """The operating point of writes: which signal gates them and from which score a write is stored."""
 
-    signal: Literal["none", "call", "call_min", "verify"] = Field(
-        "none", description="none: every write is stored; call, call_min, verify: the signal a write must pass"
+    signal: Literal["none", "call", "call_min", "verify", "verifier"] = Field(
+        "none",
+        description="none: every write is stored; call, call_min, verify (the writer's own model), verifier (a "
+        "trained verifier, `verifier`): the signal a write must pass",
     )
-    threshold: float = Field(0.5, ge=0, le=1, description="a write scoring below it is held back (not stored)")
+    threshold: float | None = Field(
+        None,
+        ge=0,
+        le=1,
+        description="a write scoring below it is held back (not stored); null: the verifier's own (chosen on "
+        "held-out training text) for signal verifier, else 0.5",
+    )
     score: bool = Field(False, description="score every write with every signal (the trace shows them; eval's curve)")
+    verifier: str | None = Field(
+        None, description="a verifier run directory (`memlm train` objective verifier): signal verifier needs one"
+    )
+
+    @model_validator(mode="after")
+    def _verifier_named(self) -> WriteGateConfig:
+        if self.signal == "verifier" and self.verifier is None:
+            raise ValueError("write_gate.signal verifier needs write_gate.verifier: a verifier run directory")
+        return self
 
     @property
     def active(self) -> bool:
         return self.signal != "none" or self.score
+
+    @property
+    def needs_writer_model(self) -> bool:
+        """Whether a signal this gate computes is the writer's own (then the model must be in this process)."""
+        return self.signal in WRITER_SIGNALS or self.score
+
+    def operating_threshold(self, verifier_card: VerifierCard | None = None) -> float:
+        if self.threshold is not None:
+            return self.threshold
+        if self.signal == "verifier" and verifier_card is not None:
+            return verifier_card.threshold
+        return DEFAULT_THRESHOLD
+
+    def relative_to(self, folder: Path) -> None:
+        if self.verifier is not None and not Path(self.verifier).expanduser().is_absolute():
+            self.verifier = str(folder / self.verifier)
 
 
 @dataclass
@@ -144,35 +188,49 @@ class WriteScorer:
 
 
 class WriteGate:
-    """Decides whether a generated write is stored; `scorer` is needed once the config is active."""
+    """Decides whether a generated write is stored: `scorer` (the writer's model) for the writer's own
+    signals, `verifier` for the verifier's, each needed once the config asks for it."""
 
-    def __init__(self, config: WriteGateConfig, scorer: WriteScorer | None = None) -> None:
-        if config.active and scorer is None:
+    def __init__(
+        self, config: WriteGateConfig, scorer: WriteScorer | None = None, verifier: Verifier | None = None
+    ) -> None:
+        if config.active and config.needs_writer_model and scorer is None:
             raise ValueError(f"write gate {config.signal!r} (score={config.score}) needs a model to score writes")
+        if config.verifier is not None and verifier is None:
+            raise ValueError(f"write gate: the verifier {config.verifier} is not loaded")
         self.config = config
         self.scorer = scorer
+        self.verifier = verifier
+        self.threshold = config.operating_threshold(verifier.card if verifier is not None else None)
 
     def check(self, messages: Sequence[dict[str, str]], prefix: str, call_text: str, triplet: Triplet) -> GateDecision:
         """Score the write `call_text` (generated after `prefix` in the turn after `messages`)."""
         config = self.config
-        if not config.active or self.scorer is None:
+        if not config.active:
             return GateDecision(False)
         scores = {}
-        if config.score or config.signal in ("call", "call_min"):
+        user = next((m["content"] for m in reversed(messages) if m["role"] == "user"), "")
+        if self.scorer is not None and (config.score or config.signal in ("call", "call_min")):
             scores["call"], scores["call_min"] = self.scorer.call(messages, prefix, call_text)
-        if config.score or config.signal == "verify":
-            user = next((m["content"] for m in reversed(messages) if m["role"] == "user"), "")
+        if self.scorer is not None and (config.score or config.signal == "verify"):
             scores["verify"] = self.scorer.verify(user, triplet)
-        if config.signal == "none" or scores[config.signal] >= config.threshold:
+        if self.verifier is not None and (config.score or config.signal == "verifier"):
+            scores["verifier"] = self.verifier.score(user, [triplet])[0]
+        if config.signal == "none" or scores[config.signal] >= self.threshold:
             return GateDecision(False, scores)
-        reason = f"{HELD_BACK}: {config.signal} score {scores[config.signal]:.2f} < threshold {config.threshold:.2f}"
+        reason = f"{HELD_BACK}: {config.signal} score {scores[config.signal]:.2f} < threshold {self.threshold:.2f}"
         return GateDecision(True, scores, reason)
 
 
-def write_gate(config: WriteGateConfig | None, model: Any = None, tokenizer: Any = None) -> WriteGate | None:
-    """The gate of `config` over this model (None when nothing is gated or scored)."""
+def write_gate(
+    config: WriteGateConfig | None, model: Any = None, tokenizer: Any = None, *, device: str = "cpu"
+) -> WriteGate | None:
+    """The gate of `config` over this model (None when nothing is gated or scored); the writer's model is
+    needed for its own signals only, a verifier is loaded from `config.verifier`."""
     if config is None or not config.active:
         return None
-    if model is None or tokenizer is None:
+    if config.needs_writer_model and (model is None or tokenizer is None):
         raise ValueError(f"write gate {config.signal!r} needs the model in this process (the hf engine)")
-    return WriteGate(config, WriteScorer(model, tokenizer))
+    scorer = WriteScorer(model, tokenizer) if model is not None and config.needs_writer_model else None
+    verifier = Verifier.load(config.verifier, device=device) if config.verifier is not None else None
+    return WriteGate(config, scorer, verifier)

@@ -86,6 +86,7 @@ def test_scored_writes_give_each_signal_a_curve_and_the_gate_holds_back_what_it_
             "scores": {"call": 0.3, "call_min": 0.1, "verify": 0.2},
             "held": False,
             "counted": True,
+            "run": 0,
         }
     ]
     curves = summarise_real(scored)["all"]["write_gate"]
@@ -179,3 +180,34 @@ def test_the_default_probe_is_the_first_schema_and_the_second_is_a_file_to_name(
     second = real_sample(str(PPT_DEV))
     assert Counter(r.type for r in second) == {"negative": 194, "write": 129}
     assert {t[1] for r in second for t in r.gold_triplets} <= set(PEOPLE_PLACES.annotated)
+
+
+def test_proposals_pool_the_writes_of_k_runs_each_on_an_empty_memory(tmp_path):
+    """propose=3: the greedy run, then two sampled ones (temperature 1, their own seeds); their writes pooled
+    once each, every write marked with the first run that proposed it."""
+    path = tmp_path / "kn.jsonl"
+    triple = {"person": "Cy Park", "relation": "CEO of", "organization": "Initech"}
+    rows = [{"text": "Cy Park, the CEO of Initech, met Bo Chan of Acme.", "annotated": ["CEO"], "triples": [triple]}]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    backend = ScriptedBackend(
+        [
+            ["Nothing to store."],
+            ["[MEM_WRITE{Cy Park>>CEO of>>Initech}] Noted."],
+            ["[MEM_WRITE{cy park>>CEO of>>Initech}] [MEM_WRITE{Bo Chan>>CEO of>>Acme}] Noted."],
+        ]
+    )
+    requests = []
+
+    def factory(request):
+        requests.append(request)
+        return backend
+
+    system = System("memlm", None, None, decoder=OneAtATime(factory))
+    (case,) = evaluate_real(system, load_real_file(path), propose=3)
+    assert [(r.temperature, r.seed) for r in requests][1:] == [(1.0, 1), (1.0, 2)]
+    assert requests[0].temperature == system.generation.temperature  # the first run as eval decodes: greedy
+    assert case["writes"] == [("Cy Park", "CEO of", "Initech"), ("Bo Chan", "CEO of", "Acme")]  # once each
+    assert case["pairs"] == {**case["pairs"], "tp": 1, "predicted": 2, "gold": 1}
+    assert case["pairs_proposed"]["recall"] == 1.0
+    figures = summarise_real([case])["knowledgenet"]
+    assert figures["pair_proposed"]["recall"] == 1.0

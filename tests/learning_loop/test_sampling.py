@@ -172,6 +172,8 @@ def test_sample_writes_its_files_and_card_and_never_overwrites(tmp_path):
         "README.md",
         "summary.json",
         "sample_config.yaml",
+        "verifier.jsonl",  # the write verifier's examples
+        "relations.yaml",  # the writer's relation table, kept with them
     }
     pairs = {p.id: p.source for p in read_models(out / "pairs.jsonl", PreferencePair, "a pair")}
     assert pairs == {"st": "on_policy", "q": "on_policy+gold"}
