@@ -224,24 +224,53 @@ def gated_row(row: dict, cell: Path, signal: str, threshold: float) -> dict | No
     }
 
 
-def signal_auc(cell: Path) -> str:
+def signal_auc(cell: Path, resamples: int = 500) -> str:
     """How well each gate signal tells a right write (its person-organisation pair is gold) from a
-    wrong one: the area under the ROC curve over every write the cell made and scored (0.5: chance)."""
+    wrong one: the area under the ROC curve over every write the cell made and scored (0.5: chance),
+    with a 95% bootstrap interval over passages. `A+B` pools cells (seeds): the same passages' writes
+    of each; a signal's difference from `verifier` is paired (the same resampled passages)."""
+    import numpy as np
+
     from eval.metrics import pair_key
     from memory_runtime.stats import roc_auc
 
-    right: dict[str, list[float]] = {}
-    wrong: dict[str, list[float]] = {}
-    for case in _real_cases(cell):
-        gold = {pair_key(g) for g in case["gold"]}
-        for w in case.get("gated_writes", []):
-            if w["counted"]:
-                ok = pair_key(w["triplet"]) in gold
-                for signal, score in w["scores"].items():
-                    (right if ok else wrong).setdefault(signal, []).append(score)
-    parts = [f"{signal} {roc_auc(right[signal], wrong[signal]):.3f}" for signal in sorted(right.keys() & wrong.keys())]
-    n_right, n_wrong = (len(next(iter(d.values()), [])) for d in (right, wrong))
-    return f"{cell.name}: {n_right} right, {n_wrong} wrong writes; AUC " + ", ".join(parts)
+    passages: list[list[tuple[bool, dict]]] = []  # per passage (of each pooled cell): (right, scores) per write
+    for part in str(cell).split("+"):
+        for case in _real_cases(Path(part)):
+            gold = {pair_key(g) for g in case["gold"]}
+            passages.append(
+                [(pair_key(w["triplet"]) in gold, w["scores"]) for w in case.get("gated_writes", []) if w["counted"]]
+            )
+    signals = sorted({k for p in passages for _, scores in p for k in scores})
+
+    def aucs(chosen) -> dict[str, float | None]:
+        writes = [w for i in chosen for w in passages[i]]
+        return {
+            s: roc_auc(
+                [sc[s] for ok, sc in writes if ok and s in sc], [sc[s] for ok, sc in writes if not ok and s in sc]
+            )
+            for s in signals
+        }
+
+    point = aucs(range(len(passages)))
+    rng = np.random.default_rng(0)
+    draws = [aucs(rng.integers(0, len(passages), len(passages))) for _ in range(resamples)]
+
+    def interval(values) -> str:
+        values = [v for v in values if v is not None]
+        return f"{np.percentile(values, 2.5):.3f} to {np.percentile(values, 97.5):.3f}" if values else "-"
+
+    parts = [f"{s} {point[s]:.3f} ({interval(d[s] for d in draws)})" for s in signals if point[s] is not None]
+    if "verifier" in signals:
+        parts += [
+            f"verifier - {s} {point['verifier'] - point[s]:+.3f} "
+            f"({interval(d['verifier'] - d[s] for d in draws if None not in (d['verifier'], d[s]))})"
+            for s in signals
+            if s != "verifier" and point[s] is not None and point["verifier"] is not None
+        ]
+    n_right = sum(ok for p in passages for ok, _ in p)
+    n_wrong = sum(not ok for p in passages for ok, _ in p)
+    return f"{_label(cell)}: {n_right} right, {n_wrong} wrong writes; AUC " + ", ".join(parts)
 
 
 def cell_row(cell: Path) -> dict | None:
@@ -421,10 +450,12 @@ def main() -> None:
             sys.exit("--paired takes two cells: A B")
         print(paired(*args.curves))
         return
-    cells = [cell for curve in args.curves for cell in sorted(curve.iterdir()) if cell.is_dir()]
-    if args.auc:
-        print("\n".join(signal_auc(cell) for cell in cells if _real_cases(cell)))
+    if args.auc:  # cells given (`CELL`, `CELL@SIGNAL:T/kN`, `A+B`), or folders of cells
+        given = [c for c in args.curves if "@" in str(c) or "+" in str(c) or _real_cases(c)]
+        cells = given or [cell for curve in args.curves for cell in sorted(curve.iterdir()) if cell.is_dir()]
+        print("\n".join(signal_auc(cell) for cell in cells if _real_cases(Path(str(cell).split("+")[0]))))
         return
+    cells = [cell for curve in args.curves for cell in sorted(curve.iterdir()) if cell.is_dir()]
     rows = [r for cell in cells if (r := cell_row(cell))]
     for gate in filter(None, (args.gates or "").split(",")):
         signal, _, threshold = gate.partition(":")

@@ -147,5 +147,13 @@ def test_a_signals_auc_ranks_right_writes_against_wrong_ones(tmp_path):
     case = {"system": "memlm", "part": "real", "id": "p1", "has_fact": True, "false_write": False}
     case |= {"gold": [["Ada Lin", "employed by", "Pfizer"], ["Bo Chen", "employed by", "Pfizer"]]}
     (out / "cases.jsonl").write_text(json.dumps({**case, "gated_writes": writes}) + "\n")
-    # call ranks both right writes above the wrong one (1.0); verify one of two (0.5)
-    assert curve.signal_auc(tmp_path / "c") == "c: 2 right, 1 wrong writes; AUC call 1.000, verify 0.500"
+    # call ranks both right writes above the wrong one (1.0); verify one of two (0.5); one passage: no spread
+    line = curve.signal_auc(tmp_path / "c", resamples=20)
+    assert line.endswith("/c: 2 right, 1 wrong writes; AUC call 1.000 (1.000 to 1.000), verify 0.500 (0.500 to 0.500)")
+    # the verifier beside them, two cells pooled: its difference from each signal, paired
+    for w in writes:
+        w["scores"]["verifier"] = 1.0 if w["triplet"][0] in ("Ada Lin", "Bo Chen") else 0.1
+    (out / "cases.jsonl").write_text(json.dumps({**case, "gated_writes": writes}) + "\n")
+    line = curve.signal_auc(Path(f"{tmp_path / 'c'}+{tmp_path / 'c'}"), resamples=20)
+    assert "4 right, 2 wrong writes" in line and "verifier 1.000" in line
+    assert "verifier - call +0.000" in line and "verifier - verify +0.500 (0.500 to 0.500)" in line
