@@ -12,6 +12,8 @@ most cases. `scripts/curve_cell.sh` makes a cell. Run:
     python3 scripts/curve.py --paired A B --source knowledgenet     # on one real source's passages only
     python3 scripts/curve.py runs/curve --gates verify:0.5,call_min:0.3 --gate-plot docs/img/write_gate.png
     python3 scripts/curve.py runs/curve --auc          # how well each gate signal separates right writes
+    python3 scripts/curve.py CELL@verifier:0/k1 CELL@verifier:0/k4 --auc   # of the first run's writes, of four
+    python3 scripts/curve.py EVAL_DIR [EVAL_DIR ...] --cost   # seconds per passage turn, p50 / p95
 
 A cell evaluated on real text more than once (at two commits, say) reports the evaluation named by
 `--real NAME` where it has one, else its newest with the most passages.
@@ -273,6 +275,21 @@ def signal_auc(cell: Path, resamples: int = 500) -> str:
     return f"{_label(cell)}: {n_right} right, {n_wrong} wrong writes; AUC " + ", ".join(parts)
 
 
+def turn_cost(cell: Path) -> str:
+    """Seconds per passage turn (all its proposal runs, the gate's scoring included): p50 and p95 over every
+    passage, and over the write turns (a passage where a write was proposed)."""
+    from memory_runtime.stats import percentile
+
+    cases = [c for part in str(cell).split("+") for c in _real_cases(Path(part))]
+    every = [c["wall_s"] for c in cases]
+    writing = [c["wall_s"] for c in cases if c.get("gated_writes") or c["writes"]]
+
+    def p(values: list[float]) -> str:
+        return f"p50 {percentile(values, 50):.3f} s, p95 {percentile(values, 95):.3f} s" if values else "-"
+
+    return f"{_label(cell)}: {len(every)} turns {p(every)}; {len(writing)} write turns {p(writing)}"
+
+
 def cell_row(cell: Path) -> dict | None:
     metrics = _load(cell / "model" / "metrics.json")
     config_path = cell / "model" / "train_config.yaml"
@@ -442,6 +459,7 @@ def main() -> None:
     )
     parser.add_argument("--gate-plot", type=Path, help="write the write gate's precision-recall curves here (PNG)")
     parser.add_argument("--auc", action="store_true", help="each cell's gate signals: AUC, right vs wrong writes")
+    parser.add_argument("--cost", action="store_true", help="each evaluation's seconds per turn: p50, p95")
     args = parser.parse_args()
     global REAL_EVAL, SOURCE
     REAL_EVAL, SOURCE = args.real, args.source
@@ -449,6 +467,9 @@ def main() -> None:
         if len(args.curves) != 2:
             sys.exit("--paired takes two cells: A B")
         print(paired(*args.curves))
+        return
+    if args.cost:
+        print("\n".join(turn_cost(cell) for cell in args.curves))
         return
     if args.auc:  # cells given (`CELL`, `CELL@SIGNAL:T/kN`, `A+B`), or folders of cells
         given = [c for c in args.curves if "@" in str(c) or "+" in str(c) or _real_cases(c)]

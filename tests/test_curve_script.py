@@ -157,3 +157,18 @@ def test_a_signals_auc_ranks_right_writes_against_wrong_ones(tmp_path):
     line = curve.signal_auc(Path(f"{tmp_path / 'c'}+{tmp_path / 'c'}"), resamples=20)
     assert "4 right, 2 wrong writes" in line and "verifier 1.000" in line
     assert "verifier - call +0.000" in line and "verifier - verify +0.500 (0.500 to 0.500)" in line
+
+
+def test_turn_cost_gives_p50_and_p95_of_every_turn_and_of_write_turns(tmp_path):
+    out = tmp_path / "e"
+    out.mkdir()
+    (out / "metrics.json").write_text(json.dumps({"systems": {"memlm": {"real": {"all": {"passages": 3}}}}}))
+    base = {"system": "memlm", "part": "real", "has_fact": True, "false_write": False, "gold": []}
+    rows = [
+        {**base, "id": "p1", "writes": [["A", "employed by", "B"]], "wall_s": 1.0},
+        {**base, "id": "p2", "writes": [], "wall_s": 0.2},
+        {**base, "id": "p3", "writes": [["C", "employed by", "D"]], "wall_s": 3.0},
+    ]
+    (out / "cases.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    line = curve.turn_cost(out)
+    assert line.endswith("3 turns p50 1.000 s, p95 3.000 s; 2 write turns p50 1.000 s, p95 3.000 s")
