@@ -88,18 +88,20 @@ def verifier_examples(
     seed: int = 0,
 ) -> list[VerifierExample]:
     """Labelled (passage, candidate) examples from each statement passage and the writes proposed for it:
-    its gold facts, their swaps, the writes the gold can judge; one example per distinct fact of a passage
-    (the first label kept: gold, then swaps, then writes)."""
+    the writes the gold can judge, its gold facts, their swaps; one example per distinct fact of a passage,
+    the first kept: a gold fact the writer proposed is a writer's example (what the verifier will judge),
+    one it missed a gold one."""
     rng = random.Random(seed)
     symmetric = frozenset(normalize_term(r) for r in symmetric)
     examples: list[VerifierExample] = []
     for record, writes in proposals:
-        labelled = [(g, True, "gold") for g in record.gold_triplets]
-        labelled += [(t, False, "swap") for t in swapped(record, relations, rng, canonical)]
+        labelled = []
         for w in writes:
             label = label_write(w, record, canonical, symmetric)
             if label is not None:
                 labelled.append((w, label, "writer"))
+        labelled += [(g, True, "gold") for g in record.gold_triplets]
+        labelled += [(t, False, "swap") for t in swapped(record, relations, rng, canonical)]
         seen: set[tuple[str, str, str]] = set()
         for triplet, holds, origin in labelled:
             key = _key(triplet, canonical, symmetric)

@@ -49,8 +49,10 @@ def test_examples_hold_gold_and_swaps_and_judged_writes_once_each():
     writes = [("Cy Park", "CEO of", "Initech"), ("Ann Lee", "employed by", "Acme"), ("Ann Lee", "founder of", "Acme")]
     examples = verifier_examples([(record, writes + writes)], RELATIONS)
     by_origin = {(e.origin, tuple(e.triplet), e.holds) for e in examples}
-    assert ("gold", ("Cy Park", "CEO of", "Initech"), True) in by_origin
+    assert ("writer", ("Cy Park", "CEO of", "Initech"), True) in by_origin  # a gold fact the writer proposed
     assert ("writer", ("Ann Lee", "employed by", "Acme"), False) in by_origin
+    missed = verifier_examples([(record, writes[1:])], RELATIONS)
+    assert ("gold", ("Cy Park", "CEO of", "Initech"), True) in {(e.origin, tuple(e.triplet), e.holds) for e in missed}
     assert not any(e.triplet[1] == "founder of" for e in examples)  # unannotated: no label
     assert len({(e.passage_id, tuple(e.triplet)) for e in examples}) == len(examples)
     assert all(e.text == record.segments[0].text and e.passage_id == "p1" for e in examples)
