@@ -152,8 +152,9 @@ def build_model(config: TrainConfig) -> Any:
     return model
 
 
-def build_peft_config(config: TrainConfig) -> Any:
-    """LoraConfig for lora / qlora, None for full fine-tuning or an adapter continued (lora.init_from)."""
+def build_peft_config(config: TrainConfig, task_type: str = "CAUSAL_LM") -> Any:
+    """LoraConfig for lora / qlora, None for full fine-tuning or an adapter continued (lora.init_from).
+    `task_type` SEQ_CLS: a classifier's (PEFT then trains and saves its head, `score`, whole)."""
     if config.method == "full" or config.lora.init_from is not None:
         return None
     from peft import LoraConfig
@@ -168,7 +169,7 @@ def build_peft_config(config: TrainConfig) -> Any:
         use_rslora=lora.use_rslora,
         modules_to_save=lora.modules_to_save,
         layers_to_transform=lora.layers_to_transform,
-        task_type="CAUSAL_LM",
+        task_type=task_type,
     )
 
 

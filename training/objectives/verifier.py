@@ -107,12 +107,12 @@ def choose_threshold(examples: Sequence, scores: Sequence[float]) -> dict[str, A
 def build_classifier(config: Any, tokenizer: Any) -> Any:
     """The base as a one-logit sequence classifier (binary cross-entropy on float labels), LoRA on it; the
     head (`score`) trained whole and saved with the adapter (PEFT's SEQ_CLS task)."""
-    from peft import LoraConfig, get_peft_model
+    from peft import get_peft_model
     from transformers import AutoModelForSequenceClassification
 
     from memory_runtime.generation.verifier import pad_id
     from memory_runtime.models.loading import resolve_base
-    from training.run import model_dtype
+    from training.run import build_peft_config, model_dtype
 
     model = AutoModelForSequenceClassification.from_pretrained(
         resolve_base(config.model.name),
@@ -122,16 +122,7 @@ def build_classifier(config: Any, tokenizer: Any) -> Any:
         local_files_only=config.model.local_files_only,
     )
     model.config.pad_token_id = pad_id(tokenizer)
-    lora = config.lora
-    peft_config = LoraConfig(
-        r=lora.r,
-        lora_alpha=lora.alpha,
-        lora_dropout=lora.dropout,
-        target_modules=lora.target_modules,
-        bias=lora.bias,
-        task_type="SEQ_CLS",
-    )
-    return get_peft_model(model, peft_config)
+    return get_peft_model(model, build_peft_config(config, task_type="SEQ_CLS"))
 
 
 def held_out_scores(trainer: Any, dataset: Any) -> list[float]:
