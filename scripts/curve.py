@@ -14,6 +14,7 @@ most cases. `scripts/curve_cell.sh` makes a cell. Run:
     python3 scripts/curve.py runs/curve --auc          # how well each gate signal separates right writes
     python3 scripts/curve.py CELL@verifier:0/k1 CELL@verifier:0/k4 --auc   # of the first run's writes, of four
     python3 scripts/curve.py EVAL_DIR [EVAL_DIR ...] --cost   # seconds per passage turn, p50 / p95
+    python3 scripts/curve.py A@verifier:0/k1 A@verifier:0.5/k4 --points   # operating points side by side
 
 A cell evaluated on real text more than once (at two commits, say) reports the evaluation named by
 `--real NAME` where it has one, else its newest with the most passages.
@@ -197,6 +198,25 @@ def paired(cell_a: Path, cell_b: Path, resamples: int = 2000) -> str:
         f"pair F1 {d:+.3f} (95% {lo:+.3f} to {hi:+.3f}), "
         f"false writes {d_false:+.1f} points (95% {fw_lo:+.1f} to {fw_hi:+.1f}, {no_fact.sum()} passages)"
     )
+
+
+def points(cells: list[Path]) -> str:
+    """One row per cell (`CELL@SIGNAL:T/kN`, seeds joined by '+', pooled): pair precision, recall, F1 and
+    false writes, with the number of passages: the operating points of propose + verify side by side."""
+    import numpy as np
+
+    rows = ["| cell | pair P | pair R | pair F1 | false writes | passages |", "| --- | --- | --- | --- | --- | --- |"]
+    for cell in cells:
+        ids, (tp, pred, gold), false = _pooled(cell)
+        no_fact = np.array([not c["has_fact"] for c in _real_cases(Path(str(cell).split("+")[0]))])
+        precision = tp.sum() / pred.sum() if pred.sum() else float("nan")
+        recall = tp.sum() / gold.sum() if gold.sum() else float("nan")
+        f1 = _f1(tp, pred, gold, np.arange(len(ids)))
+        fw = 100 * false[no_fact].mean() if no_fact.any() else float("nan")
+        rows.append(
+            f"| {_label(cell)} | {precision:.3f} | {recall:.3f} | {f1:.3f} | {fw:.1f}% ({no_fact.sum()}) | {len(ids)} |"
+        )
+    return "\n".join(rows)
 
 
 def _label(path: Path) -> str:
@@ -459,6 +479,7 @@ def main() -> None:
     )
     parser.add_argument("--gate-plot", type=Path, help="write the write gate's precision-recall curves here (PNG)")
     parser.add_argument("--auc", action="store_true", help="each cell's gate signals: AUC, right vs wrong writes")
+    parser.add_argument("--points", action="store_true", help="the cells given: pair P / R / F1, false writes")
     parser.add_argument("--cost", action="store_true", help="each evaluation's seconds per turn: p50, p95")
     args = parser.parse_args()
     global REAL_EVAL, SOURCE
@@ -467,6 +488,9 @@ def main() -> None:
         if len(args.curves) != 2:
             sys.exit("--paired takes two cells: A B")
         print(paired(*args.curves))
+        return
+    if args.points:
+        print(points(args.curves))
         return
     if args.cost:
         print("\n".join(turn_cost(cell) for cell in args.curves))

@@ -172,3 +172,11 @@ def test_turn_cost_gives_p50_and_p95_of_every_turn_and_of_write_turns(tmp_path):
     (out / "cases.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     line = curve.turn_cost(out)
     assert line.endswith("3 turns p50 1.000 s, p95 3.000 s; 2 write turns p50 1.000 s, p95 3.000 s")
+
+
+def test_points_pool_seeds_into_one_operating_point_a_row(tmp_path):
+    a1 = _cell(tmp_path, "a1", [("p1", 1, 2, 1, False), ("p2", 0, 1, 0, True)])
+    a2 = _cell(tmp_path, "a2", [("p1", 1, 1, 1, False), ("p2", 0, 0, 0, False)])
+    table = curve.points([Path(f"{a1}+{a2}")])
+    # pooled: tp 2 of 4 predicted, 2 gold -> P 0.5, R 1.0, F1 2/3; false writes on p2: one seed of two
+    assert table.splitlines()[2].endswith("| 0.500 | 1.000 | 0.667 | 50.0% (1) | 2 |")

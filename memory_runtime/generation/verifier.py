@@ -16,7 +16,8 @@ and relation table it was trained with and the threshold chosen on held-out trai
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -134,9 +135,10 @@ class Verifier:
         card = read_card(directory)
         tokenizer = load_tokenizer(str(directory))
         choice = resolve_dtype(dtype, device)
-        base = AutoModelForSequenceClassification.from_pretrained(
-            resolve_base(card.base), num_labels=1, dtype=choice.torch_dtype, local_files_only=True
-        )
+        with quiet_transformers():  # its load report says the head is missing: the adapter brings it
+            base = AutoModelForSequenceClassification.from_pretrained(
+                resolve_base(card.base), num_labels=1, dtype=choice.torch_dtype, local_files_only=True
+            )
         base.config.pad_token_id = pad_id(tokenizer)
         model = PeftModel.from_pretrained(base, str(Path(directory).expanduser())).merge_and_unload()
         model.to(device).eval()
@@ -157,6 +159,19 @@ class Verifier:
                 logits = self.model(input_ids=ids, attention_mask=mask).logits[:, 0].float()
             scores += torch.sigmoid(logits).tolist()
         return scores
+
+
+@contextmanager
+def quiet_transformers() -> Iterator[None]:
+    """transformers' warnings off for a load whose report is expected (a classification head made new)."""
+    from transformers.utils import logging
+
+    before = logging.get_verbosity()
+    logging.set_verbosity_error()
+    try:
+        yield
+    finally:
+        logging.set_verbosity(before)
 
 
 def pad_id(tokenizer: Any) -> int:

@@ -110,17 +110,18 @@ def build_classifier(config: Any, tokenizer: Any) -> Any:
     from peft import get_peft_model
     from transformers import AutoModelForSequenceClassification
 
-    from memory_runtime.generation.verifier import pad_id
+    from memory_runtime.generation.verifier import pad_id, quiet_transformers
     from memory_runtime.models.loading import resolve_base
     from training.run import build_peft_config, model_dtype
 
-    model = AutoModelForSequenceClassification.from_pretrained(
-        resolve_base(config.model.name),
-        num_labels=1,
-        problem_type="multi_label_classification",
-        dtype=model_dtype(config).torch_dtype,
-        local_files_only=config.model.local_files_only,
-    )
+    with quiet_transformers():  # its load report says the head is new: it is, and trained here
+        model = AutoModelForSequenceClassification.from_pretrained(
+            resolve_base(config.model.name),
+            num_labels=1,
+            problem_type="multi_label_classification",
+            dtype=model_dtype(config).torch_dtype,
+            local_files_only=config.model.local_files_only,
+        )
     model.config.pad_token_id = pad_id(tokenizer)
     return get_peft_model(model, build_peft_config(config, task_type="SEQ_CLS"))
 
