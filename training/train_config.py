@@ -43,7 +43,7 @@ from memory_runtime.shipped import shipped
 from memory_runtime.yaml_config import ConfigError, Strict
 from training.objectives.grpo_config import GrpoSettings
 from training.objectives.preference_config import DPO_ONLY, KTO_ONLY, PreferenceSettings
-from training.objectives.verifier import VerifierSettings
+from training.objectives.verifier_config import VerifierSettings
 
 CONFIG_FILENAME = TRAIN_CONFIG_FILENAME
 DEEPSPEED_PRESETS_DIR = shipped("configs", "deepspeed")

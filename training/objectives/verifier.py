@@ -14,19 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field
-
-from memory_runtime.yaml_config import Strict
-
 VERIFIER_FILE = "verifier.jsonl"
-
-
-class VerifierSettings(Strict):
-    """objective verifier: how its data is split (the rest is the run's model, lora and optim sections)."""
-
-    held_out: float = Field(
-        0.2, gt=0, lt=1, description="share of passages held out: the validation split, where the threshold is chosen"
-    )
 
 
 def example_files(config: Any) -> list[Path]:
