@@ -45,6 +45,7 @@ from learning_loop.verifier_data import verifier_examples
 from memory_runtime.generation.decoder import Decoder, Session
 from memory_runtime.generation.runtime import Generation, with_defaults
 from memory_runtime.generation.turn import TurnResult, turn_messages
+from memory_runtime.generation.verifier import EXAMPLES_FILE
 from memory_runtime.jsonl import write_jsonl
 from memory_runtime.memory.memory_config import RELATION_TABLE_FILE, MemoryConfig
 from memory_runtime.memory.store import TripletStore
@@ -57,7 +58,6 @@ from training.objectives.grpo_config import Prompts
 STATEMENT_TYPES = ("write", "passage", "negative", "injection")
 QUESTION_TYPES = ("read", "unanswerable", "two_hop")
 CONFIG_FILENAME = "sample_config.yaml"
-VERIFIER_FILE = "verifier.jsonl"  # the write verifier's examples (learning_loop/verifier_data.py)
 
 # the runs of a statement or a question, as eval decodes them; sampled, one scratch memory per run
 SAMPLE_GENERATION: dict = {"max_new_tokens": 96, "max_calls": 8, "temperature": 1.0, "top_p": 0.95}
@@ -367,7 +367,7 @@ def sample_preferences(
     write_jsonl(out / "pairs.jsonl", pairs)
     write_jsonl(out / "turns.jsonl", turns)
     write_jsonl(out / "samples.jsonl", (_sample_row(run) for run in runs))
-    write_jsonl(out / VERIFIER_FILE, examples)
+    write_jsonl(out / EXAMPLES_FILE, examples)
     save_relation_table(memory, out)
     summary = summarise(runs, pairs, turns, sources, config, seconds)
     summary["verifier_examples"] = dict(Counter(f"{e.origin} {'holds' if e.holds else 'not'}" for e in examples))

@@ -25,6 +25,7 @@ from typing import Any
 from memory_runtime.protocol import Triplet
 
 CARD_FILE = "verifier.json"
+EXAMPLES_FILE = "verifier.jsonl"  # its training examples in a `memlm sample` directory (VerifierExample lines)
 HEAD_MODULE = "score"  # the classification head's name in transformers' *ForSequenceClassification
 MAX_LENGTH = 384  # tokens of passage + fact; a longer passage is cut at its end, the fact always kept
 

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-VERIFIER_FILE = "verifier.jsonl"
+from memory_runtime.generation.verifier import EXAMPLES_FILE
 
 
 def example_files(config: Any) -> list[Path]:
@@ -23,11 +23,11 @@ def example_files(config: Any) -> list[Path]:
     files = []
     if config.data.path is not None:
         path = Path(config.data.path).expanduser()
-        files.append(path / VERIFIER_FILE if path.is_dir() else path)
+        files.append(path / EXAMPLES_FILE if path.is_dir() else path)
     files += [Path(p).expanduser() for p in config.data.extra_jsonl]
     for f in files:
         if not f.is_file():
-            raise ValueError(f"data.path: {f} does not exist (a `memlm sample` directory holds {VERIFIER_FILE})")
+            raise ValueError(f"data.path: {f} does not exist (a `memlm sample` directory holds {EXAMPLES_FILE})")
     return files
 
 
