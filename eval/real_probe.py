@@ -263,8 +263,9 @@ def summarise_real(rows: list[dict]) -> dict:
             "passages": len(group),
             "pair": total("pairs").to_dict(),
             "pair_mentioned": total("pairs_mentioned").to_dict(),
-            # every write the runs proposed, stored or held back: the recall a gate can keep at best
-            "pair_proposed": total("pairs_proposed").to_dict(),
+            # every write the runs proposed, stored or held back: the recall a gate can keep at best (None:
+            # cases from before proposals were counted, as a resumed evaluation may hold)
+            "pair_proposed": total("pairs_proposed").to_dict() if all("pairs_proposed" in r for r in group) else None,
             "triplet": total("triplets").to_dict(),
             "no_fact_passages": len(no_fact),
             "false_write_rate": sum(r["false_write"] for r in no_fact) / len(no_fact) if no_fact else None,

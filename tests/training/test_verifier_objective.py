@@ -60,6 +60,11 @@ def test_a_verifier_run_leaves_a_card_and_a_model_that_scores(tiny_model_dir, tm
     verifier = Verifier.load(result.output_dir, dtype="float32")
     scores = verifier.score("Person 1 works for Company 1.", [("Person 1", "employed by", "Company 1")] * 3)
     assert len(scores) == 3 and all(0 < s < 1 for s in scores) and len(set(scores)) == 1
+    # a batch is padded (to a multiple of 64 tokens): each candidate scores as it does alone
+    mixed = [("Person 1", "employed by", "Company 1"), ("A much longer name of a person", "CEO of", "Company 2")]
+    together = verifier.score("Person 1 works for Company 1.", mixed)
+    alone = [verifier.score("Person 1 works for Company 1.", [t])[0] for t in mixed]
+    assert together == pytest.approx(alone, abs=1e-5)
     assert "write verifier" in (result.output_dir / "README.md").read_text()
 
 

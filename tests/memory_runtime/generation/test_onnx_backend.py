@@ -107,7 +107,7 @@ def test_a_turn_runs_through_the_runtime_with_its_memory(exported, tiny_model_di
     ("fields", "message"),
     [
         ({"engine": "onnx", "device": "cuda"}, "runs on the CPU"),
-        ({"engine": "onnx", "write_gate": {"score": True}}, "does not score writes"),
+        ({"engine": "onnx", "write_gate": {"score": True}}, "cannot score writes with the writer.s own signals"),
         ({"engine": "hf", "weights": "int4"}, "int4 is the onnx engine's"),
         ({"engine": "vllm", "weights": "int8"}, "vllm loads the checkpoint's own"),
     ],

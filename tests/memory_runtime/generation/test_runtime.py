@@ -29,7 +29,7 @@ def test_a_command_keeps_its_own_defaults_when_a_section_sets_some_fields():
 def test_an_engine_that_cannot_honour_the_section_is_refused_before_anything_loads():
     with pytest.raises(ConfigError, match="engine"):
         Generation.load(None, ["engine=fastest"])  # auto, hf, vllm or onnx
-    with pytest.raises(ConfigError, match="vllm engine does not score writes"):
+    with pytest.raises(ConfigError, match="vllm engine cannot score writes with the writer.s own signals"):
         Generation.load(None, ["engine=vllm", "write_gate.signal=call"])
     with pytest.raises(ConfigError, match="one_forward_per_step: the hf engine's batches"):
         Generation.load(None, ["engine=onnx", "one_forward_per_step=true"])  # a setting it would ignore
