@@ -42,7 +42,7 @@ from data_gen.real import (
     default_real_dir,
     is_mentioned,
 )
-from eval.metrics import PRF, counted_writes, pair_prf, triplet_prf
+from eval.metrics import PRF, counted_writes, pair_prf, triplet_key, triplet_prf
 from eval.parts import Part
 from eval.render import markdown_table, num, pct
 from eval.systems import Session, System, run_sessions
@@ -123,11 +123,7 @@ def passage_session(
     proposed_by = {id(c): index for index, result in enumerate(results) for c in result.calls}  # its first run
 
     def key(fields) -> tuple:
-        return (
-            normalize_term(fields[0]),
-            normalize_term(store.canonical_relation(fields[1])),
-            normalize_term(fields[2]),
-        )
+        return triplet_key(fields, store.canonical_relation)
 
     def first_of_each(items):
         seen: dict[tuple, object] = {}

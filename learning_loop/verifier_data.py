@@ -14,6 +14,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Iterable, Sequence
 
+from eval.metrics import triplet_key
 from memory_runtime.memory.terms import normalize_term
 from memory_runtime.records import Record, VerifierExample
 
@@ -21,7 +22,7 @@ Canonical = Callable[[str], str]
 
 
 def _key(triplet: Sequence[str], canonical: Canonical, symmetric: frozenset[str]) -> tuple[str, str, str]:
-    s, r, o = (normalize_term(x) for x in (triplet[0], canonical(triplet[1]), triplet[2]))
+    s, r, o = triplet_key(triplet, canonical)
     if r in symmetric and o < s:
         s, o = o, s
     return s, r, o
