@@ -31,7 +31,15 @@ class LocomoSettings(Strict):
         "iterative",
         "mixed",
     ]
-    top_k: int = Field(10, ge=1, description="chunks: the turns BM25 puts in the prompt; triples: the facts")
+    top_k: int = Field(
+        10, ge=1, description="chunks: the turns BM25 puts in the prompt (the facts too, unless facts_k)"
+    )
+    facts_k: int | None = Field(
+        None,
+        ge=1,
+        description="triples, iterative, mixed: the facts BM25 puts in the prompt (null: top_k); a fact line is"
+        " about a third of a turn's tokens, so ~3x top_k reads as many tokens as chunks",
+    )
     rounds: int = Field(2, ge=2, le=3, description="iterative: rounds of reads, each from what the last returned")
     window: int | None = Field(None, ge=512, description="full_context: tokens the model reads (null: its window)")
     answer_tokens: int = Field(32, ge=4, description="tokens an answer may take")
@@ -41,6 +49,12 @@ class LocomoSettings(Strict):
         " that speaker (the memory knows each fact's subject; BM25 on the question alone returns the other"
         " speaker's facts, which a small reader answers from instead of refusing)",
     )
+
+    @property
+    def facts(self) -> int:
+        """The facts a memory structure reads in its first round."""
+        return self.facts_k or self.top_k
+
     reader: Literal["base", "model"] = Field(
         "base",
         description="who answers: the base for every system (the structures differ only in the prompt's content),"

@@ -242,6 +242,14 @@ def evidence_recall(evidence: Sequence[str], retrieved: Collection[str]) -> floa
     return len(wanted & set(retrieved)) / len(wanted) if wanted else None
 
 
+def answer_words(answer: object, texts: Iterable[str]) -> float | None:
+    """The share of a gold answer's words (normalised and stemmed as scored) that `texts` hold together:
+    whether what a context holds could give the answer; None for an answer without scored words."""
+    wanted = set(normalize_answer(str(answer)))
+    held = {word for text in texts for word in normalize_answer(text)}
+    return len(wanted & held) / len(wanted) if wanted else None
+
+
 def summarize(scored: Iterable[tuple[int, float]]) -> dict:
     """Per category: its name, question count and mean score (a percentage, one decimal; for adversarial
     questions the share refused). `overall_f1` weighs every question of categories 1-4 alike, as the

@@ -33,7 +33,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from eval.locomo import CATEGORY_NAMES, LocomoConversation, LocomoTurn, evidence_recall, load_locomo, score_answer
+from eval.locomo import (
+    ANSWERED_CATEGORIES,
+    CATEGORY_NAMES,
+    LocomoConversation,
+    LocomoTurn,
+    answer_words,
+    evidence_recall,
+    load_locomo,
+    score_answer,
+)
 from eval.locomo import summarize as summarize_scores
 from eval.parts import Part
 from eval.render import markdown_table, num
@@ -61,6 +70,7 @@ READERS = {
 }
 STRUCTURES = ("full_context", "chunks", "triples", "iterative", "mixed")
 MEMORY_STRUCTURES = ("triples", "iterative", "mixed")
+WRITTEN = ("evidence_written", "answer_written", "answer_said")  # a memory row's figures of what was written
 DEV_FILE = Path(__file__).resolve().parents[1] / "benchmarks" / "locomo" / "locomo_dev.json"
 
 
@@ -398,6 +408,10 @@ def _memory_rows(
     """A memory structure's rows: the facts BM25 finds for the question (in `rounds` rounds for iterative),
     with their source turns for mixed."""
     by_id = {t.dia_id: t for t in conversation.turns()}
+    written: dict[str, list[str]] = {}  # a turn's id: the facts written from it, dated as a read holds them
+    for fact, line in zip(index.facts, index.lines):
+        if fact.source:
+            written.setdefault(fact.source, []).append(line)
     rows = []
     for question in conversation.questions:
         started = time.perf_counter()
@@ -405,13 +419,13 @@ def _memory_rows(
         others = index.not_about(person) if person else set()
         # the asked name matches every fact of theirs: the facts read are those that match the rest
         asked = _first_name(person).sub(" ", question.question) if person else question.question
-        found = index.top(asked, settings.top_k, without=others)
+        found = index.top(asked, settings.facts, without=others)
         rounds = settings.rounds if structure == "iterative" else 1
         last = found
         for _ in range(rounds - 1):
             # what the last round returned, without its dates (every fact of a session shares those)
             query = " ".join([asked, *(f"{index.facts[i].relation} {index.facts[i].object}" for i in last)])
-            last = index.top(query, max(1, settings.top_k // 2), without=set(found) | others)
+            last = index.top(query, max(1, settings.facts // 2), without=set(found) | others)
             found += last
         found.sort()
         lines = [index.lines[i] for i in found]
@@ -429,9 +443,23 @@ def _memory_rows(
         prediction = answerer.answer(head + tail)
         seconds = time.perf_counter() - started
         row = _row(structure, conversation, question, prediction, set(sources), len(head) + len(tail), seconds)
-        rows.append({**row, "facts": len(found)})
+        rows.append({**row, "facts": len(found), **_written(question, written, by_id)})
         advance(1)
     return rows
+
+
+def _written(question: Any, written: dict[str, list[str]], by_id: dict[str, LocomoTurn]) -> dict:
+    """What any read could hold: the share of the question's evidence turns the memory wrote a fact from, and
+    of its answer's words that those facts hold, beside the share the evidence turns hold as chunks read them."""
+    evidence = [e for e in question.evidence if e in by_id]
+    answered = question.category in ANSWERED_CATEGORIES and evidence
+    return {
+        "evidence_written": evidence_recall(question.evidence, written),
+        "answer_written": answer_words(question.answer, [f for e in evidence for f in written.get(e, [])])
+        if answered
+        else None,
+        "answer_said": answer_words(question.answer, [dated(by_id[e]) for e in evidence]) if answered else None,
+    }
 
 
 def _row(
@@ -464,12 +492,12 @@ def summarise_locomo(rows: list[dict]) -> dict:
     ingestion = next((r["ingestion"] for r in rows if r.get("ingestion")), None)
     for structure in dict.fromkeys(r["structure"] for r in rows):
         mine = [r for r in rows if r["structure"] == structure]
-        recalls = [r["evidence_recall"] for r in mine if r["evidence_recall"] is not None]
         seconds = sum(r["seconds"] for r in mine) + sum(r.get("prefill_s") or 0 for r in mine)
         summary[structure] = {
             **summarize_scores((r["category"], r["f1"]) for r in mine),
             "questions": len(mine),
-            "evidence_recall_pct": round(100 * sum(recalls) / len(recalls), 1) if recalls else None,
+            "evidence_recall_pct": _mean_pct([r["evidence_recall"] for r in mine]),
+            **{f"{key}_pct": _mean_pct([r.get(key) for r in mine]) for key in WRITTEN},
             "tokens_per_question": round(sum(r["context_tokens"] for r in mine) / len(mine)),
             "questions_per_s": round(len(mine) / seconds, 3) if seconds else None,
             "seconds_per_question_p50": round(sorted(r["seconds"] for r in mine)[len(mine) // 2], 3),
@@ -477,6 +505,11 @@ def summarise_locomo(rows: list[dict]) -> dict:
         if structure in MEMORY_STRUCTURES and ingestion is not None:
             summary[structure]["ingestion"] = ingestion
     return summary
+
+
+def _mean_pct(values: list[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return round(100 * sum(known) / len(known), 1) if known else None
 
 
 def sample_groups(summary: dict) -> list[tuple[str, int]]:
@@ -489,7 +522,7 @@ def sample_groups(summary: dict) -> list[tuple[str, int]]:
 
 def locomo_section(summary: dict, meta: dict) -> list[str]:
     """report.md: every system's structures, overall and per-category F1 with the questions they rest on."""
-    rows = [["system", "structure", "overall F1 (1-4)", *CATEGORY_NAMES.values(), "evidence held", "tokens", "q/s"]]
+    rows = [["system", "structure", "overall F1 (1-4)", *CATEGORY_NAMES.values()] + ["evidence held", "tokens", "q/s"]]
     for system, s in summary.items():
         for structure, f in s.get("locomo", {}).items():
             per = [f["categories"].get(c) or f["categories"].get(str(c)) for c in CATEGORY_NAMES]
@@ -502,13 +535,17 @@ def locomo_section(summary: dict, meta: dict) -> list[str]:
         return []
     written = []
     for system, s in summary.items():
-        ingestion = next((f["ingestion"] for f in s.get("locomo", {}).values() if f.get("ingestion")), None)
-        if ingestion:
+        memory = next((f for f in s.get("locomo", {}).values() if f.get("ingestion")), None)
+        if memory:
+            ingestion = memory["ingestion"]
             facts = ", ".join(f"{c} {n}" for c, n in ingestion["facts"].items())
             written.append(
                 f"- {system} wrote its memory from {ingestion['turns']} turns: {facts} facts; {ingestion['seconds']} s"
                 f" in all, {ingestion['seconds_per_turn']} s a turn ({ingestion['batch']} turns at once; a turn's own"
-                f" latency p50 {ingestion['turn_latency_p50']} s)."
+                f" latency p50 {ingestion['turn_latency_p50']} s). It wrote from"
+                f" {num(memory.get('evidence_written_pct'), '{:.1f}%')} of the questions' evidence turns; those facts"
+                f" hold {num(memory.get('answer_written_pct'), '{:.1f}%')} of the answers' words (categories 1-4),"
+                f" the turns themselves {num(memory.get('answer_said_pct'), '{:.1f}%')}: what any read could find."
             )
     return [
         "## LoCoMo",

@@ -46,6 +46,7 @@ from eval.metrics import PRF, counted_writes, pair_prf, triplet_key, triplet_prf
 from eval.parts import Part
 from eval.render import markdown_table, num, pct
 from eval.systems import Session, System, run_sessions
+from memory_runtime.generation.runtime import SAMPLED_RUN
 from memory_runtime.generation.write_gate import HELD_BACK
 from memory_runtime.memory.memory_config import MemoryConfig
 from memory_runtime.memory.store import TripletStore
@@ -103,9 +104,6 @@ def sources(config: EvalConfig, records: list[Record]) -> dict:
     }
 
 
-PROPOSAL_SAMPLING = {"temperature": 1.0, "top_p": 0.95}  # the runs after the first, as `memlm sample` draws
-
-
 def passage_session(
     system: System, record: Record, memory_config: MemoryConfig | None = None, propose: int = 1
 ) -> Session:
@@ -116,7 +114,7 @@ def passage_session(
     results = [(yield system.request(record.segments[0].text, store))]
     for index in range(1, propose):
         scratch = TripletStore(":memory:", memory_config)
-        request = system.request(record.segments[0].text, scratch, seed=index, **PROPOSAL_SAMPLING)
+        request = system.request(record.segments[0].text, scratch, seed=index, **SAMPLED_RUN)
         results.append((yield request))
         scratch.close()
     calls = [c for result in results for c in result.calls]

@@ -43,7 +43,7 @@ from pydantic import Field, model_validator
 from learning_loop.reward import TurnKind, TurnScore, score_turn
 from learning_loop.verifier_data import verifier_examples
 from memory_runtime.generation.decoder import Decoder, Session
-from memory_runtime.generation.runtime import Generation, with_defaults
+from memory_runtime.generation.runtime import SAMPLED_RUN, Generation, with_defaults
 from memory_runtime.generation.turn import TurnResult, turn_messages
 from memory_runtime.generation.verifier import EXAMPLES_FILE
 from memory_runtime.jsonl import write_jsonl
@@ -60,7 +60,7 @@ QUESTION_TYPES = ("read", "unanswerable", "two_hop")
 CONFIG_FILENAME = "sample_config.yaml"
 
 # the runs of a statement or a question, as eval decodes them; sampled, one scratch memory per run
-SAMPLE_GENERATION: dict = {"max_new_tokens": 96, "max_calls": 8, "temperature": 1.0, "top_p": 0.95}
+SAMPLE_GENERATION: dict = {"max_new_tokens": 96, "max_calls": 8, **SAMPLED_RUN}
 
 
 class SampleConfig(Strict):

@@ -42,6 +42,9 @@ from memory_runtime.yaml_config import Strict
 
 Engine = Literal["hf", "vllm", "onnx"]
 ENGINES: tuple[Engine, ...] = ("hf", "vllm", "onnx")
+# a sampled run, where several are drawn from one prompt: the proposals after the greedy one (eval's
+# propose=K), memlm sample's runs
+SAMPLED_RUN: dict[str, float] = {"temperature": 1.0, "top_p": 0.95}
 
 
 class Generation(Strict):

@@ -8,6 +8,7 @@ import pytest
 from eval.locomo import (
     LocomoError,
     LocomoQuestion,
+    answer_words,
     evidence_recall,
     load_locomo,
     normalize_answer,
@@ -185,6 +186,15 @@ def test_adversarial_questions_want_a_refusal(prediction):
     question = _question("a lake", 5)
     assert score_answer(question, prediction) == 1.0
     assert score_answer(question, "A lake.") == 0.0  # the trap answer is never compared
+
+
+def test_answer_words_counts_the_answer_s_scored_words_that_texts_hold():
+    """Normalised and stemmed as scored: "a", "the" do not count; "running" is met by "runs" (both "run")."""
+    assert answer_words("a guinea pig", ["Caroline has pets", "she got a guinea pig named Oscar"]) == 1.0
+    assert answer_words("a guinea pig", ["Caroline has pets"]) == 0.0
+    assert answer_words("Running, pottery", ["Melanie runs", "she took up pottery"]) == 1.0
+    assert answer_words("Running, pottery", ["Melanie likes pottery"]) == 0.5
+    assert answer_words("the", ["anything"]) is None
 
 
 def test_evidence_recall():

@@ -179,6 +179,37 @@ def test_a_model_trained_to_read_answers_every_structure_itself(tiny_model, smol
     assert any("its own model" in line for line in lines) and any("| memlm | chunks |" in line for line in lines)
 
 
+def test_facts_k_sets_the_facts_read_apart_from_the_turns_chunks_read(tiny_model, smollm2_tokenizer):
+    """A fact line is a third of a turn's tokens: locomo.facts_k reads more (or fewer) facts than top_k turns.
+    Each memory row says whether the memory wrote anything from the question's evidence turns (the marathon
+    turn is left unwritten here), apart from what the read held."""
+    writes = [*WRITES[:3], "Nothing to store."]
+    settings = {"answer_tokens": 4, "top_k": 3, "reader": "model", "structures": ["chunks", "triples"]}
+    counts = {}
+    for facts_k in (None, 1):
+        backend = ScriptedBackend(writes)
+        decoder = OneAtATime(lambda request, backend=backend: backend)
+        system = System("memlm", tiny_model, smollm2_tokenizer, decoder=decoder, reader=(None, None))
+        config = EvalConfig(generation={"model": "x"}, parts=["locomo"], locomo={**settings, "facts_k": facts_k})
+        rows = evaluate_locomo(system, [conversation()], config, None, MemoryConfig(open_relations=True), batch=1)
+        triples = [r for r in rows if r["structure"] == "triples"]
+        counts[facts_k] = [r["facts"] for r in triples]
+        assert [r["evidence_written"] for r in triples] == [1.0, 0.0, None]  # the dog, the marathon, no evidence
+        assert [r["answer_written"] for r in triples] == [1.0, 0.0, None]  # "Oscar" in the dog's fact
+        assert [r["answer_said"] for r in triples] == [1.0, 1.0, None]  # "marathon" in its turn
+        summary = summarise_locomo(rows)["triples"]
+        assert (summary["evidence_written_pct"], summary["answer_written_pct"], summary["answer_said_pct"]) == (
+            50.0,
+            50.0,
+            100.0,
+        )
+    lines = locomo_section({"memlm": {"locomo": summarise_locomo(rows)}}, {"locomo": {"reader": "model"}})
+    assert any("those facts hold 50.0% of the answers' words" in line for line in lines)
+    assert max(counts[None]) > 1 and max(counts[1]) == 1
+    with pytest.raises(ValueError, match="facts_k"):
+        EvalConfig(generation={"model": "x"}, parts=["locomo"], locomo={"facts_k": 0})
+
+
 def test_facts_are_read_with_their_dates_and_found_by_their_words():
     with TripletStore(":memory:", MemoryConfig(open_relations=True)) as store:
         day = datetime(2023, 5, 8, 13, 56)
