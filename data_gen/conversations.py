@@ -74,6 +74,7 @@ def persona_pairs(path: str, split: str) -> tuple[tuple[tuple[str, ...], tuple[s
     return tuple((tuple(a), tuple(b)) for a, b in data[split])
 
 
+MAX_FACTS_A_TURN = 4
 BANK_SECTIONS = ("events", "closed", "jobs", "pets", "times", "chit_chat")
 ASKS = {"what", "when", "all"}  # the questions an entry's `asks` may give (module doc)
 
@@ -444,7 +445,11 @@ class ConversationMaker:
 
     def _fact_count(self) -> int:
         r = self.rng.random()
-        return 0 if r < self.settings.negatives else (1 if r < 0.9 else 2)
+        count = 0 if r < self.settings.negatives else (1 if r < 0.9 else 2)
+        if count and self.settings.more_facts:  # no draw at 0: the shipped data's stream stays as it was
+            while count < MAX_FACTS_A_TURN and self.rng.random() < self.settings.more_facts:
+                count += 1
+        return count
 
     def _fact(self, name: str, persona: list) -> tuple[str, Triplet, dict | None, str]:
         """A sentence stating a fact of `name`, the fact, and the bank's asks and the object without its time."""

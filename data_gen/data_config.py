@@ -214,6 +214,9 @@ class ConversationsConfig(Strict):
     personas: str | None = None  # MSC's persona pairs (data/real_train/msc_personas.json); null: none
     persona_share: float = Field(0.5, ge=0, le=1)  # share of facts said with a persona sentence (the split's MSC)
     negatives: float = Field(0.35, ge=0, le=1)  # share of turns without a fact: chit-chat only
+    # a turn with facts states one more with this chance, again after each, up to four: LoCoMo's turns say
+    # several things at once and a writer taught on one fact a turn writes the first and drops the rest
+    more_facts: float = Field(0.0, ge=0, lt=1)
     sessions: Range = Range(min=3, max=6)
     turns: Range = Range(min=6, max=14)  # turns a session
     # share of the records that are a reader's questions about a conversation (LoCoMo's kinds but open-domain):

@@ -153,6 +153,26 @@ def test_the_kinds_of_questions_follow_their_shares():
         DataConfig.load(CONFIG, ["conversations.kinds.adversarial=0.7"])
 
 
+def test_more_facts_makes_turns_that_say_several_things_each_written():
+    """conversations.more_facts: a fact turn states another fact with that chance, again after each (up to 4),
+    every one written; at 0 (the shipped data) a turn states one or two."""
+
+    def facts_a_turn(more: str) -> list[int]:
+        overrides = ["splits.train=600", "splits.validation=10", "splits.test=10", "conversations.questions=0"]
+        _, splits, _ = generate_records(DataConfig.load(CONFIG, [*overrides, f"conversations.more_facts={more}"]))
+        writes = [r for r in splits["train"] if r.type == "write"]
+        assert all(
+            [c.fields for c in parse_calls(r.segments[1].text)] == [tuple(t) for t in r.gold_triplets] for r in writes
+        )
+        return [len(r.gold_triplets) for r in writes]
+
+    shipped, dense = facts_a_turn("0"), facts_a_turn("0.6")
+    assert max(shipped) == 2 and max(dense) == 4
+    assert sum(dense) / len(dense) > 1.5 > sum(shipped) / len(shipped)
+    with pytest.raises(ValueError, match="more_facts"):
+        DataConfig.load(CONFIG, ["conversations.more_facts=1"])
+
+
 def test_relative_times_follow_the_objects_they_date_and_the_personas_are_real(generated):
     _, splits, _ = generated
     objects = [t[2] for r in splits["train"] for t in r.gold_triplets]
