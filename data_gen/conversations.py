@@ -446,7 +446,7 @@ class ConversationMaker:
     def _fact_count(self) -> int:
         r = self.rng.random()
         count = 0 if r < self.settings.negatives else (1 if r < 0.9 else 2)
-        if count and self.settings.more_facts:  # no draw at 0: the shipped data's stream stays as it was
+        if count and self.settings.more_facts:  # no draw at 0: data made before it stays as it was
             while count < MAX_FACTS_A_TURN and self.rng.random() < self.settings.more_facts:
                 count += 1
         return count

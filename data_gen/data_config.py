@@ -216,6 +216,7 @@ class ConversationsConfig(Strict):
     negatives: float = Field(0.35, ge=0, le=1)  # share of turns without a fact: chit-chat only
     # a turn with facts states one more with this chance, again after each, up to four: LoCoMo's turns say
     # several things at once and a writer taught on one fact a turn writes the first and drops the rest
+    # (configs/data/conversations.yaml: 0.5)
     more_facts: float = Field(0.0, ge=0, lt=1)
     sessions: Range = Range(min=3, max=6)
     turns: Range = Range(min=6, max=14)  # turns a session

@@ -146,7 +146,7 @@ def test_the_kinds_of_questions_follow_their_shares():
         return sum(a == NOT_MENTIONED for a in answers) / len(answers)
 
     none, many = refused("conversations.kinds.adversarial=0"), refused("conversations.kinds.adversarial=0.5")
-    assert none == 0 and many > 0.2, (none, many)
+    assert none == 0 and many > 0.15, (none, many)  # a kind a fact cannot take falls to single-hop
     with pytest.raises(
         ValueError, match="conversations.kinds: temporal \\+ multi_hop \\+ adversarial must be at most 1"
     ):
@@ -155,7 +155,7 @@ def test_the_kinds_of_questions_follow_their_shares():
 
 def test_more_facts_makes_turns_that_say_several_things_each_written():
     """conversations.more_facts: a fact turn states another fact with that chance, again after each (up to 4),
-    every one written; at 0 (the shipped data) a turn states one or two."""
+    every one written; at 0 a turn states one or two."""
 
     def facts_a_turn(more: str) -> list[int]:
         overrides = ["splits.train=600", "splits.validation=10", "splits.test=10", "conversations.questions=0"]
@@ -166,9 +166,9 @@ def test_more_facts_makes_turns_that_say_several_things_each_written():
         )
         return [len(r.gold_triplets) for r in writes]
 
-    shipped, dense = facts_a_turn("0"), facts_a_turn("0.6")
-    assert max(shipped) == 2 and max(dense) == 4
-    assert sum(dense) / len(dense) > 1.5 > sum(shipped) / len(shipped)
+    sparse, dense = facts_a_turn("0"), facts_a_turn("0.6")
+    assert max(sparse) == 2 and max(dense) == 4
+    assert sum(dense) / len(dense) > 1.5 > sum(sparse) / len(sparse)
     with pytest.raises(ValueError, match="more_facts"):
         DataConfig.load(CONFIG, ["conversations.more_facts=1"])
 
