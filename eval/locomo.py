@@ -262,13 +262,14 @@ def summarize(scored: Iterable[tuple[int, float]]) -> dict:
     answered = [score for category in ANSWERED_CATEGORIES for score in by_category.get(category, [])]
     return {
         "categories": {
-            category: {"name": CATEGORY_NAMES[category], "questions": len(scores), "f1": _percent(scores)}
+            category: {"name": CATEGORY_NAMES[category], "questions": len(scores), "f1": mean_percent(scores)}
             for category, scores in sorted(by_category.items())
         },
-        "overall_f1": _percent(answered),
-        "adversarial_refused_pct": _percent(by_category.get(5, [])),
+        "overall_f1": mean_percent(answered),
+        "adversarial_refused_pct": mean_percent(by_category.get(5, [])),
     }
 
 
-def _percent(scores: Sequence[float]) -> float | None:
+def mean_percent(scores: Sequence[float]) -> float | None:
+    """The mean of shares as a percentage, one decimal; None for none."""
     return round(100 * sum(scores) / len(scores), 1) if scores else None

@@ -41,6 +41,7 @@ from eval.locomo import (
     answer_words,
     evidence_recall,
     load_locomo,
+    mean_percent,
     score_answer,
 )
 from eval.locomo import summarize as summarize_scores
@@ -508,8 +509,7 @@ def summarise_locomo(rows: list[dict]) -> dict:
 
 
 def _mean_pct(values: list[float | None]) -> float | None:
-    known = [v for v in values if v is not None]
-    return round(100 * sum(known) / len(known), 1) if known else None
+    return mean_percent([v for v in values if v is not None])
 
 
 def sample_groups(summary: dict) -> list[tuple[str, int]]:
