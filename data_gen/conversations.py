@@ -43,6 +43,7 @@ from memory_runtime.memory.conversation import (
     FACTS_HEADER,
     NOT_MENTIONED,
     TURNS_HEADER,
+    LineIndex,
     dated_line,
     dated_turn,
     reader_system,
@@ -390,7 +391,8 @@ class ConversationMaker:
         self, turns: list[ConversationTurn], said: list[Said], needed: list[Said], text: str, answer: str, kind: str
     ) -> Question:
         """The question with a context that holds what it needs among others of the conversation: dated facts
-        (a memory's lines) or dated turns (chunks), in the order they were said."""
+        (a memory's lines) or dated turns (chunks), in the order they were said. The others are drawn at random
+        or (`matched_context`) are those that match the question best, as a read returns them."""
         rng = self.rng
         size = max(len(needed), rng.randint(max(1, self.settings.context.min), max(1, self.settings.context.max)))
         if rng.random() < 0.5:
@@ -403,7 +405,13 @@ class ConversationMaker:
             keep = {turns.index(x.turn) for x in needed}
             others = [i for i in range(len(turns)) if i not in keep]
             header = TURNS_HEADER
-        keep |= set(rng.sample(others, min(len(others), size - len(keep))))
+        wanted = min(len(others), size - len(keep))
+        if self.settings.matched_context and rng.random() < self.settings.matched_context:
+            ranked = [others[i] for i, _ in LineIndex([lines[i] for i in others]).ranked(text)]
+            unmatched = [i for i in others if i not in set(ranked)]  # too few match: the rest at random
+            keep |= set(ranked[:wanted]) | set(rng.sample(unmatched, max(0, wanted - len(ranked))))
+        else:
+            keep |= set(rng.sample(others, wanted))
         context = header + "\n" + "\n".join(lines[i] for i in sorted(keep))
         return Question(context, text, answer, kind, tuple(x.fact for x in needed))
 

@@ -40,6 +40,18 @@ class LocomoSettings(Strict):
         description="triples, iterative, mixed: the facts BM25 puts in the prompt (null: top_k); a fact line is"
         " about a third of a turn's tokens, so ~3x top_k reads as many tokens as chunks",
     )
+    fact_keys: Literal["fact", "fact_and_turn"] = Field(
+        "fact",
+        description="memory structures: what BM25 finds a fact by: its own words, or its words and the words of"
+        " the turn it was written from (the reader still sees the fact alone)",
+    )
+    other_speaker_margin: float | None = Field(
+        None,
+        ge=1.0,
+        description="memory structures: a question naming one speaker is answered 'Not mentioned.' without the"
+        " reader when the other speaker's best fact matches it (BM25, the name left out) more than this many"
+        " times better than the asked speaker's best (null: the reader always answers)",
+    )
     rounds: int = Field(2, ge=2, le=3, description="iterative: rounds of reads, each from what the last returned")
     window: int | None = Field(None, ge=512, description="full_context: tokens the model reads (null: its window)")
     answer_tokens: int = Field(32, ge=4, description="tokens an answer may take")

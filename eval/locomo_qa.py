@@ -50,7 +50,9 @@ from eval.render import markdown_table, num
 from memory_runtime.memory.conversation import (
     ANSWER_PROMPT,
     FACTS_HEADER,
+    NOT_MENTIONED,
     TURNS_HEADER,
+    LineIndex,
     dated_fact,
     dated_turn,
     reader_system,
@@ -187,29 +189,6 @@ def full_context(conversation: LocomoConversation, answerer: Answerer, budget: i
     return "Conversation:\n" + "\n".join(line for line, _ in kept), {i for _, ids in kept for i in ids}
 
 
-class LineIndex:
-    """Lines of text under BM25 (bm25s, stemmed, English stop words): what chunks and triples retrieve from."""
-
-    def __init__(self, lines: list[str]) -> None:
-        import bm25s
-        import Stemmer
-
-        self.lines = lines
-        self.stemmer = Stemmer.Stemmer("english")
-        self.retriever = bm25s.BM25()
-        if lines:
-            self.retriever.index(self._tokens(lines), show_progress=False)
-
-    def _tokens(self, texts: list[str]) -> Any:
-        import bm25s
-
-        return bm25s.tokenize(texts, stopwords="en", stemmer=self.stemmer, show_progress=False)
-
-    def _retrieve(self, query: Any, k: int) -> tuple[Any, Any]:
-        """bm25s's ids and scores of the k best lines for a tokenised `query`."""
-        return self.retriever.retrieve(query, k=k, show_progress=False)
-
-
 class ChunkIndex(LineIndex):
     """A conversation's turns, each with its date, under BM25."""
 
@@ -219,27 +198,39 @@ class ChunkIndex(LineIndex):
 
     def top(self, question: str, k: int) -> list[int]:
         """The positions of the k turns that match `question` best, in the order they were said."""
-        found, _ = self._retrieve(self._tokens([question]), min(k, len(self.lines)))
+        found, _ = self.retrieve(self.tokens([question]), min(k, len(self.lines)))
         return sorted(int(i) for i in found[0])
 
 
 class FactIndex(LineIndex):
-    """The facts a memory holds for one conversation, each as `dated_fact` writes it, under BM25."""
+    """The facts a memory holds for one conversation, each as `dated_fact` writes it, under BM25: found by
+    their own words, or (`said`, a turn's text by its id) by those and the words of the turn each was written
+    from, which a fact's few words leave out of a question's reach. `lines` is what the reader sees: the facts."""
 
-    def __init__(self, facts: Sequence[Fact]) -> None:
+    def __init__(self, facts: Sequence[Fact], said: dict[str, str] | None = None) -> None:
         self.facts = sorted(facts, key=lambda f: (f.valid_from, f.id))
-        super().__init__([dated_fact(f) for f in self.facts])
+        lines = [dated_fact(f) for f in self.facts]
+        keys = None if said is None else [f"{x} {said.get(f.source or '', '')}" for f, x in zip(self.facts, lines)]
+        super().__init__(lines, keys)
 
     def top(self, query: str, k: int, without: set[int] = frozenset()) -> list[int]:
         """The positions of the k facts that match `query` best, leaving out those in `without`."""
         if len(self.lines) - len(without) <= 0 or k <= 0:
             return []
-        tokens = self._tokens([query])
-        if not tokens.vocab:  # a query of stop words only matches nothing
-            return []
-        found, scores = self._retrieve(tokens, len(self.lines))
-        ranked = [int(i) for i, s in zip(found[0], scores[0]) if s > 0 and int(i) not in without]
-        return ranked[:k]
+        return [i for i, _ in self.ranked(query) if i not in without][:k]
+
+    def other_speaker_margin(self, question: str, person: str) -> float:
+        """How many times better the best fact about someone else matches `question` (the asked name left out)
+        than the best fact about `person` (inf when none of theirs matches and another's does; 0 when nothing
+        matches): a question about one speaker that the other's facts answer asks what the other said."""
+        name = _first_name(person)
+        best = {True: 0.0, False: 0.0}
+        for i, score in self.ranked(name.sub(" ", question)):
+            mine = bool(name.search(self.facts[i].subject))
+            best[mine] = max(best[mine], score)
+        if best[False] <= 0:
+            return 0.0
+        return best[False] / best[True] if best[True] > 0 else float("inf")
 
     def not_about(self, person: str) -> set[int]:
         """The positions of the facts whose subject does not name `person` (by first name, as a word)."""
@@ -345,7 +336,10 @@ def evaluate_locomo(
         if "chunks" in structures:
             rows += _chunk_rows(conversation, answerer, settings.top_k, advance)
         if ingestion is not None:
-            index = FactIndex(ingestion.store.facts(namespace=conversation.sample_id))
+            said = None
+            if settings.fact_keys == "fact_and_turn":  # a turn's words, and its photo's caption
+                said = {t.dia_id: f"{t.text} {t.caption or ''}" for t in conversation.turns()}
+            index = FactIndex(ingestion.store.facts(namespace=conversation.sample_id), said)
             for structure in (s for s in structures if s in MEMORY_STRUCTURES):
                 rows += _memory_rows(structure, conversation, index, answerer, settings, advance)
     if ingestion is not None and rows:
@@ -440,11 +434,17 @@ def _memory_rows(
             context = FACTS_HEADER + "\n" + "\n".join(lines)
         if not found:
             context = "Facts remembered: none."
-        head, tail = answerer.prompt_parts(context, question.question)
-        prediction = answerer.answer(head + tail)
+        named = asked_about(question.question, conversation.speakers)
+        margin = index.other_speaker_margin(question.question, named) if named else 0.0
+        if settings.other_speaker_margin is not None and margin > settings.other_speaker_margin:
+            prediction, tokens = NOT_MENTIONED, 0  # what the other speaker said: the reader is not asked
+        else:
+            head, tail = answerer.prompt_parts(context, question.question)
+            prediction, tokens = answerer.answer(head + tail), len(head) + len(tail)
         seconds = time.perf_counter() - started
-        row = _row(structure, conversation, question, prediction, set(sources), len(head) + len(tail), seconds)
-        rows.append({**row, "facts": len(found), **_written(question, written, by_id)})
+        row = _row(structure, conversation, question, prediction, set(sources), tokens, seconds)
+        written_figures = _written(question, written, by_id)
+        rows.append({**row, "facts": len(found), "other_speaker_margin": round(margin, 3), **written_figures})
         advance(1)
     return rows
 

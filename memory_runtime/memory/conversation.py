@@ -13,6 +13,7 @@ or dated turns), the question as the user's message, a short answer or `NOT_MENT
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from memory_runtime.memory.dates import format_day
 from memory_runtime.memory.facts import Fact
@@ -56,3 +57,36 @@ TURNS_HEADER = "Parts of the conversation:"
 def reader_system(context: str) -> str:
     """The reader's system message: the prompt, then what it is given to answer from."""
     return f"{ANSWER_PROMPT}\n\n{context}"
+
+
+class LineIndex:
+    """Lines of text under BM25 (bm25s, stemmed, English stop words): what `memlm eval` part locomo finds a
+    conversation's turns and facts by, and what data_gen's reader questions draw their contexts by, so that a
+    reader is trained on what a read returns. `keys` (one a line) are matched instead of the lines themselves."""
+
+    def __init__(self, lines: list[str], keys: list[str] | None = None) -> None:
+        import bm25s
+        import Stemmer
+
+        self.lines = lines
+        self.stemmer = Stemmer.Stemmer("english")
+        self.retriever = bm25s.BM25()
+        if lines:
+            self.retriever.index(self.tokens(keys if keys is not None else lines), show_progress=False)
+
+    def tokens(self, texts: list[str]) -> Any:
+        import bm25s
+
+        return bm25s.tokenize(texts, stopwords="en", stemmer=self.stemmer, show_progress=False)
+
+    def retrieve(self, query: Any, k: int) -> tuple[Any, Any]:
+        """bm25s's ids and scores of the k best lines for a tokenised `query`."""
+        return self.retriever.retrieve(query, k=k, show_progress=False)
+
+    def ranked(self, query: str) -> list[tuple[int, float]]:
+        """(position, score) of every line that matches `query`, best first (none for stop words alone)."""
+        tokens = self.tokens([query])
+        if not self.lines or not tokens.vocab:
+            return []
+        found, scores = self.retrieve(tokens, len(self.lines))
+        return [(int(i), float(s)) for i, s in zip(found[0], scores[0]) if s > 0]

@@ -264,3 +264,62 @@ def test_the_subject_check_leaves_a_question_of_the_wrong_speaker_without_facts(
     assert read[False]["What did Caroline paint?"] >= 1 and read[True]["What did Caroline paint?"] == 0
     # Melanie's marathon still read; her painting, which matched only by her name, no longer
     assert read[False]["What is Melanie training for?"] == 2 and read[True]["What is Melanie training for?"] == 1
+
+
+def test_facts_are_found_by_the_words_of_their_turn_with_fact_keys_fact_and_turn():
+    """ "How does Caroline feel about the group?": the fact `Caroline went to support group` lacks "feel" and
+    "powerful"; its turn has them. With the turn's words as a key the fact is found; the reader sees the fact."""
+    with TripletStore(":memory:", MemoryConfig(open_relations=True)) as store:
+        day = datetime(2023, 5, 8, 13, 56)
+        store.write("Caroline", "went to", "support group", at=day, source="D1:1")
+        store.write("Melanie", "painted", "lake sunrise", at=day, source="D1:2")
+        store.write("Caroline", "wrote", "poem", at=day)  # no source: found by its own words only
+        facts = store.facts()
+    said = {"D1:1": "The support group felt so powerful.", "D1:2": "Look at my lake sunrise!"}
+    assert FactIndex(facts).top("What felt powerful?", 3) == []
+    keyed = FactIndex(facts, said)
+    assert keyed.top("What felt powerful?", 3) == [0]
+    assert keyed.lines == FactIndex(facts).lines  # what the reader sees does not change
+    assert keyed.top("poem", 3) == [2]
+
+
+def test_a_question_the_other_speakers_facts_answer_is_not_mentioned_with_other_speaker_margin(
+    tiny_model, smollm2_tokenizer
+):
+    """ "What did Caroline paint?": only Melanie's fact is about painting (margin inf). With
+    locomo.other_speaker_margin the answer is "Not mentioned." without the reader (no tokens read); a question
+    about Melanie's marathon, which her own fact answers, still goes to the reader; the margin is in each row."""
+    with TripletStore(":memory:", MemoryConfig(open_relations=True)) as store:
+        day = datetime(2023, 5, 8, 13, 56)
+        store.write("Caroline", "went to", "support group", at=day, source="D1:1")
+        store.write("Melanie", "painted", "lake sunrise", at=day, source="D1:2")
+        store.write("Caroline", "painted", "portrait", at=day, source="D1:3")
+        index = FactIndex(store.facts())
+    assert index.other_speaker_margin("What did Caroline paint at the lake?", "Caroline") > 1.0
+    assert index.other_speaker_margin("What did Melanie paint at the lake?", "Melanie") < 1.0  # hers is best
+    assert index.other_speaker_margin("Where did Caroline swim?", "Caroline") == 0.0  # nothing matches
+    painted = [*WRITES[:1], render_write("Melanie", "painted", "lake sunrise last year") + " Noted.", *WRITES[2:]]
+    answers: dict[float | None, dict[str, dict]] = {}
+    for margin in (None, 1.5):
+        backend = ScriptedBackend(painted)
+        system = System(
+            "memlm", None, None, decoder=OneAtATime(lambda request: backend), reader=(tiny_model, smollm2_tokenizer)
+        )
+        config = EvalConfig(
+            generation={"model": "x"},
+            parts=["locomo"],
+            locomo={"structures": ["triples"], "answer_tokens": 4, "top_k": 2, "other_speaker_margin": margin},
+        )
+        rows = evaluate_locomo(system, [conversation()], config, None, MemoryConfig(open_relations=True), batch=1)
+        answers[margin] = {r["question"]: r for r in rows}
+    caroline = answers[1.5]["What did Caroline paint?"]
+    assert caroline["prediction"] == "Not mentioned." and caroline["context_tokens"] == 0
+    assert caroline["f1"] == 1.0 and caroline["other_speaker_margin"] > 1.5
+    assert answers[None]["What did Caroline paint?"]["context_tokens"] > 0
+    marathon = "What is Melanie training for?"
+    assert answers[1.5][marathon]["prediction"] == answers[None][marathon]["prediction"]
+    assert answers[1.5][marathon]["context_tokens"] > 0
+    with pytest.raises(ValueError, match="other_speaker_margin"):
+        EvalConfig(generation={"model": "x"}, parts=["locomo"], locomo={"other_speaker_margin": 0.5})
+    with pytest.raises(ValueError, match="fact_keys"):
+        EvalConfig(generation={"model": "x"}, parts=["locomo"], locomo={"fact_keys": "turn"})
