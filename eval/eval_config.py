@@ -41,12 +41,12 @@ class LocomoSettings(Strict):
         " about a third of a turn's tokens, so ~3x top_k reads as many tokens as chunks",
     )
     fact_keys: Literal["fact", "fact_and_turn"] = Field(
-        "fact",
+        "fact_and_turn",
         description="memory structures: what BM25 finds a fact by: its own words, or its words and the words of"
         " the turn it was written from (the reader still sees the fact alone)",
     )
     other_speaker_margin: float | None = Field(
-        None,
+        1.5,
         ge=1.0,
         description="memory structures: a question naming one speaker is answered 'Not mentioned.' without the"
         " reader when the other speaker's best fact matches it (BM25, the name left out) more than this many"
