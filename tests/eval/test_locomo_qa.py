@@ -244,22 +244,23 @@ def test_the_subject_check_reads_only_the_facts_of_the_speaker_asked_about():
     assert index.top("What did paint?", 3, without=index.not_about("Caroline")) == []  # as the check asks
 
 
+def painted_rows(reader: tuple, **locomo) -> list[dict]:
+    """The triples rows of the test conversation in which Melanie, not Caroline, painted (LoCoMo's adversarial
+    kind: "What did Caroline paint?"), with the locomo settings given."""
+    painted = [*WRITES[:1], render_write("Melanie", "painted", "lake sunrise last year") + " Noted.", *WRITES[2:]]
+    backend = ScriptedBackend(painted)
+    system = System("memlm", None, None, decoder=OneAtATime(lambda request: backend), reader=reader)
+    settings = {"structures": ["triples"], "answer_tokens": 4, "top_k": 2, **locomo}
+    config = EvalConfig(generation={"model": "x"}, parts=["locomo"], locomo=settings)
+    return evaluate_locomo(system, [conversation()], config, None, MemoryConfig(open_relations=True), batch=1)
+
+
 def test_the_subject_check_leaves_a_question_of_the_wrong_speaker_without_facts(tiny_model, smollm2_tokenizer):
     """With locomo.subject_check, "What did Caroline paint?" reads no fact (Melanie painted); without it,
     Melanie's painting is in the prompt. A question about Melanie reads her facts that match it beyond her name."""
     read: dict[bool, dict[str, int]] = {}
-    painted = [*WRITES[:1], render_write("Melanie", "painted", "lake sunrise last year") + " Noted.", *WRITES[2:]]
     for check in (False, True):
-        backend = ScriptedBackend(painted)
-        system = System(
-            "memlm", None, None, decoder=OneAtATime(lambda request: backend), reader=(tiny_model, smollm2_tokenizer)
-        )
-        config = EvalConfig(
-            generation={"model": "x"},
-            parts=["locomo"],
-            locomo={"structures": ["triples"], "answer_tokens": 4, "top_k": 2, "subject_check": check},
-        )
-        rows = evaluate_locomo(system, [conversation()], config, None, MemoryConfig(open_relations=True), batch=1)
+        rows = painted_rows((tiny_model, smollm2_tokenizer), subject_check=check)
         read[check] = {r["question"]: r["facts"] for r in rows}
     assert read[False]["What did Caroline paint?"] >= 1 and read[True]["What did Caroline paint?"] == 0
     # Melanie's marathon still read; her painting, which matched only by her name, no longer
@@ -298,19 +299,9 @@ def test_a_question_the_other_speakers_facts_answer_is_not_mentioned_with_other_
     assert index.other_speaker_margin("What did Caroline paint at the lake?", "Caroline") > 1.0
     assert index.other_speaker_margin("What did Melanie paint at the lake?", "Melanie") < 1.0  # hers is best
     assert index.other_speaker_margin("Where did Caroline swim?", "Caroline") == 0.0  # nothing matches
-    painted = [*WRITES[:1], render_write("Melanie", "painted", "lake sunrise last year") + " Noted.", *WRITES[2:]]
     answers: dict[float | None, dict[str, dict]] = {}
     for margin in (None, 1.5):
-        backend = ScriptedBackend(painted)
-        system = System(
-            "memlm", None, None, decoder=OneAtATime(lambda request: backend), reader=(tiny_model, smollm2_tokenizer)
-        )
-        config = EvalConfig(
-            generation={"model": "x"},
-            parts=["locomo"],
-            locomo={"structures": ["triples"], "answer_tokens": 4, "top_k": 2, "other_speaker_margin": margin},
-        )
-        rows = evaluate_locomo(system, [conversation()], config, None, MemoryConfig(open_relations=True), batch=1)
+        rows = painted_rows((tiny_model, smollm2_tokenizer), other_speaker_margin=margin)
         answers[margin] = {r["question"]: r for r in rows}
     caroline = answers[1.5]["What did Caroline paint?"]
     assert caroline["prediction"] == "Not mentioned." and caroline["context_tokens"] == 0
