@@ -408,7 +408,8 @@ class ConversationMaker:
         wanted = min(len(others), size - len(keep))
         if self.settings.matched_context and rng.random() < self.settings.matched_context:
             ranked = [others[i] for i, _ in LineIndex([lines[i] for i in others]).ranked(text)]
-            unmatched = [i for i in others if i not in set(ranked)]  # too few match: the rest at random
+            matched = set(ranked)
+            unmatched = [i for i in others if i not in matched]  # too few match: the rest at random
             keep |= set(ranked[:wanted]) | set(rng.sample(unmatched, max(0, wanted - len(ranked))))
         else:
             keep |= set(rng.sample(others, wanted))

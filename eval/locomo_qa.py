@@ -410,7 +410,8 @@ def _memory_rows(
     rows = []
     for question in conversation.questions:
         started = time.perf_counter()
-        person = asked_about(question.question, conversation.speakers) if settings.subject_check else None
+        named = asked_about(question.question, conversation.speakers)
+        person = named if settings.subject_check else None
         others = index.not_about(person) if person else set()
         # the asked name matches every fact of theirs: the facts read are those that match the rest
         asked = _first_name(person).sub(" ", question.question) if person else question.question
@@ -434,7 +435,6 @@ def _memory_rows(
             context = FACTS_HEADER + "\n" + "\n".join(lines)
         if not found:
             context = "Facts remembered: none."
-        named = asked_about(question.question, conversation.speakers)
         margin = index.other_speaker_margin(question.question, named) if named else 0.0
         if settings.other_speaker_margin is not None and margin > settings.other_speaker_margin:
             prediction, tokens = NOT_MENTIONED, 0  # what the other speaker said: the reader is not asked
