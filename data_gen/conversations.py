@@ -392,7 +392,9 @@ class ConversationMaker:
     ) -> Question:
         """The question with a context that holds what it needs among others of the conversation: dated facts
         (a memory's lines) or dated turns (chunks), in the order they were said. The others are drawn at random
-        or (`matched_context`) are those that match the question best, as a read returns them."""
+        or (`matched_context`, answerable questions only) are those that match the question best, as a read
+        returns them; an adversarial question's stay random: matched, they hold the asked speaker's own facts, and
+        a reader taught to refuse beside those refused answerable questions (results.md)."""
         rng = self.rng
         size = max(len(needed), rng.randint(max(1, self.settings.context.min), max(1, self.settings.context.max)))
         if rng.random() < 0.5:
@@ -406,7 +408,7 @@ class ConversationMaker:
             others = [i for i in range(len(turns)) if i not in keep]
             header = TURNS_HEADER
         wanted = min(len(others), size - len(keep))
-        if self.settings.matched_context and rng.random() < self.settings.matched_context:
+        if kind != "adversarial" and self.settings.matched_context and rng.random() < self.settings.matched_context:
             ranked = [others[i] for i, _ in LineIndex([lines[i] for i in others]).ranked(text)]
             matched = set(ranked)
             unmatched = [i for i in others if i not in matched]  # too few match: the rest at random

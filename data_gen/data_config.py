@@ -224,9 +224,9 @@ class ConversationsConfig(Strict):
     # dated facts or turns as context, the question, a short answer or "Not mentioned."; 0 = turns only
     questions: float = Field(0.3, ge=0, lt=1)
     context: Range = Range(min=3, max=10)  # facts or turns a question's context holds (what BM25's top k gives)
-    # share of those contexts whose other lines are the ones BM25 ranks highest for the question (as part locomo
-    # reads), not drawn at random, as a read's share the question's words. Tried at 0.5: the reader refused
-    # answerable LoCoMo questions twice as often (results.md), so the shipped recipe keeps 0
+    # share of answerable questions' contexts whose other lines are the ones BM25 ranks highest for the question
+    # (as part locomo reads), not drawn at random, as a read's share the question's words; adversarial ones stay
+    # random (matched too, at 0.5, the reader refused answerable LoCoMo questions twice as often: results.md)
     matched_context: float = Field(0.0, ge=0, le=1)
     kinds: QuestionKinds = Field(default_factory=lambda: QuestionKinds())  # the questions' kinds, by share
 

@@ -40,10 +40,11 @@ class LocomoSettings(Strict):
         description="triples, iterative, mixed: the facts BM25 puts in the prompt (null: top_k); a fact line is"
         " about a third of a turn's tokens, so ~3x top_k reads as many tokens as chunks",
     )
-    fact_keys: Literal["fact", "fact_and_turn"] = Field(
+    fact_keys: Literal["fact", "fact_and_turn", "fact_and_exchange"] = Field(
         "fact_and_turn",
-        description="memory structures: what BM25 finds a fact by: its own words, or its words and the words of"
-        " the turn it was written from (the reader still sees the fact alone)",
+        description="memory structures: what BM25 finds a fact by: its own words, its words and the words of"
+        " the turn it was written from, or those and the turn before it, which the turn answers (the reader"
+        " still sees the fact alone)",
     )
     other_speaker_margin: float | None = Field(
         1.5,

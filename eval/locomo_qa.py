@@ -238,6 +238,19 @@ class FactIndex(LineIndex):
         return {i for i, fact in enumerate(self.facts) if not name.search(fact.subject)}
 
 
+def fact_keys(conversation: LocomoConversation, keys: str) -> dict[str, str] | None:
+    """What BM25 finds a fact by besides its own words, by the id of the turn it was written from (`FactIndex`'s
+    `said`): nothing (`fact`); the turn's words and its photo's caption (`fact_and_turn`); those and the turn
+    before it (`fact_and_exchange`), which a reply like "5 years already!" answers."""
+    if keys == "fact":
+        return None
+    turns = conversation.turns()
+    said = {t.dia_id: f"{t.text} {t.caption or ''}" for t in turns}
+    if keys == "fact_and_exchange":
+        said |= {turn.dia_id: f"{before.text} {said[turn.dia_id]}" for before, turn in zip(turns, turns[1:])}
+    return said
+
+
 def _first_name(person: str) -> re.Pattern:
     """A person's first name as a word, any case, with a possessive 's."""
     return re.compile(rf"\b{re.escape(person.split()[0])}(?:'s)?\b", re.IGNORECASE)
@@ -336,9 +349,7 @@ def evaluate_locomo(
         if "chunks" in structures:
             rows += _chunk_rows(conversation, answerer, settings.top_k, advance)
         if ingestion is not None:
-            said = None
-            if settings.fact_keys == "fact_and_turn":  # a turn's words, and its photo's caption
-                said = {t.dia_id: f"{t.text} {t.caption or ''}" for t in conversation.turns()}
+            said = fact_keys(conversation, settings.fact_keys)
             index = FactIndex(ingestion.store.facts(namespace=conversation.sample_id), said)
             for structure in (s for s in structures if s in MEMORY_STRUCTURES):
                 rows += _memory_rows(structure, conversation, index, answerer, settings, advance)

@@ -56,6 +56,7 @@ from memory_runtime.yaml_config import Strict
 from training.objectives.grpo_config import Prompts
 
 STATEMENT_TYPES = ("write", "passage", "negative", "injection")
+GOLD_ONLY_TYPES = ("write", "passage", "update")  # verifier_statements: records whose first turn states facts
 QUESTION_TYPES = ("read", "unanswerable", "two_hop")
 CONFIG_FILENAME = "sample_config.yaml"
 
@@ -77,6 +78,13 @@ class SampleConfig(Strict):
         True, description="the prompt's gold turn is the chosen one (and a desirable turn) where no run was exact"
     )
     prompts: Prompts = Field(default_factory=Prompts)
+    verifier_statements: int = Field(
+        0,
+        ge=0,
+        description="generated statements and updates of prompts.data's train split (not prompts, not run) whose"
+        " gold facts and their swaps join verifier.jsonl: the verifier sees the schema's relations as its"
+        " templates and updates say them (a verifier of real passages alone turned down right episode writes)",
+    )
     generation: Generation = Field(
         default_factory=lambda: Generation(**SAMPLE_GENERATION),
         description="the model sampled (model: the supervised run) and how: temperature > 0, batched; "
@@ -94,6 +102,8 @@ class SampleConfig(Strict):
             raise ValueError("generation.temperature: on-policy sampling needs a temperature above 0")
         if self.generation.write_gate.active:
             raise ValueError("generation.write_gate: sampling stores every write (the reward judges them)")
+        if self.verifier_statements and self.prompts.data is None:
+            raise ValueError("verifier_statements: give prompts.data (--data), the generated records they come from")
         if self.undesirable >= self.desirable:
             raise ValueError(f"undesirable ({self.undesirable}) must be below desirable ({self.desirable})")
         return self
@@ -175,6 +185,25 @@ def load_prompts(config: SampleConfig, dev: list[str] | None = None) -> tuple[li
     if not prompts:
         raise ValueError("no prompts: give prompts.data (--data) or prompts.real files")
     return prompts, sources
+
+
+def gold_statements(config: SampleConfig, prompts: Sequence[Prompt]) -> list[Record]:
+    """`verifier_statements` records of prompts.data's train split that state facts in their first turn (a
+    statement, a passage, an update), none of them a prompt: their gold facts and swaps join the verifier's
+    examples without a run. Drawn with their own generator, so the prompts stay those of the seed."""
+    from memory_runtime.jsonl import read_models
+
+    n = config.verifier_statements
+    if not n:
+        return []
+    chosen = {p.record.id for p in prompts}
+    path = Path(config.prompts.data) / "jsonl" / "train.jsonl"
+    pool = [
+        r
+        for r in read_models(path, Record, "a record")
+        if r.type in GOLD_ONLY_TYPES and r.gold_triplets and r.id not in chosen and r.segments[0].role == "user"
+    ]
+    return random.Random(f"{config.seed}-verifier").sample(pool, min(n, len(pool)))
 
 
 # ----------------------------------------------------------------------------- runs
@@ -361,7 +390,7 @@ def sample_preferences(
             runtime.close()
     pairs, turns = preferences(runs, config)
     memory = runtime.memory or MemoryConfig.load()
-    examples = verifier_examples_of(runs, memory, config.seed)
+    examples = verifier_examples_of(runs, memory, config.seed, gold_statements(config, prompts))
     out.mkdir(parents=True, exist_ok=True)
     config.save(out / CONFIG_FILENAME)
     write_jsonl(out / "pairs.jsonl", pairs)
@@ -387,12 +416,15 @@ def proposals(runs: Sequence[Run]) -> list[tuple[Record, list[tuple]]]:
     return list(by_prompt.values())
 
 
-def verifier_examples_of(runs: Sequence[Run], memory: MemoryConfig, seed: int) -> list:
-    """The write verifier's examples from the statement prompts and their runs' writes (verifier_data.py)."""
+def verifier_examples_of(
+    runs: Sequence[Run], memory: MemoryConfig, seed: int, gold_only: Sequence[Record] = ()
+) -> list:
+    """The write verifier's examples from the statement prompts and their runs' writes, and from `gold_only`
+    records' gold facts alone (verifier_data.py)."""
     store = TripletStore.scratch(memory)
     try:
         return verifier_examples(
-            proposals(runs),
+            [*proposals(runs), *((record, []) for record in gold_only)],
             [spec.name for spec in memory.relations],
             canonical=store.canonical_relation,
             symmetric=memory.symmetric,

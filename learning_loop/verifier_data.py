@@ -50,7 +50,8 @@ def swapped(
 ) -> list[tuple[str, str, str]]:
     """Each gold fact with one field swapped, where the result is no gold fact and the gold can say so: the
     relation for another of the table (one the passage was annotated for), the subject or the object for
-    another name of the passage's gold facts."""
+    another name of the passage's gold facts, or (the object) of a fact in its memory that the passage names:
+    what an update ends ("Annika quit H&M and joined Spotify": employed by H&M no longer holds)."""
     gold = [tuple(g) for g in record.gold_triplets]
     keys = {_key(g, canonical, frozenset()) for g in gold}
     annotated = (
@@ -59,7 +60,8 @@ def swapped(
         else {normalize_term(canonical(r)) for r in record.annotated_relations}
     )
     subjects = sorted({g[0] for g in gold})
-    objects = sorted({g[2] for g in gold})
+    text = record.segments[0].text
+    objects = sorted({g[2] for g in gold} | {m[2] for m in record.memory if m[2] in text})
     out: list[tuple[str, str, str]] = []
     for s, r, o in gold:
         options = [

@@ -175,22 +175,25 @@ def test_more_facts_makes_turns_that_say_several_things_each_written():
 
 
 def test_matched_context_gives_a_question_the_lines_that_match_it_as_a_read_returns_them():
-    """conversations.matched_context: a question's other context lines are those BM25 ranks highest for it (they
-    share its words, as part locomo's reads do), not lines drawn at random."""
+    """conversations.matched_context: an answerable question's other context lines are those BM25 ranks highest
+    for it (they share its words, as part locomo's reads do), not lines drawn at random; an adversarial
+    question's ("Not mentioned.") stay random."""
 
-    def shared_words(matched: str) -> float:
+    def shared_words(matched: str, adversarial: bool = False) -> float:
         overrides = ["splits.train=400", "splits.validation=10", "splits.test=10", "conversations.questions=0.5"]
         config = DataConfig.load(CONFIG, [*overrides, f"conversations.matched_context={matched}"])
         _, splits, _ = generate_records(config)
         shares = []
-        for record in (r for r in splits["train"] if r.type == "answer"):
+        asked_records = [r for r in splits["train"] if r.type == "answer"]
+        for record in (r for r in asked_records if (r.segments[1].text == NOT_MENTIONED) == adversarial):
             asked = {w for w in re.findall(r"[a-z]{4,}", record.segments[0].text.lower())} - {"what", "when"}
             lines = record.system.split("\n\n", 1)[1].split("\n")[1:]
             shares.append(sum(bool(asked & set(re.findall(r"[a-z]{4,}", x.lower()))) for x in lines) / len(lines))
         return sum(shares) / len(shares)
 
     drawn, matched = shared_words("0"), shared_words("1")
-    assert matched > drawn + 0.15, (drawn, matched)
+    assert matched > drawn + 0.1, (drawn, matched)
+    assert abs(shared_words("1", adversarial=True) - shared_words("0", adversarial=True)) < 0.1
     with pytest.raises(ValueError, match="matched_context"):
         DataConfig.load(CONFIG, ["conversations.matched_context=1.5"])
 

@@ -16,6 +16,7 @@ from eval.locomo_qa import (
     ChunkIndex,
     FactIndex,
     evaluate_locomo,
+    fact_keys,
     full_context,
     load_conversations,
     locomo_section,
@@ -282,6 +283,27 @@ def test_facts_are_found_by_the_words_of_their_turn_with_fact_keys_fact_and_turn
     assert keyed.top("What felt powerful?", 3) == [0]
     assert keyed.lines == FactIndex(facts).lines  # what the reader sees does not change
     assert keyed.top("poem", 3) == [2]
+
+
+def test_fact_keys_fact_and_exchange_finds_a_reply_by_the_turn_it_answers():
+    """ "How long have you been married?" / "5 years already!": the reply's fact `Melanie>>is>>5 years` lacks
+    "married"; keyed by its turn alone it is not found, keyed by the exchange (the turn before too) it is."""
+    day = datetime(2023, 5, 8, 13, 56)
+    lines = [("Caroline", "How long have you been married?"), ("Melanie", "5 years already!")]
+    turns = tuple(LocomoTurn(f"D1:{i + 1}", who, text, 1, day, None) for i, (who, text) in enumerate(lines))
+    chat = LocomoConversation("conv-test", ("Caroline", "Melanie"), (LocomoSession(1, day, turns),), ())
+    assert fact_keys(chat, "fact") is None
+    assert fact_keys(chat, "fact_and_turn") == {"D1:1": "How long have you been married? ", "D1:2": "5 years already! "}
+    exchange = fact_keys(chat, "fact_and_exchange")
+    assert exchange["D1:1"] == "How long have you been married? "  # the first turn answers nothing
+    assert exchange["D1:2"] == "How long have you been married? 5 years already! "
+    with TripletStore(":memory:", MemoryConfig(open_relations=True)) as store:
+        store.write("Melanie", "is", "5 years", at=day, source="D1:2")
+        store.write("Caroline", "asked", "question", at=day, source="D1:1")
+        facts = [f for f in store.facts() if f.subject == "Melanie"]
+    question = "How long has she been married?"
+    assert FactIndex(facts, fact_keys(chat, "fact_and_turn")).top(question, 1) == []
+    assert FactIndex(facts, exchange).top(question, 1) == [0]
 
 
 def test_a_question_the_other_speakers_facts_answer_is_not_mentioned_with_other_speaker_margin(

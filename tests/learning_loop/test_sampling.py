@@ -9,7 +9,15 @@ from types import SimpleNamespace
 import pytest
 
 from data_gen.real_records import dev_texts, normalise_text
-from learning_loop.sampling import Prompt, SampleConfig, load_prompts, preferences, run_prompts, sample_preferences
+from learning_loop.sampling import (
+    Prompt,
+    SampleConfig,
+    gold_statements,
+    load_prompts,
+    preferences,
+    run_prompts,
+    sample_preferences,
+)
 from memory_runtime.generation.backend import ScriptedBackend
 from memory_runtime.generation.batching import OneAtATime
 from memory_runtime.jsonl import read_models
@@ -183,6 +191,33 @@ def test_sample_writes_its_files_and_card_and_never_overwrites(tmp_path):
     with pytest.raises(FileExistsError, match="is not empty"):
         sample_preferences(cfg, out, log=lambda line: None, runtime=runtime)
     assert (out / "pairs.jsonl").read_text() == before
+
+
+def test_verifier_statements_are_generated_records_that_state_facts_and_are_no_prompt(tmp_path):
+    """`verifier_statements`: statements, passages and updates of the train split with gold facts, never a
+    prompt (those are run and judged already), never a negative or a question; their examples join without runs."""
+    update = record(
+        "up",
+        "update",
+        "Ada Lin quit Pfizer and joined Acme.",
+        [("assistant", render_write("Ada Lin", "employed by", "Acme") + " Noted."), ("user", "Where?")],
+        gold_triplets=[("Ada Lin", "employed by", "Acme")],
+        memory=[FACT],
+    )
+    data = tmp_path / "data" / "jsonl"
+    data.mkdir(parents=True)
+    (data / "train.jsonl").write_text(
+        "".join(r.model_dump_json() + "\n" for r in (STATEMENT, NEGATIVE, QUESTION, HARD, update))
+    )
+    cfg = config(verifier_statements=10, **{"prompts.data": str(tmp_path / "data")})
+    chosen = gold_statements(cfg, [Prompt(STATEMENT, "statement")])
+    assert sorted(r.id for r in chosen) == ["hard", "up"]
+    assert [
+        r.id for r in gold_statements(config(verifier_statements=1, **{"prompts.data": str(tmp_path / "data")}), [])
+    ] in (["st"], ["hard"], ["up"])
+    assert gold_statements(config(**{"prompts.data": str(tmp_path / "data")}), []) == []  # 0: none, file unread
+    with pytest.raises(ConfigError, match="verifier_statements"):
+        config(verifier_statements=5)  # no prompts.data to draw them from
 
 
 def test_bad_configs_are_refused_with_the_field_named():

@@ -44,6 +44,18 @@ def test_swaps_are_never_gold_and_stay_within_the_annotated_relations():
     assert {s for s, _, _ in swapped(passage(gold), RELATIONS, random.Random(1))} <= {"Cy Park", "Ann Lee"}
 
 
+def test_an_update_teaches_that_the_fact_it_ends_no_longer_holds():
+    """ "Ada Lin quit Pfizer and joined Acme.": employed by Acme holds; employed by Pfizer (the memory's fact the
+    passage names) is the object swap that does not. A memory fact the passage does not name is no swap."""
+    update = passage([("Ada Lin", "employed by", "Acme")], text="Ada Lin quit Pfizer and joined Acme.").model_copy(
+        update={"type": "update", "memory": [("Ada Lin", "employed by", "Pfizer"), ("Bo Ek", "CEO of", "Initech")]}
+    )
+    examples = {(tuple(e.triplet), e.holds) for e in verifier_examples([(update, [])], RELATIONS)}
+    assert (("Ada Lin", "employed by", "Acme"), True) in examples
+    assert (("Ada Lin", "employed by", "Pfizer"), False) in examples
+    assert not any(t[2] == "Initech" for t, _ in examples)
+
+
 def test_examples_hold_gold_and_swaps_and_judged_writes_once_each():
     record = passage([("Cy Park", "CEO of", "Initech")], annotated=["CEO of", "employed by"])
     writes = [("Cy Park", "CEO of", "Initech"), ("Ann Lee", "employed by", "Acme"), ("Ann Lee", "founder of", "Acme")]
