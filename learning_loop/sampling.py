@@ -144,6 +144,14 @@ def turn_kind(record: Record) -> TurnKind | None:
     return "question" if record.type in QUESTION_TYPES else None
 
 
+def train_split(config: SampleConfig) -> Path:
+    """prompts.data's train split, the records prompts and `verifier_statements` are drawn from."""
+    path = Path(config.prompts.data) / "jsonl" / "train.jsonl"
+    if not path.is_file():
+        raise FileNotFoundError(f"prompts.data: {path} does not exist (a `memlm generate` directory?)")
+    return path
+
+
 def load_prompts(config: SampleConfig, dev: list[str] | None = None) -> tuple[list[Prompt], dict]:
     """The prompts and where they came from ({source: {"prompts", "left_out_dev"}}); real passages that
     overlap dev text are left out (`dev`: normalised dev passages, default data/real/'s)."""
@@ -157,9 +165,7 @@ def load_prompts(config: SampleConfig, dev: list[str] | None = None) -> tuple[li
     sources: dict[str, dict] = {}
     p = config.prompts
     if p.data is not None and (p.statements or p.questions):
-        path = Path(p.data) / "jsonl" / "train.jsonl"
-        if not path.is_file():
-            raise FileNotFoundError(f"prompts.data: {path} does not exist (a `memlm generate` directory?)")
+        path = train_split(config)
         by_kind: dict[str, list[Record]] = defaultdict(list)
         for record in read_models(path, Record, "a record"):
             kind = turn_kind(record)
@@ -197,10 +203,9 @@ def gold_statements(config: SampleConfig, prompts: Sequence[Prompt]) -> list[Rec
     if not n:
         return []
     chosen = {p.record.id for p in prompts}
-    path = Path(config.prompts.data) / "jsonl" / "train.jsonl"
     pool = [
         r
-        for r in read_models(path, Record, "a record")
+        for r in read_models(train_split(config), Record, "a record")
         if r.type in GOLD_ONLY_TYPES and r.gold_triplets and r.id not in chosen and r.segments[0].role == "user"
     ]
     return random.Random(f"{config.seed}-verifier").sample(pool, min(n, len(pool)))
@@ -365,6 +370,7 @@ def sample_preferences(
     if config.generation.model is None:
         raise ValueError("generation.model: sample a trained run (--model RUN), the policy to improve")
     prompts, sources = load_prompts(config)
+    gold_only = gold_statements(config, prompts)  # read before the runs: a bad file fails in seconds, not after them
     counts = ", ".join(f"{name}: {s['prompts']}" for name, s in sources.items())
     log(f"{len(prompts)} prompts ({counts})")
     opened = runtime is None
@@ -390,7 +396,7 @@ def sample_preferences(
             runtime.close()
     pairs, turns = preferences(runs, config)
     memory = runtime.memory or MemoryConfig.load()
-    examples = verifier_examples_of(runs, memory, config.seed, gold_statements(config, prompts))
+    examples = verifier_examples_of(runs, memory, config.seed, gold_only)
     out.mkdir(parents=True, exist_ok=True)
     config.save(out / CONFIG_FILENAME)
     write_jsonl(out / "pairs.jsonl", pairs)

@@ -218,6 +218,10 @@ def test_verifier_statements_are_generated_records_that_state_facts_and_are_no_p
     assert gold_statements(config(**{"prompts.data": str(tmp_path / "data")}), []) == []  # 0: none, file unread
     with pytest.raises(ConfigError, match="verifier_statements"):
         config(verifier_statements=5)  # no prompts.data to draw them from
+    with pytest.raises(ConfigError, match="verifier_statements"):
+        config(verifier_statements=-1, **{"prompts.data": str(tmp_path / "data")})
+    with pytest.raises(FileNotFoundError, match="prompts.data: .*does not exist"):
+        gold_statements(config(verifier_statements=5, **{"prompts.data": str(tmp_path / "none")}), [])
 
 
 def test_bad_configs_are_refused_with_the_field_named():
