@@ -106,12 +106,6 @@ class EvalConfig(Strict):
         "per place (null: all; injection 12)",
     )
     seed: int = Field(0, description="case sampling (decoding is greedy)")
-    propose: int = Field(
-        1,
-        ge=1,
-        description="part real: runs of each passage whose writes are pooled (1: the greedy run; k: and k - 1 "
-        "sampled ones, temperature 1, top-p 0.95): the candidates a write gate then judges",
-    )
     locomo: LocomoSettings = Field(default_factory=lambda: LocomoSettings(), description="part locomo")
     baseline_max_new_tokens: int = Field(
         64, ge=8, description="the base model rambles on past its answer: a shorter cap keeps baselines affordable"
@@ -126,6 +120,11 @@ class EvalConfig(Strict):
     @model_validator(mode="before")
     @classmethod
     def _eval_generation(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "propose" in data:
+            raise ValueError(
+                "propose: now generation.propose (the same setting in serve, chat and eval): "
+                f"generation.propose={data['propose']}"
+            )
         return with_defaults(data, **EVAL_GENERATION)
 
     @model_validator(mode="after")

@@ -30,6 +30,7 @@ from __future__ import annotations
 import logging
 import os
 import random
+import time
 from collections import defaultdict
 from collections.abc import Iterable
 from pathlib import Path
@@ -46,7 +47,7 @@ from eval.metrics import PRF, counted_writes, pair_prf, triplet_key, triplet_prf
 from eval.parts import Part
 from eval.render import markdown_table, num, pct
 from eval.systems import Session, System, run_sessions
-from memory_runtime.generation.runtime import SAMPLED_RUN
+from memory_runtime.generation.proposals import close_scratch, sampled_runs
 from memory_runtime.generation.write_gate import HELD_BACK
 from memory_runtime.memory.memory_config import MemoryConfig
 from memory_runtime.memory.store import TripletStore
@@ -107,16 +108,19 @@ def sources(config: EvalConfig, records: list[Record]) -> dict:
 def passage_session(
     system: System, record: Record, memory_config: MemoryConfig | None = None, propose: int = 1
 ) -> Session:
-    """One passage against an empty memory (a session of one turn), or of `propose` runs: the greedy one,
-    then propose - 1 sampled ones, each on an empty memory, their writes pooled (the candidates a verifier
-    judges: the pool's recall is what a verifier can keep); its scores."""
+    """One passage against an empty memory (a session of one turn), or of `propose` runs, decoded together:
+    the greedy one, then propose - 1 sampled ones, each on an empty memory (memory_runtime.generation.proposals),
+    their writes pooled (the candidates a verifier judges: the pool's recall is what a verifier can keep); its
+    scores, and every write with the first run that proposed it (the curve of k' < k runs)."""
     store = TripletStore(":memory:", memory_config)
-    results = [(yield system.request(record.segments[0].text, store))]
-    for index in range(1, propose):
-        scratch = TripletStore(":memory:", memory_config)
-        request = system.request(record.segments[0].text, scratch, seed=index, **SAMPLED_RUN)
-        results.append((yield request))
-        scratch.close()
+    request = system.request(record.segments[0].text, store)
+    runs = sampled_runs(request, propose)
+    started = time.perf_counter()
+    try:
+        results = (yield [request, *runs]) if runs else [(yield request)]
+    finally:
+        close_scratch(runs)
+    elapsed = time.perf_counter() - started  # the runs decoded together where the engine batches
     calls = [c for result in results for c in result.calls]
     proposed_by = {id(c): index for index, result in enumerate(results) for c in result.calls}  # its first run
 
@@ -175,7 +179,7 @@ def passage_session(
         "triplets": triplet_prf(scored, gold, store.canonical_relation).to_dict(),
         "gated_writes": gated,
         "tokens": sum(r.generated_tokens for r in results),
-        "wall_s": sum(r.wall_seconds for r in results),
+        "wall_s": elapsed if runs else results[0].wall_seconds,  # the turn as its user waits for it
     }
 
 
@@ -217,7 +221,7 @@ def not_for_the_model(records: list[Record], memory_config: MemoryConfig | None)
 def evaluate_passage(
     system: System, record: Record, memory_config: MemoryConfig | None = None, propose: int = 1
 ) -> dict:
-    return run_sessions(system, [passage_session(system, record, memory_config, propose)])[0]
+    return run_sessions(system, [passage_session(system, record, memory_config, propose)], proposed=False)[0]
 
 
 def evaluate_real(
@@ -237,7 +241,7 @@ def evaluate_real(
             ", ".join(unknown),
         )
     sessions = (passage_session(system, r, memory_config, propose) for r in records)
-    return run_sessions(system, sessions, batch_size, progress)
+    return run_sessions(system, sessions, batch_size, progress, proposed=False)
 
 
 def summarise_real(rows: list[dict]) -> dict:
@@ -407,7 +411,9 @@ PART = Part(
     systems=("memlm", "few_shot"),
     load=lambda config: real_sample(str(real_path(config)[0]), config.limit, config.seed),
     sources=sources,
-    evaluate=lambda system, records, config, *run: evaluate_real(system, records, *run, propose=config.propose),
+    evaluate=lambda system, records, config, *run: evaluate_real(
+        system, records, *run, propose=config.generation.propose
+    ),
     summarise=lambda rows, uses_memory: summarise_real(rows),
     sample_groups=sample_groups,
     applies=lambda records, config, memory_config: not_for_the_model(records, memory_config),

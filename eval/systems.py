@@ -20,6 +20,7 @@ from typing import Any
 from eval.eval_config import EVAL_GENERATION
 from memory_runtime.generation.batching import BatchDecoder, OneAtATime
 from memory_runtime.generation.decoder import Decoder, Session
+from memory_runtime.generation.proposals import with_proposals
 from memory_runtime.generation.runtime import Generation
 from memory_runtime.generation.turn import TurnRequest, TurnResult, turn_messages
 from memory_runtime.generation.write_gate import WriteGate
@@ -166,8 +167,19 @@ class System:
 
 
 def run_sessions(
-    system: System, sessions: Iterable[Session], batch_size: int = 1, progress: Advance | None = None
+    system: System,
+    sessions: Iterable[Session],
+    batch_size: int = 1,
+    progress: Advance | None = None,
+    *,
+    proposed: bool = True,
 ) -> list[Any]:
     """Drive eval sessions (generators that yield the system's requests and get their results) through
-    the system's decoder (:meth:`System.decoder_for`): one turn at a time, or `batch_size` at once."""
+    the system's decoder (:meth:`System.decoder_for`): one turn at a time, or `batch_size` at once. With
+    generation.propose k > 1 each turn's writes are pooled over k runs, as chat and serve pool them
+    (memory_runtime.generation.proposals); `proposed=False`: the sessions run their proposals themselves
+    (part real measures the pool)."""
+    k = system.generation.propose if proposed and system.uses_memory else 1
+    if k > 1:
+        sessions = (with_proposals(session, k) for session in sessions)
     return system.decoder_for(batch_size).run_sessions(sessions, progress)

@@ -43,7 +43,8 @@ from pydantic import Field, model_validator
 from learning_loop.reward import TurnKind, TurnScore, score_turn
 from learning_loop.verifier_data import verifier_examples
 from memory_runtime.generation.decoder import Decoder, Session
-from memory_runtime.generation.runtime import SAMPLED_RUN, Generation, with_defaults
+from memory_runtime.generation.proposals import SAMPLED_RUN
+from memory_runtime.generation.runtime import Generation, with_defaults
 from memory_runtime.generation.turn import TurnResult, turn_messages
 from memory_runtime.generation.verifier import EXAMPLES_FILE
 from memory_runtime.jsonl import write_jsonl

@@ -20,13 +20,16 @@ decoded piece; at a read the controller has the engine resume from the text with
 from __future__ import annotations
 
 import time
+from datetime import datetime
 from typing import Literal, Protocol
 
 from memory_runtime.generation.field_copy import common_object, names_nobody
 from memory_runtime.generation.turn import CallRecord, Status, TurnRequest, TurnResult
 from memory_runtime.generation.write_gate import WriteGate
 from memory_runtime.memory.dates import resolve_relative_times
+from memory_runtime.memory.facts import WriteResult
 from memory_runtime.memory.injection import REFUSED, InjectionGuard
+from memory_runtime.memory.store import TripletStore
 from memory_runtime.protocol import (
     ACK,
     NOT_STORED,
@@ -39,6 +42,23 @@ from memory_runtime.protocol import (
 )
 
 Action = Literal["continue", "pause", "stop"]
+
+
+def store_write(
+    store: TripletStore,
+    fields: tuple[str | None, str | None, str | None],
+    *,
+    namespace: str,
+    source: str | None,
+    said_at: datetime | None,
+) -> WriteResult:
+    """A generated write stored: dated `said_at`, relative time in its object resolved against it ("support
+    group yesterday" said on 8 May 2023 -> "on 7 May 2023"), kept with its `source`. TypeError, ValueError:
+    a field the store refuses."""
+    subject, relation, object_ = fields
+    if said_at is not None and object_:
+        object_ = resolve_relative_times(object_, said_at)
+    return store.write(subject, relation, object_, namespace=namespace, source=source, at=said_at)  # type: ignore[arg-type]
 
 
 class TurnDecoding(Protocol):
@@ -184,10 +204,9 @@ class MemoryController:
             if decision.held:
                 return CallRecord("error", text, call.fields, status=decision.reason, scores=scores)
         try:
-            if self.said_at is not None and object_:  # "support group yesterday" said on 8 May 2023 -> "on 7 May"
-                object_ = resolve_relative_times(object_, self.said_at)
-            fields = (subject, call.fields[1], object_)
-            result = self.store.write(*fields, namespace=self.namespace, source=self.source, at=self.said_at)  # type: ignore[arg-type]
+            result = store_write(
+                self.store, call.fields, namespace=self.namespace, source=self.source, said_at=self.said_at
+            )
         except (TypeError, ValueError) as err:
             return CallRecord("error", text, call.fields, status=str(err), scores=scores)
         return CallRecord(

@@ -42,9 +42,11 @@ def drop(waiting: deque[TurnRequest], request: TurnRequest) -> bool:
     return False
 
 
-Session = Generator[TurnRequest, TurnResult, Any]
+Session = Generator["TurnRequest | list[TurnRequest]", "TurnResult | list[TurnResult]", Any]
 """A caller's turns that depend on each other: yields one request at a time, receives its result, returns
-what it made of them (an episode's next statement waits for the previous one's writes)."""
+what it made of them (an episode's next statement waits for the previous one's writes). It may yield a list
+of independent requests, decoded together, and receives their results as a list in that order (the runs of
+a proposed turn: memory_runtime.generation.proposals)."""
 
 
 class Decoder(ABC):
@@ -118,19 +120,31 @@ class Decoder(ABC):
         each session ends."""
         pending = iter(enumerate(sessions))
         values: dict[int, Any] = {}
-        owner: dict[int, tuple[int, Session]] = {}  # id(request) -> its session
+        owner: dict[int, tuple[int, Session, list | None]] = {}  # id(request) -> its session (and its list)
+        results: dict[int, TurnResult] = {}  # id(request) -> result, of a list not yet finished
         exhausted = False
 
-        def advance(index: int, session: Session, result: TurnResult | None) -> None:
+        def advance(index: int, session: Session, result: TurnResult | list[TurnResult] | None) -> None:
             try:
-                request = next(session) if result is None else session.send(result)
+                yielded = next(session) if result is None else session.send(result)
             except StopIteration as stop:
                 values[index] = stop.value
                 if progress is not None:
                     progress(1)
                 return
-            owner[id(request)] = (index, session)
-            self.submit(request)
+            together = yielded if isinstance(yielded, list) else None
+            for request in together if together is not None else [yielded]:
+                owner[id(request)] = (index, session, together)
+                self.submit(request)
+
+        def finished(request: TurnRequest, result: TurnResult) -> None:
+            index, session, together = owner.pop(id(request))
+            if together is None:
+                advance(index, session, result)
+                return
+            results[id(request)] = result
+            if all(id(r) in results for r in together):
+                advance(index, session, [results.pop(id(r)) for r in together])
 
         while True:
             while not exhausted and self.room:
@@ -145,11 +159,10 @@ class Decoder(ABC):
                     break
                 continue
             for request, result in self.step():
-                index, session = owner.pop(id(request))
                 if isinstance(result, Exception):  # a caller's own turns: its failure is the caller's
                     self.abort_all()
                     raise result
-                advance(index, session, result)
+                finished(request, result)
         return [values[i] for i in sorted(values)]
 
 

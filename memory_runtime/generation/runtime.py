@@ -42,9 +42,6 @@ from memory_runtime.yaml_config import Strict
 
 Engine = Literal["hf", "vllm", "onnx"]
 ENGINES: tuple[Engine, ...] = ("hf", "vllm", "onnx")
-# a sampled run, where several are drawn from one prompt: the proposals after the greedy one (eval's
-# propose=K), memlm sample's runs
-SAMPLED_RUN: dict[str, float] = {"temperature": 1.0, "top_p": 0.95}
 
 
 class Generation(Strict):
@@ -113,9 +110,22 @@ class Generation(Strict):
         WriteGateConfig(),
         description="which unsure writes are held back (memory_runtime.generation.write_gate; engine hf)",
     )
+    propose: int = Field(
+        1,
+        ge=1,
+        description="runs of each turn whose writes are pooled (memory_runtime.generation.proposals): 1, the greedy "
+        "run alone; k: and k - 1 sampled runs (temperature 1, top-p 0.95) against empty scratch memories, their "
+        "writes judged by the write gate in their run (write_gate.signal verifier) and stored where the greedy "
+        "run lacks them; k times the decoding, decoded together on hf and vllm",
+    )
 
     @model_validator(mode="after")
     def _engine_can(self) -> Generation:
+        if self.propose > 1 and not self.write_gate.active:
+            raise ValueError(
+                f"propose: {self.propose} pools the writes of sampled runs, which a write gate must judge: set "
+                "write_gate.signal (verifier: a trained verifier), or write_gate.score=true to measure them"
+            )
         if self.engine == "vllm" and self.weights not in ("auto", "full"):
             raise ValueError(
                 f"weights: {self.weights} is the hf and onnx engines' CPU path; vllm loads the checkpoint's own "

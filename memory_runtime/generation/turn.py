@@ -96,6 +96,7 @@ class CallRecord:
     fuzzy: list[FieldMatch] = field(default_factory=list)  # read: fields matched approximately
     store_ms: float = 0.0
     scores: dict[str, float] = field(default_factory=dict)  # write: the write gate's signals, where scored
+    run: int = 0  # write: the run of the turn that proposed it (0: its greedy run; generation.propose)
 
 
 @dataclass

@@ -23,6 +23,7 @@ from rich.table import Table
 from rich.text import Text
 
 from memory_runtime.generation.decoder import Decoder
+from memory_runtime.generation.proposals import proposed_turn
 from memory_runtime.generation.runtime import Generation, with_defaults
 from memory_runtime.generation.turn import TurnResult, turn_messages
 from memory_runtime.memory.conversation import turn_message
@@ -62,7 +63,7 @@ class _Model:
         request = self.generation.request(
             messages, self.store, namespace=user, source=CHAT_SOURCE, said_at=datetime.now()
         )
-        return self.engine.run_turn(request)
+        return self.engine.run_sessions([proposed_turn(request, self.generation.propose)])[0]  # its runs pooled
 
     def correct(self, feedback: Feedback, user: str, text: str, last: Exchange | None) -> Correction:
         session = feedback.correction(user, text, last, self.generation, system_prompt=self.system_prompt)
@@ -277,6 +278,8 @@ def _print_trace(turn: TurnResult | None, console: Console) -> None:
             results += "".join(f"\n(supersedes {SEPARATOR.join(t)})" for t in call.superseded)
         if call.scores:
             results += "\n(scores " + ", ".join(f"{k} {v:.2f}" for k, v in call.scores.items()) + ")"
+        if call.run:
+            results += f"\n(proposed by sampled run {call.run})"
         table.add_row(Text(call.kind), Text(call.text), Text(call.status), Text(results))
     console.print(table)
 

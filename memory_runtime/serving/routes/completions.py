@@ -15,6 +15,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
 
+from memory_runtime.generation.proposals import pooled, sampled_runs
 from memory_runtime.generation.turn import TurnRequest, TurnResult
 from memory_runtime.protocol import streamed_reply
 from memory_runtime.serving.feedback import Exchange
@@ -67,6 +68,8 @@ async def chat_completions(request: ChatRequest, http: Request, server: State, w
         raise APIError(400, str(err)) from None
     fit_context(server, turn)
     future = submit(server, turn, namespace)
+    if server.config.generation.propose > 1:
+        future = with_proposals(server, turn, future, namespace)
     head = {"id": completion_id, "created": int(time.time()), "model": server.model_name, "system_fingerprint": None}
     finished = functools.partial(finish, server, request, who, user_text)
     if request.stream:
@@ -163,6 +166,38 @@ def submit(server: ServerState, turn: TurnRequest, namespace: str) -> asyncio.Fu
         raise APIError(503, "the server is overloaded; retry later", type="server_error", code="overloaded") from None
     except ValueError as err:
         raise APIError(400, str(err)) from None
+
+
+# the scheduler's owner of a namespace's proposal runs (generation.propose): beside its own turns, not among them
+PROPOSALS_OWNER = "\x00proposals:"
+
+
+def with_proposals(
+    server: ServerState, turn: TurnRequest, greedy: asyncio.Future[TurnResult], namespace: str
+) -> asyncio.Future[TurnResult]:
+    """The turn with its writes pooled over generation.propose runs (memory_runtime.generation.proposals): its
+    sampled runs queued beside it under an owner of their own, so that they never take a place the caller's
+    own turns are counted for; a run the queue has no room for is left out, and the turn is answered with
+    what the others proposed. The pool is stored on the model thread, between two steps."""
+    queued: list[asyncio.Future[TurnResult]] = []
+    for run in sampled_runs(turn, server.config.generation.propose):
+        try:
+            queued.append(server.scheduler.submit(run, owner=PROPOSALS_OWNER + namespace))
+        except (OwnerBusy, Overloaded):
+            break
+
+    async def pooled_turn() -> TurnResult:
+        try:
+            result = await greedy
+        except BaseException:
+            for run in queued:  # the turn failed or its client left: its runs are not waited for
+                run.cancel()
+            raise
+        runs = await asyncio.gather(*queued, return_exceptions=True)  # a run that failed alone proposes nothing
+        done = [r for r in runs if isinstance(r, TurnResult)]
+        return await server.scheduler.call(lambda: pooled(turn, result, done))
+
+    return asyncio.ensure_future(pooled_turn())
 
 
 def finish(

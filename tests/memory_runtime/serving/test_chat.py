@@ -291,3 +291,24 @@ def test_a_conversational_memory_hears_each_turn_from_its_speaker_dated_now():
         assert backend.seen[0][-1]["content"] == "Caroline: I went to a pottery class yesterday."
         [fact] = store.facts("Caroline")
     assert fact.object == f"pottery class on {format_day(date.today() - timedelta(days=1))}"
+
+
+def test_a_proposed_turn_in_chat_stores_what_its_sampled_runs_add(store):
+    """generation.propose=2: the chat's turn runs twice (greedy, then a sampled run on an empty memory) and
+    stores the sampled run's new write; /trace shows which run proposed it."""
+    from memory_runtime.generation.runtime import Generation
+    from tests.memory_runtime.serving.test_serve import ProposingBackend
+
+    out = io.StringIO()
+    run_chat(
+        OneAtATime.over(ProposingBackend),
+        store,
+        io.StringIO("Cy Park runs Initech and founded Hooli.\n/trace"),
+        Console(file=out, width=200, color_system=None),
+        generation=Generation(propose=2, write_gate={"score": True}),
+    )
+    assert {f.triplet for f in store.facts()} == {
+        ("Cy Park", "employed by", "Initech"),
+        ("Cy Park", "founder of", "Hooli"),
+    }
+    assert "(proposed by sampled run 1)" in out.getvalue()

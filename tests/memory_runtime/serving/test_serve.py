@@ -997,3 +997,44 @@ def test_a_turn_is_dated_when_it_arrives_or_when_the_client_says(client, store):
     assert bad.json()["error"]["message"] == "memlm.date: must be a date from the years 1900 to 2200"
     assert say(client, "hi", memlm={"date": "yesterday"}).status_code == 400
     assert len(store.facts(namespace="alice")) == 2  # nothing of a refused turn stored
+
+
+class ProposingBackend(ScriptedBackend):
+    """A stand-in writer whose runs differ by seed: the greedy run writes one fact, seed 1 another, seed 2
+    fails (a run that fails alone), seed 3 repeats the greedy run's."""
+
+    WRITES = {
+        None: "[MEM_WRITE{Cy Park>>employed by>>Initech}] Noted.",
+        1: "[MEM_WRITE{Cy Park>>founder of>>Hooli}] Noted.",
+        3: "[MEM_WRITE{cy park>>employed by>>Initech}] Noted.",
+    }
+
+    def __init__(self, seed=None, **_: object) -> None:
+        if seed == 2:
+            raise RuntimeError("this run's backend broke")
+        super().__init__([[self.WRITES[seed]]], chunk=4)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_proposed_turn_answers_once_and_stores_what_its_runs_add(store, stream):
+    """generation.propose=4: the greedy run answers; the sampled runs' new writes are stored with the turn's
+    source and shown in its trace with their run; a run that fails proposes nothing and fails nobody."""
+    served = config()
+    served.generation = Generation(propose=4, write_gate={"score": True})
+    with TestClient(create_app(served, store, OneAtATime.over(ProposingBackend), model_name="echo")) as client:
+        r = say(client, "Cy Park runs Initech and founded Hooli.", memlm={"trace": True}, stream=stream)
+        assert r.status_code == 200
+        if stream:
+            assert "".join(streamed_contents(r)) == "Noted."
+        else:
+            body = r.json()
+            assert body["choices"][0]["message"]["content"] == "Noted."
+            writes = [(c["fields"], c["run"], c["status"]) for c in body["memlm"]["calls"] if c["kind"] == "write"]
+            assert writes == [
+                (["Cy Park", "employed by", "Initech"], 0, "stored"),
+                (["Cy Park", "founder of", "Hooli"], 1, "stored"),
+            ]
+        facts = store.facts("alice")
+        assert {f.triplet for f in facts} == {("Cy Park", "employed by", "Initech"), ("Cy Park", "founder of", "Hooli")}
+        assert len({f.source for f in facts}) == 1
+        assert say(client, "hello", headers=BOB).status_code == 200  # the server goes on

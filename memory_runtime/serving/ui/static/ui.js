@@ -659,6 +659,7 @@ function renderTrace(trace, number) {
     for (const t of call.superseded || []) notes.push("supersedes " + triplet(t));
     const scores = Object.entries(call.scores || {});
     if (scores.length) notes.push("scores " + scores.map(([k, v]) => `${k} ${v.toFixed(2)}`).join(", "));
+    if (call.run) notes.push(`proposed by sampled run ${call.run} (generation.propose)`);
     if (notes.length) item.append(el("ul", { class: "notes" }, notes.map((n) => el("li", {}, n))));
     return item;
   });
