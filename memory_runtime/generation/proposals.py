@@ -24,6 +24,7 @@ from memory_runtime.generation.controller import store_write
 from memory_runtime.generation.decoder import Session
 from memory_runtime.generation.turn import CallRecord, TurnRequest, TurnResult
 from memory_runtime.memory.store import TripletStore
+from memory_runtime.memory.terms import normalize_term
 
 # a sampled run, where several are drawn from one prompt: the proposals after the greedy one
 # (generation.propose), memlm sample's runs
@@ -73,36 +74,47 @@ def pooled(request: TurnRequest, greedy: TurnResult, sampled: Sequence[TurnResul
     if greedy.status == "cancelled":
         return greedy  # nobody waits for it: nothing more is stored
     turn = [c.fields for c in greedy.calls if c.kind == "write" and c.fields and all(c.fields)]
+    seen: set[tuple[str, str, str]] = set()  # each candidate once, by the store's normalisation
     calls: list[CallRecord] = []
-    config = request.store.config
     for run, result in enumerate(sampled, start=1):
         for call in result.calls:
             if call.kind != "write" or not call.fields or not all(call.fields):
                 continue  # refused or held back in its run: never a candidate
-            with TripletStore.scratch(config, turn, request.namespace) as mine:
-                check = mine.write(*call.fields, namespace=request.namespace)  # type: ignore[arg-type]
-            if check.status == "duplicate":
-                continue  # the greedy run or an earlier run wrote it
-            record = dataclasses.replace(call, run=run, superseded=[])
-            if check.superseded:
-                ended = "; ".join(">>".join(f.triplet) for f in check.superseded)
-                record.kind, record.status = "error", f"not stored: it would end this turn's {ended}"
-            else:
-                try:
-                    written = store_write(
-                        request.store,
-                        call.fields,
-                        namespace=request.namespace,
-                        source=request.source,
-                        said_at=request.said_at,
-                    )
-                except (TypeError, ValueError) as err:
-                    record.kind, record.status = "error", str(err)
-                else:
-                    record.status, record.superseded = written.status, [f.triplet for f in written.superseded]
-                    turn.append(call.fields)
-            calls.append(record)
+            subject, relation, object_ = call.fields
+            key = (
+                normalize_term(subject),
+                normalize_term(request.store.canonical_relation(relation)),
+                normalize_term(object_),
+            )
+            if key in seen:
+                continue
+            seen.add(key)
+            calls.extend(_stored(request, call, run, turn))
     return dataclasses.replace(greedy, calls=[*greedy.calls, *calls])
+
+
+def _stored(request: TurnRequest, call: CallRecord, run: int, turn: list) -> list[CallRecord]:
+    """A sampled run's write stored in `request`'s memory (and added to `turn`, the turn's writes), or
+    recorded as not stored when it would end one of `turn`'s; none when the turn wrote it already."""
+    record = dataclasses.replace(call, run=run, superseded=[])
+    try:
+        with TripletStore.scratch(request.store.config, turn, request.namespace) as mine:  # what it would do
+            check = mine.write(*call.fields, namespace=request.namespace)  # type: ignore[arg-type,misc]
+        if check.status == "duplicate":
+            return []
+        if check.superseded:
+            ended = "; ".join(">>".join(f.triplet) for f in check.superseded)
+            record.kind, record.status = "error", f"not stored: it would end this turn's {ended}"
+            return [record]
+        written = store_write(
+            request.store, call.fields, namespace=request.namespace, source=request.source, said_at=request.said_at
+        )  # type: ignore[arg-type]
+    except (TypeError, ValueError) as err:
+        record.kind, record.status = "error", str(err)
+        return [record]
+    record.status, record.superseded = written.status, [f.triplet for f in written.superseded]
+    turn.append(call.fields)
+    return [record]
 
 
 def with_proposals(session: Session, k: int) -> Session:

@@ -257,3 +257,30 @@ def test_open_relations_decode_in_a_batch_as_they_do_alone(caller, smollm2_token
     batched = BatchDecoder(caller, smollm2_tokenizer, max_batch_size=4).run(requests())
     assert all(same(a, b) for a, b in zip(alone, batched)), [(a.text, b.text) for a, b in zip(alone, batched)]
     assert any(c.kind == "write" and c.status == "stored" for r in batched for c in r.calls)
+
+
+def test_a_proposed_turn_decodes_its_runs_together_as_it_decodes_them_alone(caller, smollm2_tokenizer):
+    """generation.propose: the greedy run and its sampled runs join one batch (the session yields them as a
+    list) and pool the same writes as when each run decodes alone."""
+    from memory_runtime.generation.proposals import proposed_turn
+
+    def alone(r):
+        return HFBackend(
+            caller,
+            smollm2_tokenizer,
+            temperature=r.temperature,
+            top_p=r.top_p,
+            seed=r.seed,
+            relations=r.store.config.relation_names,
+        )
+
+    outcomes = []
+    for decoder in (OneAtATime(alone), BatchDecoder(caller, smollm2_tokenizer, max_batch_size=4)):
+        with TripletStore() as store:
+            request = TurnRequest(turn_messages(f"{PEOPLE[4]} works for {ORGS[4]}."), store, max_new_tokens=40, seed=7)
+            (result,) = decoder.run_sessions([proposed_turn(request, 4)])
+            outcomes.append(
+                ([(c.kind, c.fields, c.status, c.run) for c in result.calls], [f.triplet for f in store.facts()])
+            )
+    assert outcomes[0] == outcomes[1]
+    assert outcomes[0][1]  # it wrote

@@ -21,6 +21,7 @@ RUNS = {
     1: "[MEM_WRITE{cy park>>employed by>>Initech}] [MEM_WRITE{Cy Park>>founder of>>Hooli}] Noted.",
     2: "[MEM_WRITE{Cy Park>>employed by>>Acme}] [MEM_WRITE{Bo Chan>>CEO of>>Acme}] Noted.",  # another employer
     3: "[MEM_WRITE{Ann Lee>>employed by>>Initrode}] Noted.",  # held back by the gate
+    4: "[MEM_WRITE{Cy Park>>employed by>>Acme}] [MEM_WRITE{bo chan>>CEO of>>Acme}] Noted.",  # as run 2: once each
 }
 
 
@@ -50,10 +51,10 @@ def test_a_proposed_turn_stores_what_the_sampled_runs_add_and_marks_the_run_that
         request = TurnRequest(
             turn_messages("Cy Park runs Initech."), store, namespace="alice", source="t1", said_at=said
         )
-        (result,) = decoder(requests).run_sessions([proposed_turn(request, 4)])
+        (result,) = decoder(requests).run_sessions([proposed_turn(request, 5)])
         assert [(r.seed, r.temperature, r.top_p) for r in requests] == [
             (None, 0.0, 1.0),
-            *((seed, SAMPLED_RUN["temperature"], SAMPLED_RUN["top_p"]) for seed in (1, 2, 3)),
+            *((seed, SAMPLED_RUN["temperature"], SAMPLED_RUN["top_p"]) for seed in (1, 2, 3, 4)),
         ]
         assert all(r.store is not store for r in requests[1:])  # each sampled run on its own empty memory
         assert {f.triplet for f in store.facts("alice")} == {
@@ -65,6 +66,7 @@ def test_a_proposed_turn_stores_what_the_sampled_runs_add_and_marks_the_run_that
             said.timestamp()
         }
     assert result.reply == "Noted." and result.text == RUNS[None]  # the greedy run's reply and text
+    assert len(result.calls) == 4  # the greedy run's write, and runs 2 and 4's candidates once each
     by_fields = {c.fields: c for c in result.calls}
     assert [(c.run, c.status) for c in result.calls if c.kind == "write"] == [
         (0, "stored"),
