@@ -211,3 +211,12 @@ def test_proposals_pool_the_writes_of_k_runs_each_on_an_empty_memory(tmp_path):
     assert case["pairs_proposed"]["recall"] == 1.0
     figures = summarise_real([case])["knowledgenet"]
     assert figures["pair_proposed"]["recall"] == 1.0
+
+
+def test_an_eval_config_with_the_old_propose_key_names_where_it_went():
+    import pytest
+
+    from eval.eval_config import EvalConfig
+
+    with pytest.raises(ValueError, match=r"propose: now generation\.propose .*generation\.propose=4"):
+        EvalConfig.model_validate({"propose": 4, "generation": {"model": "m"}})

@@ -6,7 +6,6 @@ from datetime import datetime
 
 import pytest
 
-from eval.eval_config import EvalConfig
 from memory_runtime.generation.backend import ScriptedBackend
 from memory_runtime.generation.batching import OneAtATime
 from memory_runtime.generation.proposals import SAMPLED_RUN, pooled, proposed_turn, with_proposals
@@ -111,11 +110,9 @@ def test_with_proposals_pools_every_turn_of_a_session():
         assert ("Cy Park", "founder of", "Hooli") in {f.triplet for f in store.facts()}
 
 
-def test_propose_needs_a_gate_and_eval_names_where_it_went():
+def test_propose_needs_a_gate():
     with pytest.raises(ValueError, match="propose: 3 pools the writes of sampled runs, which a write gate must judge"):
         Generation(propose=3)
     assert Generation(propose=3, write_gate={"score": True}).propose == 3
-    with pytest.raises(ValueError, match=r"propose: now generation\.propose .*generation\.propose=4"):
-        EvalConfig.model_validate({"propose": 4, "generation": {"model": "m"}})
     with pytest.raises(ValueError, match="greater than or equal to 1"):
         Generation(propose=0)
