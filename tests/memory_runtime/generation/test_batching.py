@@ -264,18 +264,9 @@ def test_a_proposed_turn_decodes_its_runs_together_as_it_decodes_them_alone(call
     list) and pool the same writes as when each run decodes alone."""
     from memory_runtime.generation.proposals import proposed_turn
 
-    def alone(r):
-        return HFBackend(
-            caller,
-            smollm2_tokenizer,
-            temperature=r.temperature,
-            top_p=r.top_p,
-            seed=r.seed,
-            relations=r.store.config.relation_names,
-        )
-
+    alone = OneAtATime(lambda request: HFBackend.for_request(caller, smollm2_tokenizer, request))  # its sampling
     outcomes = []
-    for decoder in (OneAtATime(alone), BatchDecoder(caller, smollm2_tokenizer, max_batch_size=4)):
+    for decoder in (alone, BatchDecoder(caller, smollm2_tokenizer, max_batch_size=4)):
         with TripletStore() as store:
             request = TurnRequest(turn_messages(f"{PEOPLE[4]} works for {ORGS[4]}."), store, max_new_tokens=40, seed=7)
             (result,) = decoder.run_sessions([proposed_turn(request, 4)])
