@@ -31,3 +31,25 @@ def test_eval_decodes_greedily_whatever_the_section_samples():
 
     sampled = Generation(temperature=0.7, top_p=0.9, max_new_tokens=5, copy_fields=False)
     assert greedy(sampled).model_dump() == {**sampled.model_dump(), "temperature": 0.0, "top_p": 1.0}
+
+
+def test_eval_pools_each_turns_writes_over_generation_propose_runs_as_chat_and_serve_do():
+    """generation.propose=2: an episode's statement runs twice (greedy, then sampled on an empty memory) and the
+    sampled run's new write is stored before the question; part real measures its runs itself."""
+    from eval.systems import run_sessions
+    from memory_runtime.generation.batching import OneAtATime
+    from tests.memory_runtime.serving.test_serve import ProposingBackend
+
+    generation = Generation(propose=2, write_gate={"score": True})
+    system = System("memlm", None, None, generation, decoder=OneAtATime.over(ProposingBackend))
+
+    def episode(store):
+        yield system.request("Cy Park runs Initech and founded Hooli.", store)
+        return [f.triplet for f in store.facts()]
+
+    with TripletStore() as store:
+        assert run_sessions(system, [episode(store)]) == [
+            [("Cy Park", "employed by", "Initech"), ("Cy Park", "founder of", "Hooli")]
+        ]
+    with TripletStore() as store:
+        assert run_sessions(system, [episode(store)], proposed=False) == [[("Cy Park", "employed by", "Initech")]]
