@@ -189,8 +189,9 @@ def with_proposals(
     async def pooled_turn() -> TurnResult:
         try:
             result = await greedy
-        except BaseException:
-            for run in queued:  # the turn failed or its client left: its runs are not waited for
+        except BaseException:  # the turn failed or its client left: its runs stop at their next token
+            turn.cancel.set()  # the sampled runs share the turn's cancel event
+            for run in queued:
                 run.cancel()
             raise
         runs = await asyncio.gather(*queued, return_exceptions=True)  # a run that failed alone proposes nothing

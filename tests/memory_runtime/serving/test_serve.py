@@ -1038,3 +1038,21 @@ def test_a_proposed_turn_answers_once_and_stores_what_its_runs_add(store, stream
         assert {f.triplet for f in facts} == {("Cy Park", "employed by", "Initech"), ("Cy Park", "founder of", "Hooli")}
         assert len({f.source for f in facts}) == 1
         assert say(client, "hello", headers=BOB).status_code == 200  # the server goes on
+
+
+def test_a_proposed_turn_whose_greedy_run_fails_stores_nothing_and_fails_nobody_else(store):
+    class GreedyBreaks(ProposingBackend):
+        def __init__(self, seed=None, **_: object) -> None:
+            if seed is None:
+                raise RuntimeError("the greedy run's backend broke")
+            super().__init__(seed=seed)
+
+    served = config()
+    served.generation = Generation(propose=2, write_gate={"score": True})
+    with TestClient(
+        create_app(served, store, OneAtATime.over(GreedyBreaks), model_name="echo"), raise_server_exceptions=False
+    ) as client:
+        assert say(client, "Cy Park founded Hooli.").status_code == 500
+        assert store.facts("alice") == []  # the sampled run's write is not stored without its turn
+        assert client.get("/health").json()["status"] == "ok"
+        assert client.get("/metrics").json()["queued_turns"] == 0  # its sampled run ran or was dropped, not left
