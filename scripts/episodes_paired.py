@@ -32,12 +32,16 @@ def episodes_of(folder: str) -> list[dict]:
     return found
 
 
-def questions(side: str) -> dict[tuple, bool]:
-    """(seed index, episode, turn) -> answered right, over a side's folders."""
+def seeded(side: str) -> list[tuple[int, dict]]:
+    """A side's episodes, each with the index of its folder (its seed), folder after folder."""
+    return [(seed, episode) for seed, folder in enumerate(side.split("+")) for episode in episodes_of(folder)]
+
+
+def questions(episodes: list[tuple[int, dict]]) -> dict[tuple, bool]:
+    """(seed index, episode, turn) -> answered right."""
     return {
         (seed, episode["id"], turn["turn"]): bool(turn["correct"])
-        for seed, folder in enumerate(side.split("+"))
-        for episode in episodes_of(folder)
+        for seed, episode in episodes
         for turn in episode["turns"]
         if turn["kind"] == "question"
     }
@@ -45,17 +49,17 @@ def questions(side: str) -> dict[tuple, bool]:
 
 def figures(side: str) -> str:
     """Questions right, whole episodes right, and the statements' write precision and recall, pooled."""
-    episodes = [e for folder in side.split("+") for e in episodes_of(folder)]
-    asked = questions(side)
+    episodes = seeded(side)
+    asked = questions(episodes)
     tp = predicted = gold = 0
-    for episode in episodes:
+    for _, episode in episodes:
         for turn in episode["turns"]:
             counts = turn.get("writes_prf")
             if counts:
                 tp, predicted, gold = tp + counts["tp"], predicted + counts["predicted"], gold + counts["gold"]
     return (
         f"questions right {_pct(sum(asked.values()), len(asked))} ({len(asked)}), whole episodes "
-        f"{_pct(sum(bool(e['correct']) for e in episodes), len(episodes))} ({len(episodes)}), writes precision "
+        f"{_pct(sum(bool(e['correct']) for _, e in episodes), len(episodes))} ({len(episodes)}), writes precision "
         f"{_pct(tp, predicted)} recall {_pct(tp, gold)} ({gold} gold)"
     )
 
@@ -64,7 +68,7 @@ def paired(side_a: str, side_b: str, resamples: int = 4000) -> str:
     """B - A in questions right (points), with a 95% paired bootstrap interval over the pooled pairs."""
     import numpy as np
 
-    a, b = questions(side_a), questions(side_b)
+    a, b = questions(seeded(side_a)), questions(seeded(side_b))
     keys = [k for k in a if k in b]
     if len(keys) != len(a) or len(keys) != len(b):
         sys.exit(

@@ -64,7 +64,7 @@ def test_sides_asked_different_questions_are_refused(tmp_path):
 
 def test_a_folder_without_episodes_is_named(tmp_path):
     with pytest.raises(SystemExit, match="no cases.jsonl"):
-        episodes_paired.questions(str(tmp_path))
+        episodes_paired.seeded(str(tmp_path))
     (tmp_path / "cases.jsonl").write_text(json.dumps({"part": "injection", "system": "memlm"}) + "\n")
     with pytest.raises(SystemExit, match="no episodes of system memlm"):
-        episodes_paired.questions(str(tmp_path))
+        episodes_paired.seeded(str(tmp_path))

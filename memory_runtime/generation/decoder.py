@@ -44,9 +44,9 @@ def drop(waiting: deque[TurnRequest], request: TurnRequest) -> bool:
 
 Session = Generator["TurnRequest | list[TurnRequest]", "TurnResult | list[TurnResult]", Any]
 """A caller's turns that depend on each other: yields one request at a time, receives its result, returns
-what it made of them (an episode's next statement waits for the previous one's writes). It may yield a list
-of independent requests, decoded together, and receives their results as a list in that order (the runs of
-a proposed turn: memory_runtime.generation.proposals)."""
+what it made of them (an episode's next statement waits for the previous one's writes). Driven by
+:meth:`Decoder.run_sessions`, it may yield a list of independent requests, decoded together, and receives
+their results as a list in that order (the runs of a proposed turn: memory_runtime.generation.proposals)."""
 
 
 class Decoder(ABC):

@@ -10,9 +10,10 @@ the greedy run did not write, and the trace shows each with its scores and the r
 (:attr:`CallRecord.run`). A candidate that would end a fact this turn wrote (another employer of the same
 person, in a functional relation) is not stored: where the runs disagree the greedy run's write stands.
 
-Every door runs it the same way: :func:`proposed_turn` is a session (memory_runtime.generation.decoder.Session)
-that chat and eval drive with ``decoder.run_sessions`` and the server with its scheduler; eval's part real
-measures the pool itself (:func:`sampled_runs`).
+Every door pools the same way: chat and eval drive :func:`proposed_turn`, a session
+(memory_runtime.generation.decoder.Session), with ``decoder.run_sessions``; the server queues
+:func:`sampled_runs` beside the turn under an owner of their own and stores :func:`pooled` on its model
+thread (serving/routes/completions.py); eval's part real measures the pool instead of storing it.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ def sampled_runs(request: TurnRequest, k: int) -> list[TurnRequest]:
     return [
         dataclasses.replace(
             request,
-            store=TripletStore(":memory:", request.store.config),
+            store=TripletStore.scratch(request.store.config),
             seed=base + index,
             on_text=None,
             source=None,

@@ -81,16 +81,12 @@ class TurnScheduler:
         return await self.submit(request, owner)
 
     async def run_session(self, session: Session, owner: str) -> Any:
-        """Drive `session` (engine.Session: yields requests, or lists of them, gets their results) with its
-        turns queued for `owner` like any other (Overloaded, OwnerBusy as :meth:`submit`); what the session
-        returns."""
+        """Drive `session` (engine.Session: yields requests, gets their results) with its turns queued for
+        `owner` like any other (Overloaded, OwnerBusy as :meth:`submit`); what the session returns."""
         try:
             request = next(session)
             while True:
-                if isinstance(request, list):
-                    request = session.send(list(await asyncio.gather(*(self.submit(r, owner) for r in request))))
-                else:
-                    request = session.send(await self.submit(request, owner))
+                request = session.send(await self.submit(request, owner))
         except StopIteration as done:
             return done.value
         finally:

@@ -15,7 +15,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
 
-from memory_runtime.generation.proposals import pooled, sampled_runs
+from memory_runtime.generation.proposals import close_scratch, pooled, sampled_runs
 from memory_runtime.generation.turn import TurnRequest, TurnResult
 from memory_runtime.protocol import streamed_reply
 from memory_runtime.serving.feedback import Exchange
@@ -179,8 +179,9 @@ def with_proposals(
     sampled runs queued beside it under an owner of their own, so that they never take a place the caller's
     own turns are counted for; a run the queue has no room for is left out, and the turn is answered with
     what the others proposed. The pool is stored on the model thread, between two steps."""
+    runs = sampled_runs(turn, server.config.generation.propose)
     queued: list[asyncio.Future[TurnResult]] = []
-    for run in sampled_runs(turn, server.config.generation.propose):
+    for run in runs:
         try:
             queued.append(server.scheduler.submit(run, owner=PROPOSALS_OWNER + namespace))
         except (OwnerBusy, Overloaded):
@@ -194,8 +195,9 @@ def with_proposals(
             for run in queued:
                 run.cancel()
             raise
-        runs = await asyncio.gather(*queued, return_exceptions=True)  # a run that failed alone proposes nothing
-        done = [r for r in runs if isinstance(r, TurnResult)]
+        outcomes = await asyncio.gather(*queued, return_exceptions=True)  # a run that failed alone proposes nothing
+        close_scratch(runs)  # every run is done with its memory (one left unqueued never used it)
+        done = [r for r in outcomes if isinstance(r, TurnResult)]
         return await server.scheduler.call(lambda: pooled(turn, result, done))
 
     return asyncio.ensure_future(pooled_turn())
