@@ -14,8 +14,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from math import sqrt
 
-from memory_runtime.memory.terms import normalize_term
-from memory_runtime.protocol import Triplet
+from memory_runtime.memory.terms import normalize_term, triplet_key
 
 _ABSTAIN = re.compile(
     r"\b(i\s+don'?t\s+know|i\s+do\s+not\s+know|no\s+information|not\s+(?:in\s+)?(?:my\s+)?memory)\b", re.I
@@ -60,12 +59,6 @@ def prf(predicted: Iterable, gold: Iterable) -> PRF:
     """Set precision/recall/F1 counts; sum PRFs to micro-average over examples."""
     p, g = set(predicted), set(gold)
     return PRF(len(p & g), len(p), len(g))
-
-
-def triplet_key(triplet: Sequence[str], canonical=lambda r: r) -> Triplet:
-    """The comparison key of a triplet: normalised terms, relation through `canonical`."""
-    s, r, o = triplet
-    return Triplet(normalize_term(s), normalize_term(canonical(r)), normalize_term(o))
 
 
 def triplet_prf(predicted: Iterable[Sequence[str]], gold: Iterable[Sequence[str]], canonical=lambda r: r) -> PRF:

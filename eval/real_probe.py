@@ -43,7 +43,7 @@ from data_gen.real import (
     default_real_dir,
     is_mentioned,
 )
-from eval.metrics import PRF, counted_writes, pair_prf, triplet_key, triplet_prf
+from eval.metrics import PRF, counted_writes, pair_prf, triplet_prf
 from eval.parts import Part
 from eval.render import markdown_table, num, pct
 from eval.systems import Session, System, run_sessions
@@ -51,7 +51,7 @@ from memory_runtime.generation.proposals import close_scratch, sampled_runs
 from memory_runtime.generation.write_gate import HELD_BACK
 from memory_runtime.memory.memory_config import MemoryConfig
 from memory_runtime.memory.store import TripletStore
-from memory_runtime.memory.terms import normalize_term
+from memory_runtime.memory.terms import normalize_term, triplet_key
 from memory_runtime.progress import Advance
 from memory_runtime.records import Record
 

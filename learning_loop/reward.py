@@ -41,7 +41,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from eval.metrics import answer_correct, counted_writes, names_in, pair_prf, triplet_key, triplet_prf
+from eval.metrics import answer_correct, counted_writes, names_in, pair_prf, triplet_prf
+from memory_runtime.memory.terms import triplet_key
 from memory_runtime.protocol import Call, parse_calls
 
 TurnKind = Literal["statement", "question"]

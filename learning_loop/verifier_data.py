@@ -14,8 +14,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Iterable, Sequence
 
-from eval.metrics import triplet_key
-from memory_runtime.memory.terms import normalize_term
+from memory_runtime.memory.terms import normalize_term, triplet_key
 from memory_runtime.records import Record, VerifierExample
 
 Canonical = Callable[[str], str]

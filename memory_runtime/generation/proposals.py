@@ -25,7 +25,7 @@ from memory_runtime.generation.controller import store_write
 from memory_runtime.generation.decoder import Session
 from memory_runtime.generation.turn import CallRecord, TurnRequest, TurnResult
 from memory_runtime.memory.store import TripletStore
-from memory_runtime.memory.terms import normalize_term
+from memory_runtime.memory.terms import triplet_key
 
 # a sampled run, where several are drawn from one prompt: the proposals after the greedy one
 # (generation.propose), memlm sample's runs
@@ -81,12 +81,7 @@ def pooled(request: TurnRequest, greedy: TurnResult, sampled: Sequence[TurnResul
         for call in result.calls:
             if call.kind != "write" or not call.fields or not all(call.fields):
                 continue  # refused or held back in its run: never a candidate
-            subject, relation, object_ = call.fields
-            key = (
-                normalize_term(subject),
-                normalize_term(request.store.canonical_relation(relation)),
-                normalize_term(object_),
-            )
+            key = triplet_key(call.fields, request.store.canonical_relation)
             if key in seen:
                 continue
             seen.add(key)

@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Callable, Sequence
+
+from memory_runtime.protocol import Triplet
 
 MAX_TERM_CHARS = 200  # a subject, relation or object (after cleaning); longer ones are refused
 MAX_NAMESPACE_CHARS = 200
@@ -43,6 +46,13 @@ def normalize_term(term: str) -> str:
     if not term.isascii():
         term = unicodedata.normalize("NFKC", term)
     return " ".join(term.casefold().translate(_NORMALISING_TABLE).split())
+
+
+def triplet_key(triplet: Sequence[str], canonical: Callable[[str], str] = lambda r: r) -> Triplet:
+    """The matching key of a fact: its terms normalised, its relation through `canonical` (a store's
+    `canonical_relation`): two writes of one key are one fact, for the store, the scorer and the verifier."""
+    s, r, o = triplet
+    return Triplet(normalize_term(s), normalize_term(canonical(r)), normalize_term(o))
 
 
 _RELATION_FILLER = frozenset("a an the is are was were be been being as of at in on for by to with its their".split())

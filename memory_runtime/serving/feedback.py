@@ -48,7 +48,7 @@ from memory_runtime.generation.turn import TurnResult, turn_messages
 from memory_runtime.jsonl import read_models
 from memory_runtime.memory.facts import Fact, WriteResult
 from memory_runtime.memory.store import TripletStore
-from memory_runtime.memory.terms import normalize_term
+from memory_runtime.memory.terms import normalize_term, triplet_key
 from memory_runtime.protocol import ACK, SYSTEM_PROMPT, Triplet, render_write
 from memory_runtime.records import Record, Segment, model_turn, prompt_segments, turn_segments
 
@@ -402,17 +402,12 @@ def store_correction(
         store.history(*triplet, namespace=namespace)
     results = store.write_many(writes, namespace=namespace, source=source)
     superseded = [f.triplet for res in results for f in res.superseded]
-    stored = {_key(store, res.fact.triplet) for res in results}
+    stored = {triplet_key(res.fact.triplet, store.canonical_relation) for res in results}
     ended = []
     for triplet in wrong:
-        if _key(store, triplet) not in stored and store.forget(*triplet, namespace=namespace):
+        if triplet_key(triplet, store.canonical_relation) not in stored and store.forget(*triplet, namespace=namespace):
             ended.append(Triplet(*triplet))
     return results, superseded, ended
-
-
-def _key(store: TripletStore, triplet: tuple[str, str, str]) -> tuple[str, str, str]:
-    s, r, o = triplet
-    return normalize_term(s), normalize_term(store.canonical_relation(r)), normalize_term(o)
 
 
 def _spaced(segments: list[Segment]) -> list[tuple[str, str]]:

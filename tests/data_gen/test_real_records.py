@@ -11,9 +11,8 @@ import pytest
 from data_gen.data_config import ConfigError, DataConfig
 from data_gen.real import is_mentioned, load_corpus, load_real
 from data_gen.real_records import RealPassages, dev_texts, normalise_text, overlaps
-from eval.metrics import triplet_key
 from memory_runtime.generation.write_gate import VERIFY_NO, VERIFY_YES
-from memory_runtime.memory.terms import normalize_term
+from memory_runtime.memory.terms import normalize_term, triplet_key
 from memory_runtime.protocol import parse_calls
 from memory_runtime.records import messages
 
