@@ -48,8 +48,9 @@ from memory_runtime.generation.runtime import Generation, with_defaults
 from memory_runtime.generation.turn import TurnResult, turn_messages
 from memory_runtime.generation.verifier import EXAMPLES_FILE
 from memory_runtime.jsonl import write_jsonl
-from memory_runtime.memory.memory_config import RELATION_TABLE_FILE, MemoryConfig
+from memory_runtime.memory.memory_config import RELATION_TABLE_FILE, MemoryConfig, RelationTable
 from memory_runtime.memory.store import TripletStore
+from memory_runtime.memory.terms import normalize_term
 from memory_runtime.progress import Advance, Tasks
 from memory_runtime.protocol import SYSTEM_PROMPT
 from memory_runtime.records import LabelledTurn, PreferencePair, Record, turn_segments
@@ -153,9 +154,13 @@ def train_split(config: SampleConfig) -> Path:
     return path
 
 
-def load_prompts(config: SampleConfig, dev: list[str] | None = None) -> tuple[list[Prompt], dict]:
+def load_prompts(
+    config: SampleConfig, dev: list[str] | None = None, memory: MemoryConfig | None = None
+) -> tuple[list[Prompt], dict]:
     """The prompts and where they came from ({source: {"prompts", "left_out_dev"}}); real passages that
-    overlap dev text are left out (`dev`: normalised dev passages, default data/real/'s)."""
+    overlap dev text are left out (`dev`: normalised dev passages, default data/real/'s). With `memory`
+    (the writer's), a real file stating facts in relations its table lacks is refused: another schema's
+    text would teach the verifier facts the writer can never write."""
     from data_gen.data_config import DataConfig
     from data_gen.real import load_corpus
     from data_gen.real_records import dev_texts, named_facts_only, overlaps
@@ -183,6 +188,8 @@ def load_prompts(config: SampleConfig, dev: list[str] | None = None) -> tuple[li
         # a fact about someone the passage only calls "he" is no write the model can make (names are copied)
         loaded = [named_facts_only(r, data_config) for r in load_corpus(real.path, split="train")]
         records = [r for r in loaded if turn_kind(r) == "statement" and (real.negatives or r.gold_triplets)]
+        if memory is not None:
+            _check_relations(records, memory, real.path)
         kept = [r for r in records if not overlaps(r.segments[0].text, dev)]
         left_out = len(records) - len(kept)
         if p.real_limit is not None and len(kept) > p.real_limit:
@@ -192,6 +199,23 @@ def load_prompts(config: SampleConfig, dev: list[str] | None = None) -> tuple[li
     if not prompts:
         raise ValueError("no prompts: give prompts.data (--data) or prompts.real files")
     return prompts, sources
+
+
+def _check_relations(records: Sequence[Record], memory: MemoryConfig, path: str) -> None:
+    """ValueError naming `path` when its gold facts use relations `memory`'s table lacks (open tables take any)."""
+    if memory.relation_names is None:
+        return
+    table = RelationTable(memory)
+    known = {normalize_term(name) for name in memory.relation_names}
+    relations = {r for record in records for _, r, _ in record.gold_triplets or ()}
+    unknown = sorted(r for r in relations if table.terms(r)[1] not in known)
+    if unknown:
+        listed = ", ".join(unknown[:4]) + (f" and {len(unknown) - 4} more" if len(unknown) > 4 else "")
+        raise ValueError(
+            f"prompts.real: {path} states facts in relations the writer's table lacks ({listed}): give the real"
+            " training text of the writer's schema, e.g. prompts.real=[{path: data/real_train/redocred_train_"
+            "<schema>.jsonl, negatives: false}], or none: prompts.real=[]"
+        )
 
 
 def gold_statements(config: SampleConfig, prompts: Sequence[Prompt]) -> list[Record]:
@@ -370,7 +394,7 @@ def sample_preferences(
         raise FileExistsError(f"{out} is not empty: choose another --out, or pass --overwrite")
     if config.generation.model is None:
         raise ValueError("generation.model: sample a trained run (--model RUN), the policy to improve")
-    prompts, sources = load_prompts(config)
+    prompts, sources = load_prompts(config, memory=config.generation.memory())
     gold_only = gold_statements(config, prompts)  # read before the runs: a bad file fails in seconds, not after them
     counts = ", ".join(f"{name}: {s['prompts']}" for name, s in sources.items())
     log(f"{len(prompts)} prompts ({counts})")

@@ -7,8 +7,10 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+import yaml
 
 from data_gen.real_records import dev_texts, normalise_text
+from data_gen.schema import Schema
 from learning_loop.sampling import (
     Prompt,
     SampleConfig,
@@ -21,6 +23,7 @@ from learning_loop.sampling import (
 from memory_runtime.generation.backend import ScriptedBackend
 from memory_runtime.generation.batching import OneAtATime
 from memory_runtime.jsonl import read_models
+from memory_runtime.memory.memory_config import RELATION_TABLE_FILE
 from memory_runtime.protocol import render_read, render_write
 from memory_runtime.records import LabelledTurn, PreferencePair, Record, Segment
 from memory_runtime.yaml_config import ConfigError
@@ -222,6 +225,24 @@ def test_verifier_statements_are_generated_records_that_state_facts_and_are_no_p
         config(verifier_statements=-1, **{"prompts.data": str(tmp_path / "data")})
     with pytest.raises(FileNotFoundError, match="prompts.data: .*does not exist"):
         gold_statements(config(verifier_statements=5, **{"prompts.data": str(tmp_path / "none")}), [])
+
+
+def test_real_text_of_another_schema_is_refused_before_the_writer_loads(tmp_path):
+    """A writer of people-places-things sampled on the default (person-organisation) real files would teach
+    its verifier facts it can never write: one line names the file and relations, before any model loads;
+    the writer's own schema's training sentences are taken."""
+    writer = tmp_path / "writer"
+    writer.mkdir()
+    schema = Schema.load(ROOT / "configs/schema/people-places-things.yaml")
+    (writer / RELATION_TABLE_FILE).write_text(yaml.safe_dump({"relations": schema.table()}))
+    out = tmp_path / "out"
+    with pytest.raises(ValueError, match=r"knowledgenet_person_org_train.jsonl states facts in relations the writer"):
+        sample_preferences(config(**{"generation.model": str(writer)}), out, log=lambda line: None)
+    assert not out.exists()
+    own = ROOT / "data/real_train/redocred_train_people_places_things.jsonl"
+    cfg = config(**{"generation.model": str(writer), "prompts.real": f"[{{path: {own}, negatives: false}}]"})
+    prompts, sources = load_prompts(cfg, memory=cfg.generation.memory())
+    assert prompts and sources[own.name]["prompts"] == len(prompts)
 
 
 def test_bad_configs_are_refused_with_the_field_named():
