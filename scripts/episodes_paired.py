@@ -47,9 +47,8 @@ def questions(episodes: list[tuple[int, dict]]) -> dict[tuple, bool]:
     }
 
 
-def figures(side: str) -> str:
+def figures(episodes: list[tuple[int, dict]]) -> str:
     """Questions right, whole episodes right, and the statements' write precision and recall, pooled."""
-    episodes = seeded(side)
     asked = questions(episodes)
     tp = predicted = gold = 0
     for _, episode in episodes:
@@ -64,11 +63,11 @@ def figures(side: str) -> str:
     )
 
 
-def paired(side_a: str, side_b: str, resamples: int = 4000) -> str:
+def paired(episodes_a: list[tuple[int, dict]], episodes_b: list[tuple[int, dict]], resamples: int = 4000) -> str:
     """B - A in questions right (points), with a 95% paired bootstrap interval over the pooled pairs."""
     import numpy as np
 
-    a, b = questions(seeded(side_a)), questions(seeded(side_b))
+    a, b = questions(episodes_a), questions(episodes_b)
     keys = [k for k in a if k in b]
     if len(keys) != len(a) or len(keys) != len(b):
         sys.exit(
@@ -79,7 +78,7 @@ def paired(side_a: str, side_b: str, resamples: int = 4000) -> str:
     rng = np.random.default_rng(0)
     boots = [d[rng.integers(0, d.size, d.size)].mean() for _ in range(resamples)]
     lo, hi = np.percentile(boots, [2.5, 97.5])
-    return f"{side_b} - {side_a}: questions right {d.mean():+.1f} (95% {lo:+.1f} to {hi:+.1f}, {d.size} pairs)"
+    return f"questions right {d.mean():+.1f} (95% {lo:+.1f} to {hi:+.1f}, {d.size} pairs)"
 
 
 def _pct(part: int, whole: int) -> str:
@@ -91,9 +90,10 @@ def main() -> None:
     parser.add_argument("a", help="DIR[+DIR...]: side A (seeds joined by '+')")
     parser.add_argument("b", help="side B, the same episodes and seeds in the same order")
     args = parser.parse_args()
-    for side in (args.a, args.b):
-        print(f"{side}: {figures(side)}")
-    print(paired(args.a, args.b))
+    a, b = seeded(args.a), seeded(args.b)  # each folder read once
+    print(f"{args.a}: {figures(a)}")
+    print(f"{args.b}: {figures(b)}")
+    print(f"{args.b} - {args.a}: {paired(a, b)}")
 
 
 if __name__ == "__main__":

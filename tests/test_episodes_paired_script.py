@@ -47,11 +47,13 @@ def test_two_seeds_pooled_and_paired(tmp_path):
     a1 = _run(tmp_path, "a1", [[True, True], [False, False]])
     b0 = _run(tmp_path, "b0", [[True, False], [False, False]], stored=0)
     b1 = _run(tmp_path, "b1", [[True, True], [False, False]], stored=0)
-    assert episodes_paired.figures(f"{a0}+{a1}") == (
+    assert episodes_paired.figures(episodes_paired.seeded(f"{a0}+{a1}")) == (
         "questions right 62.5 % (8), whole episodes 50.0 % (4), writes precision 100.0 % recall 100.0 % (4 gold)"
     )
-    assert "writes precision - recall 0.0 % (4 gold)" in episodes_paired.figures(f"{b0}+{b1}")
-    line = episodes_paired.paired(f"{a0}+{a1}", f"{b0}+{b1}", resamples=200)
+    assert "writes precision - recall 0.0 % (4 gold)" in episodes_paired.figures(episodes_paired.seeded(f"{b0}+{b1}"))
+    line = episodes_paired.paired(
+        episodes_paired.seeded(f"{a0}+{a1}"), episodes_paired.seeded(f"{b0}+{b1}"), resamples=200
+    )
     assert "questions right -25.0" in line and "8 pairs" in line  # two of eight pairs lost, none gained
 
 
@@ -59,7 +61,7 @@ def test_sides_asked_different_questions_are_refused(tmp_path):
     a = _run(tmp_path, "a", [[True]])
     b = _run(tmp_path, "b", [[True, True]])
     with pytest.raises(SystemExit, match="not asked the same questions"):
-        episodes_paired.paired(a, b, resamples=10)
+        episodes_paired.paired(episodes_paired.seeded(a), episodes_paired.seeded(b), resamples=10)
 
 
 def test_a_folder_without_episodes_is_named(tmp_path):
