@@ -11,6 +11,9 @@ own facts, in the first person:
     personas  real first-person sentences of the Multi-Session Chat data set (data/real_train/msc_personas.json:
               "I have two dogs.", "I work at a bank."), read as a triplet by `persona_fact` where its shape
               is plain enough; each split reads its own published split (train / valid / test)
+    webnlg    (conversations.webnlg_share) real sentences of WebNLG that state 1-4 facts about whom and what
+              they name ("Al Anderson plays with the band NRBQ and was once a member of The Wildweeds."),
+              every fact written (data_gen/webnlg.py); each split reads its own entries
 
 A turn is one record: the user message is `memory_runtime.memory.conversation.turn_message` ("Caroline: ..."), the
 model writes one call per fact, subject the speaker's name, object copied from the turn with its time
@@ -39,6 +42,7 @@ from typing import Any
 
 import yaml
 
+from data_gen.webnlg import load_facts as load_webnlg
 from memory_runtime.memory.conversation import (
     FACTS_HEADER,
     NOT_MENTIONED,
@@ -114,6 +118,15 @@ def check_sources(settings: Any, person_type: bool) -> None:
                 f"conversations.personas: {settings.personas} is not MSC's persona pairs by split"
                 ' ({"train": [[speaker 1\'s sentences], [speaker 2\'s]], "valid": ..., "test": ...})'
             ) from None
+    if settings.webnlg_share and not settings.webnlg:
+        raise ValueError("conversations.webnlg_share: needs conversations.webnlg (data/real_train/webnlg_facts.jsonl)")
+    if settings.webnlg:
+        try:
+            load_webnlg(str(settings.webnlg), "train")
+        except OSError as err:
+            raise ValueError(f"conversations.webnlg: {settings.webnlg} cannot be read ({err.strerror})") from None
+        except ValueError as err:
+            raise ValueError(f"conversations.webnlg: {err}") from None
 
 
 # ------------------------------------------------------------------------------ persona sentences as triplets
@@ -274,6 +287,8 @@ class ConversationMaker:
         self.settings = settings
         personas = settings.personas and persona_pairs(str(settings.personas), PERSONA_SPLITS[split])
         self.personas = personas or ()
+        webnlg = settings.webnlg and settings.webnlg_share and load_webnlg(str(settings.webnlg), split)
+        self.webnlg = webnlg or ()
         self.queue: list[ConversationTurn | Question] = []
 
     def next_item(self) -> ConversationTurn | Question:
@@ -442,6 +457,12 @@ class ConversationMaker:
         elif rng.random() < 0.45:
             parts.append(rng.choice(chat["reactions"]))
         for _ in range(self._fact_count()):
+            if self.webnlg and rng.random() < self.settings.webnlg_share:  # no draw at 0: data as before
+                sentence, facts = rng.choice(self.webnlg)
+                parts.append(sentence)
+                for fact in (Triplet(*t) for t in facts):  # about whom it names: not asked about
+                    stated.setdefault(fact, (fact, None, fact.object))
+                continue
             sentence, fact, asks, bare = self._fact(name, persona)
             parts.append(sentence)
             stated.setdefault(fact, (fact, asks, bare))

@@ -218,6 +218,10 @@ class ConversationsConfig(Strict):
     # several things at once and a writer taught on one fact a turn writes the first and drops the rest
     # (configs/data/conversations.yaml: 0.5)
     more_facts: float = Field(0.0, ge=0, lt=1)
+    # WebNLG's sentences that state 1-4 facts each (data/real_train/webnlg_facts.jsonl, data_gen/webnlg.py): real
+    # long sentences a writer copies every fact of, about the people and places they name; null: none
+    webnlg: str | None = None
+    webnlg_share: float = Field(0.0, ge=0, le=1)  # chance a fact of a turn is said with one of them instead
     sessions: Range = Range(min=3, max=6)
     turns: Range = Range(min=6, max=14)  # turns a session
     # share of the records that are a reader's questions about a conversation (LoCoMo's kinds but open-domain):
@@ -391,7 +395,7 @@ def _read_yaml(path: Path, seen: tuple[Path, ...] = ()) -> dict:
 
 def paths_relative_to(data: dict, folder: Path) -> dict:
     """A config mapping with its relative paths (schema_file, memory_config, passages.bank,
-    conversations.bank and .personas, real.sources[].path) made
+    conversations.bank, .personas and .webnlg, real.sources[].path) made
     absolute against `folder`, the folder of the file that gave them: a base's against its own, so a config
     elsewhere (a copy: `memlm config copy data/tiny`) can name it as `base`. Values of a wrong type are left
     for validation to name."""
@@ -403,7 +407,7 @@ def paths_relative_to(data: dict, folder: Path) -> dict:
     for key in ("memory_config", "schema_file"):
         if key in out:
             out[key] = absolute(out[key])
-    for block, keys in (("passages", ("bank",)), ("conversations", ("bank", "personas"))):
+    for block, keys in (("passages", ("bank",)), ("conversations", ("bank", "personas", "webnlg"))):
         given = out.get(block)
         if isinstance(given, dict):
             out[block] = {**given, **{k: absolute(given[k]) for k in keys if k in given}}

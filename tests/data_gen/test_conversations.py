@@ -220,7 +220,7 @@ def test_each_split_reads_its_own_published_persona_split(generated):
 
 def test_no_locomo_sentence_is_in_what_is_generated_or_its_sources(generated):
     """LoCoMo is measured, never trained on: none of its sentences (6+ words) in the generated records, the
-    persona file or the phrase bank."""
+    persona file, the WebNLG sentences or the phrase bank."""
     _, splits, _ = generated
     sentences = set()
     for conversation in load_locomo(REPO / "benchmarks" / "locomo" / "locomo_dev.json"):
@@ -228,6 +228,7 @@ def test_no_locomo_sentence_is_in_what_is_generated_or_its_sources(generated):
             sentences |= {s.lower() for s in re.split(r"(?<=[.!?])\s+", turn.text) if len(s.split()) >= 6}
     assert len(sentences) > 1000
     texts = [PERSONAS_FILE.read_text().lower(), (REPO / "data_gen" / "conversations.yaml").read_text().lower()]
+    texts.append((REPO / "data" / "real_train" / "webnlg_facts.jsonl").read_text(encoding="utf-8").lower())
     texts += [" ".join(s.text for r in records for s in r.segments).lower() for records in splits.values()]
     assert not [s for s in sentences if any(s in text for text in texts)]
 
@@ -246,6 +247,8 @@ def test_the_bank_and_the_personas_load():
         ("conversations.personas=personas.json", "[1, 2", r"conversations\.personas: .* is not MSC's"),
         ("conversations.bank=bank.yaml", "events: []\n", r"conversations\.bank: .* has no closed, jobs, pets"),
         ("conversations.bank=missing.yaml", None, r"conversations\.bank: .*missing\.yaml cannot be read"),
+        ("conversations.webnlg=missing.jsonl", None, r"conversations\.webnlg: .*missing\.jsonl cannot be read"),
+        ("conversations.webnlg=facts.jsonl", '{"eid": 1}\n', r"conversations\.webnlg: .*line 1 is not a WebNLG"),
         (
             "conversations.bank=bank.yaml",
             "events: [{relation: painted, asks: {when: 'When did {name} paint?'}}]\n"
@@ -271,3 +274,27 @@ def test_conversations_need_a_schema_with_people():
     with pytest.raises(ValueError, match="conversations: the schema has no type 'person'"):
         check_sources(ConversationsConfig(), person_type=False)
     check_sources(ConversationsConfig(), person_type=True)  # the shipped bank, no personas: nothing to refuse
+
+
+def test_webnlg_sentences_say_several_facts_about_whom_they_name_each_written():
+    """conversations.webnlg_share: a fact of a turn is said with a WebNLG sentence with that chance, every fact it
+    states written as it says it (about whom it names, not the speaker); validation reads its own entries."""
+    from data_gen.webnlg import FACTS_FILE, load_facts
+
+    overrides = ["splits.train=400", "splits.validation=200", "splits.test=10", "conversations.questions=0"]
+    _, splits, _ = generate_records(DataConfig.load(CONFIG, [*overrides, "conversations.webnlg_share=0.5"]))
+    own = {s: dict(load_facts(str(FACTS_FILE), s)) for s in ("train", "validation")}
+    for split in ("train", "validation"):
+        said = 0
+        for record in (r for r in splits[split] if r.type == "write"):
+            text = record.segments[0].text
+            calls = [c.fields for c in parse_calls(record.segments[1].text)]
+            for sentence in (s for s in own[split] if s in text):
+                said += 1
+                assert all(tuple(t) in calls for t in own[split][sentence]), (sentence, calls)
+            other = "validation" if split == "train" else "train"
+            mine = [s for s in own[split] if s in text]  # another split's sentence only inside one of these
+            assert not [s for s in own[other] if s in text and s not in own[split] and not any(s in m for m in mine)]
+        assert said > 20, split
+    with pytest.raises(ValueError, match="conversations.webnlg_share: needs conversations.webnlg"):
+        DataConfig.load(CONFIG, ["conversations.webnlg=null", "conversations.webnlg_share=0.2"])
