@@ -68,11 +68,14 @@ class LocomoSettings(Strict):
         """The facts a memory structure reads in its first round."""
         return self.facts_k or self.top_k
 
-    reader: Literal["base", "model"] = Field(
+    reader: str = Field(
         "base",
+        min_length=1,
         description="who answers: the base for every system (the structures differ only in the prompt's content),"
         " or each system's own model (a model trained to answer from its memory, data_gen's reader records;"
-        " then memlm runs chunks and full_context too, with the same reader as its memory)",
+        " then memlm runs chunks and full_context too, with the same reader as its memory), or a named model"
+        " (a run's folder, an HF id or path: memlm's memory, written by the model under test, and its chunks and"
+        " full context are read by that one; a memory's writer and reader measured apart)",
     )
 
 

@@ -70,11 +70,22 @@ if TYPE_CHECKING:
 READERS = {
     "base": "Every structure is answered by the same reader, the base model.",
     "model": "Each system answers with its own model (locomo.reader: model): a system's structures share its reader.",
+    "named": "memlm's structures are answered by {reader} (locomo.reader), its memory written by the model under test.",
 }
 STRUCTURES = ("full_context", "chunks", "triples", "iterative", "mixed")
 MEMORY_STRUCTURES = ("triples", "iterative", "mixed")
 WRITTEN = ("evidence_written", "answer_written", "answer_said")  # a memory row's figures of what was written
 DEV_FILE = Path(__file__).resolve().parents[1] / "benchmarks" / "locomo" / "locomo_dev.json"
+
+
+def named_reader(reader: str) -> bool:
+    """locomo.reader names a model of its own (not `base`, not `model`)."""
+    return reader not in ("base", "model")
+
+
+def readers_line(reader: str) -> str:
+    """The report's line on who answered."""
+    return READERS["named"].format(reader=reader) if named_reader(reader) else READERS[reader]
 
 
 def locomo_file(config: EvalConfig) -> Path:
@@ -304,8 +315,8 @@ def ingest(
 def structures_for(settings: Any, uses_memory: bool) -> list[str]:
     """The structures a system runs: the memory structures on a system with a memory, the others on one
     without (the base: zero_shot), so that each is run once with the same reader; a system that reads with
-    its own model (locomo.reader: model) runs all of them."""
-    own = settings.reader == "model"
+    its own model or a named one (locomo.reader: model, or a model's name) runs all of them."""
+    own = settings.reader != "base"  # its own model, or a named reader: memlm's structures all share it
     return [s for s in settings.structures if (s in MEMORY_STRUCTURES) == uses_memory or (own and uses_memory)]
 
 
@@ -326,10 +337,12 @@ def evaluate_locomo(
     batch: int = 1,
 ) -> list[dict]:
     """Every question of every conversation under each structure of `config.locomo` that applies to `system`
-    (the memory structures to systems with a memory, written by its model), answered by the base model, or
-    with `locomo.reader: model` by the system's own."""
+    (the memory structures to systems with a memory, written by its model), answered by the base model, with
+    `locomo.reader: model` by the system's own, with a named reader by that one (System.reader, opened beside it)."""
     settings = config.locomo
-    own = settings.reader == "model"
+    own = settings.reader == "model" or (named_reader(settings.reader) and not system.uses_memory)
+    if named_reader(settings.reader) and system.uses_memory and system.reader is None:
+        raise ValueError(f"locomo.reader: {settings.reader} was not opened beside the model under test")
     reader, reader_tokenizer = (
         (system.model, system.tokenizer) if own else system.reader or (system.model, system.tokenizer)
     )
@@ -564,7 +577,7 @@ def locomo_section(summary: dict, meta: dict) -> list[str]:
         "LoCoMo's F1 (eval/locomo.py) per category; overall over categories 1-4 as the published tables; for"
         " adversarial questions the share of answers that refuse. Evidence held: the share of each question's"
         " evidence turns in its context (for the memory: the turns its facts were written from). Tokens: the"
-        " context's, a question. " + READERS[(meta.get("locomo") or {}).get("reader", "base")],
+        " context's, a question. " + readers_line((meta.get("locomo") or {}).get("reader", "base")),
         "",
         markdown_table(rows),
         "",

@@ -24,6 +24,7 @@ from typing import Any
 
 from eval import parts
 from eval.eval_config import EVAL_CONFIG_FILENAME, EvalConfig
+from eval.locomo_qa import named_reader
 from eval.report import summarise, write_report
 from eval.systems import System, greedy
 from memory_runtime.generation.runtime import open_runtime
@@ -70,6 +71,13 @@ def load_systems(config: EvalConfig) -> dict[str, System]:
     systems: dict[str, System] = {}
     if runtime is not None and "memlm" in config.systems:
         systems["memlm"] = System.under_test(runtime)
+        if "locomo" in config.parts and named_reader(config.locomo.reader):  # memlm's memory read by another model
+            opened = open_runtime(
+                generation.model_copy(
+                    update={"model": config.locomo.reader, "write_gate": WriteGateConfig(), "engine": "hf"}
+                )
+            )
+            systems["memlm"].reader = (opened.model, opened.tokenizer)
     baselines = [name for name in config.systems if name != "memlm"]
     # part locomo answers every structure with one reader, the base (locomo.reader: base): the model under test
     # only writes

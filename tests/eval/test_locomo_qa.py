@@ -180,6 +180,27 @@ def test_a_model_trained_to_read_answers_every_structure_itself(tiny_model, smol
     assert any("its own model" in line for line in lines) and any("| memlm | chunks |" in line for line in lines)
 
 
+def test_a_named_reader_reads_the_memory_another_model_wrote(tiny_model, smollm2_tokenizer):
+    """locomo.reader: a model's name: the memory written by the model under test (here scripted, no weights) and
+    its chunks are read by that one (System.reader, opened beside it by memlm eval): writer and reader apart."""
+    backend = ScriptedBackend(WRITES)
+    config = EvalConfig(
+        generation={"model": "x"},
+        parts=["locomo"],
+        locomo={"answer_tokens": 4, "top_k": 2, "reader": "runs/reader", "structures": ["chunks", "triples"]},
+    )
+    unopened = System("memlm", None, None, decoder=OneAtATime(lambda request: backend))
+    with pytest.raises(ValueError, match="locomo.reader: runs/reader was not opened"):
+        evaluate_locomo(unopened, [conversation()], config, None, MemoryConfig(open_relations=True), batch=1)
+    system = System(
+        "memlm", None, None, decoder=OneAtATime(lambda request: backend), reader=(tiny_model, smollm2_tokenizer)
+    )
+    rows = evaluate_locomo(system, [conversation()], config, None, MemoryConfig(open_relations=True), batch=1)
+    assert [r["structure"] for r in rows] == ["chunks"] * 3 + ["triples"] * 3
+    lines = locomo_section({"memlm": {"locomo": summarise_locomo(rows)}}, {"locomo": {"reader": "runs/reader"}})
+    assert any("answered by runs/reader (locomo.reader)" in line for line in lines)
+
+
 def test_facts_k_sets_the_facts_read_apart_from_the_turns_chunks_read(tiny_model, smollm2_tokenizer):
     """A fact line is a third of a turn's tokens: locomo.facts_k reads more (or fewer) facts than top_k turns.
     Each memory row says whether the memory wrote anything from the question's evidence turns (the marathon
