@@ -191,7 +191,10 @@ class MemoryController:
         subject, _, object_ = call.fields
         if self.guard.copied(subject or "", object_ or ""):
             return CallRecord("error", text, call.fields, status=REFUSED)
-        relation = self.store.canonical_relation(call.fields[1] or "")
+        try:  # a relation the store refuses (call syntax, a control character) fails this write, not the turn
+            relation = self.store.canonical_relation(call.fields[1] or "")
+        except (TypeError, ValueError) as err:
+            return CallRecord("error", text, call.fields, status=str(err))
         config = self.store.config
         object_common = common_object(relation, config.relation_names, config.common_objects)
         for term, common in ((subject, False), (object_, object_common)):

@@ -117,6 +117,14 @@ def test_store_rejection_is_an_error_record(store):
     assert store.facts() == []
 
 
+def test_a_relation_the_store_refuses_fails_that_write_not_the_turn(store):
+    """A generated relation holding call syntax ("mem_writer", as a trained writer once wrote in a LoCoMo run that
+    then stopped) is that write's error; the turn's other writes are stored and the turn ends normally."""
+    result, _ = run(store, ["[MEM_WRITE{Mel>>mem_writer>>Oscar}] [MEM_WRITE{Mel>>adopted>>Oscar}] Noted."])
+    assert result.calls[0].kind == "error" and "holds call syntax" in result.calls[0].status
+    assert result.calls[1].status == "stored" and [f.triplet for f in store.facts()] == [("Mel", "adopted", "Oscar")]
+
+
 def test_a_write_that_names_nobody_is_refused(store):
     text = (
         "[MEM_WRITE{She>>CEO of>>Pfizer}][MEM_WRITE{Patricia Schroeder>>CEO of>>the association}]"
