@@ -92,9 +92,9 @@ def split_of(eid: str) -> str:
     return "validation" if bucket == 0 else "test" if bucket == 1 else "train"
 
 
-@lru_cache(maxsize=4)
-def load_facts(path: str, split: str) -> tuple[tuple[str, tuple[tuple[str, str, str], ...]], ...]:
-    """(text, triples) of the file's rows whose entry is in `split` (train / validation / test)."""
+@lru_cache(maxsize=2)
+def _rows(path: str) -> tuple[tuple[str, str, tuple[tuple[str, str, str], ...]], ...]:
+    """(eid, text, triples) of every row of the file, read once for all splits; ValueError naming a bad line."""
     out = []
     with open(path, encoding="utf-8") as handle:
         for number, line in enumerate(handle, 1):
@@ -109,9 +109,14 @@ def load_facts(path: str, split: str) -> tuple[tuple[str, tuple[tuple[str, str, 
                 raise ValueError(
                     f"{path}: line {number} is not a WebNLG fact row ({{eid, text, triples: [[s, r, o], ...]}})"
                 ) from None
-            if split_of(eid) == split:
-                out.append((text, triples))
+            out.append((eid, text, triples))
     return tuple(out)
+
+
+@lru_cache(maxsize=8)
+def load_facts(path: str, split: str) -> tuple[tuple[str, tuple[tuple[str, str, str], ...]], ...]:
+    """(text, triples) of the file's rows whose entry is in `split` (train / validation / test)."""
+    return tuple((text, triples) for eid, text, triples in _rows(path) if split_of(eid) == split)
 
 
 def main(argv: list[str] | None = None) -> None:
