@@ -72,11 +72,14 @@ def load_systems(config: EvalConfig) -> dict[str, System]:
     if runtime is not None and "memlm" in config.systems:
         systems["memlm"] = System.under_test(runtime)
         if "locomo" in config.parts and named_reader(config.locomo.reader):  # memlm's memory read by another model
-            opened = open_runtime(
-                generation.model_copy(
-                    update={"model": config.locomo.reader, "write_gate": WriteGateConfig(), "engine": "hf"}
+            try:
+                opened = open_runtime(
+                    generation.model_copy(
+                        update={"model": config.locomo.reader, "write_gate": WriteGateConfig(), "engine": "hf"}
+                    )
                 )
-            )
+            except (OSError, ValueError) as err:  # before any memory is written: nothing to lose
+                raise ValueError(f"locomo.reader: {config.locomo.reader} cannot be opened ({err})") from None
             systems["memlm"].reader = (opened.model, opened.tokenizer)
     baselines = [name for name in config.systems if name != "memlm"]
     # part locomo answers every structure with one reader, the base (locomo.reader: base): the model under test

@@ -159,6 +159,19 @@ def test_missing_data_is_a_clear_error(tmp_path):
         load_records(EvalConfig(data=str(tmp_path), generation={"model": "x"}))
 
 
+def test_a_named_locomo_reader_that_cannot_be_opened_is_a_clear_error(tiny_model_dir, tmp_path):
+    """locomo.reader naming a model that is not there: one error naming the setting, before anything is written."""
+    from eval.run import load_systems
+
+    config = EvalConfig(
+        generation={"model": str(tiny_model_dir), "engine": "hf"},
+        parts=["locomo"],
+        locomo={"reader": str(tmp_path / "missing")},
+    )
+    with pytest.raises(ValueError, match=r"locomo.reader: .*missing cannot be opened"):
+        load_systems(config)
+
+
 def test_memlm_eval_command_writes_the_report(tiny_data, tiny_model_dir, tmp_path):
     from typer.testing import CliRunner
 
