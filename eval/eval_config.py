@@ -53,6 +53,12 @@ class LocomoSettings(Strict):
         " reader when the other speaker's best fact matches it (BM25, the name left out) more than this many"
         " times better than the asked speaker's best (null: the reader always answers)",
     )
+    reader_refusal: Literal["greedy", "likely", "never"] = Field(
+        "greedy",
+        description="when the reader may answer 'Not mentioned.': whenever that is its greedy answer; only when"
+        " the refusal's first token is likelier than every other together (p > 0.5); or never (the reader always"
+        " answers: refusals come from other_speaker_margin alone)",
+    )
     rounds: int = Field(2, ge=2, le=3, description="iterative: rounds of reads, each from what the last returned")
     window: int | None = Field(None, ge=512, description="full_context: tokens the model reads (null: its window)")
     answer_tokens: int = Field(32, ge=4, description="tokens an answer may take")

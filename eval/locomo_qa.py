@@ -42,6 +42,7 @@ from eval.locomo import (
     evidence_recall,
     load_locomo,
     mean_percent,
+    refuses,
     score_answer,
 )
 from eval.locomo import summarize as summarize_scores
@@ -115,13 +116,41 @@ def dated(turn: LocomoTurn) -> str:
 
 
 @dataclass
+class ReaderAnswer:
+    """A reader's answer; how likely its refusal was at the answer's first token; and, where it refused, what
+    it says instead with the refusal's first token left out (greedy otherwise: a counterfactual that
+    `answered_as` turns into the row of a reader that may not refuse)."""
+
+    text: str
+    refusal_p: float | None  # None: answered without the reader (other_speaker_margin)
+    unrefused: str | None = None
+
+
+def reader_refuses(policy: str, greedy_refuses: bool, refusal_p: float) -> bool:
+    """locomo.reader_refusal: may the reader answer 'Not mentioned.' here (it is its greedy answer)?"""
+    return greedy_refuses and (policy == "greedy" or (policy == "likely" and refusal_p > 0.5))
+
+
+def answered_as(row: dict, policy: str) -> dict:
+    """A row of a run whose reader refused as its greedy answer (reader_refusal: greedy), as it would read had
+    the reader answered under `policy`: its refusal replaced by its `unrefused` answer where `policy` does
+    not allow it (decoding is greedy, so this is the answer such a run gives)."""
+    if row.get("unrefused") is None or reader_refuses(policy, True, row["refusal_p"]):
+        return row
+    return {**row, "prediction": row["unrefused"], "f1": row["unrefused_f1"], "unrefused": None}
+
+
+@dataclass
 class Answerer:
     """Greedy answers from one causal LM (its hf model and tokenizer) to a chat of a system prompt holding the
-    context and a user question; a context shared by many questions is prefilled once (`prefill`)."""
+    context and a user question; a context shared by many questions is prefilled once (`prefill`). A refusal
+    ('Not mentioned.') is the answer where `refusal` (locomo.reader_refusal) allows it; where the reader
+    refuses, the answer it would give otherwise is kept beside it."""
 
     model: Any
     tokenizer: Any
     max_new_tokens: int = 32
+    refusal: str = "greedy"
 
     def ids(self, text: str) -> list[int]:
         return self.tokenizer(text, add_special_tokens=False)["input_ids"]
@@ -150,26 +179,54 @@ class Answerer:
             out = self.model(torch.tensor([list(ids)], device=self.model.device), use_cache=True, logits_to_keep=1)
         return out.past_key_values
 
-    def answer(self, ids: Sequence[int], cache: Any = None) -> str:
-        """The greedy continuation of `ids` (after what `cache` holds, which is cropped back afterwards)."""
+    def answer(self, ids: Sequence[int], cache: Any = None) -> ReaderAnswer:
+        """The greedy continuation of `ids` (after what `cache` holds, which is cropped back afterwards), its
+        first token other than the refusal's where `refusal` does not allow one."""
         import torch
 
         kept = cache.get_seq_length() if cache is not None else 0
-        stop = {self.tokenizer.eos_token_id, *self._end_ids()}
-        new: list[int] = []
-        step = torch.tensor([list(ids)], device=self.model.device)
         with torch.inference_mode():
-            for _ in range(self.max_new_tokens):
-                out = self.model(step, past_key_values=cache, use_cache=True, logits_to_keep=1)
-                cache = out.past_key_values
-                token = int(out.logits[0, -1].argmax())
-                if token in stop:
-                    break
-                new.append(token)
-                step = torch.tensor([[token]], device=self.model.device)
+            logits, cache = self._step(list(ids), cache)
+            refusal_id = self.ids(NOT_MENTIONED)[0]
+            refusal_p = float(logits.float().softmax(-1)[refusal_id])
+            first = int(logits.argmax())
+            refused = first == refusal_id
+            other = int(logits.clone().index_fill_(0, torch.tensor([refusal_id]), float("-inf")).argmax())
+            if refused and not reader_refuses(self.refusal, True, refusal_p):
+                refused, first = False, other
+            prefix = cache.get_seq_length()
+            text = self._decode(self._greedy_from(first, cache))
+            unrefused = None
+            if refused:  # what it says instead, from the same prefix
+                cache.crop(prefix - cache.get_seq_length())
+                unrefused = self._decode(self._greedy_from(other, cache))
         if kept:
             cache.crop(kept - cache.get_seq_length())  # negative: tokens removed (transformers 4.5x and 5)
-        return self.tokenizer.decode(new, skip_special_tokens=True).strip()
+        return ReaderAnswer(text, refusal_p, unrefused)
+
+    def _step(self, ids: list[int], cache: Any) -> tuple[Any, Any]:
+        """The next token's logits after `ids`, and the cache that holds them."""
+        import torch
+
+        out = self.model(
+            torch.tensor([ids], device=self.model.device), past_key_values=cache, use_cache=True, logits_to_keep=1
+        )
+        return out.logits[0, -1], out.past_key_values
+
+    def _greedy_from(self, token: int, cache: Any) -> list[int]:
+        """`token` and its greedy continuation, up to `max_new_tokens` in all, to the end of the turn."""
+        stop = {self.tokenizer.eos_token_id, *self._end_ids()}
+        new: list[int] = []
+        while token not in stop:
+            new.append(token)
+            if len(new) == self.max_new_tokens:
+                break
+            logits, cache = self._step([token], cache)
+            token = int(logits.argmax())
+        return new
+
+    def _decode(self, ids: list[int]) -> str:
+        return self.tokenizer.decode(ids, skip_special_tokens=True).strip()
 
     def _end_ids(self) -> list[int]:
         end = self.tokenizer.convert_tokens_to_ids("<|im_end|>")
@@ -348,7 +405,7 @@ def evaluate_locomo(
     )
     if reader is None:
         raise ValueError("locomo: runs on the hf engine (generation.engine=hf)")
-    answerer = Answerer(reader, reader_tokenizer, settings.answer_tokens)
+    answerer = Answerer(reader, reader_tokenizer, settings.answer_tokens, settings.reader_refusal)
     structures = structures_for(settings, system.uses_memory)
     window = settings.window or window_of(reader, reader_tokenizer)
     advance = progress or quiet
@@ -491,19 +548,25 @@ def _row(
     structure: str,
     conversation: LocomoConversation,
     question: Any,
-    prediction: str,
+    prediction: str | ReaderAnswer,
     held: set[str],
     tokens: int,
     seconds: float,
 ) -> dict:
+    """A question's row; a reader's answer (not one given without the reader) with how likely its refusal was
+    and, where it refused, what it says instead (`answered_as`)."""
+    answer = prediction if isinstance(prediction, ReaderAnswer) else ReaderAnswer(prediction, None)
     return {
         "structure": structure,
         "conversation": conversation.sample_id,
         "question": question.question,
         "category": question.category,
         "gold": question.answer,
-        "prediction": prediction,
-        "f1": score_answer(question, prediction),
+        "prediction": answer.text,
+        "f1": score_answer(question, answer.text),
+        "refusal_p": None if answer.refusal_p is None else round(answer.refusal_p, 4),
+        "unrefused": answer.unrefused,
+        "unrefused_f1": None if answer.unrefused is None else score_answer(question, answer.unrefused),
         "evidence_recall": evidence_recall(question.evidence, held),
         "context_tokens": tokens,
         "seconds": seconds,
@@ -523,6 +586,7 @@ def summarise_locomo(rows: list[dict]) -> dict:
             "questions": len(mine),
             "evidence_recall_pct": _mean_pct([r["evidence_recall"] for r in mine]),
             **{f"{key}_pct": _mean_pct([r.get(key) for r in mine]) for key in WRITTEN},
+            **refusal_figures(mine),
             "tokens_per_question": round(sum(r["context_tokens"] for r in mine) / len(mine)),
             "questions_per_s": round(len(mine) / seconds, 3) if seconds else None,
             "seconds_per_question_p50": round(sorted(r["seconds"] for r in mine)[len(mine) // 2], 3),
@@ -530,6 +594,19 @@ def summarise_locomo(rows: list[dict]) -> dict:
         if structure in MEMORY_STRUCTURES and ingestion is not None:
             summary[structure]["ingestion"] = ingestion
     return summary
+
+
+def refusal_figures(rows: list[dict]) -> dict:
+    """The share of answerable questions (categories 1-4) answered 'Not mentioned.'; and overall F1 and
+    adversarial refused had the reader answered every question it refused (`answered_as` 'never';
+    other_speaker_margin's refusals stay)."""
+    answerable = [r for r in rows if r["category"] in ANSWERED_CATEGORIES]
+    unrefused = summarize_scores((r["category"], r["f1"]) for r in (answered_as(r, "never") for r in rows))
+    return {
+        "answerable_refused_pct": mean_percent([float(refuses(r["prediction"])) for r in answerable]),
+        "overall_f1_unrefused": unrefused["overall_f1"],
+        "adversarial_refused_pct_unrefused": unrefused["adversarial_refused_pct"],
+    }
 
 
 def _mean_pct(values: list[float | None]) -> float | None:
@@ -571,6 +648,15 @@ def locomo_section(summary: dict, meta: dict) -> list[str]:
                 f" hold {num(memory.get('answer_written_pct'), '{:.1f}%')} of the answers' words (categories 1-4),"
                 f" the turns themselves {num(memory.get('answer_said_pct'), '{:.1f}%')}: what any read could find."
             )
+    refusals = [
+        f"- {system}, {structure}: {num(f.get('answerable_refused_pct'), '{:.1f}%')} of the answerable questions"
+        f" answered 'Not mentioned.'; had the reader answered each it refused (locomo.reader_refusal: never),"
+        f" overall F1 {num(f.get('overall_f1_unrefused'), '{:.1f}')} and adversarial refused"
+        f" {num(f.get('adversarial_refused_pct_unrefused'), '{:.1f}%')}."
+        for system, s in summary.items()
+        for structure, f in s.get("locomo", {}).items()
+        if f.get("answerable_refused_pct")
+    ]
     return [
         "## LoCoMo",
         "",
@@ -582,6 +668,7 @@ def locomo_section(summary: dict, meta: dict) -> list[str]:
         markdown_table(rows),
         "",
         *([*written, ""] if written else []),
+        *([*refusals, ""] if refusals else []),
     ]
 
 

@@ -1,11 +1,14 @@
 """LoCoMo figures of `memlm eval --parts locomo` runs, pooled over training seeds, and B minus A paired by question.
 
 A side is one or more eval output folders joined by '+' (one recipe, several training seeds, in the same order
-on both sides), each with a structure after '@' (default triples). Run:
+on both sides), each with a structure after '@' (default triples) and, after '~', how its reader may refuse: the
+rows of a run whose reader refused as its greedy answer (locomo.reader_refusal: greedy, the default) as a run
+under `likely` or `never` gives them (eval.locomo_qa.answered_as: decoding is greedy). Run:
 
     python3 scripts/locomo_paired.py runs/locomo-reader2@chunks runs/locomo-reader2@triples
     python3 scripts/locomo_paired.py A@chunks+A-s1@chunks A@triples+A-s1@triples     # two seeds pooled
     python3 scripts/locomo_paired.py A@triples+A-s1@triples B@triples+B-s1@triples    # two recipes, same structure
+    python3 scripts/locomo_paired.py A@triples+A-s1@triples A@triples~never+A-s1@triples~never  # a reader that answers
 
 Each side prints its pooled figures (overall F1 over categories 1-4, per category, adversarial refused, with
 the question counts); then B - A over the pooled pairs (a question under one seed on side A against the same
@@ -24,10 +27,16 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from eval.locomo import ANSWERED_CATEGORIES, CATEGORY_NAMES, refuses  # noqa: E402
+from eval.locomo_qa import answered_as  # noqa: E402
 
 
 def rows_of(spec: str, system: str = "memlm") -> list[dict]:
-    """The locomo rows of one 'DIR@STRUCTURE' (structure default triples), in the order they were asked."""
+    """The locomo rows of one 'DIR@STRUCTURE~REFUSAL' (structure default triples; refusal default as run), in
+    the order they were asked."""
+    head, tilde, refusal = spec.rpartition("~")  # the last '~': a folder's name may hold one
+    spec, refusal = (head, refusal) if tilde else (spec, "")
+    if refusal not in ("", "greedy", "likely", "never"):
+        sys.exit(f"{spec}~{refusal}: the reader's refusal is greedy, likely or never")
     folder, _, structure = spec.partition("@")
     structure = structure or "triples"
     cases = Path(folder) / "cases.jsonl"
@@ -39,7 +48,7 @@ def rows_of(spec: str, system: str = "memlm") -> list[dict]:
     mine = [r for r in found if r.get("system") == system] or found
     if not mine:
         sys.exit(f"{folder}: no locomo rows of structure {structure!r}")
-    return mine
+    return [answered_as(row, refusal) for row in mine] if refusal else mine
 
 
 def pooled(side: str) -> list[dict]:

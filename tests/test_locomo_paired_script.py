@@ -57,3 +57,28 @@ def test_a_folder_without_locomo_rows_is_named(tmp_path):
     seed = _run(tmp_path, "s0", [("q1", 4, 1.0, "x")])
     with pytest.raises(SystemExit, match="no locomo rows of structure 'mixed'"):
         locomo_paired.pooled(f"{seed}@mixed")
+
+
+def test_a_greedy_run_is_read_as_a_reader_that_may_not_refuse(tmp_path):
+    """'~never' answers each reader refusal with what the reader said instead; '~likely' only those whose
+    refusal was at most even odds; a refusal given without the reader (no `unrefused`) stays."""
+    out = tmp_path / "run"
+    out.mkdir()
+    base = {"part": "locomo", "conversation": "conv-1", "system": "memlm", "structure": "triples"}
+    rows = [
+        {"question": "q1", "category": 4, "f1": 0.0, "prediction": "Not mentioned.", "refusal_p": 0.9},
+        {"question": "q2", "category": 4, "f1": 0.0, "prediction": "Not mentioned.", "refusal_p": 0.4},
+        {"question": "q3", "category": 5, "f1": 1.0, "prediction": "Not mentioned.", "refusal_p": None},
+    ]
+    unrefused = [("Boston", 1.0), ("Paris", 0.5), (None, None)]
+    with (out / "cases.jsonl").open("w") as f:
+        for row, (text, f1) in zip(rows, unrefused):
+            f.write(json.dumps({**base, **row, "unrefused": text, "unrefused_f1": f1}) + "\n")
+    never = locomo_paired.pooled(f"{out}~never")
+    assert [r["prediction"] for r in never] == ["Boston", "Paris", "Not mentioned."]
+    likely = locomo_paired.pooled(f"{out}@triples~likely")
+    assert [r["f1"] for r in likely] == [0.0, 0.5, 1.0]
+    line = locomo_paired.paired(str(out), f"{out}~never", resamples=50)
+    assert "overall F1 (1-4) +75.0" in line and "adversarial refused +0.0" in line
+    with pytest.raises(SystemExit, match="greedy, likely or never"):
+        locomo_paired.pooled(f"{out}~sometimes")

@@ -15,17 +15,20 @@ from eval.locomo_qa import (
     Answerer,
     ChunkIndex,
     FactIndex,
+    answered_as,
     evaluate_locomo,
     fact_keys,
     full_context,
     load_conversations,
     locomo_section,
     progress_units,
+    reader_refuses,
     summarise_locomo,
 )
 from eval.systems import System
 from memory_runtime.generation.backend import ScriptedBackend
 from memory_runtime.generation.batching import OneAtATime
+from memory_runtime.memory.conversation import NOT_MENTIONED
 from memory_runtime.memory.memory_config import MemoryConfig
 from memory_runtime.memory.store import TripletStore
 from memory_runtime.protocol import render_write
@@ -74,8 +77,69 @@ def test_a_cached_context_answers_as_the_whole_prompt_does(tiny_model, smollm2_t
     for question in conversation().questions:
         whole_head, tail = answerer.prompt_parts(context, question.question)
         assert whole_head == head and answerer.question_ids(question.question) == tail  # the context's part alone
-        assert answerer.answer(tail, cache) == answerer.answer(head + tail)
+        cached, whole = answerer.answer(tail, cache), answerer.answer(head + tail)
+        assert cached.text == whole.text and cached.refusal_p == pytest.approx(whole.refusal_p, abs=1e-3)
         assert cache.get_seq_length() == len(head)
+
+
+class RefusalBiased:
+    """A model (the rest of it as it is) whose next-token logit of the refusal's next token is raised by `bias`:
+    its first after a prompt, and each after the one before it: a reader that answers 'Not mentioned.'."""
+
+    def __init__(self, model, tokenizer, bias: float = 100.0) -> None:
+        self.model, self.bias = model, bias
+        self.refusal = tokenizer(NOT_MENTIONED, add_special_tokens=False)["input_ids"]
+
+    def __getattr__(self, name):
+        return getattr(self.model, name)
+
+    def __call__(self, ids, **kwargs):
+        out = self.model(ids, **kwargs)
+        last = int(ids[0, -1])
+        if ids.shape[1] > 1:
+            out.logits[..., self.refusal[0]] += self.bias
+        elif last in self.refusal[:-1]:
+            out.logits[..., self.refusal[self.refusal.index(last) + 1]] += self.bias
+        return out
+
+
+def test_a_reader_refuses_as_reader_refusal_allows_and_keeps_what_it_would_say_instead(tiny_model, smollm2_tokenizer):
+    reader = RefusalBiased(tiny_model, smollm2_tokenizer)
+    ids = sum(Answerer(reader, smollm2_tokenizer).prompt_parts("Facts remembered: none.", "Who?"), [])
+    greedy = Answerer(reader, smollm2_tokenizer, 6, "greedy").answer(ids)
+    likely = Answerer(reader, smollm2_tokenizer, 6, "likely").answer(ids)
+    never = Answerer(reader, smollm2_tokenizer, 6, "never").answer(ids)
+    assert greedy.text.startswith(NOT_MENTIONED) and greedy.refusal_p > 0.99 and greedy.unrefused
+    assert likely == greedy  # p > 0.5: likely refuses too
+    assert never.text == greedy.unrefused and never.unrefused is None and not never.text.startswith("Not")
+    plain = Answerer(tiny_model, smollm2_tokenizer, 6, "greedy").answer(ids)  # a random reader: no refusal
+    assert plain.refusal_p < 0.5 and plain.unrefused is None
+    assert Answerer(tiny_model, smollm2_tokenizer, 6, "never").answer(ids) == plain
+    assert reader_refuses("likely", True, 0.4) is False and reader_refuses("greedy", True, 0.4) is True
+    assert reader_refuses("greedy", False, 0.9) is False
+
+
+def test_rows_of_a_refusing_reader_read_as_the_run_that_may_not_refuse(tiny_model, smollm2_tokenizer):
+    """answered_as(row, 'never') on a greedy run's rows gives the rows of a run with reader_refusal: never."""
+    reader = RefusalBiased(tiny_model, smollm2_tokenizer)
+    system = System("zero_shot", reader, smollm2_tokenizer)
+    runs = {}
+    for policy in ("greedy", "never"):
+        settings = {"answer_tokens": 4, "top_k": 2, "structures": ["chunks"], "reader_refusal": policy}
+        config = EvalConfig(generation={"model": "x"}, parts=["locomo"], locomo=settings)
+        runs[policy] = evaluate_locomo(system, [conversation()], config)
+    assert all(r["prediction"].startswith(NOT_MENTIONED) and r["unrefused"] for r in runs["greedy"])
+    as_never = [answered_as(r, "never") for r in runs["greedy"]]
+    assert [r["prediction"] for r in as_never] == [r["prediction"] for r in runs["never"]]
+    assert [r["f1"] for r in as_never] == [r["f1"] for r in runs["never"]]
+    assert [answered_as(r, "greedy") for r in runs["greedy"]] == runs["greedy"]
+    summary = summarise_locomo(runs["greedy"])["chunks"]
+    never = summarise_locomo(runs["never"])["chunks"]
+    assert summary["answerable_refused_pct"] == 100.0 and summary["adversarial_refused_pct"] == 100.0
+    assert summary["overall_f1_unrefused"] == never["overall_f1"]
+    assert summary["adversarial_refused_pct_unrefused"] == never["adversarial_refused_pct"] == 0.0
+    lines = locomo_section({"zero_shot": {"locomo": {"chunks": summary}}}, {})
+    assert any("100.0% of the answerable questions answered 'Not mentioned.'" in line for line in lines)
 
 
 def test_every_question_is_answered_under_each_structure(tiny_model, smollm2_tokenizer):
