@@ -191,7 +191,8 @@ class Answerer:
             refusal_p = float(logits.float().softmax(-1)[refusal_id])
             first = int(logits.argmax())
             refused = first == refusal_id
-            other = int(logits.clone().index_fill_(0, torch.tensor([refusal_id]), float("-inf")).argmax())
+            banned = torch.tensor([refusal_id], device=logits.device)
+            other = int(logits.clone().index_fill_(0, banned, float("-inf")).argmax())
             if refused and not reader_refuses(self.refusal, True, refusal_p):
                 refused, first = False, other
             prefix = cache.get_seq_length()
