@@ -115,11 +115,14 @@ def dated(turn: LocomoTurn) -> str:
     return dated_turn(turn.date, turn.speaker, turn.text, turn.caption)
 
 
+REFUSAL_TRIES = 4  # first tokens tried, likeliest first, for an answer that does not refuse
+
+
 @dataclass
 class ReaderAnswer:
-    """A reader's answer; how likely its refusal was at the answer's first token; and, where it refused, what
-    it says instead with the refusal's first token left out (greedy otherwise: a counterfactual that
-    `answered_as` turns into the row of a reader that may not refuse)."""
+    """A reader's answer; the probability of the first tokens whose greedy answers refuse (the likeliest
+    first, tried until one answers: 0 when the greedy answer does not refuse); and, where it refused, what it
+    says instead, from the first token that does not lead to a refusal (None: none of `REFUSAL_TRIES` did)."""
 
     text: str
     refusal_p: float | None  # None: answered without the reader (other_speaker_margin)
@@ -127,7 +130,7 @@ class ReaderAnswer:
 
 
 def reader_refuses(policy: str, greedy_refuses: bool, refusal_p: float) -> bool:
-    """locomo.reader_refusal: may the reader answer 'Not mentioned.' here (it is its greedy answer)?"""
+    """locomo.reader_refusal: may the reader answer 'Not mentioned.' here (its greedy answer refuses)?"""
     return greedy_refuses and (policy == "greedy" or (policy == "likely" and refusal_p > 0.5))
 
 
@@ -180,27 +183,30 @@ class Answerer:
         return out.past_key_values
 
     def answer(self, ids: Sequence[int], cache: Any = None) -> ReaderAnswer:
-        """The greedy continuation of `ids` (after what `cache` holds, which is cropped back afterwards), its
-        first token other than the refusal's where `refusal` does not allow one."""
+        """The greedy continuation of `ids` (after what `cache` holds, which is cropped back afterwards). Where it
+        refuses, the first tokens are tried likeliest first for one whose greedy answer does not; `refusal`
+        says which of the two is the answer."""
         import torch
 
         kept = cache.get_seq_length() if cache is not None else 0
         with torch.inference_mode():
             logits, cache = self._step(list(ids), cache)
-            refusal_id = self.ids(NOT_MENTIONED)[0]
-            refusal_p = float(logits.float().softmax(-1)[refusal_id])
-            first = int(logits.argmax())
-            refused = first == refusal_id
-            banned = torch.tensor([refusal_id], device=logits.device)
-            other = int(logits.clone().index_fill_(0, banned, float("-inf")).argmax())
-            if refused and not reader_refuses(self.refusal, True, refusal_p):
-                refused, first = False, other
             prefix = cache.get_seq_length()
+            probs = logits.float().softmax(-1)
+            first = int(logits.argmax())
             text = self._decode(self._greedy_from(first, cache))
-            unrefused = None
-            if refused:  # what it says instead, from the same prefix
-                cache.crop(prefix - cache.get_seq_length())
-                unrefused = self._decode(self._greedy_from(other, cache))
+            refusal_p, unrefused = 0.0, None
+            if refuses(text):  # the greedy first token, then the likeliest others (a tie may rank it anywhere)
+                others = [t for t in probs.topk(REFUSAL_TRIES + 1).indices.tolist() if t != first]
+                for token in [first, *others][:REFUSAL_TRIES]:
+                    cache.crop(prefix - cache.get_seq_length())  # back to the answer's start
+                    tried = text if token == first else self._decode(self._greedy_from(token, cache))
+                    if not refuses(tried):
+                        unrefused = tried
+                        break
+                    refusal_p += float(probs[token])
+                if not reader_refuses(self.refusal, True, refusal_p) and unrefused is not None:
+                    text, unrefused = unrefused, None
         if kept:
             cache.crop(kept - cache.get_seq_length())  # negative: tokens removed (transformers 4.5x and 5)
         return ReaderAnswer(text, refusal_p, unrefused)
