@@ -55,9 +55,9 @@ class LocomoSettings(Strict):
     )
     reader_refusal: Literal["greedy", "likely", "never"] = Field(
         "greedy",
-        description="when the reader may answer 'Not mentioned.': whenever that is its greedy answer; only when"
-        " the refusal's first token is likelier than every other together (p > 0.5); or never (the reader always"
-        " answers: refusals come from other_speaker_margin alone)",
+        description="when the reader may refuse ('Not mentioned.'): whenever that is its greedy answer; only when"
+        " the first tokens that lead to a refusal, likelier than its best answer's, hold p > 0.5; or never (its best"
+        " answer that does not refuse, of the 4 likeliest first tokens: refusals come from other_speaker_margin)",
     )
     rounds: int = Field(2, ge=2, le=3, description="iterative: rounds of reads, each from what the last returned")
     window: int | None = Field(None, ge=512, description="full_context: tokens the model reads (null: its window)")
