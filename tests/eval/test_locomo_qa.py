@@ -9,22 +9,20 @@ from datetime import datetime
 import pytest
 
 from eval.eval_config import EvalConfig
-from eval.locomo import LocomoConversation, LocomoQuestion, LocomoSession, LocomoTurn, refuses
+from eval.locomo import LocomoConversation, LocomoQuestion, LocomoSession, LocomoTurn
 from eval.locomo_qa import (
     DEV_FILE,
-    Answerer,
     ChunkIndex,
     FactIndex,
-    answered_as,
     evaluate_locomo,
     fact_keys,
     full_context,
     load_conversations,
     locomo_section,
     progress_units,
-    reader_refuses,
     summarise_locomo,
 )
+from eval.locomo_reader import Answerer, answered_as
 from eval.systems import System
 from memory_runtime.generation.backend import ScriptedBackend
 from memory_runtime.generation.batching import OneAtATime
@@ -32,6 +30,7 @@ from memory_runtime.memory.conversation import NOT_MENTIONED
 from memory_runtime.memory.memory_config import MemoryConfig
 from memory_runtime.memory.store import TripletStore
 from memory_runtime.protocol import render_write
+from tests.eval.test_locomo_reader import RefusalBiased
 
 
 def conversation() -> LocomoConversation:
@@ -80,58 +79,6 @@ def test_a_cached_context_answers_as_the_whole_prompt_does(tiny_model, smollm2_t
         cached, whole = answerer.answer(tail, cache), answerer.answer(head + tail)
         assert cached.text == whole.text and cached.refusal_p == pytest.approx(whole.refusal_p, abs=1e-3)
         assert cache.get_seq_length() == len(head)
-
-
-class RefusalBiased:
-    """A model (the rest of it as it is) whose logits lead to refusals: after a prompt each refusal's first
-    token raised by `bias` (the first refusal's most), after a refusal's token its next: a reader that answers
-    'Not mentioned.' (or another refusal) to everything."""
-
-    def __init__(self, model, tokenizer, bias: float = 100.0, refusals=(NOT_MENTIONED,)) -> None:
-        self.model, self.bias = model, bias
-        self.refusals = [tokenizer(r, add_special_tokens=False)["input_ids"] for r in refusals]
-
-    def __getattr__(self, name):
-        return getattr(self.model, name)
-
-    def __call__(self, ids, **kwargs):
-        out = self.model(ids, **kwargs)
-        last = int(ids[0, -1])
-        for rank, refusal in enumerate(self.refusals):
-            if ids.shape[1] > 1:
-                out.logits[..., refusal[0]] += self.bias - rank
-            elif last in refusal[:-1]:
-                out.logits[..., refusal[refusal.index(last) + 1]] += self.bias
-        return out
-
-
-def test_a_reader_refuses_as_reader_refusal_allows_and_keeps_what_it_would_say_instead(tiny_model, smollm2_tokenizer):
-    ids = sum(Answerer(tiny_model, smollm2_tokenizer).prompt_parts("Facts remembered: none.", "Who?"), [])
-
-    def answers(reader):
-        return {
-            policy: Answerer(reader, smollm2_tokenizer, 6, policy).answer(ids)
-            for policy in ("greedy", "likely", "never")
-        }
-
-    sure = answers(RefusalBiased(tiny_model, smollm2_tokenizer))  # the refusal's first token: p ~1
-    assert sure["greedy"].text.startswith(NOT_MENTIONED) and sure["greedy"].refusal_p > 0.99
-    assert sure["greedy"].unrefused and not refuses(sure["greedy"].unrefused)
-    assert sure["likely"] == sure["greedy"]  # p > 0.5: likely refuses too
-    assert sure["never"].text == sure["greedy"].unrefused and sure["never"].unrefused is None
-    # a random model's next token is nearly uniform: a refusal raised by 5 is its greedy answer at p << 0.5
-    unsure = answers(RefusalBiased(tiny_model, smollm2_tokenizer, bias=5.0))
-    assert unsure["greedy"].text.startswith(NOT_MENTIONED) and unsure["greedy"].refusal_p < 0.5
-    assert unsure["likely"].text == unsure["never"].text == unsure["greedy"].unrefused
-    # two ways to refuse: both first tokens are tried before the answer that does not refuse
-    two = answers(RefusalBiased(tiny_model, smollm2_tokenizer, refusals=(NOT_MENTIONED, "Unknown.")))
-    assert two["greedy"].text.startswith(NOT_MENTIONED) and two["greedy"].refusal_p > 0.99
-    assert not refuses(two["never"].text) and two["never"].text == two["greedy"].unrefused
-    plain = answers(tiny_model)  # a random reader: no refusal, every policy the same
-    assert plain["greedy"].refusal_p == 0.0 and plain["greedy"].unrefused is None
-    assert plain["never"] == plain["likely"] == plain["greedy"]
-    assert reader_refuses("likely", True, 0.4) is False and reader_refuses("greedy", True, 0.4) is True
-    assert reader_refuses("greedy", False, 0.9) is False
 
 
 def test_rows_of_a_refusing_reader_read_as_the_run_that_may_not_refuse(tiny_model, smollm2_tokenizer):

@@ -1,0 +1,60 @@
+"""eval/locomo_reader.py: the reader's greedy answers and its refusals under each locomo.reader_refusal, on a
+tiny random Llama with the real SmolLM2 tokenizer, made to refuse."""
+
+from __future__ import annotations
+
+from eval.locomo import refuses
+from eval.locomo_reader import Answerer, reader_refuses
+from memory_runtime.memory.conversation import NOT_MENTIONED
+
+
+class RefusalBiased:
+    """A model (the rest of it as it is) whose logits lead to refusals: after a prompt each refusal's first
+    token raised by `bias` (the first refusal's most), after a refusal's token its next: a reader that answers
+    'Not mentioned.' (or another refusal) to everything."""
+
+    def __init__(self, model, tokenizer, bias: float = 100.0, refusals=(NOT_MENTIONED,)) -> None:
+        self.model, self.bias = model, bias
+        self.refusals = [tokenizer(r, add_special_tokens=False)["input_ids"] for r in refusals]
+
+    def __getattr__(self, name):
+        return getattr(self.model, name)
+
+    def __call__(self, ids, **kwargs):
+        out = self.model(ids, **kwargs)
+        last = int(ids[0, -1])
+        for rank, refusal in enumerate(self.refusals):
+            if ids.shape[1] > 1:
+                out.logits[..., refusal[0]] += self.bias - rank
+            elif last in refusal[:-1]:
+                out.logits[..., refusal[refusal.index(last) + 1]] += self.bias
+        return out
+
+
+def test_a_reader_refuses_as_reader_refusal_allows_and_keeps_what_it_would_say_instead(tiny_model, smollm2_tokenizer):
+    ids = sum(Answerer(tiny_model, smollm2_tokenizer).prompt_parts("Facts remembered: none.", "Who?"), [])
+
+    def answers(reader):
+        return {
+            policy: Answerer(reader, smollm2_tokenizer, 6, policy).answer(ids)
+            for policy in ("greedy", "likely", "never")
+        }
+
+    sure = answers(RefusalBiased(tiny_model, smollm2_tokenizer))  # the refusal's first token: p ~1
+    assert sure["greedy"].text.startswith(NOT_MENTIONED) and sure["greedy"].refusal_p > 0.99
+    assert sure["greedy"].unrefused and not refuses(sure["greedy"].unrefused)
+    assert sure["likely"] == sure["greedy"]  # p > 0.5: likely refuses too
+    assert sure["never"].text == sure["greedy"].unrefused and sure["never"].unrefused is None
+    # a random model's next token is nearly uniform: a refusal raised by 5 is its greedy answer at p << 0.5
+    unsure = answers(RefusalBiased(tiny_model, smollm2_tokenizer, bias=5.0))
+    assert unsure["greedy"].text.startswith(NOT_MENTIONED) and unsure["greedy"].refusal_p < 0.5
+    assert unsure["likely"].text == unsure["never"].text == unsure["greedy"].unrefused
+    # two ways to refuse: both first tokens are tried before the answer that does not refuse
+    two = answers(RefusalBiased(tiny_model, smollm2_tokenizer, refusals=(NOT_MENTIONED, "Unknown.")))
+    assert two["greedy"].text.startswith(NOT_MENTIONED) and two["greedy"].refusal_p > 0.99
+    assert not refuses(two["never"].text) and two["never"].text == two["greedy"].unrefused
+    plain = answers(tiny_model)  # a random reader: no refusal, every policy the same
+    assert plain["greedy"].refusal_p == 0.0 and plain["greedy"].unrefused is None
+    assert plain["never"] == plain["likely"] == plain["greedy"]
+    assert reader_refuses("likely", True, 0.4) is False and reader_refuses("greedy", True, 0.4) is True
+    assert reader_refuses("greedy", False, 0.9) is False
