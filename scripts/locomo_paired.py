@@ -3,7 +3,7 @@
 A side is one or more eval output folders joined by '+' (one recipe, several training seeds, in the same order
 on both sides), each with a structure after '@' (default triples) and, after '~', how its reader may refuse: the
 rows of a run whose reader refused as its greedy answer (locomo.reader_refusal: greedy, the default) as a run
-under `likely` or `never` gives them (eval.locomo_qa.answered_as: decoding is greedy). Run:
+under `likely` or `never` gives them (eval.locomo_reader.answered_as: decoding is greedy). Run:
 
     python3 scripts/locomo_paired.py runs/locomo-reader2@chunks runs/locomo-reader2@triples
     python3 scripts/locomo_paired.py A@chunks+A-s1@chunks A@triples+A-s1@triples     # two seeds pooled
@@ -27,7 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from eval.locomo import ANSWERED_CATEGORIES, CATEGORY_NAMES, refuses  # noqa: E402
-from eval.locomo_qa import answered_as  # noqa: E402
+from eval.locomo_reader import answered_as  # noqa: E402
 
 
 def rows_of(spec: str, system: str = "memlm") -> list[dict]:
