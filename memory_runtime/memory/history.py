@@ -208,12 +208,19 @@ def _import_plan(
     known, current = _met_by(db, relations, namespace, checked)
     plan = _ImportPlan()
     provisional = itertools.count(-1, -1)
+    predecessors: dict[int, list[Fact]] = {}  # the file's versions by the id of the one that superseded each
+    for fact in versions:
+        if fact.superseded_by is not None:
+            predecessors.setdefault(fact.superseded_by, []).append(fact)
     for fact, terms in sorted(checked, key=lambda item: item[0].valid_from):  # stable: file order
         (s, s_norm), (r, r_norm), (o, o_norm) = terms
         here = known.setdefault((s_norm, r_norm, o_norm), [])
         there = next((id_ for id_, start in here if start == fact.valid_from), None)
+        held = None  # the same fact current here, begun at another time than the file's history allows
         if there is None and fact.valid_to is None:
             there = next((id_ for id_, _ in here if id_ in current.facts), None)
+            if there is not None and not _links_fit(predecessors.get(fact.id, ()), current.facts[there][0], plan):
+                held, there = current.facts[there][0], None
         if there is not None:
             plan.new_ids[fact.id] = there
             plan.duplicate += 1
@@ -224,7 +231,12 @@ def _import_plan(
         plan.stored[new_id] = Fact(s, r, o, new_id, namespace, *dates, None, fact.source or source)
         plan.norms[new_id] = (s_norm, r_norm, o_norm)
         here.append((new_id, fact.valid_from))
-        if fact.valid_to is None:
+        if held is not None:  # into history, superseded by the namespace's version (as the store ends one)
+            ended = max(held.valid_from, fact.valid_from)
+            plan.stored[new_id] = replace(
+                plan.stored[new_id], valid_to=ended, ended_by="superseded", superseded_by=held.id
+            )
+        elif fact.valid_to is None:
             current.add(plan.stored[new_id], plan.norms[new_id])
             _settle(relations, current, plan.stored, plan.superseded, plan.ended_here, new_id)
     for fact in versions:  # the file's links, now that every version has its id here
@@ -232,6 +244,25 @@ def _import_plan(
         if fact.superseded_by is not None and new_id in plan.stored:
             plan.stored[new_id] = replace(plan.stored[new_id], superseded_by=plan.new_ids[fact.superseded_by])
     return plan
+
+
+def _links_fit(predecessors: Sequence[Fact], held: Fact, plan: _ImportPlan) -> bool:
+    """Whether the file's versions a current version superseded may name `held`, the same fact current
+    in the namespace, as their successor: each the import stores (or has yet to decide on) ended when
+    `held` began, as the store ends a fact and transfer's check requires. If not (the file says the
+    fact began when its predecessor ended; the namespace, at another time), the file's version is
+    kept, in history, superseded by `held` (_import_plan): its predecessors' links hold, the
+    namespace's current facts are what a duplicate would leave, and its export imports again."""
+    return all(
+        plan.new_ids.get(p.id, -1) >= 0 or ended_when_succeeded(p.valid_from, p.valid_to, held.valid_from)
+        for p in predecessors
+    )
+
+
+def ended_when_succeeded(valid_from: float, valid_to: float, successor_began: float) -> bool:
+    """Whether a superseded version ended as the store ends one: when its successor began (at once,
+    if the successor is the older), to a millisecond as files carry times (transfer's check, imports)."""
+    return abs(valid_to - max(successor_began, valid_from)) <= 1e-3
 
 
 def _met_by(cur: Database | Cursor, relations: RelationTable, namespace: str, checked: list) -> tuple[dict, _Current]:

@@ -42,7 +42,7 @@ from datetime import datetime, timezone
 from typing import Any, BinaryIO, TextIO
 
 from memory_runtime.memory.facts import Fact
-from memory_runtime.memory.history import superseding_cycles
+from memory_runtime.memory.history import ended_when_succeeded, superseding_cycles
 from memory_runtime.memory.memory_config import MemoryConfig
 from memory_runtime.memory.store import TripletStore
 from memory_runtime.memory.terms import control_character, normalize_term
@@ -497,8 +497,8 @@ def _check_history(versions: list[_Version], store: TripletStore, problems: _Pro
             problems.add(v.position, f"superseded_by {fact.superseded_by} points at no other fact of the file")
             continue
         began = successor.fact.valid_from
-        expected = max(began, fact.valid_from)  # as the store ends a fact (a successor older than it: at once)
-        if abs(fact.valid_to - expected) > 1e-3:
+        if not ended_when_succeeded(fact.valid_from, fact.valid_to, began):
+            expected = max(began, fact.valid_from)
             when = "still valid until" if fact.valid_to > expected else "ended at"
             order = "after" if fact.valid_to > expected else "before"
             problems.add(

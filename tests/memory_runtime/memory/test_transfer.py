@@ -113,6 +113,38 @@ def test_current_versions_meet_the_namespaces_facts_as_writes_in_time_order(memo
     ]
 
 
+@pytest.mark.parametrize("held_since", [T0, T0 + 3 * DAY], ids=["older", "newer"])
+def test_a_current_fact_whose_history_began_elsewhere_is_kept_in_history(memory, held_since):
+    """The file's current fact is current in the namespace too, but began there at another time than
+    the file's versions it superseded ended: the file's version goes into history, superseded by the
+    namespace's (as the store ends one: when that began, or at once), so that every link ends when
+    its successor began, the namespace's facts are what a duplicate would leave, and its own export
+    imports again (it was refused: "a superseded fact ends when its successor begins")."""
+    with TripletStore() as source:
+        source.write("Ann Lee", "employed by", "Alpha", namespace="s", at=T0 + DAY)
+        source.write("Ann Lee", "employed by", "Beta", namespace="s", at=T0 + 2 * DAY)  # ends Alpha
+        text = exported(source, "s")
+    memory.write("Ann Lee", "employed by", "Beta", namespace="t", at=held_since)
+    memory.write("Ann Lee", "CEO of", "Gamma", namespace="t", at=held_since + DAY / 2)  # held beside Beta here
+    before = [(f.triplet, f.valid_from) for f in memory.facts("t")]
+    done = import_file(memory, text, namespace="t")
+    assert done.message == "2 stored (0 current, 2 in history), 0 already there, 0 superseded"  # nothing lost
+    assert [(f.triplet, f.valid_from) for f in memory.facts("t")] == before
+    assert sorted((f[0][2], *f[1:4], f[5] and f[5][2]) for f in shape(memory, "t") if f[0][2] != "Gamma") == sorted(
+        [
+            ("Alpha", T0 + DAY, T0 + 2 * DAY, "superseded", "Beta"),
+            ("Beta", T0 + 2 * DAY, max(held_since, T0 + 2 * DAY), "superseded", "Beta"),  # the file's
+            ("Beta", held_since, None, None, None),  # the namespace's, current as it was
+        ]
+    )
+    versions = {f.id: f for f in memory.iter_facts("t", current=False)}
+    for f in versions.values():  # every link ends when its successor began
+        if f.superseded_by is not None:
+            assert f.valid_to == max(versions[f.superseded_by].valid_from, f.valid_from)
+    import_file(memory, exported(memory, "t"), namespace="u")
+    assert shape(memory, "u") == shape(memory, "t", imported=True)
+
+
 def test_facts_without_dates_are_new_facts_written_in_order(memory):
     facts = [
         {"subject": "Ann Lee", "relation": "works for", "object": "Pfizer"},
