@@ -225,15 +225,20 @@ def refuses(prediction: str) -> bool:
 
 
 def score_answer(question: LocomoQuestion, prediction: str) -> float:
-    """A prediction's score as LoCoMo's evaluation gives it, by the question's category. An open-domain gold
+    """A prediction's score as LoCoMo's evaluation gives it, by the question's category."""
+    return score_gold(question.category, question.answer, prediction)
+
+
+def score_gold(category: int, gold: str, prediction: str) -> float:
+    """score_answer from a category and gold answer (a row of cases.jsonl keeps both). An open-domain gold
     is scored up to its first ';' (what follows is the annotator's reason)."""
-    if question.category == 5:
+    if category == 5:
         return float(refuses(prediction))
-    if question.category == 1:
-        return multi_hop_f1(prediction, question.answer)
-    if question.category == 3:
-        return token_f1(prediction, question.answer.split(";")[0])
-    return token_f1(prediction, question.answer)
+    if category == 1:
+        return multi_hop_f1(prediction, gold)
+    if category == 3:
+        return token_f1(prediction, gold.split(";")[0])
+    return token_f1(prediction, gold)
 
 
 def evidence_recall(evidence: Sequence[str], retrieved: Collection[str]) -> float | None:

@@ -44,6 +44,7 @@ from eval.locomo import (
     mean_percent,
     refuses,
     score_answer,
+    score_gold,
 )
 from eval.locomo import summarize as summarize_scores
 from eval.locomo_reader import Answerer, ReaderAnswer, answered_as, window_of
@@ -484,6 +485,16 @@ def refusal_figures(rows: list[dict]) -> dict:
         "overall_f1_unrefused": unrefused["overall_f1"],
         "adversarial_refused_pct_unrefused": unrefused["adversarial_refused_pct"],
     }
+
+
+def refused_unasked(row: dict, margin: float) -> dict:
+    """A memory structure's row as a run with `other_speaker_margin` = `margin` gives it: "Not mentioned.",
+    the reader not asked, where the question's margin exceeds it. Exact for margins at most the run's (a
+    question the run refused unasked stays refused; one the reader answered has its margin in the row)."""
+    if row.get("other_speaker_margin") is None or row["other_speaker_margin"] <= margin:
+        return row
+    score = score_gold(row["category"], row["gold"], NOT_MENTIONED)
+    return {**row, "prediction": NOT_MENTIONED, "f1": score, "refusal_p": None, "unrefused": None, "context_tokens": 0}
 
 
 def _mean_pct(values: list[float | None]) -> float | None:

@@ -9,17 +9,23 @@ under `likely` or `never` gives them (eval.locomo_reader.answered_as: decoding i
     python3 scripts/locomo_paired.py A@chunks+A-s1@chunks A@triples+A-s1@triples     # two seeds pooled
     python3 scripts/locomo_paired.py A@triples+A-s1@triples B@triples+B-s1@triples    # two recipes, same structure
     python3 scripts/locomo_paired.py A@triples+A-s1@triples A@triples~never+A-s1@triples~never  # a reader that answers
+    python3 scripts/locomo_paired.py --frontier A@triples+A-s1@triples    # every refusal setting and lower margin
 
 Each side prints its pooled figures (overall F1 over categories 1-4, per category, adversarial refused, with
 the question counts); then B - A over the pooled pairs (a question under one seed on side A against the same
 question under the same seed on side B) with a 95% paired bootstrap interval: two sides' own intervals overlap
 long before their difference is noise. An interval that holds 0 is no effect.
+
+--frontier reads one side under each refusal setting of the reader and each other_speaker_margin from the
+run's down to 1.0 (eval.locomo_qa.refused_unasked: exact, as a lower margin only refuses more questions
+unasked): what each operating point gives of overall F1 and of adversarial questions refused.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -27,19 +33,24 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from eval.locomo import ANSWERED_CATEGORIES, CATEGORY_NAMES, refuses  # noqa: E402
+from eval.locomo_qa import refused_unasked  # noqa: E402
 from eval.locomo_reader import answered_as  # noqa: E402
 
 
-def rows_of(spec: str, system: str = "memlm") -> list[dict]:
-    """The locomo rows of one 'DIR@STRUCTURE~REFUSAL' (structure default triples; refusal default as run), in
-    the order they were asked."""
+def parts_of(spec: str) -> tuple[Path, str, str]:
+    """A 'DIR@STRUCTURE~REFUSAL' as (folder, structure, refusal): structure default triples, refusal '' (as run)."""
     head, tilde, refusal = spec.rpartition("~")  # the last '~': a folder's name may hold one
     spec, refusal = (head, refusal) if tilde else (spec, "")
     if refusal not in ("", "greedy", "likely", "never"):
         sys.exit(f"{spec}~{refusal}: the reader's refusal is greedy, likely or never")
     folder, _, structure = spec.partition("@")
-    structure = structure or "triples"
-    cases = Path(folder) / "cases.jsonl"
+    return Path(folder), structure or "triples", refusal
+
+
+def rows_of(spec: str, system: str = "memlm") -> list[dict]:
+    """The locomo rows of one 'DIR@STRUCTURE~REFUSAL', in the order they were asked."""
+    folder, structure, refusal = parts_of(spec)
+    cases = folder / "cases.jsonl"
     if not cases.is_file():
         sys.exit(f"{folder}: no cases.jsonl (an output folder of `memlm eval --parts locomo`)")
     rows = [json.loads(line) for line in cases.read_text().splitlines() if line.strip()]
@@ -93,6 +104,38 @@ def paired(side_a: str, side_b: str, resamples: int = 4000) -> str:
     return f"{side_b} - {side_a}: " + "; ".join(lines)
 
 
+def frontier(side: str) -> str:
+    """A table: for each refusal setting and each margin from the run's down to 1.0 by 0.1, overall F1 (1-4),
+    adversarial refused and answerable questions refused, pooled over the side's seeds."""
+    specs = [parts_of(spec) for spec in side.split("+")]
+    margins = set()
+    for folder, _, _ in specs:
+        config = folder / "eval_config.yaml"
+        found = re.search(r"other_speaker_margin:\s*([0-9.]+)", config.read_text()) if config.is_file() else None
+        if found is None:
+            sys.exit(f"{config}: no locomo.other_speaker_margin (an eval run that refused unasked)")
+        margins.add(float(found.group(1)))
+    if len(margins) != 1:
+        sys.exit(f"{side}: its runs used different margins {sorted(margins)}: pool runs of one setting")
+    steps = range(round(margins.pop() * 10), 9, -1)
+    lines = [
+        "| reader refusal | margin | overall F1 (1-4) | adversarial refused | answerable refused |",
+        "|---|---|---|---|---|",
+    ]
+    for refusal in ("greedy", "likely", "never"):
+        rows = pooled("+".join(f"{folder}@{structure}~{refusal}" for folder, structure, _ in specs))
+        for step in steps:
+            read = [refused_unasked(r, step / 10) for r in rows]
+            answered = [r for r in read if r["category"] in ANSWERED_CATEGORIES]
+            adversarial = [float(refuses(r["prediction"])) for r in read if r["category"] == 5]
+            lines.append(
+                f"| {refusal} | {step / 10:.1f} | {_mean([r['f1'] for r in answered]):.1f} ({len(answered)})"
+                f" | {_mean(adversarial):.1f} % ({len(adversarial)})"
+                f" | {sum(refuses(r['prediction']) for r in answered)} |"
+            )
+    return "\n".join(lines)
+
+
 def _mean(values: list[float]) -> float:
     return 100 * sum(values) / len(values) if values else float("nan")
 
@@ -100,8 +143,14 @@ def _mean(values: list[float]) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("a", help="DIR[@STRUCTURE][+DIR[@STRUCTURE]...]: side A (seeds joined by '+')")
-    parser.add_argument("b", help="side B, the same questions and seeds in the same order")
+    parser.add_argument("b", nargs="?", help="side B, the same questions and seeds in the same order")
+    parser.add_argument("--frontier", action="store_true", help="side A under every refusal setting and margin")
     args = parser.parse_args()
+    if args.frontier:
+        print(frontier(args.a))
+        return
+    if args.b is None:
+        parser.error("side B is needed (or --frontier, for side A alone)")
     for side in (args.a, args.b):
         print(f"{side}: {figures(pooled(side))}")
     print(paired(args.a, args.b))

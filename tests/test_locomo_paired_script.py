@@ -82,3 +82,35 @@ def test_a_greedy_run_is_read_as_a_reader_that_may_not_refuse(tmp_path):
     assert "overall F1 (1-4) +75.0" in line and "adversarial refused +0.0" in line
     with pytest.raises(SystemExit, match="greedy, likely or never"):
         locomo_paired.pooled(f"{out}~sometimes")
+
+
+def test_the_frontier_reads_a_run_under_each_refusal_and_lower_margin(tmp_path):
+    """A lower margin refuses, unasked, the questions whose margin exceeds it (an answerable one then scores
+    "Not mentioned." against its gold, an adversarial one is right); a margin above the run's is not read."""
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "eval_config.yaml").write_text("locomo:\n  other_speaker_margin: 1.2\n")
+    base = {"part": "locomo", "conversation": "conv-1", "system": "memlm", "structure": "triples", "gold": "Boston"}
+    rows = [  # question, category, f1, prediction, margin, refusal_p, unrefused
+        ("q1", 4, 1.0, "Boston", 1.15, 0.1, None),
+        ("q2", 5, 0.0, "Paris", 1.05, 0.2, None),
+        ("q3", 5, 1.0, "Not mentioned.", 3.0, None, None),
+        ("q4", 4, 0.0, "Not mentioned.", 0.5, 0.3, "Boston"),
+    ]
+    with (out / "cases.jsonl").open("w") as f:
+        for question, category, f1, prediction, margin, p, unrefused in rows:
+            row = {"question": question, "category": category, "f1": f1, "prediction": prediction}
+            extra = {"other_speaker_margin": margin, "refusal_p": p, "unrefused": unrefused}
+            f.write(json.dumps({**base, **row, **extra, "unrefused_f1": unrefused and 1.0}) + "\n")
+    table = locomo_paired.frontier(f"{out}@triples").splitlines()
+    assert len(table) == 2 + 3 * 3  # header, then greedy, likely, never at 1.2, 1.1, 1.0
+    assert table[2] == "| greedy | 1.2 | 50.0 (2) | 50.0 % (2) | 1 |"
+    assert table[3] == "| greedy | 1.1 | 0.0 (2) | 50.0 % (2) | 2 |"  # q1 refused unasked
+    assert table[4] == "| greedy | 1.0 | 0.0 (2) | 100.0 % (2) | 2 |"  # q2 too
+    assert table[-3] == "| never | 1.2 | 100.0 (2) | 50.0 % (2) | 0 |"  # q4 answered
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "cases.jsonl").write_text((out / "cases.jsonl").read_text())
+    (other / "eval_config.yaml").write_text("locomo:\n  other_speaker_margin: 1.5\n")
+    with pytest.raises(SystemExit, match="different margins"):
+        locomo_paired.frontier(f"{out}+{other}")

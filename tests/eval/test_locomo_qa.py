@@ -20,6 +20,7 @@ from eval.locomo_qa import (
     load_conversations,
     locomo_section,
     progress_units,
+    refused_unasked,
     summarise_locomo,
 )
 from eval.locomo_reader import Answerer, answered_as
@@ -383,3 +384,13 @@ def test_a_question_the_other_speakers_facts_answer_is_not_mentioned_with_other_
         EvalConfig(generation={"model": "x"}, parts=["locomo"], locomo={"other_speaker_margin": 0.5})
     with pytest.raises(ValueError, match="fact_keys"):
         EvalConfig(generation={"model": "x"}, parts=["locomo"], locomo={"fact_keys": "turn"})
+
+
+def test_a_row_read_under_a_lower_margin_is_refused_unasked_where_its_margin_exceeds_it():
+    row = {"category": 1, "gold": "pottery, not mentioned", "prediction": "pottery", "f1": 0.5}
+    answered = {**row, "other_speaker_margin": 1.3, "refusal_p": 0.1, "unrefused": None, "context_tokens": 240}
+    assert refused_unasked(answered, 1.3) == answered  # not above it: the reader's answer stays
+    refused = refused_unasked(answered, 1.2)
+    assert refused["prediction"] == NOT_MENTIONED and refused["context_tokens"] == 0 and refused["refusal_p"] is None
+    assert refused["f1"] == pytest.approx(0.5)  # scored as LoCoMo scores "Not mentioned." against the gold
+    assert refused_unasked(row, 0.0) == row  # a structure without the margin (chunks, full context)
