@@ -189,12 +189,13 @@ def memory_check(
     fix: bool = typer.Option(
         False,
         "--fix",
-        help="Remove the broken links and break the cycles of successors (the facts stay, ended as they were), "
-        "not only list them.",
+        help="Remove the broken links, break the cycles of successors and unlink facts that ended at another "
+        "time than their successor began (the facts stay, ended as they were), not only list them.",
     ),
 ) -> None:
     """Check every fact's history: its superseded_by points at a fact of its own namespace, its successors
-    do not lead back to it, it is current or ended with an end after its start; exit 1 if one is not."""
+    do not lead back to it, it is current or ended with an end after its start, when its successor began;
+    exit 1 if one is not."""
     with _store(db, None) as store:
         broken, impossible = store.broken_links(), store.history_problems()
         for problem in [*broken, *impossible]:
@@ -208,7 +209,7 @@ def memory_check(
             return
         if fix:
             _refuse_writes(store)
-            unlinked = store.unlink_broken() + store.unlink_cycles()
+            unlinked = store.unlink_broken() + store.unlink_cycles() + store.unlink_mistimed()
             console.print(f"unlinked {unlinked} fact(s): they stay, ended as they were")
             left = [problem for problem in store.history_problems() if "lead back" not in problem.reason]
             if not left:

@@ -259,10 +259,13 @@ def _links_fit(predecessors: Sequence[Fact], held: Fact, plan: _ImportPlan) -> b
     )
 
 
+SAME_TIME = 1e-3  # seconds: two times closer than this are one (files carry times to the millisecond)
+
+
 def ended_when_succeeded(valid_from: float, valid_to: float, successor_began: float) -> bool:
     """Whether a superseded version ended as the store ends one: when its successor began (at once,
-    if the successor is the older), to a millisecond as files carry times (transfer's check, imports)."""
-    return abs(valid_to - max(successor_began, valid_from)) <= 1e-3
+    if the successor is the older); transfer's check, imports, `memlm memory check` (_MISTIMED)."""
+    return abs(valid_to - max(successor_began, valid_from)) <= SAME_TIME
 
 
 def _met_by(cur: Database | Cursor, relations: RelationTable, namespace: str, checked: list) -> tuple[dict, _Current]:
@@ -467,8 +470,9 @@ def broken_links(db: Database) -> list[BrokenLink]:
 def history_problems(db: Database) -> list[HistoryProblem]:
     """Every fact, of any namespace, whose history cannot have happened (`memlm memory check`): its
     superseded_by links lead back to it, it is current yet names a successor, it ended before it
-    began, or it has an end without how it ended (or the other way round). None in a memory this
-    memlm wrote; an import refuses such a history (memory_runtime/memory/transfer.py)."""
+    began, it has an end without how it ended (or the other way round), or it ended at another time
+    than its successor began (imports before 2026-11-30 made some). None in a memory this memlm
+    writes; an import refuses such a history (memory_runtime/memory/transfer.py)."""
     problems: list[HistoryProblem] = []
     with db.snapshot() as cur:  # one view across its statements
         for row in cur.rows(
@@ -484,6 +488,7 @@ def history_problems(db: Database) -> list[HistoryProblem]:
                 reason = "it has an end without how it ended, or how it ended without an end"
             problems.append(HistoryProblem(fact, reason))
         links = dict(cur.rows("SELECT id, superseded_by FROM triplets WHERE superseded_by IS NOT NULL"))
+        in_cycles = set()
         for cycle in superseding_cycles(links):
             marks = ", ".join("?" * len(cycle))
             rows = cur.rows(f"SELECT {COLUMNS} FROM triplets WHERE id IN ({marks}) ORDER BY id", cycle)
@@ -491,7 +496,40 @@ def history_problems(db: Database) -> list[HistoryProblem]:
             problems += [
                 HistoryProblem(fact_from_row(row), f"its successors lead back to it ({chain})") for row in rows
             ]
+            in_cycles.update(cycle)
+        for row in cur.rows(_MISTIMED):
+            fact, began = fact_from_row(row[:-1]), row[-1]
+            if fact.id not in in_cycles:  # said once: its cycle
+                reason = (
+                    f"it ended {local_time(fact.valid_to)}, but fact {fact.superseded_by}, which superseded it,"
+                    f" began {local_time(began)}: a superseded fact ends when its successor begins"
+                )
+                problems.append(HistoryProblem(fact, reason))
     return problems
+
+
+# The superseded facts that did not end when their successor began (ended_when_succeeded, in SQL)
+_MISTIMED = (
+    f"SELECT {', '.join(f't.{c}' for c in COLUMNS.split(', '))}, s.valid_from FROM triplets t JOIN triplets s"
+    " ON s.id = t.superseded_by AND s.namespace = t.namespace WHERE t.valid_to IS NOT NULL AND"
+    f" ABS(t.valid_to - CASE WHEN s.valid_from > t.valid_from THEN s.valid_from ELSE t.valid_from END) > {SAME_TIME}"
+    " ORDER BY t.namespace, t.id"
+)
+
+
+def unlink_mistimed(db: Database) -> int:
+    """Remove the links of the superseded facts that did not end when their successor began (as
+    history_problems() finds them): each keeps its end, without a successor; how many."""
+    db.refuse_writes()
+    removed = 0
+    for row in db.rows(_MISTIMED):
+        fact = fact_from_row(row[:-1])
+        with db.transaction(fact.namespace) as cur:
+            removed += cur.execute(
+                "UPDATE triplets SET superseded_by = NULL WHERE id = ? AND superseded_by = ?",
+                (fact.id, fact.superseded_by),
+            )
+    return removed
 
 
 def unlink_cycles(db: Database) -> int:

@@ -458,6 +458,11 @@ class TripletStore:
         (as when its successor is purged); how many links it removed."""
         return history.unlink_cycles(self._db)
 
+    def unlink_mistimed(self) -> int:
+        """Remove the links of superseded facts that did not end when their successor began (the facts
+        stay, ended as they were); how many."""
+        return history.unlink_mistimed(self._db)
+
     def unlink_broken(self) -> int:
         """Remove the broken links broken_links() finds (the facts stay, ended as they were); how many."""
         return history.unlink_broken(self._db)

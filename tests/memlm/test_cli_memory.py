@@ -103,6 +103,36 @@ def test_memory_check_finds_successors_that_go_round_and_fix_breaks_them(memory_
     assert r.exit_code == 0 and "every history could have happened" in r.output, r.output
 
 
+def test_memory_check_finds_facts_that_ended_when_their_successor_had_not_begun(memory_location):
+    """What imports before 2026-11-30 left (a version superseded by the namespace's older copy of its successor):
+    named by `memlm memory check`, its export refused on import; --fix unlinks it, and the export imports."""
+    from memory_runtime.memory.facts import local_time
+    from memory_runtime.memory.store import TripletStore
+    from memory_runtime.memory.transfer import BadImport, export_chunks, import_file
+
+    with TripletStore(memory_location) as store:
+        beta = store.write("Ann Lee", "employed by", "Beta", namespace="t", at=1000.0).fact
+        store.write("Ann Lee", "employed by", "Alpha", namespace="s", at=1500.0)
+        alpha = store.write("Ann Lee", "employed by", "Beta", namespace="s", at=2000.0).superseded[0]
+        store._db.execute(  # Alpha moved into t, 1500-2000, superseded by t's Beta (since 1000)
+            "UPDATE triplets SET namespace = 't', superseded_by = ? WHERE id = ?", (beta.id, alpha.id)
+        )
+        with pytest.raises(BadImport, match="a superseded fact ends when its successor begins"):
+            import_file(store, "".join(export_chunks(store, "t")), namespace="u")
+    r = runner.invoke(app, ["memory", "check", "--db", memory_location])
+    assert r.exit_code == 1, r.output
+    assert r.stdout.splitlines() == [
+        f"namespace 't': fact {alpha.id} (Ann Lee >> employed by >> Alpha): it ended {local_time(2000.0)}, but fact"
+        f" {beta.id}, which superseded it, began {local_time(1000.0)}: a superseded fact ends when its successor begins"
+    ]
+    r = runner.invoke(app, ["memory", "check", "--db", memory_location, "--fix"])
+    assert r.exit_code == 0 and "unlinked 1 fact(s)" in r.output, r.output
+    with TripletStore(memory_location) as store:
+        assert store.history_problems() == []
+        done = import_file(store, "".join(export_chunks(store, "t")), namespace="u")
+        assert done.message == "2 stored (1 current, 1 in history), 0 already there, 0 superseded"
+
+
 def test_export_then_import_restores_the_history_and_refuses_a_bad_file(tmp_path, memory_location):
     """`memlm memory export` and `memlm memory import` share the page's format and code path
     (memory_runtime/memory/transfer.py): every version comes back with its dates; a bad file stores nothing."""

@@ -515,8 +515,10 @@ class MemoryMachine(RuleBasedStateMachine):
                 memory.current[key_of(fact)] = fact["valid_from"]
 
     @invariant()
-    def no_broken_links(self) -> None:
+    def no_broken_links_nor_impossible_histories(self) -> None:
+        """What `memlm memory check` finds: none in a memory the server wrote, so every export imports."""
         assert self.store.broken_links() == [], [str(link) for link in self.store.broken_links()]
+        assert self.store.history_problems() == [], [str(problem) for problem in self.store.history_problems()]
 
 
 def run(examples: int, steps: int, *, derandomize: bool, shrink: bool = True) -> None:
