@@ -521,15 +521,7 @@ def unlink_mistimed(db: Database) -> int:
     """Remove the links of the superseded facts that did not end when their successor began (as
     history_problems() finds them): each keeps its end, without a successor; how many."""
     db.refuse_writes()
-    removed = 0
-    for row in db.rows(_MISTIMED):
-        fact = fact_from_row(row[:-1])
-        with db.transaction(fact.namespace) as cur:
-            removed += cur.execute(
-                "UPDATE triplets SET superseded_by = NULL WHERE id = ? AND superseded_by = ?",
-                (fact.id, fact.superseded_by),
-            )
-    return removed
+    return _unlink(db, [fact_from_row(row[:-1]) for row in db.rows(_MISTIMED)])
 
 
 def unlink_cycles(db: Database) -> int:
@@ -548,11 +540,17 @@ def unlink_cycles(db: Database) -> int:
 def unlink_broken(db: Database) -> int:
     """Remove the broken links broken_links() finds (the facts stay, ended as they were); how many."""
     db.refuse_writes()
+    return _unlink(db, [link.fact for link in broken_links(db)])
+
+
+def _unlink(db: Database, facts: list[Fact]) -> int:
+    """Each fact without its successor, if it still names the one it named when found (a transaction of
+    its namespace each); how many links were removed."""
     removed = 0
-    for link in broken_links(db):
-        with db.transaction(link.fact.namespace) as cur:
+    for fact in facts:
+        with db.transaction(fact.namespace) as cur:
             removed += cur.execute(
                 "UPDATE triplets SET superseded_by = NULL WHERE id = ? AND superseded_by = ?",
-                (link.fact.id, link.fact.superseded_by),
+                (fact.id, fact.superseded_by),
             )
     return removed
