@@ -25,9 +25,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 from pathlib import Path
+
+import yaml
 
 # LoCoMo's refusal rule comes from eval.locomo: run from anywhere, the repository root is importable
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -111,10 +112,12 @@ def frontier(side: str) -> str:
     margins = set()
     for folder, _, _ in specs:
         config = folder / "eval_config.yaml"
-        found = re.search(r"other_speaker_margin:\s*([0-9.]+)", config.read_text()) if config.is_file() else None
-        if found is None:
+        saved = yaml.safe_load(config.read_text()) if config.is_file() else None
+        locomo = saved.get("locomo") if isinstance(saved, dict) else None
+        margin = locomo.get("other_speaker_margin") if isinstance(locomo, dict) else None
+        if margin is None:
             sys.exit(f"{config}: no locomo.other_speaker_margin (an eval run that refused unasked)")
-        margins.add(float(found.group(1)))
+        margins.add(float(margin))
     if len(margins) != 1:
         sys.exit(f"{side}: its runs used different margins {sorted(margins)}: pool runs of one setting")
     steps = range(round(margins.pop() * 10), 9, -1)

@@ -114,3 +114,7 @@ def test_the_frontier_reads_a_run_under_each_refusal_and_lower_margin(tmp_path):
     (other / "eval_config.yaml").write_text("locomo:\n  other_speaker_margin: 1.5\n")
     with pytest.raises(SystemExit, match="different margins"):
         locomo_paired.frontier(f"{out}+{other}")
+    for saved in ("locomo:\n  other_speaker_margin: null\n", "- not a config\n"):
+        (other / "eval_config.yaml").write_text(saved)
+        with pytest.raises(SystemExit, match="no locomo.other_speaker_margin"):
+            locomo_paired.frontier(str(other))
