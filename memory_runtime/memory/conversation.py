@@ -20,8 +20,10 @@ from memory_runtime.memory.facts import Fact
 
 
 def turn_message(speaker: str, text: str, photo: str | None = None) -> str:
-    """One turn: "Caroline: I went to a support group yesterday." (and the photo shared, as LoCoMo captions it)."""
-    shared = f" [shares a photo: {photo}]" if photo else ""
+    """One turn: "Caroline: I went to a support group yesterday." (and the photo shared, as LoCoMo captions it,
+    in parentheses: a square bracket opens a memory call, and a writer never trained on photos copied the
+    bracketed caption instead of writing; docs/results.md)."""
+    shared = f" (shares a photo: {photo})" if photo else ""
     return f"{speaker}: {text}{shared}"
 
 
