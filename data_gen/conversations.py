@@ -118,6 +118,12 @@ def check_sources(settings: Any, person_type: bool) -> None:
                 f"conversations.personas: {settings.personas} is not MSC's persona pairs by split"
                 ' ({"train": [[speaker 1\'s sentences], [speaker 2\'s]], "valid": ..., "test": ...})'
             ) from None
+    photos = bank.get("photos")
+    if settings.photos and not (isinstance(photos, dict) and photos.get("says") and photos.get("scenes")):
+        raise ValueError(
+            f"conversations.photos: the bank {settings.bank or 'data_gen/conversations.yaml'} has no photos"
+            " (says: [...], scenes: [...]; see data_gen/conversations.yaml)"
+        )
     if settings.webnlg_share and not settings.webnlg:
         raise ValueError("conversations.webnlg_share: needs conversations.webnlg (data/real_train/webnlg_facts.jsonl)")
     if settings.webnlg:
@@ -223,12 +229,16 @@ def persona_fact(sentence: str) -> tuple[str, str] | None:
 # ------------------------------------------------------------------------------ conversations
 
 
+PHOTO_RELATION = "shared a photo of"  # what a turn's photo writes: its caption's scene, as LoCoMo captions it
+
+
 @dataclass(frozen=True)
 class ConversationTurn:
     speaker: str
     text: str
     said_at: datetime
     writes: tuple[Triplet, ...]
+    photo: str | None = None  # the caption of the photo it shares ("a photo of a dog on a beach")
 
 
 @dataclass(frozen=True)
@@ -317,7 +327,7 @@ class ConversationMaker:
                 source="conversation",
                 system=reader_system(turn.context),
             )
-        user = Segment(role="user", text=turn_message(turn.speaker, turn.text), train=False)
+        user = Segment(role="user", text=turn_message(turn.speaker, turn.text, turn.photo), train=False)
         if turn.writes:
             calls = " ".join(render_write(*t) for t in turn.writes)
             answer = Segment(role="assistant", text=f"{calls} {replies.ack}", train=True)
@@ -418,7 +428,7 @@ class ConversationMaker:
             others = [i for i in range(len(said)) if i not in keep]
             header = FACTS_HEADER
         else:
-            lines = [dated_turn(t.said_at, t.speaker, t.text) for t in turns]
+            lines = [dated_turn(t.said_at, t.speaker, t.text, t.photo) for t in turns]
             keep = {turns.index(x.turn) for x in needed}
             others = [i for i in range(len(turns)) if i not in keep]
             header = TURNS_HEADER
@@ -472,8 +482,17 @@ class ConversationMaker:
             parts.append(rng.choice(chat["questions"]))
         if closes and rng.random() < 0.6:
             parts.append(rng.choice(chat["closers"]))
+        photo = None
+        if self.settings.photos and rng.random() < self.settings.photos:  # no draw at 0: data as before
+            photos = self.bank["photos"]
+            scene = rng.choice(photos["scenes"])
+            photo = f"a photo of {scene}"
+            if not stated or rng.random() < 0.5:
+                parts.append(rng.choice(photos["says"]))
+            fact = Triplet(name, PHOTO_RELATION, _ARTICLE.sub("", scene))
+            stated.setdefault(fact, (fact, None, scene))
         text = " ".join(parts).replace("{other}", other)
-        return ConversationTurn(name, text, when, tuple(stated)), list(stated.values())
+        return ConversationTurn(name, text, when, tuple(stated), photo), list(stated.values())
 
     def _fact_count(self) -> int:
         r = self.rng.random()

@@ -222,6 +222,9 @@ class ConversationsConfig(Strict):
     # long sentences a writer copies every fact of, about the people and places they name; null: none
     webnlg: str | None = None
     webnlg_share: float = Field(0.0, ge=0, le=1)  # chance a fact of a turn is said with one of them instead
+    # chance a turn shares a photo, captioned as LoCoMo's are ("a photo of a dog on a beach", the bank's photos):
+    # the writer writes what it shows (`shared a photo of`); 0: no photos, the data as before
+    photos: float = Field(0.0, ge=0, le=1)
     sessions: Range = Range(min=3, max=6)
     turns: Range = Range(min=6, max=14)  # turns a session
     # share of the records that are a reader's questions about a conversation (LoCoMo's kinds but open-domain):

@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
+import yaml
 
 from data_gen.conversations import (
     PERSONAS_FILE,
@@ -100,6 +101,44 @@ def test_every_turn_writes_the_speakers_facts_copied_from_what_they_said(generat
     turns = [r for r in splits["train"] if r.type != "answer"]
     writes = sum(r.type == "write" for r in turns) / len(turns)
     assert 0.5 < writes < 0.8  # about a third of the turns are chit-chat
+
+
+def test_a_shared_photo_is_captioned_as_locomo_captions_and_written_as_what_it_shows():
+    """conversations.photos: a turn shares a photo ("(shares a photo: a photo of a dog on a beach)", as part
+    locomo shows LoCoMo's); the writer writes its scene; no LoCoMo caption is among the bank's."""
+    config = DataConfig.load(
+        CONFIG, ["splits.train=600", "splits.validation=50", "splits.test=50", "conversations.photos=0.3"]
+    )
+    _, splits, _ = generate_records(config)
+    turns = [r for r in splits["train"] if r.type != "answer"]
+    shared = [r for r in turns if "(shares a photo: a photo of " in r.segments[0].text]
+    assert 0.2 < len(shared) / len(turns) < 0.4
+    for record in shared:
+        speaker = record.segments[0].text.split(": ", 1)[0]
+        scene = re.search(r"\(shares a photo: a photo of (.+)\)$", record.segments[0].text).group(1)
+        assert record.type == "write" and record.gold_triplets[-1] == (
+            speaker,
+            "shared a photo of",
+            re.sub(r"^(a|an|the) ", "", scene),
+        )
+    contexts = " ".join(r.system or "" for r in splits["train"] if r.type == "answer")
+    assert "(shares a photo: a photo of " in contexts  # chunks' dated turns show the photo too
+    captions = {
+        t.caption.lower()
+        for c in load_locomo(REPO / "benchmarks" / "locomo" / "locomo_dev.json")
+        for t in c.turns()
+        if t.caption
+    }
+    said = " ".join(r.segments[0].text for r in turns).lower()
+    assert len(captions) > 150 and not [c for c in captions if c in said]
+
+
+def test_photos_need_a_bank_that_has_them(tmp_path):
+    bank = {k: v for k, v in phrase_bank().items() if k != "photos"}
+    (tmp_path / "bank.yaml").write_text(yaml.safe_dump(bank))
+    with pytest.raises(ValueError, match=r"conversations\.photos: the bank .*bank\.yaml has no photos"):
+        DataConfig.load(CONFIG, [f"conversations.bank={tmp_path / 'bank.yaml'}", "conversations.photos=0.2"])
+    DataConfig.load(CONFIG, [f"conversations.bank={tmp_path / 'bank.yaml'}"])  # without photos it needs none
 
 
 def test_a_reader_is_asked_about_the_conversation_with_the_prompt_eval_asks_it(generated):
@@ -226,6 +265,8 @@ def test_no_locomo_sentence_is_in_what_is_generated_or_its_sources(generated):
     for conversation in load_locomo(REPO / "benchmarks" / "locomo" / "locomo_dev.json"):
         for turn in conversation.turns():
             sentences |= {s.lower() for s in re.split(r"(?<=[.!?])\s+", turn.text) if len(s.split()) >= 6}
+            if turn.caption and len(turn.caption.split()) >= 6:  # a shared photo's caption
+                sentences.add(turn.caption.lower())
     assert len(sentences) > 1000
     texts = [PERSONAS_FILE.read_text().lower(), (REPO / "data_gen" / "conversations.yaml").read_text().lower()]
     texts.append((REPO / "data" / "real_train" / "webnlg_facts.jsonl").read_text(encoding="utf-8").lower())

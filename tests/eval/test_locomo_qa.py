@@ -14,6 +14,7 @@ from eval.locomo_qa import (
     DEV_FILE,
     ChunkIndex,
     FactIndex,
+    dated,
     evaluate_locomo,
     fact_keys,
     full_context,
@@ -22,6 +23,7 @@ from eval.locomo_qa import (
     progress_units,
     refused_unasked,
     summarise_locomo,
+    turn_line,
 )
 from eval.locomo_reader import Answerer, answered_as
 from eval.systems import System
@@ -30,7 +32,7 @@ from memory_runtime.generation.batching import OneAtATime
 from memory_runtime.memory.conversation import NOT_MENTIONED
 from memory_runtime.memory.memory_config import MemoryConfig
 from memory_runtime.memory.store import TripletStore
-from memory_runtime.protocol import render_write
+from memory_runtime.protocol import StreamParser, render_write
 from tests.eval.test_locomo_reader import RefusalBiased
 
 
@@ -57,6 +59,16 @@ def test_bm25_finds_the_turn_a_question_asks_about_and_keeps_the_order_said():
     assert index.top("marathon training", 1) == [3]
     assert index.top("dog marathon", 2) == [2, 3]  # in the order said, not by score
     assert index.lines[0].startswith("(1:56 PM on 8 May 2023) Caroline: I went")
+
+
+def test_a_shared_photo_is_shown_without_the_bracket_that_opens_a_memory_call():
+    """A writer never trained on photos copied a "[shares a photo: ...]" caption as if it opened a call."""
+    day = datetime(2023, 5, 8, 13, 56)
+    turn = LocomoTurn("D1:1", "Melanie", "Look what I made!", 1, day, "a photo of a bowl with a flower design")
+    assert turn_line(turn) == "Melanie: Look what I made! (shares a photo: a photo of a bowl with a flower design)"
+    assert dated(turn) == f"(1:56 PM on 8 May 2023) {turn_line(turn)}"
+    assert not StreamParser().feed(turn_line(turn))  # nothing in it reads as the start of a call
+    assert "[" not in turn_line(turn)
 
 
 def test_full_context_keeps_the_newest_turns_within_its_budget(smollm2_tokenizer):
