@@ -14,6 +14,8 @@ own facts, in the first person:
     webnlg    (conversations.webnlg_share) real sentences of WebNLG that state 1-4 facts about whom and what
               they name ("Al Anderson plays with the band NRBQ and was once a member of The Wildweeds."),
               every fact written (data_gen/webnlg.py); each split reads its own entries
+    photos    (conversations.photos) a photo the turn shares, captioned as LoCoMo's are ("a photo of a beach at
+              sunset", the bank's scenes): written as what it shows, `shared a photo of`
 
 A turn is one record: the user message is `memory_runtime.memory.conversation.turn_message` ("Caroline: ..."), the
 model writes one call per fact, subject the speaker's name, object copied from the turn with its time
