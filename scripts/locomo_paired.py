@@ -112,11 +112,16 @@ def frontier(side: str) -> str:
     margins = set()
     for folder, _, _ in specs:
         config = folder / "eval_config.yaml"
-        saved = yaml.safe_load(config.read_text()) if config.is_file() else None
+        try:
+            saved = yaml.safe_load(config.read_text()) if config.is_file() else None
+        except yaml.YAMLError as err:
+            sys.exit(f"{config}: not YAML ({err})")
         locomo = saved.get("locomo") if isinstance(saved, dict) else None
         margin = locomo.get("other_speaker_margin") if isinstance(locomo, dict) else None
         if margin is None:
             sys.exit(f"{config}: no locomo.other_speaker_margin (an eval run that refused unasked)")
+        if isinstance(margin, bool) or not isinstance(margin, (int, float)):
+            sys.exit(f"{config}: locomo.other_speaker_margin is {margin!r}, not a number")
         margins.add(float(margin))
     if len(margins) != 1:
         sys.exit(f"{side}: its runs used different margins {sorted(margins)}: pool runs of one setting")

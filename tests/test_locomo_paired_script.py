@@ -118,3 +118,10 @@ def test_the_frontier_reads_a_run_under_each_refusal_and_lower_margin(tmp_path):
         (other / "eval_config.yaml").write_text(saved)
         with pytest.raises(SystemExit, match="no locomo.other_speaker_margin"):
             locomo_paired.frontier(str(other))
+    for saved, says in (
+        ("locomo: [unclosed\n", "not YAML"),
+        ("locomo:\n  other_speaker_margin: high\n", "not a number"),
+    ):
+        (other / "eval_config.yaml").write_text(saved)
+        with pytest.raises(SystemExit, match=says):
+            locomo_paired.frontier(str(other))
