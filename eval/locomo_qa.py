@@ -68,6 +68,7 @@ from memory_runtime.progress import Advance, quiet
 if TYPE_CHECKING:
     from eval.eval_config import EvalConfig
     from eval.systems import System
+    from memory_runtime.memory.sentence_embedding import SentenceEmbedder
 
 READERS = {
     "base": "Every structure is answered by the same reader, the base model.",
@@ -136,14 +137,16 @@ def full_context(conversation: LocomoConversation, answerer: Answerer, budget: i
 
 
 class ChunkIndex(LineIndex):
-    """A conversation's turns, each with its date, under BM25."""
+    """A conversation's turns, each with its date, under BM25 (fused with an embedder's cosine, if given)."""
 
-    def __init__(self, conversation: LocomoConversation) -> None:
+    def __init__(self, conversation: LocomoConversation, embedder: SentenceEmbedder | None = None) -> None:
         self.turns = conversation.turns()
-        super().__init__([dated(t) for t in self.turns])
+        super().__init__([dated(t) for t in self.turns], embedder=embedder)
 
     def top(self, question: str, k: int) -> list[int]:
         """The positions of the k turns that match `question` best, in the order they were said."""
+        if self.vectors is not None:
+            return sorted(self.order(question)[:k])
         found, _ = self.retrieve(self.tokens([question]), min(k, len(self.lines)))
         return sorted(int(i) for i in found[0])
 
@@ -153,17 +156,19 @@ class FactIndex(LineIndex):
     their own words, or (`said`, a turn's text by its id) by those and the words of the turn each was written
     from, which a fact's few words leave out of a question's reach. `lines` is what the reader sees: the facts."""
 
-    def __init__(self, facts: Sequence[Fact], said: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, facts: Sequence[Fact], said: dict[str, str] | None = None, embedder: SentenceEmbedder | None = None
+    ) -> None:
         self.facts = sorted(facts, key=lambda f: (f.valid_from, f.id))
         lines = [dated_fact(f) for f in self.facts]
         keys = None if said is None else [f"{x} {said.get(f.source or '', '')}" for f, x in zip(self.facts, lines)]
-        super().__init__(lines, keys)
+        super().__init__(lines, keys, embedder)
 
     def top(self, query: str, k: int, without: set[int] = frozenset()) -> list[int]:
         """The positions of the k facts that match `query` best, leaving out those in `without`."""
         if len(self.lines) - len(without) <= 0 or k <= 0:
             return []
-        return [i for i, _ in self.ranked(query) if i not in without][:k]
+        return [i for i in self.order(query) if i not in without][:k]
 
     def other_speaker_margin(self, question: str, person: str) -> float:
         """How many times better the best fact about someone else matches `question` (the asked name left out)
@@ -287,6 +292,11 @@ def evaluate_locomo(
     structures = structures_for(settings, system.uses_memory)
     window = settings.window or window_of(reader, reader_tokenizer)
     advance = progress or quiet
+    embedder = None
+    if settings.retrieval == "hybrid":
+        from memory_runtime.memory.sentence_embedding import sentence_embedder
+
+        embedder = sentence_embedder(settings.embedding_model)  # before ingestion: a missing model fails at once
     ingestion = None
     if any(s in MEMORY_STRUCTURES for s in structures):
         ingestion = ingest(system, conversations, memory, batch, advance)
@@ -295,10 +305,10 @@ def evaluate_locomo(
         if "full_context" in structures:
             rows += _full_context_rows(conversation, answerer, window, advance)
         if "chunks" in structures:
-            rows += _chunk_rows(conversation, answerer, settings.top_k, advance)
+            rows += _chunk_rows(conversation, answerer, settings.top_k, advance, embedder)
         if ingestion is not None:
             said = fact_keys(conversation, settings.fact_keys)
-            index = FactIndex(ingestion.store.facts(namespace=conversation.sample_id), said)
+            index = FactIndex(ingestion.store.facts(namespace=conversation.sample_id), said, embedder)
             for structure in (s for s in structures if s in MEMORY_STRUCTURES):
                 rows += _memory_rows(structure, conversation, index, answerer, settings, advance)
     if ingestion is not None and rows:
@@ -310,7 +320,20 @@ def evaluate_locomo(
             "seconds": round(ingestion.seconds, 1),
             "facts": {c.sample_id: len(ingestion.store.facts(namespace=c.sample_id)) for c in conversations},
         }
+        rows[0]["written"] = written_facts(ingestion.store, conversations)
     return rows
+
+
+def written_facts(store: TripletStore, conversations: list[LocomoConversation]) -> list[dict]:
+    """Every fact the model wrote, with the turn it was written from (`source`, a dia_id) and its line as a read
+    returns it (`line`): kept in the first row (cases.jsonl), so that what was written, and how a read could
+    have found it, is read off the run without writing the conversations again."""
+    return [
+        {"conversation": c.sample_id, "source": f.source, "valid_from": f.valid_from, "line": dated_fact(f)}
+        | f.triplet._asdict()
+        for c in conversations
+        for f in sorted(store.facts(namespace=c.sample_id), key=lambda f: (f.valid_from, f.id))
+    ]
 
 
 def _full_context_rows(
@@ -335,8 +358,10 @@ def _full_context_rows(
     return rows
 
 
-def _chunk_rows(conversation: LocomoConversation, answerer: Answerer, k: int, advance: Advance) -> list[dict]:
-    index = ChunkIndex(conversation)
+def _chunk_rows(
+    conversation: LocomoConversation, answerer: Answerer, k: int, advance: Advance, embedder: Any = None
+) -> list[dict]:
+    index = ChunkIndex(conversation, embedder)
     rows = []
     for question in conversation.questions:
         started = time.perf_counter()

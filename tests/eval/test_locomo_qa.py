@@ -171,6 +171,13 @@ WRITES = [
 ]
 
 
+def scripted_memlm(model, tokenizer, writes=WRITES) -> tuple[System, ScriptedBackend]:
+    """memlm whose writer says `writes`, turn by turn, and whose model (`reader=model`) answers."""
+    backend = ScriptedBackend(writes)
+    decoder = OneAtATime(lambda request: backend)
+    return System("memlm", model, tokenizer, decoder=decoder, reader=(None, None)), backend
+
+
 def test_the_model_under_test_writes_a_dated_memory_that_each_memory_structure_reads(tiny_model, smollm2_tokenizer):
     """Turn by turn, each the speaker's message dated with its session; facts dated, "yesterday" resolved, each
     kept with its turn's id; then triples, iterative and mixed answer every question from them."""
@@ -193,6 +200,13 @@ def test_the_model_under_test_writes_a_dated_memory_that_each_memory_structure_r
     assert [r["structure"] for r in rows] == ["triples"] * 3 + ["iterative"] * 3 + ["mixed"] * 3
     ingestion = rows[0]["ingestion"]
     assert ingestion["turns"] == 4 and ingestion["facts"] == {"conv-test": 3}
+    written = rows[0]["written"]  # what was written, from which turn: a run's diagnostics need no second ingestion
+    assert [(w["subject"], w["relation"], w["source"]) for w in written] == [
+        ("Caroline", "went to", "D1:1"),
+        ("Caroline", "adopted", "D1:3"),
+        ("Melanie", "is training for", "D1:4"),
+    ]
+    assert all(w["conversation"] == "conv-test" and w["line"].startswith("(") for w in written)
     triples = [r for r in rows if r["structure"] == "triples"]
     assert triples[0]["evidence_recall"] == 1.0 and triples[1]["evidence_recall"] == 1.0  # the dog, the marathon
     summary = summarise_locomo(rows)
@@ -203,10 +217,7 @@ def test_the_model_under_test_writes_a_dated_memory_that_each_memory_structure_r
 def test_a_model_trained_to_read_answers_every_structure_itself(tiny_model, smollm2_tokenizer):
     """locomo.reader: model: the system answers with its own model, and runs chunks beside its memory so
     that its structures are compared with the same reader."""
-    backend = ScriptedBackend(WRITES)
-    system = System(
-        "memlm", tiny_model, smollm2_tokenizer, decoder=OneAtATime(lambda request: backend), reader=(None, None)
-    )
+    system, backend = scripted_memlm(tiny_model, smollm2_tokenizer)
     config = EvalConfig(
         generation={"model": "x"},
         parts=["locomo"],
@@ -248,9 +259,7 @@ def test_facts_k_sets_the_facts_read_apart_from_the_turns_chunks_read(tiny_model
     settings = {"answer_tokens": 4, "top_k": 3, "reader": "model", "structures": ["chunks", "triples"]}
     counts = {}
     for facts_k in (None, 1):
-        backend = ScriptedBackend(writes)
-        decoder = OneAtATime(lambda request, backend=backend: backend)
-        system = System("memlm", tiny_model, smollm2_tokenizer, decoder=decoder, reader=(None, None))
+        system, _ = scripted_memlm(tiny_model, smollm2_tokenizer, writes)
         config = EvalConfig(generation={"model": "x"}, parts=["locomo"], locomo={**settings, "facts_k": facts_k})
         rows = evaluate_locomo(system, [conversation()], config, None, MemoryConfig(open_relations=True), batch=1)
         triples = [r for r in rows if r["structure"] == "triples"]
@@ -269,6 +278,34 @@ def test_facts_k_sets_the_facts_read_apart_from_the_turns_chunks_read(tiny_model
     assert max(counts[None]) > 1 and max(counts[1]) == 1
     with pytest.raises(ValueError, match="facts_k"):
         EvalConfig(generation={"model": "x"}, parts=["locomo"], locomo={"facts_k": 0})
+
+
+def test_hybrid_retrieval_reads_k_facts_where_bm25_matches_fewer(tiny_model, smollm2_tokenizer, monkeypatch):
+    """locomo.retrieval: hybrid gives chunks and the memory structures the embedder's ranking beside BM25's:
+    "What is Melanie training for?" matches one fact by its words, so BM25 reads that one and hybrid its top_k;
+    an embedding model that is not there fails before anything is written."""
+    import memory_runtime.memory.sentence_embedding as sentence_embedding
+    from tests.memory_runtime.memory.test_sentence_embedding import Axes
+
+    monkeypatch.setattr(sentence_embedding, "sentence_embedder", lambda name: Axes())
+    settings = {"answer_tokens": 4, "top_k": 2, "reader": "model", "structures": ["chunks", "triples"]}
+    facts = {}
+    for retrieval in ("bm25", "hybrid"):
+        system, _ = scripted_memlm(tiny_model, smollm2_tokenizer)
+        config = EvalConfig(generation={"model": "x"}, parts=["locomo"], locomo={**settings, "retrieval": retrieval})
+        rows = evaluate_locomo(system, [conversation()], config, None, MemoryConfig(open_relations=True), batch=1)
+        facts[retrieval] = [r["facts"] for r in rows if r["structure"] == "triples"]
+    assert facts["bm25"][1] == 1 and facts["hybrid"] == [2, 2, 2]
+    monkeypatch.undo()
+    system, backend = scripted_memlm(tiny_model, smollm2_tokenizer)
+    config = EvalConfig(
+        generation={"model": "x"},
+        parts=["locomo"],
+        locomo={**settings, "retrieval": "hybrid", "embedding_model": "/no/such/model"},
+    )
+    with pytest.raises(FileNotFoundError, match="/no/such/model"):
+        evaluate_locomo(system, [conversation()], config, None, MemoryConfig(open_relations=True), batch=1)
+    assert backend.seen == []  # nothing was written
 
 
 def test_facts_are_read_with_their_dates_and_found_by_their_words():
