@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The pending GPU list (docs/results.md, issue text), in order of what it decides, sized for one short GPU
-# lease (~8 minutes of work on one H100/H200). Each step has its own time limit and writes its figures as
-# it ends, so a lease that runs out keeps what was done. Run from the repository root on a CUDA machine:
+# lease (~8 minutes of work on one H100/H200 for steps 0-9, ~7 more for step 10). Each step has its own time
+# limit and writes its figures as it ends, so a lease that runs out keeps what was done. Run from the
+# repository root on a CUDA machine:
 #   DATA=runs/data bash scripts/gpu_list.sh [OUT_DIR]          # DATA: memlm generate's output
 #  0 cudnn             the GPU recipe's step with cuDNN's attention allowed and not (gpu.cudnn_attention), side
 #                      by side, the second under torch.profiler (bench train --profile): does the fixed cost go?
@@ -20,13 +21,18 @@
 #                      8 minutes on the machine's 16 cores, the server on cores the clients do not share: do the
 #                      read/listing p99 targets (50/200 ms) hold where the 2-core VM's steal and shared cores
 #                      are gone? (needs the server's packages: fastapi, uvicorn, httptools, uvloop, httpx, psutil, datasketch)
+# 10 locomo            issue 56 on a GPU: the conversational data (seed 0, as the CPU recipe's), the GPU recipe of
+#                      the 135M on it (configs/train/gpu-smollm2-conversations.yaml, at most 5 minutes), then
+#                      part locomo on CUDA: memlm's full context, chunks and triples read by its own reader, and
+#                      the base's full context and chunks (needs bm25s and PyStemmer besides the training packages)
+# Step 10 runs first: it is what the one open issue waits for; the others are figures of closed ones.
 # Steps 6-8 need step 2's adapter (a supervised run). STEPS="1 2 3 4 5" picks steps; MEMLM (default "python3 -m memlm") runs memlm.
 # Steps 3 and 4 run under py-spy (OUT/NAME.folded: where a turn's time goes) when py-spy is on the PATH.
 set -uo pipefail
 OUT=${1:-runs/gpu-list}
 MEMLM=${MEMLM:-python3 -m memlm}
 DATA=${DATA:-runs/data}
-STEPS=${STEPS:-0 1 2 3 4 5 6 7 8 9}
+STEPS=${STEPS:-10 0 1 2 3 4 5 6 7 8 9}
 TOKENIZER=${TOKENIZER:-embedded:SmolLM2-135M-Instruct}  # the 7B shape's tokens (no hub here): ~same lengths
 mkdir -p "$OUT"
 
@@ -74,6 +80,13 @@ for s in $STEPS; do
     8) step grpo 260 $MEMLM train --config configs/train/grpo-smollm2.yaml --data "$DATA" \
            reference="$OUT/gpu-smollm2" --out "$OUT/grpo" --fresh optim.max_minutes=3 grpo.rollout_batch_size=16 ;;
     9) step soak 560 taskset -c 0-11 $MEMLM bench soak --minutes 8 --client-cpus 12-15 --out "$OUT/soak.json" ;;
+    10) step locomo-data 120 $MEMLM generate --config conversations --out "$OUT/conversations-data" --overwrite \
+            seed=0 conversations.more_facts=0.5
+        step locomo-train 360 $MEMLM train --config configs/train/gpu-smollm2-conversations.yaml \
+            --data "$OUT/conversations-data" --out "$OUT/gpu-conversations" --fresh optim.max_minutes=5
+        step locomo-eval 300 $MEMLM eval --model "$OUT/gpu-conversations" --parts locomo --systems memlm,zero_shot \
+            --out "$OUT/locomo" generation.engine=hf generation.max_batch_size=64 locomo.answer_tokens=16 \
+            locomo.reader=model "locomo.structures=[full_context,chunks,triples]" ;;
     *) echo "unknown step $s" >&2 ;;
     esac
 done
