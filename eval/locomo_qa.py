@@ -359,7 +359,11 @@ def _full_context_rows(
 
 
 def _chunk_rows(
-    conversation: LocomoConversation, answerer: Answerer, k: int, advance: Advance, embedder: Any = None
+    conversation: LocomoConversation,
+    answerer: Answerer,
+    k: int,
+    advance: Advance,
+    embedder: SentenceEmbedder | None = None,
 ) -> list[dict]:
     index = ChunkIndex(conversation, embedder)
     rows = []
