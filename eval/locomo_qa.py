@@ -325,9 +325,8 @@ def evaluate_locomo(
 
 
 def written_facts(store: TripletStore, conversations: list[LocomoConversation]) -> list[dict]:
-    """Every fact the model wrote, with the turn it was written from (`source`, a dia_id) and its line as a read
-    returns it (`line`): kept in the first row (cases.jsonl), so that what was written, and how a read could
-    have found it, is read off the run without writing the conversations again."""
+    """Every fact the model wrote, with its turn (`source`, a dia_id) and its line as a read returns it: kept in
+    the first row (cases.jsonl), so that reads can be measured again without writing the conversations again."""
     return [
         {"conversation": c.sample_id, "source": f.source, "valid_from": f.valid_from, "line": dated_fact(f)}
         | f.triplet._asdict()
@@ -359,11 +358,7 @@ def _full_context_rows(
 
 
 def _chunk_rows(
-    conversation: LocomoConversation,
-    answerer: Answerer,
-    k: int,
-    advance: Advance,
-    embedder: SentenceEmbedder | None = None,
+    conversation: LocomoConversation, answerer: Answerer, k: int, advance: Advance, embedder: SentenceEmbedder | None
 ) -> list[dict]:
     index = ChunkIndex(conversation, embedder)
     rows = []
