@@ -9,7 +9,7 @@ from pydantic import Field, model_validator
 
 from eval import DEFAULT_PARTS, NAMES
 from memory_runtime.generation.runtime import Generation, with_defaults
-from memory_runtime.memory.sentence_embedding import EMBEDDING_MODEL
+from memory_runtime.models.sentence_embedding import EMBEDDING_MODEL
 from memory_runtime.yaml_config import Strict
 
 PartName = Literal[NAMES]  # what `parts` accepts: the names in eval/__init__.py

@@ -55,6 +55,7 @@ from memory_runtime.memory.conversation import (
     FACTS_HEADER,
     NOT_MENTIONED,
     TURNS_HEADER,
+    Embedder,
     LineIndex,
     dated_fact,
     dated_turn,
@@ -68,7 +69,6 @@ from memory_runtime.progress import Advance, quiet
 if TYPE_CHECKING:
     from eval.eval_config import EvalConfig
     from eval.systems import System
-    from memory_runtime.memory.sentence_embedding import SentenceEmbedder
 
 READERS = {
     "base": "Every structure is answered by the same reader, the base model.",
@@ -139,7 +139,7 @@ def full_context(conversation: LocomoConversation, answerer: Answerer, budget: i
 class ChunkIndex(LineIndex):
     """A conversation's turns, each with its date, under BM25 (fused with an embedder's cosine, if given)."""
 
-    def __init__(self, conversation: LocomoConversation, embedder: SentenceEmbedder | None = None) -> None:
+    def __init__(self, conversation: LocomoConversation, embedder: Embedder | None = None) -> None:
         self.turns = conversation.turns()
         super().__init__([dated(t) for t in self.turns], embedder=embedder)
 
@@ -157,7 +157,7 @@ class FactIndex(LineIndex):
     from, which a fact's few words leave out of a question's reach. `lines` is what the reader sees: the facts."""
 
     def __init__(
-        self, facts: Sequence[Fact], said: dict[str, str] | None = None, embedder: SentenceEmbedder | None = None
+        self, facts: Sequence[Fact], said: dict[str, str] | None = None, embedder: Embedder | None = None
     ) -> None:
         self.facts = sorted(facts, key=lambda f: (f.valid_from, f.id))
         lines = [dated_fact(f) for f in self.facts]
@@ -294,13 +294,14 @@ def evaluate_locomo(
     advance = progress or quiet
     embedder = None
     if settings.retrieval == "hybrid":
-        from memory_runtime.memory.sentence_embedding import sentence_embedder
+        from memory_runtime.models.sentence_embedding import sentence_embedder
 
         embedder = sentence_embedder(settings.embedding_model)  # before ingestion: a missing model fails at once
     ingestion = None
     if any(s in MEMORY_STRUCTURES for s in structures):
         ingestion = ingest(system, conversations, memory, batch, advance)
     rows: list[dict] = []
+    written: list[dict] = []
     for conversation in conversations:
         if "full_context" in structures:
             rows += _full_context_rows(conversation, answerer, window, advance)
@@ -309,6 +310,7 @@ def evaluate_locomo(
         if ingestion is not None:
             said = fact_keys(conversation, settings.fact_keys)
             index = FactIndex(ingestion.store.facts(namespace=conversation.sample_id), said, embedder)
+            written += written_facts(conversation, index)
             for structure in (s for s in structures if s in MEMORY_STRUCTURES):
                 rows += _memory_rows(structure, conversation, index, answerer, settings, advance)
     if ingestion is not None and rows:
@@ -320,18 +322,17 @@ def evaluate_locomo(
             "seconds": round(ingestion.seconds, 1),
             "facts": {c.sample_id: len(ingestion.store.facts(namespace=c.sample_id)) for c in conversations},
         }
-        rows[0]["written"] = written_facts(ingestion.store, conversations)
+        rows[0]["written"] = written
     return rows
 
 
-def written_facts(store: TripletStore, conversations: list[LocomoConversation]) -> list[dict]:
+def written_facts(conversation: LocomoConversation, index: FactIndex) -> list[dict]:
     """Every fact the model wrote, with its turn (`source`, a dia_id) and its line as a read returns it: kept in
     the first row (cases.jsonl), so that reads can be measured again without writing the conversations again."""
     return [
-        {"conversation": c.sample_id, "source": f.source, "valid_from": f.valid_from, "line": dated_fact(f)}
+        {"conversation": conversation.sample_id, "source": f.source, "valid_from": f.valid_from, "line": line}
         | f.triplet._asdict()
-        for c in conversations
-        for f in sorted(store.facts(namespace=c.sample_id), key=lambda f: (f.valid_from, f.id))
+        for f, line in zip(index.facts, index.lines)
     ]
 
 
@@ -358,7 +359,7 @@ def _full_context_rows(
 
 
 def _chunk_rows(
-    conversation: LocomoConversation, answerer: Answerer, k: int, advance: Advance, embedder: SentenceEmbedder | None
+    conversation: LocomoConversation, answerer: Answerer, k: int, advance: Advance, embedder: Embedder | None
 ) -> list[dict]:
     index = ChunkIndex(conversation, embedder)
     rows = []

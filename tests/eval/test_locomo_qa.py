@@ -284,8 +284,8 @@ def test_hybrid_retrieval_reads_k_facts_where_bm25_matches_fewer(tiny_model, smo
     """locomo.retrieval: hybrid gives chunks and the memory structures the embedder's ranking beside BM25's:
     "What is Melanie training for?" matches one fact by its words, so BM25 reads that one and hybrid its top_k;
     an embedding model that is not there fails before anything is written."""
-    import memory_runtime.memory.sentence_embedding as sentence_embedding
-    from tests.memory_runtime.memory.test_sentence_embedding import Axes
+    import memory_runtime.models.sentence_embedding as sentence_embedding
+    from tests.memory_runtime.models.test_sentence_embedding import Axes
 
     monkeypatch.setattr(sentence_embedding, "sentence_embedder", lambda name: Axes())
     settings = {"answer_tokens": 4, "top_k": 2, "reader": "model", "structures": ["chunks", "triples"]}

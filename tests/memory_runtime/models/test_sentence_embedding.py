@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from memory_runtime.memory.conversation import RRF_K, LineIndex
-from memory_runtime.memory.sentence_embedding import (
+from memory_runtime.models.sentence_embedding import (
     EMBEDDING_MODEL,
     INSTALL_HINT,
     embedding_model_path,
