@@ -13,6 +13,7 @@ from eval.locomo import refuses
 from memory_runtime.memory.conversation import reader_system
 
 REFUSAL_TRIES = 4  # first tokens tried, likeliest first, for an answer that does not refuse
+QUESTION_MARK = "\u2063question\u2063"  # stands for the question where a template is split at its text
 
 
 @dataclass
@@ -56,14 +57,22 @@ class Answerer:
         return self.tokenizer(text, add_special_tokens=False)["input_ids"]
 
     def prompt_parts(self, context: str, question: str) -> tuple[list[int], list[int]]:
-        """The chat's token ids split where the question begins (a special token: the split joins cleanly)."""
+        """The chat's token ids split where the question's part begins, so that the second part does not depend
+        on the context: after the system message where it ends in a special token (ChatML), else, for a
+        template that folds the system prompt into the user's turn (Gemma), just before the question's text."""
         system = [{"role": "system", "content": reader_system(context)}]
-        head = self.tokenizer.apply_chat_template(system, tokenize=False)
-        whole = self.tokenizer.apply_chat_template(
-            [*system, {"role": "user", "content": question}], tokenize=False, add_generation_prompt=True
-        )
-        if not whole.startswith(head):
-            raise ValueError("the chat template does not extend a system message with the question")
+
+        def chat(content: str) -> str:
+            return self.tokenizer.apply_chat_template(
+                [*system, {"role": "user", "content": content}], tokenize=False, add_generation_prompt=True
+            )
+
+        whole, head = chat(question), self.tokenizer.apply_chat_template(system, tokenize=False)
+        if not (whole.startswith(head) and system[0]["content"] in head):
+            marked = chat(QUESTION_MARK)
+            head = marked[: marked.index(QUESTION_MARK)]
+            if not (whole.startswith(head) and system[0]["content"] in head):
+                raise ValueError("the chat template does not put the reader's context before the question")
         return self.ids(head), self.ids(whole[len(head) :])
 
     def question_ids(self, question: str) -> list[int]:

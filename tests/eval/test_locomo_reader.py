@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from eval.locomo import refuses
 from eval.locomo_reader import Answerer, reader_refuses
-from memory_runtime.memory.conversation import NOT_MENTIONED
+from memory_runtime.memory.conversation import NOT_MENTIONED, reader_system
 
 
 class RefusalBiased:
@@ -58,3 +58,30 @@ def test_a_reader_refuses_as_reader_refusal_allows_and_keeps_what_it_would_say_i
     assert plain["never"] == plain["likely"] == plain["greedy"]
     assert reader_refuses("likely", True, 0.4) is False and reader_refuses("greedy", True, 0.4) is True
     assert reader_refuses("greedy", False, 0.9) is False
+
+
+def test_a_template_that_folds_the_system_prompt_into_the_user_turn_splits_before_the_question(gemma3_tokenizer):
+    """Gemma's template has no system turn: the context goes in the head, the question's part does not depend
+    on it (a full context is prefilled once), and the two parts are the whole prompt's ids."""
+    answerer = Answerer(None, gemma3_tokenizer)
+    tails = set()
+    for context in ("Facts remembered: none.", "Turns:\n[D1:3] Caroline: I went to a support group yesterday."):
+        for question in ("When did Caroline go to the support group?", ""):
+            head, tail = answerer.prompt_parts(context, question)
+            whole = gemma3_tokenizer.apply_chat_template(
+                [{"role": "system", "content": reader_system(context)}, {"role": "user", "content": question}],
+                tokenize=False,
+                add_generation_prompt=True,
+            )
+            assert head + tail == gemma3_tokenizer(whole, add_special_tokens=False)["input_ids"]
+            assert context in gemma3_tokenizer.decode(head) and "Caroline go" not in gemma3_tokenizer.decode(head)
+            if question:
+                tails.add(tuple(tail))
+                assert tuple(answerer.question_ids(question)) == tuple(tail)
+    assert len(tails) == 1
+
+
+def test_the_chatml_split_stays_after_the_system_message(smollm2_tokenizer):
+    head, tail = Answerer(None, smollm2_tokenizer).prompt_parts("Facts remembered: none.", "Who?")
+    assert smollm2_tokenizer.decode(head).endswith("<|im_end|>\n")
+    assert smollm2_tokenizer.decode(tail).startswith("<|im_start|>user\nWho?")
