@@ -84,8 +84,15 @@ class Answerer:
         """The cache of `ids` (a shared context), to answer several questions after it."""
         import torch
 
+        from memory_runtime.generation.batch_cache import new_cache
+
         with torch.inference_mode():
-            out = self.model(torch.tensor([list(ids)], device=self.model.device), use_cache=True, logits_to_keep=1)
+            out = self.model(
+                torch.tensor([list(ids)], device=self.model.device),
+                past_key_values=new_cache(),
+                use_cache=True,
+                logits_to_keep=1,
+            )
         return out.past_key_values
 
     def answer(self, ids: Sequence[int], cache: Any = None) -> ReaderAnswer:
@@ -118,11 +125,17 @@ class Answerer:
         return ReaderAnswer(text, refusal_p, unrefused)
 
     def _step(self, ids: list[int], cache: Any) -> tuple[Any, Any]:
-        """The next token's logits after `ids`, and the cache that holds them."""
+        """The next token's logits after `ids`, and the cache that holds them (a sliding-window model's too: a
+        cache that keeps every position, so that `crop` can go back past the window)."""
         import torch
 
+        from memory_runtime.generation.batch_cache import new_cache
+
         out = self.model(
-            torch.tensor([ids], device=self.model.device), past_key_values=cache, use_cache=True, logits_to_keep=1
+            torch.tensor([ids], device=self.model.device),
+            past_key_values=new_cache() if cache is None else cache,  # every position kept: crop can go back
+            use_cache=True,
+            logits_to_keep=1,
         )
         return out.logits[0, -1], out.past_key_values
 

@@ -85,3 +85,36 @@ def test_the_chatml_split_stays_after_the_system_message(smollm2_tokenizer):
     head, tail = Answerer(None, smollm2_tokenizer).prompt_parts("Facts remembered: none.", "Who?")
     assert smollm2_tokenizer.decode(head).endswith("<|im_end|>\n")
     assert smollm2_tokenizer.decode(tail).startswith("<|im_start|>user\nWho?")
+
+
+def test_a_sliding_window_reader_answers_past_its_window_as_generate_does(smollm2_tokenizer):
+    """A Gemma 3 (sliding-window layers) reader whose context outruns its window: the answers equal
+    transformers' own greedy generate, and a cached context is cropped back after each question."""
+    import torch
+    from transformers import Gemma3ForCausalLM, Gemma3TextConfig
+
+    torch.manual_seed(0)
+    config = Gemma3TextConfig(
+        vocab_size=len(smollm2_tokenizer),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=16,
+        sliding_window=8,
+        layer_types=["sliding_attention", "full_attention"],
+        max_position_embeddings=512,
+    )
+    model = Gemma3ForCausalLM(config).eval()
+    answerer = Answerer(model, smollm2_tokenizer, max_new_tokens=6)
+    context = "Turns:\n" + "\n".join(f"[D1:{i}] Caroline: I adopted dog number {i}." for i in range(8))
+    head = answerer.prompt_parts(context, "")[0]
+    cache = answerer.prefill(head)
+    for question in ("Who adopted a dog?", "How many dogs?"):
+        ids = head + answerer.question_ids(question)
+        expected = model.generate(torch.tensor([ids]), max_new_tokens=6, do_sample=False)[0, len(ids) :]
+        expected = smollm2_tokenizer.decode(expected, skip_special_tokens=True).strip()
+        assert answerer.answer(ids).text == expected
+        assert answerer.answer(answerer.question_ids(question), cache).text == expected
+        assert cache.get_seq_length() == len(head) > 8
