@@ -67,11 +67,14 @@ class Answerer:
                 [*system, {"role": "user", "content": content}], tokenize=False, add_generation_prompt=True
             )
 
+        def splits(head: str) -> bool:  # the head holds the context and the whole prompt begins with it
+            return whole.startswith(head) and system[0]["content"] in head
+
         whole, head = chat(question), self.tokenizer.apply_chat_template(system, tokenize=False)
-        if not (whole.startswith(head) and system[0]["content"] in head):
+        if not splits(head):
             marked = chat(QUESTION_MARK)
             head = marked[: marked.index(QUESTION_MARK)]
-            if not (whole.startswith(head) and system[0]["content"] in head):
+            if not splits(head):
                 raise ValueError("the chat template does not put the reader's context before the question")
         return self.ids(head), self.ids(whole[len(head) :])
 
@@ -84,16 +87,8 @@ class Answerer:
         """The cache of `ids` (a shared context), to answer several questions after it."""
         import torch
 
-        from memory_runtime.generation.batch_cache import new_cache
-
         with torch.inference_mode():
-            out = self.model(
-                torch.tensor([list(ids)], device=self.model.device),
-                past_key_values=new_cache(),
-                use_cache=True,
-                logits_to_keep=1,
-            )
-        return out.past_key_values
+            return self._step(list(ids), None)[1]
 
     def answer(self, ids: Sequence[int], cache: Any = None) -> ReaderAnswer:
         """The greedy continuation of `ids` (after what `cache` holds, which is cropped back afterwards). Where it
